@@ -1,0 +1,66 @@
+"""Presets: prompts that make the lesson visible, loaded from presets/*.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+from demo.results import Api, Message
+
+
+class Preset(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    title: str
+    expect: str  # one line for the audience: what to watch for
+    messages: list[Message] = Field(min_length=1)
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(256, ge=1, le=32768)
+    api: Api = "chat"
+    # Files (relative to the presets folder) whose text replaces {{name}} in the messages.
+    include: dict[str, str] = Field(default_factory=dict)
+
+
+class PresetError(BaseModel):
+    file: str
+    message: str
+
+
+def _load_one(path: Path) -> Preset:
+    # safe_load: a preset file is data, never code.
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError("the file must hold a mapping of preset fields")
+    data.setdefault("name", path.stem)
+    preset = Preset.model_validate(data)
+    for key, rel in preset.include.items():
+        text = (path.parent / rel).read_text(encoding="utf-8")
+        for m in preset.messages:
+            m.content = m.content.replace("{{" + key + "}}", text)
+    return preset
+
+
+def load_presets(folder: Path) -> tuple[dict[str, Preset], list[PresetError]]:
+    """Load every preset; a broken file is reported by name and field, the rest still load."""
+    presets: dict[str, Preset] = {}
+    errors: list[PresetError] = []
+    for path in sorted(folder.glob("*.yaml")):
+        try:
+            preset = _load_one(path)
+        except ValidationError as e:
+            where = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()
+            )
+            errors.append(PresetError(file=path.name, message=where))
+            continue
+        except (OSError, yaml.YAMLError, ValueError) as e:
+            errors.append(PresetError(file=path.name, message=str(e).splitlines()[0]))
+            continue
+        if preset.name in presets:
+            errors.append(PresetError(file=path.name, message=f"duplicate preset name {preset.name!r}"))
+            continue
+        presets[preset.name] = preset
+    return presets, errors

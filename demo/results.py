@@ -1,0 +1,142 @@
+"""Typed results: one object per stream event, side, race. Units are in the names.
+
+The CLI, the page, the evaluator and saved runs all print these objects, so a figure is
+computed in one place (demo/measure.py) and shown everywhere the same. A figure that
+cannot be known is None and its reason is in ``na_reasons[field]``; never a guess.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Side = Literal["baseline", "speculative"]
+Mode = Literal["race", "sequential"]
+Api = Literal["chat", "completions"]
+
+
+class Message(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class SpecPerRequest(BaseModel):
+    """vLLM's per-request speculative metrics (``metrics.speculative_decoding``)."""
+
+    model_config = {"extra": "ignore"}
+
+    mean_acceptance_length: float | None = None
+    draft_acceptance_rate: float | None = None
+    acceptance_histogram: list[int] | None = None
+    num_spec_steps: int | None = None
+    num_accepted_draft_tokens: int | None = None
+    num_draft_tokens: int | None = None
+    num_spec_tokens: int | None = None
+    per_step_accepted: list[int] | None = None
+    per_step_drafted: list[int] | None = None
+
+
+class ChunkEvent(BaseModel):
+    """One SSE ``data:`` event as the client saw it."""
+
+    t_s: float  # seconds since the request was sent (monotonic clock)
+    text: str = ""
+    # Running usage.completion_tokens (continuous_usage_stats); None when the server omits it.
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    finish_reason: str | None = None
+    final_usage: bool = False  # the closing "choices: []" usage chunk
+    spec: SpecPerRequest | None = None
+
+
+class SpecStats(BaseModel):
+    """Acceptance figures of one speculative request."""
+
+    source: Literal["per_request", "metrics_delta"]
+    acceptance_rate: float | None = None  # accepted / drafted tokens
+    mean_acceptance_length: float | None = None  # 1 + accepted / drafts (bonus token included)
+    accepted_tokens: int | None = None
+    draft_tokens: int | None = None
+    drafts: int | None = None  # verification steps that had a draft
+    num_spec_tokens: int | None = None  # k
+    # Rate at which draft position i was accepted, per verification step.
+    per_position_acceptance: list[float] | None = None
+    acceptance_histogram: list[int] | None = None  # steps that accepted exactly j tokens
+    note: str | None = None
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
+class SideResult(BaseModel):
+    side: Side
+    url: str
+    model: str | None = None
+    completion_tokens: int | None = None  # from the server's usage, never from chunks
+    prompt_tokens: int | None = None
+    ttft_s: float | None = None
+    decode_tokens_per_s: float | None = None  # (tokens - 1) / (t_last - t_first)
+    e2e_s: float | None = None
+    itl_p50_s: float | None = None  # inter-token latency, a multi-token chunk spread over its tokens
+    itl_p95_s: float | None = None
+    chunks: int = 0  # content chunks received
+    tokens_per_chunk: dict[int, int] = Field(default_factory=dict)  # size -> count
+    finish_reason: str | None = None
+    text: str = ""
+    error: str | None = None
+    complete: bool = False  # the stream ended with [DONE]
+    spec: SpecStats | None = None
+    events: list[ChunkEvent] = Field(default_factory=list)
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
+class RaceRequest(BaseModel):
+    """What one race sends to both servers."""
+
+    preset: str | None = None
+    messages: list[Message] | None = None  # chat API
+    prompt: str | None = None  # completions API (built from messages when empty)
+    api: Api = "chat"
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+    max_tokens: int = Field(256, ge=1, le=32768)
+    mode: Mode = "race"
+    warmup: bool = False
+    seed: int | None = None
+
+
+class RaceResult(BaseModel):
+    mode: Mode
+    preset: str | None = None
+    request: RaceRequest
+    started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    baseline: SideResult
+    speculative: SideResult
+    speedup: float | None = None  # speculative decode tokens/s over baseline's
+    e2e_speedup: float | None = None  # baseline e2e_s over speculative e2e_s
+    identical_text: bool | None = None
+    first_difference: int | None = None  # character index where the texts first differ
+    cancelled: bool = False
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
+class SideSnapshot(BaseModel):
+    """A side while it streams: what the page shows live."""
+
+    side: Side
+    text: str = ""
+    completion_tokens: int | None = None
+    elapsed_s: float = 0.0
+    ttft_s: float | None = None
+    tokens_per_s: float | None = None  # live decode rate so far
+    # (arrival seconds, tokens in chunk, chunk text) for burst shading and the token chart.
+    bursts: list[tuple[float, int, str]] = Field(default_factory=list)
+    done: bool = False
+    error: str | None = None
+    status: str = "waiting"  # waiting | streaming | done | error | cancelled
+
+
+class RaceSnapshot(BaseModel):
+    mode: Mode
+    baseline: SideSnapshot
+    speculative: SideSnapshot
+    result: RaceResult | None = None  # set on the final snapshot

@@ -1,0 +1,44 @@
+"""Settings for the demo: environment variables with the SPECDEMO_ prefix, or a .env file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SPECDEMO_", env_file=".env", extra="ignore")
+
+    baseline_url: str = "http://127.0.0.1:8000"
+    speculative_url: str = "http://127.0.0.1:8001"
+    # Sent as a bearer token to both servers; never logged, shown or saved.
+    api_key: SecretStr | None = None
+    # Served model name; discovered from /v1/models when empty.
+    model: str | None = None
+
+    connect_timeout_s: float = Field(5.0, gt=0)
+    # Longest silence allowed between two chunks of a stream (also covers time to first byte).
+    read_timeout_s: float = Field(60.0, gt=0)
+    # Budget for small calls: /health, /v1/models, /metrics.
+    probe_timeout_s: float = Field(3.0, gt=0)
+
+    ui_host: str = "127.0.0.1"
+    ui_port: int = Field(7860, ge=1, le=65535)
+    ui_share: bool = False
+    # "user:password" enables Gradio's login; required to bind beyond localhost or share.
+    ui_auth: SecretStr | None = None
+    # Races running at once in the page; more wait in a visible queue.
+    max_concurrent_races: int = Field(2, ge=1)
+
+    presets_dir: Path = ROOT / "presets"
+    runs_dir: Path = ROOT / "runs"
+    save_runs: bool = True
+
+    # What the speculative server does, for labels ("Speculative (ngram, k=4)"),
+    # when the server itself cannot tell us. The launcher writes these.
+    spec_method: str | None = None
+    spec_num_tokens: int | None = None

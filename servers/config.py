@@ -1,0 +1,65 @@
+"""One source of truth for how a vLLM server of the pair is started.
+
+The launcher (servers/launcher.py) and docker-compose.yml both take their flags from
+here (a test checks compose against ``vllm_args``), so the two paths cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Role = Literal["baseline", "speculative"]
+
+# n-gram lookup in the prompt: no second model; wins where the answer copies the prompt.
+NGRAM_CONFIG: dict[str, Any] = {
+    "method": "ngram",
+    "num_speculative_tokens": 4,
+    "prompt_lookup_max": 4,
+    "prompt_lookup_min": 2,
+}
+
+
+class ServerConfig(BaseModel):
+    role: Role
+    model: str  # a local model folder or a hub id
+    served_model_name: str = "smollm2"
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    # float32 keeps greedy outputs of both servers identical token for token.
+    dtype: str = "float32"
+    max_model_len: int = 8192
+    speculative_config: dict[str, Any] | None = None
+    # Per-request acceptance numbers in the response (vLLM >= 0.32); None leaves it off.
+    per_request_spec_metrics: Literal["summary", "detailed"] | None = "detailed"
+    gpu_memory_utilization: float | None = None
+    extra_args: list[str] = Field(default_factory=list)
+
+    def vllm_args(self) -> list[str]:
+        """Arguments after ``vllm serve`` (or the api_server module)."""
+        args = [
+            "--model", self.model,
+            "--served-model-name", self.served_model_name,
+            "--host", self.host,
+            "--port", str(self.port),
+            "--dtype", self.dtype,
+            "--max-model-len", str(self.max_model_len),
+        ]
+        if self.gpu_memory_utilization is not None:
+            args += ["--gpu-memory-utilization", str(self.gpu_memory_utilization)]
+        if self.role == "speculative" and self.speculative_config:
+            args += ["--speculative-config", json.dumps(self.speculative_config, separators=(",", ":"))]
+            if self.per_request_spec_metrics:
+                args += ["--per-request-spec-decode-metrics", self.per_request_spec_metrics]
+        return args + list(self.extra_args)
+
+
+# Both servers must run the same model runner: recent builds default to runner V2,
+# which falls back to V1 for ngram/draft_model only, so the pair would differ.
+COMMON_ENV: dict[str, str] = {
+    "VLLM_USE_V2_MODEL_RUNNER": "0",
+    "VLLM_NO_USAGE_STATS": "1",
+    "DO_NOT_TRACK": "1",
+}
