@@ -48,6 +48,7 @@ class ChunkEvent(BaseModel):
     prompt_tokens: int | None = None
     finish_reason: str | None = None
     final_usage: bool = False  # the closing "choices: []" usage chunk
+    done: bool = False  # the "data: [DONE]" line
     spec: SpecPerRequest | None = None
 
 

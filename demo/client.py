@@ -1,0 +1,212 @@
+"""Async client for vLLM's OpenAI-compatible API: streams typed ChunkEvents.
+
+Tokens are counted from the server's ``usage`` (asked for with continuous_usage_stats),
+never from chunks: a speculative chunk often carries several tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from pydantic import BaseModel
+
+from demo.results import ChunkEvent, RaceRequest, SpecPerRequest
+from demo.settings import Settings
+
+
+class StreamError(Exception):
+    """A request failed; the message is one line that says what failed and what to do."""
+
+
+class ModelInfo(BaseModel):
+    id: str
+    max_model_len: int | None = None
+
+
+def make_http_client(settings: Settings) -> httpx.AsyncClient:
+    headers = {}
+    if settings.api_key is not None:
+        headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
+    # httpx's read timeout bounds each read: it is our inter-chunk (and first-byte) timeout.
+    timeout = httpx.Timeout(
+        connect=settings.connect_timeout_s,
+        read=settings.read_timeout_s,
+        write=settings.connect_timeout_s,
+        pool=settings.connect_timeout_s,
+    )
+    return httpx.AsyncClient(
+        headers=headers,
+        timeout=timeout,
+        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+        trust_env=False,  # never route local servers through a proxy from the environment
+    )
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def error_from_response(status: int, body: bytes, base_url: str) -> StreamError:
+    """Turn vLLM's ``{"error": {"message": ...}}`` (or any body) into one clear line."""
+    message = ""
+    try:
+        data = json.loads(body)
+        err = data.get("error", data) if isinstance(data, dict) else data
+        message = err.get("message", "") if isinstance(err, dict) else str(err)
+        if not message and isinstance(data, dict):
+            message = str(data.get("detail", "") or data.get("message", ""))
+    except (ValueError, AttributeError):
+        message = body.decode("utf-8", "replace")
+    hint = {
+        401: "check SPECDEMO_API_KEY",
+        404: "check the model name and the URL",
+        429: "the server is overloaded; try again",
+    }.get(status, "the server refused the request" if status < 500 else "the server failed; see its log")
+    return StreamError(f"HTTP {status} from {base_url}: {_one_line(message) or 'no message'} ({hint})")
+
+
+def error_from_exception(exc: Exception, base_url: str, tokens: int | None = None) -> StreamError:
+    got = f" after {tokens} tokens" if tokens else ""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return StreamError(f"Timed out connecting to {base_url}: is the server running and the URL right?")
+    if isinstance(exc, httpx.ConnectError):
+        return StreamError(
+            f"Cannot reach {base_url}: connection refused or host unknown. Start the server "
+            "(python -m servers up) or fix the URL in settings."
+        )
+    if isinstance(exc, httpx.ReadTimeout):
+        return StreamError(f"{base_url} stalled{got}: no data within the read timeout (SPECDEMO_READ_TIMEOUT_S).")
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return StreamError(f"Stream from {base_url} was cut{got}: the server closed the connection before finishing.")
+    if isinstance(exc, httpx.HTTPError):
+        return StreamError(f"Request to {base_url} failed{got}: {_one_line(str(exc)) or type(exc).__name__}.")
+    return StreamError(f"Request to {base_url} failed{got}: {type(exc).__name__}: {_one_line(str(exc))}")
+
+
+async def discover_model(http: httpx.AsyncClient, base_url: str, timeout_s: float = 5.0) -> ModelInfo:
+    """The first model the server serves, from /v1/models."""
+    url = base_url.rstrip("/") + "/v1/models"
+    try:
+        resp = await http.get(url, timeout=timeout_s)
+    except httpx.HTTPError as e:
+        raise error_from_exception(e, base_url) from e
+    if resp.status_code != 200:
+        raise error_from_response(resp.status_code, resp.content, base_url)
+    try:
+        first = resp.json()["data"][0]
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        raise StreamError(f"{url} did not list a model: is this a vLLM / OpenAI-compatible server?") from e
+    return ModelInfo(id=first["id"], max_model_len=first.get("max_model_len"))
+
+
+def completion_prompt(req: RaceRequest) -> str:
+    """The plain prompt for /v1/completions: the request's own, else the messages joined."""
+    if req.prompt is not None:
+        return req.prompt
+    return "\n\n".join(m.content for m in req.messages or []) + "\n"
+
+
+def request_body(req: RaceRequest, model: str) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "temperature": req.temperature,
+        "max_tokens": req.max_tokens,
+        "stream": True,
+        # Running usage on every chunk: the only honest token count of a chunk.
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    if req.seed is not None:
+        body["seed"] = req.seed
+    if req.api == "chat":
+        if req.messages:
+            body["messages"] = [m.model_dump() for m in req.messages]
+        else:
+            body["messages"] = [{"role": "user", "content": req.prompt or ""}]
+    else:
+        body["prompt"] = completion_prompt(req)
+    return body
+
+
+def parse_chunk(data: dict[str, Any], t_s: float) -> ChunkEvent:
+    """One decoded SSE JSON object -> ChunkEvent (chat and completions shapes)."""
+    if "error" in data and "choices" not in data:
+        err = data["error"]
+        msg = err.get("message", "") if isinstance(err, dict) else str(err)
+        raise StreamError(f"The server reported an error mid-stream: {_one_line(msg)}")
+    usage = data.get("usage") or {}
+    choices = data.get("choices") or []
+    event = ChunkEvent(
+        t_s=t_s,
+        completion_tokens=usage.get("completion_tokens"),
+        prompt_tokens=usage.get("prompt_tokens"),
+        final_usage="choices" in data and not choices,
+    )
+    if choices:
+        choice = choices[0]
+        if "delta" in choice:
+            event.text = (choice.get("delta") or {}).get("content") or ""
+        else:
+            event.text = choice.get("text") or ""
+        event.finish_reason = choice.get("finish_reason")
+    spec = ((data.get("metrics") or {}).get("speculative_decoding")) if isinstance(data.get("metrics"), dict) else None
+    if spec:
+        event.spec = SpecPerRequest.model_validate(spec)
+    return event
+
+
+async def stream_completion(
+    http: httpx.AsyncClient,
+    base_url: str,
+    model: str,
+    req: RaceRequest,
+    *,
+    t0: float | None = None,
+) -> AsyncIterator[ChunkEvent]:
+    """Stream one request; yields events with arrival times relative to ``t0`` (perf_counter).
+
+    Raises StreamError with a one-line message on any failure. Closing the generator
+    (or cancelling its consumer) closes the connection, and vLLM aborts the request.
+    """
+    path = "/v1/chat/completions" if req.api == "chat" else "/v1/completions"
+    url = base_url.rstrip("/") + path
+    body = request_body(req, model)
+    t0 = time.perf_counter() if t0 is None else t0
+    tokens: int | None = None
+    try:
+        async with http.stream("POST", url, json=body) as resp:
+            if resp.status_code != 200:
+                raise error_from_response(resp.status_code, await resp.aread(), base_url)
+            data_lines: list[str] = []
+            async for line in resp.aiter_lines():
+                now = time.perf_counter() - t0
+                if line.startswith("data:"):
+                    data_lines.append(line[5:].lstrip(" "))
+                    continue
+                if line or not data_lines:
+                    continue  # comments, other SSE fields, stray blank lines
+                payload = "\n".join(data_lines)
+                data_lines = []
+                if payload.strip() == "[DONE]":
+                    yield ChunkEvent(t_s=now, done=True, completion_tokens=tokens)
+                    return
+                try:
+                    data = json.loads(payload)
+                except ValueError as e:
+                    raise StreamError(
+                        f"Bad data from {base_url}: an event was not JSON ({_one_line(payload, 80)!r})."
+                    ) from e
+                event = parse_chunk(data, now)
+                if event.completion_tokens is not None:
+                    tokens = event.completion_tokens
+                yield event
+            got = f" after {tokens} tokens" if tokens else ""
+            raise StreamError(f"Stream from {base_url} ended{got} without [DONE]: the server stopped early.")
+    except StreamError:
+        raise
+    except httpx.HTTPError as e:
+        raise error_from_exception(e, base_url, tokens) from e

@@ -1,0 +1,224 @@
+"""Turn one stream's ChunkEvents into the figures of a side. The only place they are computed.
+
+Token counts come from the server's running ``usage.completion_tokens``; the token
+count of a chunk is the difference between two chunks' running counts.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import Counter
+
+from demo.results import ChunkEvent, Side, SideResult, SideSnapshot, SpecPerRequest, SpecStats
+
+NO_CONTINUOUS_USAGE = "the server sent no per-chunk usage (continuous_usage_stats), so per-chunk tokens are unknown"
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in 0..100); None for no values."""
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if 1 <= q <= 99 else (
+        min(values) if q <= 0 else max(values)
+    )
+
+
+def spec_stats_from_request(m: SpecPerRequest) -> SpecStats:
+    """Acceptance figures from vLLM's per-request ``metrics.speculative_decoding``."""
+    stats = SpecStats(
+        source="per_request",
+        accepted_tokens=m.num_accepted_draft_tokens,
+        draft_tokens=m.num_draft_tokens,
+        drafts=m.num_spec_steps,
+        num_spec_tokens=m.num_spec_tokens,
+        acceptance_histogram=m.acceptance_histogram,
+    )
+    steps, accepted, drafted = m.num_spec_steps, m.num_accepted_draft_tokens, m.num_draft_tokens
+    if not steps or not drafted or accepted is None:
+        reason = "no drafts were proposed for this request (nothing to verify)"
+        stats.na_reasons.update(acceptance_rate=reason, mean_acceptance_length=reason, per_position_acceptance=reason)
+        return stats
+    stats.acceptance_rate = accepted / drafted
+    stats.mean_acceptance_length = 1 + accepted / steps  # the bonus token included
+    # Position i was accepted in every step that accepted more than i tokens.
+    if m.acceptance_histogram:
+        hist = m.acceptance_histogram
+        stats.per_position_acceptance = [sum(hist[i + 1 :]) / steps for i in range(len(hist) - 1)]
+    elif m.per_step_accepted:
+        k = m.num_spec_tokens or max(m.per_step_accepted)
+        stats.per_position_acceptance = [
+            sum(1 for a in m.per_step_accepted if a > i) / steps for i in range(k)
+        ]
+    else:
+        stats.na_reasons["per_position_acceptance"] = "the server sent no histogram or per-step counts"
+    return stats
+
+
+class SideMeter:
+    """Accumulates one side's stream; gives live snapshots and the final result."""
+
+    def __init__(self, side: Side, url: str, t0: float | None = None) -> None:
+        self.side = side
+        self.url = url
+        self.t0 = time.perf_counter() if t0 is None else t0
+        self.model: str | None = None
+        self.events: list[ChunkEvent] = []
+        self.text_parts: list[str] = []
+        self.tokens = 0  # running completion_tokens seen so far
+        self.has_usage = False
+        # (arrival s, tokens in chunk or None, text) per content chunk
+        self.chunks: list[tuple[float, int | None, str]] = []
+        self.t_first: float | None = None
+        self.t_last: float | None = None  # arrival of the chunk that brought the last token so far
+        self.final_tokens: int | None = None
+        self.prompt_tokens: int | None = None
+        self.finish_reason: str | None = None
+        self.spec_request: SpecPerRequest | None = None
+        self.spec_delta: SpecStats | None = None
+        self.done = False
+        self.error: str | None = None
+        self.status = "waiting"
+        self.t_end: float | None = None
+
+    def feed(self, ev: ChunkEvent) -> None:
+        self.events.append(ev)
+        self.status = "streaming"
+        if ev.prompt_tokens is not None:
+            self.prompt_tokens = ev.prompt_tokens
+        if ev.spec is not None:
+            self.spec_request = ev.spec
+        if ev.done:
+            self.done = True
+            self.t_end = ev.t_s
+            self.status = "done"
+            return
+        if ev.final_usage:
+            if ev.completion_tokens is not None:
+                self.final_tokens = ev.completion_tokens
+                if self.has_usage:  # only a running count can place tokens in time
+                    self._advance(ev, ev.completion_tokens, "")
+            return
+        if ev.finish_reason:
+            self.finish_reason = ev.finish_reason
+        if ev.completion_tokens is not None:
+            self.has_usage = True
+            self._advance(ev, ev.completion_tokens, ev.text)
+        elif ev.text:
+            # No running usage: the chunk holds at least one token, but how many is unknown.
+            self.chunks.append((ev.t_s, None, ev.text))
+            self.text_parts.append(ev.text)
+            if self.t_first is None:
+                self.t_first = ev.t_s
+            self.t_last = ev.t_s
+
+    def _advance(self, ev: ChunkEvent, running: int, text: str) -> None:
+        n = running - self.tokens
+        if text:
+            self.text_parts.append(text)
+        if n <= 0:
+            return
+        self.tokens = running
+        self.chunks.append((ev.t_s, n, text))
+        if self.t_first is None:
+            self.t_first = ev.t_s
+        self.t_last = ev.t_s
+
+    def fail(self, message: str) -> None:
+        self.error = message
+        self.status = "error"
+        self.t_end = time.perf_counter() - self.t0
+
+    def cancel(self) -> None:
+        if not self.done and not self.error:
+            self.status = "cancelled"
+            self.error = "Stopped by the user before the answer finished."
+            self.t_end = time.perf_counter() - self.t0
+
+    @property
+    def text(self) -> str:
+        return "".join(self.text_parts)
+
+    def _decode_rate(self, tokens: int | None) -> tuple[float | None, str | None]:
+        if tokens is None:
+            return None, "the token count is unknown (the server sent no usage)"
+        if tokens < 2 or self.t_first is None or self.t_last is None:
+            return None, "fewer than two tokens arrived"
+        if self.t_last <= self.t_first:
+            return None, "all tokens arrived in one chunk"
+        return (tokens - 1) / (self.t_last - self.t_first), None
+
+    def snapshot(self) -> SideSnapshot:
+        now = (self.t_end if self.t_end is not None else time.perf_counter() - self.t0)
+        count = self.tokens if self.has_usage else (self.final_tokens if self.final_tokens is not None else None)
+        rate, _ = self._decode_rate(count)
+        return SideSnapshot(
+            side=self.side,
+            text=self.text,
+            completion_tokens=count,
+            elapsed_s=max(0.0, now),
+            ttft_s=self.t_first,
+            tokens_per_s=rate,
+            bursts=[(t, n if n is not None else 1, txt) for t, n, txt in self.chunks],
+            done=self.done,
+            error=self.error,
+            status=self.status,
+        )
+
+    def result(self) -> SideResult:
+        na: dict[str, str] = {}
+        tokens = self.final_tokens if self.final_tokens is not None else (self.tokens if self.has_usage else None)
+        if tokens is None:
+            na["completion_tokens"] = "the server sent no usage"
+        rate, why = self._decode_rate(tokens)
+        if why:
+            na["decode_tokens_per_s"] = why
+        if self.t_first is None:
+            na["ttft_s"] = "no token arrived"
+        e2e = self.t_end if self.done else None
+        if e2e is None:
+            na["e2e_s"] = "the stream did not finish"
+        itl: list[float] = []
+        sizes: Counter[int] = Counter()
+        if self.has_usage:
+            prev: float | None = None
+            for t, n, _ in self.chunks:
+                if n is None:
+                    continue
+                sizes[n] += 1
+                if prev is not None:
+                    # Spread a multi-token chunk over its tokens: n gaps of (gap / n).
+                    itl.extend([(t - prev) / n] * n)
+                prev = t
+        else:
+            na["itl_p50_s"] = na["itl_p95_s"] = na["tokens_per_chunk"] = NO_CONTINUOUS_USAGE
+        if self.has_usage and not itl:
+            na["itl_p50_s"] = na["itl_p95_s"] = "fewer than two token-bearing chunks"
+        spec = None
+        if self.spec_request is not None:
+            spec = spec_stats_from_request(self.spec_request)
+        elif self.spec_delta is not None:
+            spec = self.spec_delta
+        return SideResult(
+            side=self.side,
+            url=self.url,
+            model=self.model,
+            completion_tokens=tokens,
+            prompt_tokens=self.prompt_tokens,
+            ttft_s=self.t_first,
+            decode_tokens_per_s=rate,
+            e2e_s=e2e,
+            itl_p50_s=percentile(itl, 50),
+            itl_p95_s=percentile(itl, 95),
+            chunks=len(self.chunks),
+            tokens_per_chunk=dict(sorted(sizes.items())),
+            finish_reason=self.finish_reason,
+            text=self.text,
+            error=self.error,
+            complete=self.done and self.error is None,
+            spec=spec,
+            events=list(self.events),
+            na_reasons=na,
+        )

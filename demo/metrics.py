@@ -1,0 +1,103 @@
+"""Scrape vLLM's Prometheus /metrics and turn counter deltas into acceptance figures.
+
+Server-wide counters mix every request in the window, so these deltas are exact only
+when the demo is the server's only client: the per-request numbers are preferred.
+"""
+
+from __future__ import annotations
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import BaseModel, Field
+
+from demo.results import SpecStats
+from demo.settings import Settings
+
+_SPEC = "vllm:spec_decode_"
+
+
+class MetricsSample(BaseModel):
+    ok: bool = True
+    error: str | None = None
+    spec_drafts: float | None = None
+    spec_draft_tokens: float | None = None
+    spec_accepted_tokens: float | None = None
+    accepted_per_pos: dict[int, float] = Field(default_factory=dict)
+    kv_cache_usage_perc: float | None = None  # 0..1
+    num_requests_running: float | None = None
+    num_requests_waiting: float | None = None
+    generation_tokens_total: float | None = None
+
+
+def parse_metrics(text: str) -> MetricsSample:
+    """Parse Prometheus text; sums a series over its label sets (engines)."""
+    sample = MetricsSample()
+    totals: dict[str, float] = {}
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name == "vllm:spec_decode_num_accepted_tokens_per_pos_total":
+                    pos = int(s.labels.get("position", "-1"))
+                    sample.accepted_per_pos[pos] = sample.accepted_per_pos.get(pos, 0.0) + s.value
+                elif s.name.startswith("vllm:"):
+                    totals[s.name] = totals.get(s.name, 0.0) + s.value
+    except (ValueError, TypeError, KeyError) as e:
+        return MetricsSample(ok=False, error=f"/metrics is malformed: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+    sample.spec_drafts = totals.get(_SPEC + "num_drafts_total")
+    sample.spec_draft_tokens = totals.get(_SPEC + "num_draft_tokens_total")
+    sample.spec_accepted_tokens = totals.get(_SPEC + "num_accepted_tokens_total")
+    sample.kv_cache_usage_perc = totals.get("vllm:kv_cache_usage_perc", totals.get("vllm:gpu_cache_usage_perc"))
+    sample.num_requests_running = totals.get("vllm:num_requests_running")
+    sample.num_requests_waiting = totals.get("vllm:num_requests_waiting")
+    sample.generation_tokens_total = totals.get("vllm:generation_tokens_total")
+    return sample
+
+
+async def scrape_metrics(http: httpx.AsyncClient, base_url: str, settings: Settings) -> MetricsSample:
+    """GET /metrics; never raises: a failed scrape says why in ``error``."""
+    url = base_url.rstrip("/") + "/metrics"
+    try:
+        resp = await http.get(url, timeout=settings.probe_timeout_s)
+    except httpx.HTTPError as e:
+        return MetricsSample(ok=False, error=f"/metrics unreachable at {base_url} ({type(e).__name__})")
+    if resp.status_code != 200:
+        return MetricsSample(ok=False, error=f"/metrics answered HTTP {resp.status_code} at {base_url}")
+    return parse_metrics(resp.text)
+
+
+def spec_stats_from_delta(before: MetricsSample | None, after: MetricsSample | None) -> SpecStats | None:
+    """Acceptance over the window between two scrapes; None when the server has no spec counters."""
+    why = None
+    if before is None or after is None or not before.ok or not after.ok:
+        why = (after.error if after and not after.ok else before.error if before and not before.ok else None) or "no /metrics scrape"
+    elif after.spec_drafts is None or before.spec_drafts is None:
+        return None
+    if why:
+        return SpecStats(
+            source="metrics_delta",
+            na_reasons={f: why for f in ("acceptance_rate", "mean_acceptance_length", "accepted_tokens")},
+        )
+    assert before is not None and after is not None
+    drafts = (after.spec_drafts or 0) - (before.spec_drafts or 0)
+    draft_tokens = (after.spec_draft_tokens or 0) - (before.spec_draft_tokens or 0)
+    accepted = (after.spec_accepted_tokens or 0) - (before.spec_accepted_tokens or 0)
+    stats = SpecStats(
+        source="metrics_delta",
+        drafts=int(drafts),
+        draft_tokens=int(draft_tokens),
+        accepted_tokens=int(accepted),
+        note="from server-wide /metrics deltas: exact only when this demo is the server's only client",
+    )
+    if drafts <= 0 or draft_tokens <= 0:
+        reason = "no drafts were proposed in the window"
+        stats.na_reasons.update(acceptance_rate=reason, mean_acceptance_length=reason, per_position_acceptance=reason)
+        return stats
+    stats.acceptance_rate = accepted / draft_tokens
+    stats.mean_acceptance_length = 1 + accepted / drafts
+    positions = sorted(after.accepted_per_pos)
+    if positions:
+        stats.num_spec_tokens = len(positions)
+        stats.per_position_acceptance = [
+            (after.accepted_per_pos[p] - before.accepted_per_pos.get(p, 0.0)) / drafts for p in positions
+        ]
+    return stats

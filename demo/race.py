@@ -1,0 +1,211 @@
+"""The race: one prompt to the baseline and the speculative server, measured side by side.
+
+``mode="race"`` starts both requests at the same instant (on one GPU they compete);
+``mode="sequential"`` runs the baseline, then the speculative server, each alone: the
+fair A/B. Live snapshots stream out while the answers arrive; the last one holds the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+
+from demo.client import StreamError, discover_model, make_http_client, stream_completion
+from demo.measure import SideMeter
+from demo.metrics import MetricsSample, scrape_metrics, spec_stats_from_delta
+from demo.results import RaceRequest, RaceResult, RaceSnapshot, Side, SideResult
+from demo.settings import Settings
+
+WARMUP = RaceRequest(prompt="Hello", max_tokens=4, temperature=0.0)
+
+
+def validate_request(req: RaceRequest) -> None:
+    """Reject what no server should be sent; raises ValueError with a one-line reason."""
+    text = (req.prompt or "") + "".join(m.content for m in req.messages or [])
+    if not text.strip():
+        raise ValueError("The prompt is empty: type a prompt or pick a preset.")
+
+
+def first_difference(a: str, b: str) -> int | None:
+    """Index of the first differing character, None when equal."""
+    if a == b:
+        return None
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return min(len(a), len(b))
+
+
+def compare(req: RaceRequest, base: SideResult, spec: SideResult, *, cancelled: bool = False) -> RaceResult:
+    """Put two sides together; speedups only from figures both sides really have."""
+    result = RaceResult(
+        mode=req.mode, preset=req.preset, request=req, baseline=base, speculative=spec, cancelled=cancelled
+    )
+    b, s = base.decode_tokens_per_s, spec.decode_tokens_per_s
+    if b and s and not base.error and not spec.error:
+        result.speedup = s / b
+    else:
+        result.na_reasons["speedup"] = _why_missing(base, spec, "decode_tokens_per_s")
+    if base.e2e_s and spec.e2e_s and not base.error and not spec.error:
+        result.e2e_speedup = base.e2e_s / spec.e2e_s
+    else:
+        result.na_reasons["e2e_speedup"] = _why_missing(base, spec, "e2e_s")
+    if base.complete and spec.complete:
+        result.identical_text = base.text == spec.text
+        result.first_difference = first_difference(base.text, spec.text)
+    else:
+        result.na_reasons["identical_text"] = "one side did not finish"
+    return result
+
+
+def _why_missing(base: SideResult, spec: SideResult, field: str) -> str:
+    for r in (base, spec):
+        if r.error:
+            return f"{r.side} failed"
+    for r in (base, spec):
+        if field in r.na_reasons:
+            return f"{r.side}: {r.na_reasons[field]}"
+    return "not measured"
+
+
+class _SideRun:
+    """One side's request, fed into a SideMeter; errors land in the meter, never escape."""
+
+    def __init__(self, side: Side, url: str, settings: Settings, http: httpx.AsyncClient, changed: asyncio.Event):
+        self.side, self.url, self.settings, self.http, self.changed = side, url, settings, http, changed
+        self.meter = SideMeter(side, url)
+        self.model: str | None = settings.model
+        self.before: MetricsSample | None = None
+
+    async def prepare(self, warmup: bool) -> None:
+        """Find the model (and warm up); a failure marks the side failed."""
+        try:
+            if self.model is None:
+                self.model = (await discover_model(self.http, self.url, self.settings.probe_timeout_s + 2)).id
+            self.meter.model = self.model
+            if warmup:
+                async for _ in stream_completion(self.http, self.url, self.model, WARMUP):
+                    pass
+        except StreamError as e:
+            self.meter.fail(str(e))
+
+    async def scrape_before(self) -> None:
+        # Only needed when the server sends no per-request numbers; taken before the start
+        # line so that in a race neither side waits for it.
+        if self.side == "speculative" and not self.meter.error:
+            self.before = await scrape_metrics(self.http, self.url, self.settings)
+
+    async def run(self, req: RaceRequest, t0: float) -> None:
+        if self.meter.error:
+            return
+        self.meter.t0 = t0
+        try:
+            assert self.model is not None
+            async for ev in stream_completion(self.http, self.url, self.model, req, t0=t0):
+                self.meter.feed(ev)
+                self.changed.set()
+        except StreamError as e:
+            self.meter.fail(str(e))
+        except asyncio.CancelledError:
+            self.meter.cancel()
+            raise
+        finally:
+            self.changed.set()
+        if self.side == "speculative" and self.meter.spec_request is None and self.meter.tokens:
+            after = await scrape_metrics(self.http, self.url, self.settings)
+            self.meter.spec_delta = spec_stats_from_delta(self.before, after)
+
+
+async def stream_race(
+    req: RaceRequest,
+    settings: Settings,
+    *,
+    http: httpx.AsyncClient | None = None,
+    interval_s: float = 0.05,
+    stop: asyncio.Event | None = None,
+) -> AsyncIterator[RaceSnapshot]:
+    """Run a race and yield snapshots at most every ``interval_s``; the last holds ``.result``.
+
+    Setting ``stop`` (or cancelling the consumer) closes both streams, so the servers abort
+    the requests; with ``stop`` a final snapshot with a cancelled result still comes out.
+    Use ``contextlib.aclosing`` when breaking out of the loop early.
+    """
+    validate_request(req)
+    own_http = http is None
+    http = http or make_http_client(settings)
+    changed = asyncio.Event()
+    sides = {
+        "baseline": _SideRun("baseline", settings.baseline_url, settings, http, changed),
+        "speculative": _SideRun("speculative", settings.speculative_url, settings, http, changed),
+    }
+    task: asyncio.Task[None] | None = None
+    cancelled = False
+
+    def snap(result: RaceResult | None = None) -> RaceSnapshot:
+        return RaceSnapshot(
+            mode=req.mode,
+            baseline=sides["baseline"].meter.snapshot(),
+            speculative=sides["speculative"].meter.snapshot(),
+            result=result,
+        )
+
+    async def drive() -> None:
+        await asyncio.gather(*(s.prepare(req.warmup) for s in sides.values()))
+        if req.mode == "race":
+            await asyncio.gather(*(s.scrape_before() for s in sides.values()))
+            t0 = time.perf_counter()
+            await asyncio.gather(*(s.run(req, t0) for s in sides.values()))
+        else:
+            for s in sides.values():
+                await s.scrape_before()
+                await s.run(req, time.perf_counter())
+
+    try:
+        yield snap()
+        task = asyncio.create_task(drive())
+        stop_wait = asyncio.create_task(stop.wait()) if stop else None
+        while not task.done():
+            waiters: set[asyncio.Future[object]] = {task, asyncio.ensure_future(changed.wait())}
+            if stop_wait:
+                waiters.add(stop_wait)
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            for w in waiters:
+                if w is not task and w is not stop_wait and not w.done():
+                    w.cancel()
+            if stop is not None and stop.is_set() and not task.done():
+                cancelled = True
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                break
+            changed.clear()
+            yield snap()
+            await asyncio.sleep(interval_s)  # throttle: many chunks fold into one snapshot
+        if stop_wait:
+            stop_wait.cancel()
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # a bug, not a server fault: never swallow it
+        if cancelled:
+            for s in sides.values():
+                s.meter.cancel()
+        result = compare(
+            req, sides["baseline"].meter.result(), sides["speculative"].meter.result(), cancelled=cancelled
+        )
+        yield snap(result)
+    finally:
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if own_http:
+            await http.aclose()
+
+
+async def run_race(req: RaceRequest, settings: Settings, *, http: httpx.AsyncClient | None = None) -> RaceResult:
+    """Run a race to the end and return its result."""
+    result: RaceResult | None = None
+    async for snapshot in stream_race(req, settings, http=http):
+        result = snapshot.result or result
+    assert result is not None
+    return result

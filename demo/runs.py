@@ -1,0 +1,31 @@
+"""Saved races: one JSON record per race, read back by the evaluator and the replay."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from demo.results import RaceResult
+
+
+def save_run(result: RaceResult, runs_dir: Path) -> Path:
+    """Write the whole race (request, both event timelines, results); no secrets are in it."""
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    stamp = result.started_at.strftime("%Y%m%dT%H%M%S%f")
+    name = re.sub(r"[^a-z0-9_-]", "", (result.preset or "prompt").lower()) or "prompt"
+    path = runs_dir / f"{stamp}-{name}-{result.mode}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(result.model_dump_json(indent=1), encoding="utf-8")
+    tmp.replace(path)  # never leave a half-written record behind
+    return path
+
+
+def load_run(path: Path) -> RaceResult:
+    return RaceResult.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def list_runs(runs_dir: Path) -> list[Path]:
+    """Saved runs, newest first."""
+    if not runs_dir.is_dir():
+        return []
+    return sorted(runs_dir.glob("*.json"), reverse=True)
