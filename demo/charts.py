@@ -1,0 +1,102 @@
+"""Plotly figures from snapshots and results: the race over time, acceptance by draft
+position, and tokens per chunk. Figures only plot figures the measurement core made;
+the one transformation here is a running sum of the per-chunk token counts for the
+tokens-over-time line.
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate
+
+import plotly.graph_objects as go
+
+from demo.results import RaceResult, RaceSnapshot, SideSnapshot
+
+COLORS = {"baseline": "#9aa4b2", "speculative": "#ffb000"}
+FONT = dict(size=16, color="#f2f4f8")
+_LAYOUT = dict(
+    template="plotly_dark",
+    paper_bgcolor="#0b0f17",
+    plot_bgcolor="#121826",
+    font=FONT,
+    margin=dict(l=60, r=20, t=50, b=50),
+    height=320,
+    legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+)
+
+
+def _empty(title: str, message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=title, **_LAYOUT)
+    fig.add_annotation(text=message, showarrow=False, font=dict(size=18, color="#c9d1dd"),
+                       xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def _token_line(snap: SideSnapshot) -> tuple[list[float], list[int]]:
+    times = [t for t, _n, _text in snap.bursts]
+    counts = list(accumulate(n for _t, n, _text in snap.bursts))
+    return [0.0, *times], [0, *counts]
+
+
+def race_figure(snapshot: RaceSnapshot | None) -> go.Figure:
+    """Tokens received over time, both sides: the race itself. Steps show the bursts."""
+    title = "Tokens over time"
+    if snapshot is None or not (snapshot.baseline.bursts or snapshot.speculative.bursts):
+        return _empty(title, "Press Start: both answers will race here")
+    fig = go.Figure()
+    for side in ("baseline", "speculative"):
+        snap: SideSnapshot = getattr(snapshot, side)
+        if not snap.bursts:
+            continue
+        x, y = _token_line(snap)
+        fig.add_trace(go.Scatter(x=x, y=y, name=side, mode="lines", line_shape="hv",
+                                 line=dict(color=COLORS[side], width=4)))
+    fig.update_layout(title=title, xaxis_title="seconds since the request", yaxis_title="tokens",
+                      **_LAYOUT)
+    if snapshot.mode == "sequential":
+        fig.add_annotation(text="sequential A/B: each side timed from its own start", showarrow=False,
+                           xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left", yanchor="bottom",
+                           font=dict(size=13, color="#c9d1dd"))
+    return fig
+
+
+def acceptance_figure(result: RaceResult | None) -> go.Figure:
+    """Per draft position: how often the server kept that drafted token."""
+    title = "Acceptance by draft position"
+    if result is None:
+        return _empty(title, "After a run: how often draft token 1, 2, … was kept")
+    spec = result.speculative.spec
+    rates = spec.per_position_acceptance if spec else None
+    if not rates:
+        reason = (spec.na_reasons.get("per_position_acceptance") if spec else None) or (
+            result.speculative.na_reasons.get("spec") or "the server did not report it")
+        return _empty(title, f"n/a ({reason})")
+    x = [str(i + 1) for i in range(len(rates))]
+    fig = go.Figure(go.Bar(x=x, y=[r * 100 for r in rates], marker_color=COLORS["speculative"],
+                           text=[f"{r * 100:.0f}%" for r in rates], textposition="outside"))
+    fig.update_layout(title=title, xaxis_title="draft position", yaxis_title="accepted (%)",
+                      yaxis_range=[0, 110], **_LAYOUT)
+    return fig
+
+
+def chunk_figure(result: RaceResult | None) -> go.Figure:
+    """How many tokens each streamed chunk carried: 1 for the baseline, bursts with speculation."""
+    title = "Tokens per chunk"
+    if result is None:
+        return _empty(title, "After a run: how many tokens each step delivered")
+    fig = go.Figure()
+    for side in ("baseline", "speculative"):
+        dist = getattr(result, side).tokens_per_chunk
+        if not dist:
+            continue
+        sizes = sorted(dist)
+        fig.add_trace(go.Bar(x=[str(s) for s in sizes], y=[dist[s] for s in sizes], name=side,
+                             marker_color=COLORS[side]))
+    if not fig.data:
+        return _empty(title, "n/a (no chunk carried a token count)")
+    fig.update_layout(title=title, xaxis_title="tokens in the chunk", yaxis_title="chunks",
+                      barmode="group", **_LAYOUT)
+    return fig

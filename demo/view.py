@@ -1,0 +1,444 @@
+"""Pure formatting: snapshots and results in, strings and escaped HTML out.
+
+The page shows exactly what the measurement core computed (demo/measure.py, demo/race.py);
+this module only rounds numbers for display and builds markup. No Gradio here, so every
+function is unit-tested on its own. Model output and preset text are untrusted: everything
+that did not come from this file goes through ``html.escape`` before it lands in HTML. Each
+shown figure also carries its exact value in ``data-value`` so tests can compare the page
+with the saved RaceResult without rounding.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from html import escape
+from typing import Literal
+
+from pydantic import BaseModel
+
+from demo.results import Mode, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
+from demo.server_info import ServerInfo, down_message
+
+NA = "n/a"
+PENDING = "…"
+
+MODE_LABELS: dict[str, str] = {
+    "race": "Simultaneous race",
+    "sequential": "Sequential A/B",
+}
+MODE_NOTES: dict[str, str] = {
+    "race": "Both servers run at the same time. On one GPU they compete for it, "
+    "so both speeds are understated; sequential A/B is the fair comparison.",
+    "sequential": "Baseline first, then speculative, same prompt: each server has the "
+    "machine to itself. The fair comparison.",
+}
+
+
+def esc(text: object) -> str:
+    """Escape anything for HTML text and attribute values (quotes included)."""
+    return escape(str(text), quote=True)
+
+
+def na_label(reason: str | None) -> str:
+    """'n/a (reason)', or plain 'n/a' when nobody said why."""
+    return f"{NA} ({reason})" if reason else NA
+
+
+# ---------------------------------------------------------------- number formats
+
+
+def fmt_rate(tokens_per_s: float | None) -> str | None:
+    if tokens_per_s is None:
+        return None
+    return f"{tokens_per_s:.0f}" if tokens_per_s >= 100 else f"{tokens_per_s:.1f}"
+
+
+def fmt_seconds(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    if seconds < 1.0:
+        return f"{seconds * 1000:.0f} ms"
+    return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def fmt_int(n: int | None) -> str | None:
+    return None if n is None else f"{n:d}"
+
+
+def fmt_percent(fraction: float | None) -> str | None:
+    return None if fraction is None else f"{fraction * 100:.0f}%"
+
+
+def fmt_length(x: float | None) -> str | None:
+    return None if x is None else f"{x:.2f}"
+
+
+def fmt_speedup(x: float | None) -> str | None:
+    return None if x is None else f"{x:.2f}×"
+
+
+# ---------------------------------------------------------------- tiles
+
+TileKey = Literal[
+    "tokens_per_s", "ttft_s", "elapsed_s", "tokens", "acceptance_rate", "mean_acceptance_length"
+]
+
+
+class Tile(BaseModel):
+    key: TileKey
+    label: str
+    text: str  # the big figure as shown ("97.3", "n/a", "…")
+    unit: str = ""
+    value: float | int | None = None  # exact figure behind the text, for data-value
+    note: str | None = None  # small line under the figure: an n/a reason, "live", "final"
+
+
+def _tile(key: TileKey, label: str, unit: str, value: float | int | None, text: str | None,
+          *, pending: bool, reason: str | None, note: str | None = None) -> Tile:
+    if text is not None:
+        return Tile(key=key, label=label, text=text, unit=unit, value=value, note=note)
+    if pending:
+        return Tile(key=key, label=label, text=PENDING, unit="", note=note)
+    return Tile(key=key, label=label, text=NA, unit="", note=reason or "not reported")
+
+
+def _reason(result: SideResult | None, field: str) -> str | None:
+    if result is None:
+        return None
+    if field in result.na_reasons:
+        return result.na_reasons[field]
+    if result.error:
+        return "the request failed"
+    return None
+
+
+def _spec_reason(result: SideResult | None, field: str) -> str | None:
+    if result is None:
+        return None
+    spec = result.spec
+    if spec is None:
+        return result.na_reasons.get("spec") or _reason(result, field) or "no speculative metrics"
+    return spec.na_reasons.get(field) or spec.note or _reason(result, field)
+
+
+def side_tiles(snap: SideSnapshot, result: SideResult | None, speculative: bool) -> list[Tile]:
+    """The tiles of one pane: live figures from the snapshot, final ones from the result."""
+    live = result is None
+    pending = live and snap.status in ("waiting", "streaming")
+    note = "live" if live and snap.status == "streaming" else None
+    if live:
+        rate, ttft, elapsed, tokens = snap.tokens_per_s, snap.ttft_s, snap.elapsed_s, snap.completion_tokens
+    else:
+        rate, ttft, elapsed, tokens = (
+            result.decode_tokens_per_s, result.ttft_s, result.e2e_s, result.completion_tokens)
+    tiles = [
+        _tile("tokens_per_s", "tokens/s", "", rate, fmt_rate(rate), pending=pending,
+              reason=_reason(result, "decode_tokens_per_s"), note=note),
+        _tile("ttft_s", "first token", "", ttft, fmt_seconds(ttft), pending=pending,
+              reason=_reason(result, "ttft_s")),
+        _tile("elapsed_s", "elapsed", "", elapsed, fmt_seconds(elapsed), pending=pending,
+              reason=_reason(result, "e2e_s")),
+        _tile("tokens", "tokens", "", tokens, fmt_int(tokens), pending=pending,
+              reason=_reason(result, "completion_tokens")),
+    ]
+    if speculative:
+        spec = result.spec if result is not None else None
+        rate_a = spec.acceptance_rate if spec else None
+        length = spec.mean_acceptance_length if spec else None
+        # Acceptance is known only once the server's per-request metrics (or the
+        # /metrics delta) arrive at the end: until then it is pending, not n/a.
+        tiles += [
+            _tile("acceptance_rate", "acceptance", "", rate_a, fmt_percent(rate_a),
+                  pending=live and snap.status != "error" and snap.status != "cancelled",
+                  reason=_spec_reason(result, "acceptance_rate") or "known at the end"),
+            _tile("mean_acceptance_length", "tokens / step", "", length, fmt_length(length),
+                  pending=live and snap.status != "error" and snap.status != "cancelled",
+                  reason=_spec_reason(result, "mean_acceptance_length") or "known at the end"),
+        ]
+    return tiles
+
+
+def tiles_html(side: Side, tiles: list[Tile]) -> str:
+    parts = [f'<div class="sd-tiles" data-side="{esc(side)}">']
+    for t in tiles:
+        value_attr = "" if t.value is None else f' data-value="{esc(repr(t.value))}"'
+        note = f'<div class="sd-tile-note">{esc(t.note)}</div>' if t.note else ""
+        unit = f'<span class="sd-unit">{esc(t.unit)}</span>' if t.unit else ""
+        na_class = " sd-na" if t.text == NA else ""
+        parts.append(
+            f'<div class="sd-tile{na_class}" data-key="{esc(t.key)}" data-side="{esc(side)}"{value_attr}>'
+            f'<div class="sd-tile-label">{esc(t.label)}</div>'
+            f'<div class="sd-tile-value">{esc(t.text)}{unit}</div>{note}</div>'
+        )
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def side_status_html(side: Side, snap: SideSnapshot) -> str:
+    """One line over the text: state, and the error in full when the side failed."""
+    if snap.error:
+        return (f'<div class="sd-side-error" role="alert" data-side="{esc(side)}">'
+                f'<b>{esc(side.capitalize())} failed:</b> {esc(snap.error)}</div>')
+    labels = {"waiting": "waiting for the first token…", "streaming": "streaming",
+              "done": "done", "cancelled": "stopped", "error": "failed"}
+    label = labels.get(snap.status, snap.status)
+    return (f'<div class="sd-side-status sd-status-{esc(snap.status)}" data-side="{esc(side)}">'
+            f'{esc(label)}</div>')
+
+
+# ---------------------------------------------------------------- text with burst shading
+
+def burst_class(tokens: int) -> str:
+    """CSS class by tokens in one chunk: b1 (one token) ... b5 (five or more), b0 unknown."""
+    if tokens <= 0:
+        return "b0"
+    return f"b{min(tokens, 5)}"
+
+
+def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
+    """The streamed text, escaped; with ``shade``, each chunk in a span classed by its burst size."""
+    body: list[str] = []
+    if snap.bursts:
+        for _t, tokens, chunk in snap.bursts:
+            if not chunk:
+                continue
+            if shade:
+                body.append(f'<span class="{burst_class(tokens)}" title="{tokens} tokens in one step">'
+                            f"{esc(chunk)}</span>")
+            else:
+                body.append(esc(chunk))
+    elif snap.text:
+        body.append(esc(snap.text))
+    return f'<div class="sd-text" data-side="{esc(side)}">{"".join(body)}</div>'
+
+
+def burst_legend_html() -> str:
+    cells = "".join(
+        f'<span class="{c}">{esc(label)}</span>'
+        for c, label in (("b1", "1 token"), ("b2", "2"), ("b3", "3"), ("b4", "4"), ("b5", "5+ per step")))
+    return f'<div class="sd-legend">Shading = tokens accepted in one step: {cells}</div>'
+
+
+# ---------------------------------------------------------------- headline
+
+def speedup_html(snapshot: RaceSnapshot | None) -> str:
+    """The big multiple. Known only from the final result: the UI never divides rates itself."""
+    result = snapshot.result if snapshot is not None else None
+    if result is None:
+        running = snapshot is not None
+        text = PENDING if running else "—"
+        sub = "speedup at the finish" if running else "speedup (decode tokens/s)"
+        return (f'<div class="sd-speedup" data-state="{"running" if running else "idle"}">'
+                f'<div class="sd-speedup-value">{esc(text)}</div>'
+                f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
+    if result.speedup is None:
+        reason = result.na_reasons.get("speedup")
+        return ('<div class="sd-speedup" data-state="na">'
+                f'<div class="sd-speedup-value sd-na">{esc(NA)}</div>'
+                f'<div class="sd-speedup-label">{esc(reason or "speedup unknown")}</div></div>')
+    e2e = fmt_speedup(result.e2e_speedup)
+    sub = "decode speedup" + (f" · end to end {e2e}" if e2e else "")
+    cls = "sd-win" if result.speedup >= 1.05 else ("sd-loss" if result.speedup < 0.95 else "sd-even")
+    return (f'<div class="sd-speedup {cls}" data-state="final" data-value="{esc(repr(result.speedup))}">'
+            f'<div class="sd-speedup-value">{esc(fmt_speedup(result.speedup))}</div>'
+            f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
+
+
+def mode_html(mode: Mode) -> str:
+    return (f'<div class="sd-mode" data-mode="{esc(mode)}"><div class="sd-mode-label">{esc(MODE_LABELS[mode])}</div>'
+            f'<div class="sd-mode-note">{esc(MODE_NOTES[mode])}</div></div>')
+
+
+def identical_badge_html(result: RaceResult | None) -> str:
+    """Under greedy decoding, the proof that speculation is lossless (or where it is not)."""
+    if result is None:
+        return '<div class="sd-badge sd-badge-idle" data-identical="pending"></div>'
+    if result.request.temperature > 0:
+        return ('<div class="sd-badge sd-badge-neutral" data-identical="not-compared">'
+                f"Sampling at T={result.request.temperature:g}: outputs are expected to differ</div>")
+    if result.identical_text is None:
+        reason = result.na_reasons.get("identical_text") or "a side did not finish"
+        return (f'<div class="sd-badge sd-badge-neutral" data-identical="na">'
+                f"Identical outputs: {esc(na_label(reason))}</div>")
+    if result.identical_text:
+        return ('<div class="sd-badge sd-badge-ok" data-identical="true">'
+                "✓ Identical outputs: speculation changed nothing but the speed</div>")
+    at = result.first_difference
+    where = f" at character {at}" if at is not None else ""
+    ctx = ""
+    if at is not None:
+        a = result.baseline.text[max(0, at - 12): at + 12]
+        b = result.speculative.text[max(0, at - 12): at + 12]
+        ctx = (f'<div class="sd-diff"><span>baseline: “{esc(a)}”</span>'
+               f'<span>speculative: “{esc(b)}”</span></div>')
+    return (f'<div class="sd-badge sd-badge-warn" data-identical="false">'
+            f"✗ Outputs differ{esc(where)}{ctx}</div>")
+
+
+def spec_pane_title(method: str | None, k: int | None, reason: str | None = None) -> str:
+    """'Speculative (ngram, k=4)'; unknown parts say n/a with the reason."""
+    m = method or na_label(reason or "method unknown: set SPECDEMO_SPEC_METHOD")
+    kk = f"k={k}" if k is not None else "k " + na_label("not reported yet")
+    return f"Speculative ({m}, {kk})"
+
+
+def pane_title_html(title: str) -> str:
+    return f'<div class="sd-pane-title">{esc(title)}</div>'
+
+
+def run_status_html(state: str, detail: str = "") -> str:
+    """Page-level status: idle | waiting | running | done | stopped | error."""
+    text = {
+        "idle": "Ready: pick a preset and press Start",
+        "waiting": "Waiting for a free race slot…",
+        "running": "Racing…",
+        "done": "Finished",
+        "stopped": "Stopped: both requests were aborted",
+        "error": "Failed",
+    }.get(state, state)
+    extra = f" — {esc(detail)}" if detail else ""
+    return f'<div class="sd-run-status" data-state="{esc(state)}">{esc(text)}{extra}</div>'
+
+
+# ---------------------------------------------------------------- history
+
+class HistoryRow(BaseModel):
+    started_at: str
+    preset: str
+    mode: str
+    temperature: float
+    baseline_tokens_per_s: float | None
+    speculative_tokens_per_s: float | None
+    speedup: float | None
+    acceptance_rate: float | None
+    mean_acceptance_length: float | None
+    identical: str
+    status: str
+
+
+HISTORY_HEADERS = ["time (UTC)", "preset", "mode", "T", "baseline tok/s", "speculative tok/s",
+                   "speedup", "acceptance", "tokens/step", "identical", "status"]
+
+
+def history_row(result: RaceResult) -> HistoryRow:
+    spec = result.speculative.spec
+    identical = {True: "yes", False: "no", None: NA}[result.identical_text]
+    if result.cancelled:
+        status = "stopped"
+    elif result.baseline.error or result.speculative.error:
+        status = "error"
+    else:
+        status = "ok"
+    return HistoryRow(
+        started_at=result.started_at.strftime("%H:%M:%S"),
+        preset=result.preset or "(free prompt)",
+        mode=MODE_LABELS[result.mode],
+        temperature=result.request.temperature,
+        baseline_tokens_per_s=result.baseline.decode_tokens_per_s,
+        speculative_tokens_per_s=result.speculative.decode_tokens_per_s,
+        speedup=result.speedup,
+        acceptance_rate=spec.acceptance_rate if spec else None,
+        mean_acceptance_length=spec.mean_acceptance_length if spec else None,
+        identical=identical,
+        status=status,
+    )
+
+
+def history_table(rows: list[HistoryRow]) -> list[list[str]]:
+    """Rows for the on-page table: rounded, n/a where unknown, newest first."""
+    def s(x: str | None) -> str:
+        return NA if x is None else x
+    return [
+        [r.started_at, r.preset, r.mode, f"{r.temperature:g}", s(fmt_rate(r.baseline_tokens_per_s)),
+         s(fmt_rate(r.speculative_tokens_per_s)), s(fmt_speedup(r.speedup)),
+         s(fmt_percent(r.acceptance_rate)), s(fmt_length(r.mean_acceptance_length)), r.identical, r.status]
+        for r in reversed(rows)
+    ]
+
+
+def _csv_cell(value: object) -> str:
+    text = "" if value is None else str(value)
+    # Spreadsheets run cells that start with these as formulas: neutralise them.
+    return "'" + text if text[:1] in ("=", "+", "-", "@") and not _is_number(text) else text
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def history_csv(rows: list[HistoryRow]) -> str:
+    """Full-precision CSV of the session's runs, oldest first."""
+    out = io.StringIO()
+    fields = list(HistoryRow.model_fields)
+    writer = csv.writer(out)
+    writer.writerow(fields)
+    for r in rows:
+        data = r.model_dump()
+        writer.writerow([_csv_cell(data[f]) for f in fields])
+    return out.getvalue()
+
+
+# ---------------------------------------------------------------- race frame
+
+class PaneView(BaseModel):
+    """Everything one pane shows for one snapshot."""
+
+    status_html: str
+    tiles_html: str
+    text_html: str
+
+
+def pane_view(side: Side, snapshot: RaceSnapshot) -> PaneView:
+    snap: SideSnapshot = getattr(snapshot, side)
+    result = getattr(snapshot.result, side) if snapshot.result is not None else None
+    speculative = side == "speculative"
+    return PaneView(
+        status_html=side_status_html(side, snap),
+        tiles_html=tiles_html(side, side_tiles(snap, result, speculative)),
+        text_html=text_html(side, snap, shade=True),
+    )
+
+
+# ---------------------------------------------------------------- servers
+
+def server_banner_html(infos: list[ServerInfo]) -> str:
+    """A loud banner for each server that is down, saying what to do; empty when all is well."""
+    down = [i for i in infos if not i.healthy]
+    if not down:
+        return ""
+    items = "".join(f"<li>{esc(down_message(i))}</li>" for i in down)
+    return f'<div class="sd-banner" role="alert" data-down="{len(down)}"><ul>{items}</ul></div>'
+
+
+def server_panel_html(infos: list[ServerInfo]) -> str:
+    rows = []
+    for i in infos:
+        if i.healthy:
+            health = '<span class="sd-ok">● up</span>'
+        else:
+            health = f'<span class="sd-bad">● down</span> {esc(i.error or "")}'
+        model = i.model or na_label("unknown")
+        if i.max_model_len:
+            model += f" · context {i.max_model_len}"
+        if i.side == "speculative":
+            spec = spec_pane_title(i.spec_method, i.spec_num_tokens).removeprefix("Speculative ")
+            if i.spec_source:
+                spec += f" from {i.spec_source}"
+        else:
+            spec = "none (baseline)"
+        if i.kv_cache_usage_perc is not None:
+            kv = fmt_percent(i.kv_cache_usage_perc) or NA
+        else:
+            kv = na_label(i.metrics_error or ("server down" if not i.healthy else "not reported"))
+        rows.append(
+            f'<tr data-side="{esc(i.side)}" data-healthy="{str(i.healthy).lower()}">'
+            f"<td>{esc(i.side)}</td><td>{esc(i.url)}</td><td>{health}</td><td>{esc(model)}</td>"
+            f"<td>{esc(spec)}</td><td>{esc(kv)}</td></tr>"
+        )
+    head = "<tr><th>side</th><th>URL</th><th>health</th><th>model</th><th>speculation</th><th>KV cache</th></tr>"
+    return f'<table class="sd-servers">{head}{"".join(rows)}</table>'

@@ -1,0 +1,155 @@
+"""demo/view.py: formatting and escaping of what the page shows."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+from demo import view
+from demo.results import (RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot,
+                          SpecStats)
+
+EVIL = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
+
+
+def _result(**kw) -> RaceResult:
+    base = SideResult(side="baseline", url="http://b", completion_tokens=200, ttft_s=0.05,
+                      decode_tokens_per_s=33.3333, e2e_s=6.05, text="abc def",
+                      tokens_per_chunk={1: 200}, complete=True)
+    spec = SideResult(side="speculative", url="http://s", completion_tokens=200, ttft_s=0.06,
+                      decode_tokens_per_s=97.123, e2e_s=2.1, text="abc def",
+                      tokens_per_chunk={1: 20, 3: 30, 5: 16}, complete=True,
+                      spec=SpecStats(source="per_request", acceptance_rate=0.7123,
+                                     mean_acceptance_length=3.85, num_spec_tokens=4,
+                                     per_position_acceptance=[0.9, 0.7, 0.5, 0.3]))
+    fields = dict(mode="race", preset="json", request=RaceRequest(temperature=0.0), baseline=base,
+                  speculative=spec, speedup=2.9137, e2e_speedup=2.88, identical_text=True)
+    fields.update(kw)
+    return RaceResult(**fields)
+
+
+def _snapshot(result: RaceResult | None = None, **side_kw) -> RaceSnapshot:
+    b = SideSnapshot(side="baseline", status="streaming", text="ab", completion_tokens=2,
+                     elapsed_s=0.5, ttft_s=0.05, tokens_per_s=30.0,
+                     bursts=[(0.05, 1, "a"), (0.08, 1, "b")])
+    s = SideSnapshot(side="speculative", status="streaming", text="abcd", completion_tokens=4,
+                     elapsed_s=0.5, ttft_s=0.06, tokens_per_s=90.0,
+                     bursts=[(0.06, 1, "a"), (0.09, 3, "bcd")], **side_kw)
+    return RaceSnapshot(mode="race", baseline=b, speculative=s, result=result)
+
+
+def test_escape_model_output_in_text_and_bursts() -> None:
+    snap = SideSnapshot(side="speculative", text=EVIL, bursts=[(0.1, 3, EVIL), (0.2, 1, "&ok")])
+    html = view.text_html("speculative", snap, shade=True)
+    assert "<script" not in html and "<img" not in html
+    assert "&lt;script&gt;" in html and "onerror=&quot;" in html and "&amp;ok" in html
+    # Text-only fallback (no bursts) is escaped too.
+    html2 = view.text_html("baseline", SideSnapshot(side="baseline", text=EVIL), shade=False)
+    assert "<script" not in html2 and "&lt;img" in html2
+
+
+def test_burst_classes_by_tokens_in_chunk() -> None:
+    assert [view.burst_class(n) for n in (0, 1, 2, 3, 4, 5, 9)] == ["b0", "b1", "b2", "b3", "b4", "b5", "b5"]
+    snap = SideSnapshot(side="speculative", bursts=[(0.1, 1, "x"), (0.2, 4, "yyyy")])
+    html = view.text_html("speculative", snap, shade=True)
+    assert re.search(r'<span class="b1"[^>]*>x</span><span class="b4"[^>]*>yyyy</span>', html)
+
+
+def test_live_tiles_show_snapshot_figures_and_pending_acceptance() -> None:
+    tiles = {t.key: t for t in view.side_tiles(_snapshot().speculative, None, speculative=True)}
+    assert tiles["tokens_per_s"].text == "90.0" and tiles["tokens_per_s"].value == 90.0
+    assert tiles["tokens_per_s"].note == "live"
+    assert tiles["tokens"].text == "4"
+    assert tiles["ttft_s"].text == "60 ms"
+    assert tiles["acceptance_rate"].text == view.PENDING
+
+
+def test_final_tiles_show_the_result_exactly() -> None:
+    r = _result()
+    tiles = {t.key: t for t in view.side_tiles(_snapshot(r).speculative, r.speculative, True)}
+    assert tiles["tokens_per_s"].value == 97.123 and tiles["tokens_per_s"].text == "97.1"
+    assert tiles["acceptance_rate"].text == "71%" and tiles["acceptance_rate"].value == 0.7123
+    assert tiles["mean_acceptance_length"].text == "3.85"
+    assert tiles["elapsed_s"].value == 2.1
+    html = view.tiles_html("speculative", list(tiles.values()))
+    assert 'data-key="tokens_per_s" data-side="speculative" data-value="97.123"' in html
+
+
+def test_unknown_figures_say_na_with_reason() -> None:
+    r = _result()
+    r.speculative.spec = None
+    r.speculative.na_reasons["spec"] = "server sent no speculative metrics"
+    r.baseline.decode_tokens_per_s = None
+    r.baseline.na_reasons["decode_tokens_per_s"] = "only one token"
+    b = {t.key: t for t in view.side_tiles(_snapshot(r).baseline, r.baseline, False)}
+    assert b["tokens_per_s"].text == "n/a" and b["tokens_per_s"].note == "only one token"
+    s = {t.key: t for t in view.side_tiles(_snapshot(r).speculative, r.speculative, True)}
+    assert s["acceptance_rate"].text == "n/a"
+    assert s["acceptance_rate"].note == "server sent no speculative metrics"
+    assert view.na_label("x") == "n/a (x)" and view.na_label(None) == "n/a"
+
+
+def test_speedup_only_from_the_result() -> None:
+    assert view.PENDING in view.speedup_html(_snapshot())  # live: not computed in the UI
+    html = view.speedup_html(_snapshot(_result()))
+    assert "2.91×" in html and 'data-value="2.9137"' in html and "end to end 2.88×" in html
+    na = _result(speedup=None, na_reasons={"speedup": "baseline failed"})
+    assert "baseline failed" in view.speedup_html(_snapshot(na))
+
+
+def test_identical_badge() -> None:
+    assert 'data-identical="true"' in view.identical_badge_html(_result())
+    r = _result(identical_text=False, first_difference=4)
+    r.speculative.text = "abc <b>X"
+    html = view.identical_badge_html(r)
+    assert "character 4" in html and "&lt;b&gt;X" in html and "<b>X" not in html
+    hot = _result(request=RaceRequest(temperature=1.0), identical_text=False)
+    assert 'data-identical="not-compared"' in view.identical_badge_html(hot)
+    unknown = _result(identical_text=None, na_reasons={"identical_text": "stopped early"})
+    assert "n/a (stopped early)" in view.identical_badge_html(unknown)
+
+
+def test_errors_and_titles_are_escaped() -> None:
+    snap = SideSnapshot(side="baseline", status="error", error="Cannot reach <x>: start it")
+    html = view.side_status_html("baseline", snap)
+    assert "&lt;x&gt;" in html and 'role="alert"' in html
+    assert view.spec_pane_title("ngram", 4) == "Speculative (ngram, k=4)"
+    assert "n/a" in view.spec_pane_title(None, None)
+    assert "&lt;" in view.pane_title_html("Speculative (<m>, k=4)")
+
+
+def test_mode_labels() -> None:
+    assert "compete" in view.mode_html("race")
+    assert "Sequential A/B" in view.mode_html("sequential")
+
+
+def test_history_rows_and_csv() -> None:
+    r1 = _result()
+    r2 = _result(preset="=cmd()", speedup=None, cancelled=True)
+    rows = [view.history_row(r1), view.history_row(r2)]
+    table = view.history_table(rows)
+    assert table[0][1] == "=cmd()" and table[0][6] == "n/a" and table[0][-1] == "stopped"
+    assert table[1][6] == "2.91×" and table[1][7] == "71%"
+    parsed = list(csv.DictReader(io.StringIO(view.history_csv(rows))))
+    assert parsed[0]["speedup"] == "2.9137" and parsed[0]["acceptance_rate"] == "0.7123"
+    assert parsed[1]["preset"] == "'=cmd()"  # no formula injection in spreadsheets
+    assert len(view.HISTORY_HEADERS) == len(table[0])
+
+
+def test_pane_view_final() -> None:
+    r = _result()
+    pv = view.pane_view("baseline", _snapshot(r))
+    assert 'data-value="33.3333"' in pv.tiles_html
+
+
+def test_server_banner_and_panel() -> None:
+    from demo.server_info import ServerInfo
+    up = ServerInfo(side="baseline", url="http://127.0.0.1:8000", healthy=True, model="smollm2",
+                    max_model_len=2048, kv_cache_usage_perc=0.25)
+    down = ServerInfo(side="speculative", url="http://127.0.0.1:8001", error="connection <refused>")
+    assert view.server_banner_html([up]) == ""
+    banner = view.server_banner_html([up, down])
+    assert "python -m servers up" in banner and "&lt;refused&gt;" in banner and "8001" in banner
+    panel = view.server_panel_html([up, down])
+    assert "25%" in panel and "context 2048" in panel and 'data-healthy="false"' in panel
