@@ -43,6 +43,15 @@ def _load_one(path: Path) -> Preset:
     return preset
 
 
+def _yaml_message(e: yaml.YAMLError) -> str:
+    # PyYAML's str() opens with context ("while parsing a flow sequence"); say the problem and where.
+    mark = getattr(e, "problem_mark", None)
+    problem = getattr(e, "problem", None) or getattr(e, "context", None)
+    if mark is not None and problem:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return str(e).splitlines()[0]
+
+
 def load_presets(folder: Path) -> tuple[dict[str, Preset], list[PresetError]]:
     """Load every preset; a broken file is reported by name and field, the rest still load."""
     presets: dict[str, Preset] = {}
@@ -56,7 +65,10 @@ def load_presets(folder: Path) -> tuple[dict[str, Preset], list[PresetError]]:
             )
             errors.append(PresetError(file=path.name, message=where))
             continue
-        except (OSError, yaml.YAMLError, ValueError) as e:
+        except yaml.YAMLError as e:
+            errors.append(PresetError(file=path.name, message=_yaml_message(e)))
+            continue
+        except (OSError, ValueError) as e:
             errors.append(PresetError(file=path.name, message=str(e).splitlines()[0]))
             continue
         if preset.name in presets:
