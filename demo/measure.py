@@ -170,6 +170,13 @@ class SideMeter:
     def result(self) -> SideResult:
         na: dict[str, str] = {}
         tokens = self.final_tokens if self.final_tokens is not None else (self.tokens if self.has_usage else None)
+        if self.error and not self.events:
+            failed = "the request failed before any token arrived (see error)"
+            return SideResult(
+                side=self.side, url=self.url, model=self.model, error=self.error,
+                na_reasons={f: failed for f in ("completion_tokens", "ttft_s", "decode_tokens_per_s", "e2e_s",
+                                                 "itl_p50_s", "itl_p95_s", "tokens_per_chunk")},
+            )
         if tokens is None:
             na["completion_tokens"] = "the server sent no usage"
         rate, why = self._decode_rate(tokens)
