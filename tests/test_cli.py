@@ -1,0 +1,64 @@
+"""``python -m demo race`` as a user runs it: a real process against stand-in servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.standin import Standin, StandinBehavior
+
+ROOT = Path(__file__).resolve().parent.parent
+SIDE_KEYS = {"completion_tokens", "ttft_s", "decode_tokens_per_s", "e2e_s", "itl_p50_s", "itl_p95_s", "text", "error"}
+SPEC_KEYS = SIDE_KEYS | {"acceptance_rate", "mean_acceptance_length", "accepted_tokens", "draft_tokens", "drafts"}
+
+
+def run_cli(*args: str, runs_dir: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SPECDEMO_RUNS_DIR": str(runs_dir)}
+    return subprocess.run([sys.executable, "-m", "demo", "race", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_json_output_is_one_object_with_the_documented_keys(tmp_path: Path) -> None:
+    spec_b = StandinBehavior(tokens_per_s=300, ttft_s=0.01, speculative=True, chunk_sizes=[1, 3, 5])
+    with Standin.pair(StandinBehavior(tokens_per_s=150, ttft_s=0.01), spec_b) as (base, spec):
+        p = run_cli("--baseline-url", base.url, "--speculative-url", spec.url, "--preset", "json_reformat",
+                    "--max-tokens", "50", "--mode", "sequential", "--json", runs_dir=tmp_path)
+        truth = spec.last_truth
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)  # exactly one JSON object: anything else fails to parse
+    assert out["mode"] == "sequential" and out["preset"] == "json_reformat"
+    assert SIDE_KEYS <= set(out["baseline"]) and SPEC_KEYS <= set(out["speculative"])
+    assert out["speculative"]["completion_tokens"] == 50
+    assert abs(out["speculative"]["acceptance_rate"] - truth.acceptance_rate) < 1e-9
+    assert out["speedup"] > 1.3 and out["identical_text"] is True
+    # the run was saved, with both timelines
+    saved = list(tmp_path.glob("*.json"))
+    assert len(saved) == 1 and json.loads(saved[0].read_text())["speculative"]["events"]
+
+
+def test_table_output_and_a_dead_side_still_exit_zero(tmp_path: Path) -> None:
+    with Standin(StandinBehavior(tokens_per_s=300, ttft_s=0.01)) as spec:
+        p = run_cli("--baseline-url", "http://127.0.0.1:1", "--speculative-url", spec.url,
+                    "--prompt", "Say hi", "--max-tokens", "20", runs_dir=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "decode tokens/s" in p.stdout and "baseline error: Cannot reach http://127.0.0.1:1" in p.stdout
+    assert "Speedup (decode tokens/s): n/a" in p.stdout
+
+
+def test_bad_arguments_exit_non_zero_with_a_clear_message(tmp_path: Path) -> None:
+    cases = {
+        ("--preset", "nope"): "unknown preset 'nope'; known presets:",
+        ("--prompt", "   "): "The prompt is empty",
+        ("--prompt", "x", "--temperature", "9"): "temperature",
+        ("--prompt", "x", "--max-tokens", "0"): "max_tokens",
+        ("--prompt", "x", "--mode", "fast"): "invalid choice",
+        (): "one of the arguments --preset --prompt is required",
+    }
+    for args, message in cases.items():
+        p = run_cli(*args, runs_dir=tmp_path)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert message in p.stderr, (args, p.stderr)
+        assert p.stdout == ""
