@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# THE test command (README, .ci/run): sets everything up from the project's own files and runs
+# every test: fast ones (stand-in servers on 127.0.0.1), browser ones (headless Chromium), then the
+# end-to-end suite against two real CPU vLLM servers (started by its fixture, stopped after).
+#   bash scripts/test.sh            # everything
+#   bash scripts/test.sh --fast     # skip the real-vLLM end-to-end suite
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+T0=$(date +%s)
+stamp() { echo "[test] $* (+$(( $(date +%s) - T0 )) s)"; }
+
+bash scripts/setup_app.sh
+bash scripts/install_browser.sh
+stamp "app venv and browser ready"
+
+# Fast and browser tests first, on an idle machine: their timing checks need the cores
+# the vLLM servers would otherwise take.
+status=0
+.venv/bin/python -m pytest -m "not e2e" -q -p no:cacheprovider || status=$?
+stamp "fast and browser tests done (exit $status)"
+
+if [[ "${1:-}" != "--fast" ]]; then
+    bash scripts/setup_cpu_servers.sh
+    stamp "CPU vLLM venv ready"
+    e2e=0
+    .venv/bin/python -m pytest -m e2e -q -p no:cacheprovider -s || e2e=$?
+    stamp "end-to-end tests done (exit $e2e)"
+    [[ $status -eq 0 ]] && status=$e2e
+fi
+exit $status
