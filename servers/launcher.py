@@ -1,0 +1,415 @@
+"""Start, check and stop the two vLLM servers (baseline + speculative) this launcher owns.
+
+Flags come only from ServerConfig.vllm_args(); this module adds the process side: environment,
+core pinning, logs, the state file, waiting for /health with a progress display, and stopping
+exactly the processes it started.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TextIO
+
+import httpx
+
+from servers import procs
+from servers.config import COMMON_ENV, Role, ServerConfig
+from servers.progress import Progress
+from servers.settings import ROOT, LauncherSettings
+from servers.state import LauncherState, ServerRecord, clear_state, read_state, write_state
+
+SETUP_COMMAND = "scripts/setup_cpu_servers.sh"
+API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+ROLES: tuple[Role, Role] = ("baseline", "speculative")
+
+
+class LauncherError(Exception):
+    """A one-line message that says what failed and what to do."""
+
+
+@dataclass
+class Plan:
+    role: Role
+    config: ServerConfig
+    cmd: list[str]
+    env: dict[str, str]
+    log_path: Path
+    cache_key: str
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.host}:{self.config.port}"
+
+
+# ---------------------------------------------------------------- planning
+
+
+def check_runtime(s: LauncherSettings) -> None:
+    if s.server_command:
+        return
+    if not s.python.exists():
+        if s.device == "cpu":
+            raise LauncherError(
+                f"the vLLM venv is missing ({s.python} not found); create it with: {SETUP_COMMAND}"
+            )
+        raise LauncherError(
+            f"no python at {s.python}; point --vllm-python (SPECDEMO_SERVERS_VLLM_PYTHON) at a python with vllm installed"
+        )
+
+
+def _looks_like_path(model: str) -> bool:
+    return model.startswith(("/", "./", "../", "~")) or Path(model).expanduser().exists()
+
+
+def resolve_model(s: LauncherSettings, out: TextIO) -> str:
+    """The model argument for vLLM: the given path or hub id, or the default model prepared once."""
+    if s.model:
+        if _looks_like_path(s.model):
+            path = Path(s.model).expanduser().resolve()
+            if not path.exists():
+                raise LauncherError(f"model path {path} does not exist; give a model folder or a hub id with --model")
+            if path.is_dir() and not (path / "config.json").exists():
+                raise LauncherError(f"model folder {path} has no config.json; is it a Hugging Face model folder?")
+            return str(path)
+        if "/" not in s.model:
+            raise LauncherError(f"model {s.model!r} is neither an existing path nor a hub id (org/name)")
+        return s.model
+    if s.server_command:
+        return "default-model"  # a stand-in server needs no weights
+    print(f"preparing the default model in {s.cache_dir} (converted once, then reused) ...", file=out, flush=True)
+    cmd = [str(s.python), "-m", "servers.model", "prepare", "--cache-dir", str(s.cache_dir)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    try:
+        done = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, timeout=1200)
+    except subprocess.TimeoutExpired:
+        raise LauncherError("model conversion took over 20 min; see the messages above") from None
+    if done.returncode != 0 or not done.stdout.strip():
+        raise LauncherError(f"model preparation failed (exit {done.returncode}); see the messages above, or rerun {SETUP_COMMAND}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def server_config(s: LauncherSettings, role: Role, model: str) -> ServerConfig:
+    return ServerConfig(
+        role=role,
+        model=model,
+        served_model_name=s.served_model_name,
+        host=s.host,
+        port=s.baseline_port if role == "baseline" else s.speculative_port,
+        dtype=s.dtype,
+        max_model_len=s.max_model_len,
+        speculative_config=s.speculative_config if role == "speculative" else None,
+        per_request_spec_metrics=None if s.per_request_spec_metrics == "off" else s.per_request_spec_metrics,
+        gpu_memory_utilization=s.gpu_memory_utilization if s.device == "gpu" else None,
+        extra_args=shlex.split(s.extra_args),
+    )
+
+
+def server_env(s: LauncherSettings, role: Role) -> dict[str, str]:
+    env = dict(os.environ)
+    # The launcher may run from the app venv: the server must not inherit that venv's paths.
+    for key in ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH"):
+        env.pop(key, None)
+    env.update(COMMON_ENV)
+    env["PYTHONUNBUFFERED"] = "1"  # the log shows progress as it happens
+    if s.hf_offline:
+        env["HF_HUB_OFFLINE"] = "1"
+        env["TRANSFORMERS_OFFLINE"] = "1"
+    if not s.server_command:
+        env["PATH"] = f"{s.python.parent}{os.pathsep}{env.get('PATH', '')}"
+    if s.device == "cpu":
+        env["VLLM_CPU_OMP_THREADS_BIND"] = s.baseline_cores if role == "baseline" else s.speculative_cores
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(s.kvcache_space_gib)
+        # Workaround 4: no AOT compile, plus a persistent Inductor cache: warm starts ~40 s, not ~76 s.
+        env["VLLM_USE_AOT_COMPILE"] = "0"
+        env["TORCHINDUCTOR_CACHE_DIR"] = str(s.cache_dir / "inductor")
+        env["VLLM_CACHE_ROOT"] = str(s.cache_dir / "vllm")
+        # Workaround 3: without Intel OpenMP preloaded, speculative decoding runs much slower.
+        iomp = s.python.parent.parent / "lib" / "libiomp5.so"
+        if iomp.exists():
+            env["LD_PRELOAD"] = f"{iomp}{os.pathsep}{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(iomp)
+    return env
+
+
+def plan(s: LauncherSettings, model: str) -> list[Plan]:
+    base = shlex.split(s.server_command) if s.server_command else [str(s.python), "-m", API_SERVER_MODULE]
+    plans = []
+    for role in ROLES:
+        cfg = server_config(s, role, model)
+        env = server_env(s, role)
+        args = cfg.vllm_args()
+        # The compile cache depends on the flags and the core binding, not on the port.
+        key_src = json.dumps([s.device, cfg.model_copy(update={"port": 0}).vllm_args(), env.get("VLLM_CPU_OMP_THREADS_BIND")])
+        key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
+        plans.append(Plan(role, cfg, base + args, env, s.log_file(role), key))
+    return plans
+
+
+def check_ports(plans: list[Plan]) -> None:
+    if plans[0].config.port == plans[1].config.port:
+        raise LauncherError(f"both servers are set to port {plans[0].config.port}; give them different ports")
+    for p in plans:
+        if procs.port_in_use(p.config.host, p.config.port):
+            pid = procs.listener_pid(p.config.port)
+            who = f" by PID {pid}" if pid else ""
+            flag = f"--{p.role}-port"
+            raise LauncherError(
+                f"port {p.config.port} on {p.config.host} ({p.role}) is already in use{who}; "
+                f"stop that process or pick another port with {flag}"
+            )
+
+
+# ---------------------------------------------------------------- up
+
+
+def _marker(s: LauncherSettings, p: Plan) -> Path:
+    return s.cache_dir / "compile-markers" / f"{p.role}-{p.cache_key}"
+
+
+def health_ok(url: str, timeout_s: float = 2.0) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=timeout_s).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _live(state: LauncherState | None) -> list[ServerRecord]:
+    if state is None:
+        return []
+    return [r for r in state.servers if procs.is_running(r.pid, r.start_ticks)]
+
+
+def _stop_records(records: list[ServerRecord], timeout_s: float, out: TextIO) -> None:
+    for r in records:
+        if procs.is_running(r.pid, r.start_ticks) or procs.group_pids(r.pgid):
+            how = procs.stop_group(r.pgid, timeout_s)
+            print(f"  {r.role}: PID {r.pid} {how}", file=out, flush=True)
+
+
+def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
+    state = read_state(s.state_file)
+    live = _live(state)
+    if live:
+        print(f"servers started earlier are still running ({', '.join(f'{r.role} PID {r.pid}' for r in live)}):", file=out)
+        print_status(s, out)
+        print("stop them first with: python -m servers down", file=out)
+        return 0
+    if state is not None:
+        clear_state(s.state_file)  # stale: its processes are gone
+
+    check_runtime(s)
+    plans = plan(s, "placeholder")
+    check_ports(plans)
+    model = resolve_model(s, out)
+    plans = plan(s, model)
+    check_ports(plans)  # conversion can take minutes; check again just before binding
+
+    s.run_dir.mkdir(parents=True, exist_ok=True)
+    records: list[ServerRecord] = []
+    kinds: dict[Role, str] = {}
+    # On CPU each server computes on its own core, so both start at once. On one GPU the second
+    # must start after the first is healthy, or both size their KV cache from the same free memory.
+    groups = [plans] if s.device == "cpu" else [[p] for p in plans]
+    try:
+        for group in groups:
+            started = []
+            for p in group:
+                kinds[p.role] = "warm" if _marker(s, p).exists() else "cold"
+                with open(p.log_path, "w") as f:  # one log per start; the previous one is replaced
+                    f.write(f"# {datetime.now(timezone.utc).isoformat()} {shlex.join(p.cmd)}\n")
+                proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT)
+                rec = ServerRecord(
+                    role=p.role, url=p.url, pid=proc.pid, pgid=proc.pid,
+                    start_ticks=procs.start_ticks(proc.pid) or 0, log_path=p.log_path,
+                    served_model_name=p.config.served_model_name, model=p.config.model,
+                    command=p.cmd, started_at=datetime.now(timezone.utc), start_kind=kinds[p.role],  # type: ignore[arg-type]
+                )
+                records.append(rec)
+                started.append((p, proc, rec))
+                print(f"started {p.role} ({kinds[p.role]} start) PID {proc.pid} on {p.url}; log: {p.log_path}", file=out, flush=True)
+            write_state(s.state_file, LauncherState(launcher_pid=os.getpid(), device=s.device, servers=records))
+            _wait_healthy(s, started, out)
+            write_state(s.state_file, LauncherState(launcher_pid=os.getpid(), device=s.device, servers=records))
+    except BaseException:
+        # Whatever went wrong (crash, timeout, Ctrl-C): leave nothing running behind.
+        print("stopping the servers started by this run ...", file=out, flush=True)
+        _stop_records(records, s.stop_timeout_s, out)
+        clear_state(s.state_file)
+        raise
+
+    for p in plans:
+        marker = _marker(s, p)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    _write_client_env(s, plans)
+    print("", file=out)
+    print_status(s, out)
+    if detach:
+        print("\nservers run in the background; stop them with: python -m servers down", file=out)
+        return 0
+    return _foreground(s, records, out)
+
+
+def _wait_healthy(s: LauncherSettings, started: list[tuple[Plan, subprocess.Popen[bytes], ServerRecord]], out: TextIO) -> None:
+    t0 = time.monotonic()
+    progress = Progress(out)
+    pending = {p.role: (p, proc, rec) for p, proc, rec in started}
+    while pending:
+        elapsed = time.monotonic() - t0
+        for role, (p, proc, rec) in list(pending.items()):
+            code = proc.poll()
+            if code is not None:
+                progress.finish()
+                raise LauncherError(
+                    f"the {role} server exited with code {code} during start; last lines of {p.log_path}:\n"
+                    + procs.tail(p.log_path, 20)
+                )
+            if health_ok(p.url, timeout_s=1.0):
+                rec.time_to_healthy_s = round(time.monotonic() - t0, 1)
+                del pending[role]
+                progress.done(role, rec.time_to_healthy_s)
+            else:
+                progress.update(role, elapsed, p.log_path)
+        if elapsed > s.startup_timeout_s:
+            progress.finish()
+            roles = ", ".join(pending)
+            last = pending[next(iter(pending))][0].log_path
+            raise LauncherError(
+                f"{roles} not healthy after {s.startup_timeout_s:.0f} s (raise --startup-timeout); "
+                f"last lines of {last}:\n{procs.tail(last, 20)}"
+            )
+        progress.render(elapsed)
+        if pending:
+            time.sleep(0.5)
+    progress.finish()
+
+
+def _write_client_env(s: LauncherSettings, plans: list[Plan]) -> None:
+    """What the app needs to find these servers (its own SPECDEMO_ settings), for `source` or .env."""
+    spec = s.speculative_config or {}
+    lines = [
+        f"SPECDEMO_BASELINE_URL={plans[0].url}",
+        f"SPECDEMO_SPECULATIVE_URL={plans[1].url}",
+        f"SPECDEMO_SPEC_METHOD={spec.get('method', '')}",
+        f"SPECDEMO_SPEC_NUM_TOKENS={spec.get('num_speculative_tokens', '')}",
+    ]
+    (s.run_dir / "client.env").write_text("\n".join(lines) + "\n")
+
+
+def _foreground(s: LauncherSettings, records: list[ServerRecord], out: TextIO) -> int:
+    print("\nservers run in the foreground; Ctrl-C stops both", file=out, flush=True)
+    # SIGTERM (e.g. from a CI runner) stops the pair like Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    code = 0
+    try:
+        while True:
+            dead = [r for r in records if not procs.is_running(r.pid, r.start_ticks)]
+            if dead:
+                r = dead[0]
+                print(f"\nerror: the {r.role} server (PID {r.pid}) stopped; last lines of {r.log_path}:", file=out)
+                print(procs.tail(r.log_path, 20), file=out)
+                code = 1
+                break
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        print("\nstopping ...", file=out, flush=True)
+    _stop_records(records, s.stop_timeout_s, out)
+    clear_state(s.state_file)
+    return code
+
+
+# ---------------------------------------------------------------- down, status
+
+
+def down(s: LauncherSettings, out: TextIO = sys.stdout) -> int:
+    state = read_state(s.state_file)
+    if state is None:
+        print(f"no servers started by this launcher are running (no state file at {s.state_file})", file=out)
+        return 0
+    live = [r for r in state.servers if procs.is_running(r.pid, r.start_ticks) or procs.group_pids(r.pgid)]
+    if not live:
+        clear_state(s.state_file)
+        print(f"no servers started by this launcher are running (removed stale state file {s.state_file})", file=out)
+        return 0
+    print("stopping:", file=out, flush=True)
+    _stop_records(live, s.stop_timeout_s, out)
+    left = [r for r in live if procs.group_pids(r.pgid)]
+    if left:
+        print(f"error: still running: {', '.join(f'{r.role} PID {r.pid}' for r in left)}", file=out)
+        return 1
+    clear_state(s.state_file)
+    return 0
+
+
+def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
+    state = read_state(s.state_file)
+    records = {r.role: r for r in state.servers} if state else {}
+    rows = []
+    for role in ROLES:
+        r = records.get(role)
+        port = s.baseline_port if role == "baseline" else s.speculative_port
+        url = r.url if r else f"http://{s.host}:{port}"
+        running = bool(r and procs.is_running(r.pid, r.start_ticks))
+        pids = procs.group_pids(r.pgid) if running and r else []
+        row: dict[str, object] = {
+            "role": role,
+            "url": url,
+            "healthy": health_ok(url),
+            "managed": running,  # started by this launcher and still running
+            "pid": r.pid if running and r else None,
+            "served_model": _served_model(url),
+            "uptime_s": round(procs.uptime_s(r.start_ticks), 1) if running and r else None,
+            "memory_pss_bytes": procs.pss_bytes(pids) if pids else None,
+            "memory_rss_bytes": procs.rss_bytes(pids) if pids else None,
+            "processes": len(pids),
+            "start_kind": r.start_kind if r else None,
+            "time_to_healthy_s": r.time_to_healthy_s if r else None,
+            "log_path": str(r.log_path) if r else str(s.log_file(role)),
+        }
+        rows.append(row)
+    return rows
+
+
+def _served_model(url: str) -> str | None:
+    try:
+        data = httpx.get(f"{url}/v1/models", timeout=2.0).json()
+        return ", ".join(m["id"] for m in data.get("data", [])) or None
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _gb(n: object) -> str:
+    return f"{n / 1e9:.2f} GB" if isinstance(n, int) else "-"
+
+
+def print_status(s: LauncherSettings, out: TextIO = sys.stdout, as_json: bool = False) -> int:
+    rows = status_rows(s)
+    if as_json:
+        print(json.dumps(rows, indent=2), file=out)
+    else:
+        for row in rows:
+            health = "healthy" if row["healthy"] else "not answering"
+            if row["managed"]:
+                owner = f"PID {row['pid']} ({row['processes']} processes), up {row['uptime_s']:.0f} s"
+            else:
+                owner = "not started by this launcher" if row["healthy"] else "not running"
+            print(f"{row['role']:<12} {row['url']}  {health}; {owner}", file=out)
+            if row["managed"] or row["healthy"]:
+                print(f"{'':<12} model: {row['served_model'] or '-'}; memory: {_gb(row['memory_pss_bytes'])} PSS "
+                      f"({_gb(row['memory_rss_bytes'])} RSS)", file=out)
+            if row["time_to_healthy_s"] is not None:
+                print(f"{'':<12} last start: {row['start_kind']}, healthy after {row['time_to_healthy_s']} s", file=out)
+            print(f"{'':<12} log: {row['log_path']}", file=out)
+        pss = [r["memory_pss_bytes"] for r in rows if isinstance(r["memory_pss_bytes"], int)]
+        if len(pss) == 2:
+            print(f"{'pair':<12} memory: {_gb(sum(pss))} PSS", file=out)  # type: ignore[arg-type]
+    return 0 if all(r["healthy"] for r in rows) else 1

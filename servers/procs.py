@@ -1,0 +1,175 @@
+"""Processes, ports and /proc: start a server in its own process group, find and stop exactly it.
+
+Linux only (reads /proc). No psutil: the app venv stays small.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def spawn(cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` in a new session (its own process group), stdout+stderr appended to log_path.
+
+    A new session keeps a Ctrl-C in the terminal from reaching the server directly (the launcher
+    decides when to stop it) and lets `down` stop the server and every child it forked at once.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
+            cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def start_ticks(pid: int) -> int | None:
+    """Process start time in clock ticks since boot: with the PID, identifies a process uniquely."""
+    f = _stat_fields(pid)
+    return int(f[19]) if f else None
+
+
+def is_running(pid: int, ticks: int | None = None) -> bool:
+    """True when PID is alive (not a zombie) and, if ticks is given, is the same process."""
+    f = _stat_fields(pid)
+    if f is None or f[0] in ("Z", "X"):
+        return False
+    return ticks is None or int(f[19]) == ticks
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Live PIDs whose process group is pgid (the server and the workers it forked)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        f = _stat_fields(int(entry.name))
+        if f and int(f[2]) == pgid and f[0] not in ("Z", "X"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def rss_bytes(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def pss_bytes(pids: list[int]) -> int:
+    """Proportional set size: shared pages (torch libraries) split between the processes
+    that map them, so the sum over a server's processes is not double counted."""
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    break
+        except (OSError, IndexError, ValueError):
+            total += rss_bytes([pid])
+    return total
+
+
+def uptime_s(ticks: int) -> float:
+    boot_uptime = float(Path("/proc/uptime").read_text().split()[0])
+    return boot_uptime - ticks / _CLK_TCK
+
+
+def stop_group(pgid: int, timeout_s: float) -> str:
+    """SIGTERM the group, wait up to timeout_s, then SIGKILL what is left. Returns what it did."""
+    if not group_pids(pgid):
+        return "already stopped"
+    _killpg(pgid, signal.SIGTERM)
+    if _wait_gone(pgid, timeout_s):
+        return "stopped (SIGTERM)"
+    _killpg(pgid, signal.SIGKILL)
+    if _wait_gone(pgid, 5.0):
+        return f"killed (SIGKILL after {timeout_s:.0f} s)"
+    return f"still running after SIGKILL: PIDs {group_pids(pgid)}"
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_gone(pgid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not group_pids(pgid):
+            return True
+        time.sleep(0.2)
+    return not group_pids(pgid)
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when something already listens on host:port (a bind attempt fails)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # SO_REUSEADDR: a port in TIME_WAIT from a server we just stopped is free for a new one.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            return e.errno in (errno.EADDRINUSE, errno.EACCES)
+    return False
+
+
+def listener_pid(port: int) -> int | None:
+    """PID of the process listening on a TCP port, when /proc lets us see it (best effort)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:  # 0A = LISTEN
+                inodes.add(cols[9])
+    if not inodes:
+        return None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            for fd in (entry / "fd").iterdir():
+                link = os.readlink(fd)
+                if link.startswith("socket:[") and link[8:-1] in inodes:
+                    return int(entry.name)
+        except OSError:
+            continue
+    return None
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])

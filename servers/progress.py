@@ -1,0 +1,67 @@
+"""The startup progress display: elapsed time and each server's phase, read from its log tail.
+
+On a terminal one line is redrawn in place; elsewhere (CI logs, pipes) a line is printed when a
+phase changes and every 15 s, so a log stays short but shows the launcher is not stuck.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TextIO
+
+from servers.procs import tail
+
+# Checked from the last line of the log backwards: the first match is the current phase.
+# Patterns follow vLLM 0.32's log lines; an unknown line keeps the previous phase.
+PHASES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"Application startup complete|Uvicorn running|Starting vLLM API server|Available routes"), "starting HTTP"),
+    (re.compile(r"init engine|KV cache|kv_cache|Maximum concurrency", re.I), "allocating KV cache / warming up"),
+    (re.compile(r"torch\.compile|Compil|dynamo|inductor|graph", re.I), "compiling"),
+    (re.compile(r"Loading weights|Loading safetensors|load_weights|Model loading took|loading model", re.I), "loading weights"),
+    (re.compile(r"Initializing|EngineCore|engine", re.I), "starting engine"),
+    (re.compile(r"vLLM API server version|non-default args|Resolved architecture", re.I), "reading config"),
+]
+
+
+def phase_of(log_path: Path) -> str:
+    for line in reversed(tail(log_path, 40).splitlines()):
+        for pattern, name in PHASES:
+            if pattern.search(line):
+                return name
+    return "starting python"
+
+
+class Progress:
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.tty = hasattr(out, "isatty") and out.isatty()
+        self.phases: dict[str, str] = {}
+        self.last_printed: tuple[str, ...] = ()
+        self.last_print_s = 0.0
+        self.width = 0
+
+    def update(self, role: str, elapsed_s: float, log_path: Path) -> None:
+        self.phases[role] = phase_of(log_path)
+
+    def done(self, role: str, after_s: float) -> None:
+        self.phases[role] = f"ready after {after_s:.0f} s"
+
+    def render(self, elapsed_s: float) -> None:
+        line = f"[{elapsed_s:5.0f} s] " + " | ".join(f"{r}: {p}" for r, p in self.phases.items())
+        if self.tty:
+            pad = max(0, self.width - len(line))
+            self.out.write("\r" + line + " " * pad)
+            self.out.flush()
+            self.width = len(line)
+            return
+        key = tuple(self.phases.values())
+        if key != self.last_printed or elapsed_s - self.last_print_s >= 15:
+            print(line, file=self.out, flush=True)
+            self.last_printed, self.last_print_s = key, elapsed_s
+
+    def finish(self) -> None:
+        if self.tty and self.width:
+            self.out.write("\n")
+            self.out.flush()
+            self.width = 0

@@ -1,0 +1,57 @@
+"""The state file: which processes this launcher started, so `down` stops exactly those."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ValidationError
+
+from servers.config import Role
+
+
+class ServerRecord(BaseModel):
+    role: Role
+    url: str
+    pid: int
+    pgid: int
+    # Start time in clock ticks since boot: a reused PID is never mistaken for our server.
+    start_ticks: int
+    log_path: Path
+    served_model_name: str
+    model: str
+    command: list[str]
+    started_at: datetime
+    # Filled in when /health first answers 200.
+    time_to_healthy_s: float | None = None
+    # cold: no compile cache for these flags yet; warm: the cache from an earlier start was there.
+    start_kind: Literal["cold", "warm"] | None = None
+
+
+class LauncherState(BaseModel):
+    launcher_pid: int
+    device: str
+    servers: list[ServerRecord]
+
+
+def read_state(path: Path) -> LauncherState | None:
+    """The recorded state, or None when there is none; an unreadable file counts as none."""
+    try:
+        return LauncherState.model_validate_json(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValidationError, ValueError):
+        return None
+
+
+def write_state(path: Path, state: LauncherState) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(state.model_dump_json(indent=2))
+    os.replace(tmp, path)  # atomic: `status` never reads half a file
+
+
+def clear_state(path: Path) -> None:
+    path.unlink(missing_ok=True)
