@@ -210,7 +210,7 @@ def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
                 body.append(esc(chunk))
     elif snap.text:
         body.append(esc(snap.text))
-    return f'<div class="sd-text" data-side="{esc(side)}">{"".join(body)}</div>'
+    return f'<div class="sd-text" data-side="{esc(side)}"><div class="sd-text-body">{"".join(body)}</div></div>'
 
 
 def burst_legend_html() -> str:
@@ -263,7 +263,7 @@ def identical_badge_html(result: RaceResult | None) -> str:
                 f"Identical outputs: {esc(na_label(reason))}</div>")
     if result.identical_text:
         return ('<div class="sd-badge sd-badge-ok" data-identical="true">'
-                "✓ Identical outputs: speculation changed nothing but the speed</div>")
+                '✓ Identical outputs<div class="sd-badge-sub">lossless: only the speed changed</div></div>')
     at = result.first_difference
     where = f" at character {at}" if at is not None else ""
     ctx = ""
@@ -297,7 +297,7 @@ def run_status_html(state: str, detail: str = "") -> str:
         "stopped": "Stopped: both requests were aborted",
         "error": "Failed",
     }.get(state, state)
-    extra = f" — {esc(detail)}" if detail else ""
+    extra = f' <span class="sd-run-detail">{esc(detail)}</span>' if detail else ""
     return f'<div class="sd-run-status" data-state="{esc(state)}">{esc(text)}{extra}</div>'
 
 

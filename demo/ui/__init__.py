@@ -1,0 +1,1 @@
+"""The Gradio page. Importing this package imports no Gradio; demo.ui.app does."""

@@ -1,0 +1,81 @@
+"""Build the whole page: a Race tab, plus the Evaluate and Replay tabs when their modules exist.
+
+Extension point: a module ``demo.ui.<name>_tab`` with ``build(settings) -> None`` that lays
+out its content inside the current ``gr.Tab``; it is picked up here when it exists.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+
+import gradio as gr
+
+from demo.settings import Settings
+from demo.ui import race_tab
+from demo.ui.session import RaceRegistry
+from demo.ui.theme import CSS, make_theme
+
+log = logging.getLogger(__name__)
+
+OPTIONAL_TABS = [("Evaluate", "demo.ui.evaluate_tab"), ("Replay", "demo.ui.replay_tab")]
+
+# Ctrl+Enter starts a race, Escape stops it, from anywhere on the page.
+KEYS_JS = """
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { document.getElementById('sd-start')?.click(); e.preventDefault(); }
+  else if (e.key === 'Escape') { document.getElementById('sd-stop')?.click(); }
+});
+"""
+
+
+def launch_js() -> str:
+    # Gradio follows the viewer's light/dark preference; a stage page is always dark.
+    return "() => { document.body.classList.add('dark');" + KEYS_JS + "}"
+
+
+def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Blocks:
+    registry = registry or RaceRegistry()
+    with gr.Blocks(title="Speculative decoding: live race", fill_width=True) as demo:
+        with gr.Tabs():
+            with gr.Tab("Race", id="race"):
+                race = race_tab.build(settings, registry)
+            for label, module_name in OPTIONAL_TABS:
+                if importlib.util.find_spec(module_name) is None:
+                    continue
+                module = importlib.import_module(module_name)
+                with gr.Tab(label, id=label.lower()):
+                    module.build(settings)
+        on_probe, server_outputs = race["probe"]
+        demo.load(on_probe, outputs=server_outputs, show_progress="hidden")
+
+        def on_unload(request: gr.Request) -> None:
+            # The tab closed: abort its race (both server requests), if one is running.
+            if request is not None and request.session_hash:
+                registry.close_session(request.session_hash)
+
+        demo.unload(on_unload)
+    demo.queue(default_concurrency_limit=settings.max_concurrent_races)
+    return demo
+
+
+def launch_kwargs(settings: Settings) -> dict:
+    """Arguments for Blocks.launch from settings: bind, share, login, look."""
+    auth = None
+    if settings.ui_auth is not None:
+        user, sep, password = settings.ui_auth.get_secret_value().partition(":")
+        if not sep or not user or not password:
+            raise ValueError("SPECDEMO_UI_AUTH must be 'user:password'.")
+        auth = (user, password)
+    return dict(
+        server_name=settings.ui_host,
+        server_port=settings.ui_port,
+        share=settings.ui_share,
+        auth=auth,
+        theme=make_theme(),
+        css=CSS,
+        js=launch_js(),
+        show_error=False,
+        footer_links=[],
+    )

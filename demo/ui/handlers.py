@@ -1,0 +1,182 @@
+"""What the page's events do, without Gradio: build the request, run the race, turn each
+snapshot into a Frame of display values. demo.ui.race_tab maps Frames onto components.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import plotly.graph_objects as go
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from demo import charts, view
+from demo.presets import Preset
+from demo.race import stream_race
+from demo.results import Message, Mode, RaceRequest, RaceResult, RaceSnapshot
+from demo.runs import save_run
+from demo.server_info import ServerInfo
+from demo.settings import Settings
+from demo.ui.session import RaceControl
+
+log = logging.getLogger(__name__)
+
+FREE_PROMPT = "(free prompt)"
+# The race chart carries every chunk so far: redraw it less often than the tiles.
+CHART_INTERVAL_S = 0.25
+# stream_race folds chunks into snapshots at most every this often: 10-20 UI updates/s.
+SNAPSHOT_INTERVAL_S = 0.05
+
+
+class Frame(BaseModel):
+    """One update of the race area; None fields are left as they are on the page."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    run_status: str | None = None
+    speedup: str | None = None
+    badge: str | None = None
+    mode: str | None = None
+    baseline: view.PaneView | None = None
+    speculative: view.PaneView | None = None
+    race_figure: go.Figure | None = None
+    acceptance_figure: go.Figure | None = None
+    chunk_figure: go.Figure | None = None
+    result: RaceResult | None = None  # set once, on the final frame
+
+
+def preset_user_text(preset: Preset) -> str:
+    """The text the prompt box shows for a preset: its last user message."""
+    users = [m.content for m in preset.messages if m.role == "user"]
+    return users[-1] if users else preset.messages[-1].content
+
+
+def build_request(presets: dict[str, Preset], preset_name: str | None, prompt: str,
+                  temperature: float, max_tokens: float, mode: Mode) -> RaceRequest:
+    """The preset's messages when its prompt is unchanged; an edited prompt is a free prompt.
+
+    Raises ValueError with a one-line message for input the servers should never see.
+    """
+    preset = presets.get(preset_name or "")
+    try:
+        tokens = int(max_tokens)
+        if preset is not None and prompt == preset_user_text(preset):
+            return RaceRequest(preset=preset.name, messages=preset.messages, api=preset.api,
+                               temperature=temperature, max_tokens=tokens, mode=mode)
+        return RaceRequest(messages=[Message(role="user", content=prompt)], temperature=temperature,
+                           max_tokens=tokens, mode=mode)
+    except (ValidationError, TypeError) as e:
+        if isinstance(e, ValidationError):
+            err = e.errors()[0]
+            field = ".".join(str(p) for p in err["loc"])
+            raise ValueError(f"Invalid {field}: {err['msg']}.") from e
+        raise ValueError(f"Invalid input: {e}.") from e
+
+
+def spec_title(settings: Settings, infos: list[ServerInfo] | None, result: RaceResult | None) -> str:
+    """'Speculative (method, k)' from the launcher's settings, the server, or the last run."""
+    method, k = settings.spec_method, settings.spec_num_tokens
+    spec_info = next((i for i in infos or [] if i.side == "speculative"), None)
+    if spec_info is not None:
+        method = method or spec_info.spec_method
+        k = k or spec_info.spec_num_tokens
+    if k is None and result is not None and result.speculative.spec is not None:
+        k = result.speculative.spec.num_spec_tokens
+    return view.spec_pane_title(method, k)
+
+
+def frame_for(snapshot: RaceSnapshot, with_chart: bool) -> Frame:
+    final = snapshot.result is not None
+    frame = Frame(
+        speedup=view.speedup_html(snapshot),
+        baseline=view.pane_view("baseline", snapshot),
+        speculative=view.pane_view("speculative", snapshot),
+        race_figure=charts.race_figure(snapshot) if with_chart or final else None,
+    )
+    if final:
+        result = snapshot.result
+        assert result is not None
+        frame.result = result
+        frame.badge = view.identical_badge_html(result)
+        frame.acceptance_figure = charts.acceptance_figure(result)
+        frame.chunk_figure = charts.chunk_figure(result)
+    return frame
+
+
+async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl) -> AsyncIterator[Frame]:
+    """Run one race and yield Frames; only the latest snapshot is drawn when the page lags.
+
+    The race is driven by a pump task kept in ``control`` so that closing the tab (which
+    leaves this generator suspended, nobody reading) can still cancel it and close both streams.
+    """
+    latest: RaceSnapshot | None = None
+    changed = asyncio.Event()
+
+    async def pump() -> None:
+        nonlocal latest
+        try:
+            async with contextlib.aclosing(
+                stream_race(req, settings, interval_s=SNAPSHOT_INTERVAL_S, stop=control.stop)
+            ) as snapshots:
+                async for snap in snapshots:
+                    latest = snap
+                    changed.set()
+        finally:
+            changed.set()
+
+    yield Frame(run_status=view.run_status_html("running", view.MODE_LABELS[req.mode]),
+                mode=view.mode_html(req.mode), badge=view.identical_badge_html(None),
+                acceptance_figure=charts.acceptance_figure(None), chunk_figure=charts.chunk_figure(None))
+    control.pump = asyncio.create_task(pump())
+    last_chart = 0.0
+    try:
+        while True:
+            await changed.wait()
+            changed.clear()
+            snap, latest = latest, None
+            if snap is not None:
+                now = time.monotonic()
+                with_chart = now - last_chart >= CHART_INTERVAL_S
+                if with_chart:
+                    last_chart = now
+                yield frame_for(snap, with_chart)
+            if control.pump.done():
+                break
+        exc = control.pump.exception() if not control.pump.cancelled() else None
+        if isinstance(exc, ValueError):  # bad input, said in one line by the core
+            yield Frame(run_status=view.run_status_html("error", str(exc)))
+        elif exc is not None:
+            raise exc
+    finally:
+        if not control.pump.done():
+            control.pump.cancel()
+            await asyncio.gather(control.pump, return_exceptions=True)
+
+
+def final_status(result: RaceResult, saved: str | None) -> str:
+    if result.cancelled:
+        state = "stopped"
+    elif result.baseline.error or result.speculative.error:
+        state = "error"
+    else:
+        state = "done"
+    detail = view.MODE_LABELS[result.mode] + (f" · saved {saved}" if saved else "")
+    if state == "error":
+        failed = [s for s in ("baseline", "speculative") if getattr(result, s).error]
+        detail = f"{' and '.join(failed)} failed (see the pane) · " + detail
+    return view.run_status_html(state, detail)
+
+
+async def save(result: RaceResult, settings: Settings) -> str | None:
+    """Save the run when settings say so; a failure to save is logged, never fatal on stage."""
+    if not settings.save_runs:
+        return None
+    try:
+        path = await asyncio.to_thread(save_run, result, settings.runs_dir)
+    except OSError as e:
+        log.warning("could not save the run to %s: %s", settings.runs_dir, e)
+        return None
+    return path.name

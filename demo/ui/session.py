@@ -1,0 +1,56 @@
+"""Per-browser-session control of the running race: Stop, and closing the tab.
+
+Stop sets the race's ``stop`` event: demo.race.stream_race then closes both streams
+(the servers abort the requests) and still delivers a final, cancelled result that the
+page shows and saves. Closing the tab leaves nobody to read the stream, so the pump task
+that drives the race is cancelled outright; that too closes both connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RaceControl:
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    pump: asyncio.Task[None] | None = None
+
+
+class RaceRegistry:
+    def __init__(self) -> None:
+        self._by_session: dict[str, RaceControl] = {}
+
+    def arm(self, session: str) -> RaceControl:
+        """A fresh control for the session's next race (a previous one is stopped first)."""
+        self.stop(session)
+        control = RaceControl()
+        self._by_session[session] = control
+        return control
+
+    def get(self, session: str) -> RaceControl | None:
+        return self._by_session.get(session)
+
+    def stop(self, session: str) -> bool:
+        control = self._by_session.get(session)
+        if control is None:
+            return False
+        control.stop.set()
+        return True
+
+    def drop(self, session: str, control: RaceControl) -> None:
+        if self._by_session.get(session) is control:
+            del self._by_session[session]
+
+    def close_session(self, session: str) -> None:
+        """The tab is gone: stop and cancel whatever it was running."""
+        control = self._by_session.pop(session, None)
+        if control is None:
+            return
+        control.stop.set()
+        if control.pump is not None and not control.pump.done():
+            control.pump.cancel()
+
+    def active(self) -> int:
+        return sum(1 for c in self._by_session.values() if c.pump is not None and not c.pump.done())

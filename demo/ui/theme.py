@@ -1,0 +1,89 @@
+"""Look of the page: a dark, high-contrast theme with large figures, for a projector."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+def make_theme() -> gr.themes.Base:
+    return gr.themes.Base(
+        primary_hue=gr.themes.colors.amber,
+        neutral_hue=gr.themes.colors.slate,
+        text_size=gr.themes.sizes.text_lg,
+        spacing_size=gr.themes.sizes.spacing_sm,
+        radius_size=gr.themes.sizes.radius_sm,
+        font=[gr.themes.Font(f) for f in ("ui-sans-serif", "system-ui", "sans-serif")],  # offline: no web fonts
+        font_mono=[gr.themes.Font(f) for f in ("ui-monospace", "DejaVu Sans Mono", "monospace")],
+    ).set(
+        layout_gap="6px",
+        block_padding="4px 8px",
+        body_background_fill_dark="#0b0f17",
+        block_background_fill_dark="#121826",
+        body_text_color_dark="#f2f4f8",
+        block_label_text_color_dark="#c9d1dd",
+        border_color_primary_dark="#2a3446",
+        button_primary_background_fill_dark="#ffb000",
+        button_primary_text_color_dark="#0b0f17",
+        button_primary_background_fill_hover_dark="#ffc640",
+    )
+
+
+CSS = """
+.gradio-container { max-width: 100% !important; padding: 2px 10px !important; }
+.gradio-container .tab-wrapper, .gradio-container .tab-container { min-height: 0 !important; }
+#sd-controls .block { padding: 4px 8px !important; }
+#sd-controls .wrap { gap: 4px !important; }
+footer { display: none !important; }
+#sd-controls { gap: 6px !important; }
+#sd-controls textarea { font-size: 15px !important; }
+.sd-expect { font-size: 15px; color: #ffd37a; min-height: 1.2em; }
+.sd-header { display: flex; align-items: center; gap: 18px; }
+.sd-speedup { text-align: center; min-width: 250px; }
+.sd-speedup-value { font-size: 54px; font-weight: 800; line-height: 1.0; color: #f2f4f8;
+  font-variant-numeric: tabular-nums; }
+.sd-speedup.sd-win .sd-speedup-value { color: #4ade80; }
+.sd-speedup.sd-loss .sd-speedup-value { color: #f87171; }
+.sd-speedup-label { font-size: 14px; color: #c9d1dd; }
+.sd-mode-label { font-size: 22px; font-weight: 700; color: #ffb000; }
+.sd-mode-note { font-size: 13px; color: #c9d1dd; max-width: 520px; }
+.sd-run-detail { font-size: 13px; font-weight: 400; color: #c9d1dd; }
+.sd-run-status { font-size: 16px; font-weight: 600; color: #f2f4f8; padding: 2px 0; }
+.sd-run-status[data-state="waiting"] { color: #ffd37a; }
+.sd-run-status[data-state="error"] { color: #f87171; }
+.sd-badge-sub { font-size: 12px; font-weight: 400; }
+.sd-badge { font-size: 16px; font-weight: 700; padding: 4px 10px; border-radius: 8px; }
+.sd-badge-ok { background: #14532d; color: #dcfce7; }
+.sd-badge-warn { background: #7c2d12; color: #ffedd5; }
+.sd-badge-neutral { background: #1e293b; color: #e2e8f0; }
+.sd-diff { font-size: 13px; font-weight: 400; display: flex; flex-direction: column; white-space: pre-wrap; }
+.sd-banner { background: #7f1d1d; color: #fff; border: 2px solid #f87171; border-radius: 8px;
+  padding: 6px 12px; font-size: 16px; font-weight: 600; }
+.sd-banner ul { margin: 0; padding-left: 18px; }
+.sd-banner code, .sd-banner li { color: #fff; }
+.sd-pane-title { font-size: 22px; font-weight: 800; color: #f2f4f8; }
+#sd-pane-speculative .sd-pane-title { color: #ffb000; }
+.sd-tiles { display: grid; grid-template-columns: repeat(3, 1fr); gap: 6px; }
+.sd-tile { background: #1a2233; border: 1px solid #2a3446; border-radius: 8px; padding: 2px 8px; }
+.sd-tile-label { font-size: 13px; color: #c9d1dd; text-transform: uppercase; letter-spacing: .04em; }
+.sd-tile-value { font-size: 28px; font-weight: 800; color: #f2f4f8; line-height: 1.1;
+  font-variant-numeric: tabular-nums; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.sd-tile[data-key="tokens_per_s"] .sd-tile-value { font-size: 34px; color: #ffd37a; }
+.sd-tile.sd-na .sd-tile-value { color: #94a3b8; }
+.sd-tile-note { font-size: 12px; color: #94a3b8; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.sd-side-status { font-size: 14px; color: #c9d1dd; }
+.sd-side-error { font-size: 15px; background: #7f1d1d; color: #fff; padding: 4px 8px; border-radius: 6px; }
+/* column-reverse keeps the view pinned to the newest text while it streams */
+.sd-text-body { margin-bottom: auto; }
+.sd-text { height: 232px; overflow-y: auto; display: flex; flex-direction: column-reverse; white-space: pre-wrap; word-break: break-word;
+  font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 16px; line-height: 1.35;
+  background: #0f1522; color: #f2f4f8; border: 1px solid #2a3446; border-radius: 8px; padding: 6px 8px; }
+.sd-text .b2 { background: #3b2f0b; } .sd-text .b3 { background: #5c4510; }
+.sd-text .b4 { background: #7a5a12; } .sd-text .b5 { background: #a87a10; color: #0b0f17; }
+.sd-legend { font-size: 12px; color: #c9d1dd; }
+.sd-legend span { padding: 0 5px; margin-left: 3px; border-radius: 3px; }
+.sd-legend .b1 { border: 1px solid #2a3446; } .sd-legend .b2 { background: #3b2f0b; }
+.sd-legend .b3 { background: #5c4510; } .sd-legend .b4 { background: #7a5a12; }
+.sd-legend .b5 { background: #a87a10; color: #0b0f17; }
+.sd-servers { width: 100%; font-size: 15px; border-collapse: collapse; }
+.sd-servers td, .sd-servers th { padding: 4px 8px; border-bottom: 1px solid #2a3446; text-align: left; }
+.sd-ok { color: #4ade80; font-weight: 700; } .sd-bad { color: #f87171; font-weight: 700; }
+"""
