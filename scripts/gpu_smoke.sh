@@ -17,6 +17,10 @@ cd "$ROOT"
 TIMEOUT_S="${SMOKE_TIMEOUT_S:-2700}"  # first start downloads ~17 GB per model family
 KEEP="${SMOKE_KEEP:-0}"
 PRESET="${SMOKE_PRESET:-json_reformat}"
+POLL_S="${SMOKE_POLL_S:-15}"
+# Where the host reaches the servers: docker-compose.yml publishes them on these ports.
+BASELINE_URL="${SMOKE_BASELINE_URL:-http://127.0.0.1:8000}"
+SPECULATIVE_URL="${SMOKE_SPECULATIVE_URL:-http://127.0.0.1:8001}"
 WORK="$(mktemp -d)"
 UP_PID=""
 COMPOSE=(docker compose -f "$ROOT/docker-compose.yml")
@@ -102,6 +106,7 @@ $("${COMPOSE[@]}" logs --tail 30 --no-log-prefix "$svc" 2>&1)"
             if up_done && [[ "$UP_RC" != 0 ]]; then up_failed_die; fi
         else
             state="$(docker inspect -f '{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}' "$cid" 2>/dev/null || echo unknown)"
+            state="${state% }"
         fi
         case "$state" in
             "running healthy")
@@ -116,14 +121,14 @@ $("${COMPOSE[@]}" logs --tail 40 --no-log-prefix "$svc" 2>&1)
         esac
         last="$("${COMPOSE[@]}" logs --tail 1 --no-log-prefix "$svc" 2>/dev/null | cut -c1-110)"
         log "waiting for $svc ($state, $(( now - start )) s): ${last:-no output yet}"
-        sleep 15
+        sleep "$POLL_S"
     done
 }
 
 wait_healthy baseline
 wait_healthy speculative
 log "waiting for docker compose up to start the page"
-while ! up_done; do sleep 2; done
+while ! up_done; do sleep 1; done
 [[ "$UP_RC" == 0 ]] || up_failed_die
 UP_PID=""
 log "stack up: page on http://127.0.0.1:7860 (unless SPEC_APP_PUBLISH says otherwise)"
@@ -132,10 +137,10 @@ log "stack up: page on http://127.0.0.1:7860 (unless SPEC_APP_PUBLISH says other
 RACE_ARGS=(race --preset "$PRESET" --mode sequential --warmup --json)
 PY="${PYTHON:-$( [[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python3)}"
 if "$PY" -c "import demo.cli, httpx, pydantic_settings" >/dev/null 2>&1; then
-    log "racing $PRESET from the host ($PY) against 127.0.0.1:8000 / :8001"
+    log "racing $PRESET from the host ($PY) against $BASELINE_URL and $SPECULATIVE_URL"
     RUN_PY=("$PY")
-    "$PY" -m demo "${RACE_ARGS[@]}" --baseline-url http://127.0.0.1:8000 \
-        --speculative-url http://127.0.0.1:8001 >"$WORK/race.json" || die "the race command failed (exit $?)"
+    "$PY" -m demo "${RACE_ARGS[@]}" --baseline-url "$BASELINE_URL" \
+        --speculative-url "$SPECULATIVE_URL" >"$WORK/race.json" || die "the race command failed (exit $?)"
 else
     log "racing $PRESET inside the app container (the host python lacks the app's requirements)"
     RUN_PY=("${COMPOSE[@]}" exec -T app python)

@@ -567,6 +567,117 @@ def test_gpu_smoke_script_is_shellcheck_clean() -> None:
     assert done.returncode == 0, done.stdout
 
 
+FAKE_DOCKER = """#!{python}
+# A stand-in `docker` for scripts/gpu_smoke.sh: `compose up` starts two stand-in vLLM servers
+# (tests/standin.py, real HTTP on 127.0.0.1); `inspect` reports health from their /health.
+import os, pathlib, signal, subprocess, sys, urllib.request
+state = pathlib.Path(os.environ["FAKE_DOCKER_STATE"])
+ports = dict(zip(("baseline", "speculative"), os.environ["FAKE_DOCKER_PORTS"].split(",")))
+args = sys.argv[1:]
+with open(state / "calls.log", "a") as f:
+    f.write(" ".join(args) + "\\n")
+if args[0] == "compose":
+    args = args[1:]
+    while args and args[0] == "-f":
+        args = args[2:]
+cmd = args[0]
+if cmd in ("version", "info"):
+    print("fake docker"); sys.exit(0)
+if cmd == "up":
+    for svc, port in ports.items():
+        if os.environ.get("FAKE_DOCKER_CRASH") == svc:
+            (state / f"{{svc}}.exited").touch(); continue
+        extra = ["--speculative", "--chunk-sizes", "1,3,4", "--tokens-per-s", "3000"] if svc == "speculative" else ["--tokens-per-s", "1000"]
+        p = subprocess.Popen([sys.executable, "-m", "tests.standin", "--port", port, "--model", "llama", *extra],
+                             cwd={root!r}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        (state / f"{{svc}}.pid").write_text(str(p.pid))
+    sys.exit(0)
+if cmd == "ps":
+    svc = args[-1]
+    if (state / f"{{svc}}.pid").exists() or (state / f"{{svc}}.exited").exists():
+        print(f"cid-{{svc}}")
+    sys.exit(0)
+if cmd == "inspect":
+    svc = args[-1].removeprefix("cid-")
+    if (state / f"{{svc}}.exited").exists():
+        print("exited "); sys.exit(0)
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{{ports[svc]}}/health", timeout=2)
+        print("running healthy")
+    except OSError:
+        print("running starting")
+    sys.exit(0)
+if cmd == "logs":
+    print(f"INFO fake log line of {{args[-1]}}: CUDA out of memory"); sys.exit(0)
+if cmd == "down":
+    for pid_file in state.glob("*.pid"):
+        try:
+            os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    (state / "down").touch(); sys.exit(0)
+sys.exit(f"fake docker: unexpected {{args}}")
+"""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_smoke(tmp_path: Path, crash: str | None = None) -> tuple[subprocess.CompletedProcess[str], Path]:
+    state = tmp_path / "state"
+    state.mkdir()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(FAKE_DOCKER.format(python=sys.executable, root=str(ROOT)))
+    docker.chmod(0o755)
+    ports = [_free_port(), _free_port()]
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "PYTHON": sys.executable,
+        "FAKE_DOCKER_STATE": str(state), "FAKE_DOCKER_PORTS": f"{ports[0]},{ports[1]}",
+        "SMOKE_BASELINE_URL": f"http://127.0.0.1:{ports[0]}", "SMOKE_SPECULATIVE_URL": f"http://127.0.0.1:{ports[1]}",
+        "SMOKE_POLL_S": "0.5", "SMOKE_TIMEOUT_S": "60", "HF_TOKEN": "hf_dummy",
+        "SPECDEMO_RUNS_DIR": str(tmp_path / "runs"), "SPECDEMO_SAVE_RUNS": "false",
+    }
+    if crash:
+        env["FAKE_DOCKER_CRASH"] = crash
+    try:
+        done = subprocess.run(["bash", str(SMOKE)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    finally:  # never leave a stand-in behind, whatever the script did
+        for pid_file in state.glob("*.pid"):
+            try:
+                os.killpg(int(pid_file.read_text()), 15)
+            except ProcessLookupError:
+                pass
+    return done, state
+
+
+def test_gpu_smoke_script_runs_the_race_and_tears_down(tmp_path: Path) -> None:
+    done, state = _run_smoke(tmp_path)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "baseline healthy" in out and "speculative healthy" in out
+    assert re.search(r"speedup \d+\.\d\dx decode", out), out
+    assert re.search(r"acceptance rate \d+\.\d%, mean acceptance length \d\.\d\d", out), out
+    calls = (state / "calls.log").read_text()
+    assert "up -d --build" in calls and "down --remove-orphans" in calls
+    assert (state / "down").exists(), "the trap must tear the stack down"
+
+
+def test_gpu_smoke_script_fails_clearly_when_a_server_dies(tmp_path: Path) -> None:
+    done, state = _run_smoke(tmp_path, crash="baseline")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "baseline is 'exited'" in out and "CUDA out of memory" in out and "docs/gpu.md" in out, out
+    assert "racing" not in out
+    assert (state / "down").exists(), "a failed start must still tear the stack down"
+
+
 def _compose_cli() -> list[str] | None:
     for cmd in (["docker", "compose"], ["docker-compose"]):
         if shutil.which(cmd[0]) and subprocess.run([*cmd, "version"], capture_output=True, timeout=30).returncode == 0:
