@@ -27,6 +27,7 @@ import itertools
 import json
 import re
 import secrets
+import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -327,9 +328,9 @@ class _Cut(Exception):
 class _SSE(Response):
     """Streams what an emitter sends; a client disconnect cancels the emitter (= abort)."""
 
-    def __init__(self, emit: Callable[[Send], Awaitable[None]], on_abort: Callable[[], None]) -> None:
+    def __init__(self, emit: Callable[[Send], Awaitable[None]], end: Callable[[str], None]) -> None:
         super().__init__(status_code=200)
-        self._emit, self._on_abort = emit, on_abort
+        self._emit, self._end = emit, end  # end("aborted" | "faulted"); no-op once finished
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def watch() -> None:
@@ -343,9 +344,12 @@ class _SSE(Response):
         finally:
             if not emit.done():
                 emit.cancel()
-                self._on_abort()
+                self._end("aborted")
             watcher.cancel()
             await asyncio.gather(emit, watcher, return_exceptions=True)
+        if not emit.cancelled() and emit.exception() is not None:
+            self._end("faulted")
+            raise emit.exception()  # type: ignore[misc]  # uvicorn logs it and drops the connection
 
 
 _SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8")]
@@ -533,19 +537,22 @@ class Standin:
         raw = await request.body()
         try:
             body = json.loads(raw)
-            if not isinstance(body, dict):
-                raise ValueError("not an object")
         except ValueError as exc:
-            with self._lock:
-                self.requests.append(RecordedRequest(method="POST", path=request.url.path,
-                                                     headers=dict(request.headers), body=None))
-            return _error(400, f"1 validation error:\n  {{'type': 'json_invalid', 'msg': 'JSON decode "
-                               f"error', 'ctx': {{'error': {str(exc)!r}}}}}", "Bad Request", "body")
+            body, bad_json = None, exc
+        else:
+            bad_json = None
         with self._lock:
             self.requests.append(RecordedRequest(method="POST", path=request.url.path,
                                                  headers=dict(request.headers), body=body))
-        if (denied := self._check_auth(request)) is not None:
+        if (denied := self._check_auth(request)) is not None:  # vLLM checks the key first
             return denied
+        if bad_json is not None or not isinstance(body, dict):
+            # FastAPI's validation error, as vLLM words it (see error-bad-json.txt).
+            pos = getattr(bad_json, "pos", 0)
+            detail = {"type": "json_invalid", "loc": f"body.{pos}", "msg": "JSON decode error",
+                      "input": "<dict of 0 items>",
+                      "ctx": {"error": getattr(bad_json, "msg", "Input should be a valid dictionary")}}
+            return _error(400, f"1 validation error:\n  {detail!r}", "Bad Request", f"body.{pos}")
         model = body.get("model")
         if model is not None and model != b.model:
             return _error(404, f"The model `{model}` does not exist. Valid aliases: {b.model}.",
@@ -589,7 +596,7 @@ class Standin:
             except asyncio.CancelledError:
                 self._finish(truth, "aborted")
                 raise
-        return _SSE(gen.stream, lambda: self._finish(truth, "aborted"))
+        return _SSE(gen.stream, lambda outcome: self._finish(truth, outcome))
 
     # Bookkeeping called from the server loop while chunks go out.
     def _sent(self, truth: Truth, b: StandinBehavior, sizes: list[int], texts: list[str], t: float) -> None:
@@ -859,7 +866,7 @@ class _Generation:
         metrics = None if spec is None else {
             "time_to_first_token_ms": None, "generation_time_ms": None, "queue_time_ms": None,
             "mean_itl_ms": None, "tokens_per_second": None, "speculative_decoding": spec}
-        d = {"id": self.id.replace("chatcmpl-", "chatcmpl-"), "object": obj, "created": self.created,
+        d = {"id": self.id, "object": obj, "created": self.created,
              "model": self.b.model, "choices": [choice], "service_tier": None,
              "system_fingerprint": FINGERPRINT, "usage": usage, "prompt_logprobs": None,
              "prompt_token_ids": None, "prompt_text": None, "kv_transfer_params": None,
@@ -905,6 +912,7 @@ def main(argv: list[str] | None = None) -> None:
         fault_after_chunks=a.fault_after_chunks, stall_s=a.stall_s, metrics_mode=a.metrics_mode,
         api_key=a.api_key, replay_fixture=a.replay_fixture, replay_speed=a.replay_speed)
     s = Standin(behavior, host=a.host, port=a.port, log_level="info").start()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))  # stop cleanly
     print(f"stand-in vLLM server ({'speculative' if a.speculative else 'baseline'}) on {s.url}; "
           "Ctrl+C to stop", flush=True)
     try:
