@@ -104,6 +104,25 @@ async def discover_model(http: httpx.AsyncClient, base_url: str, timeout_s: floa
     return ModelInfo(id=first["id"], max_model_len=first.get("max_model_len"))
 
 
+async def count_prompt_tokens(
+    http: httpx.AsyncClient, base_url: str, model: str, req: RaceRequest, timeout_s: float = 5.0
+) -> tuple[int, int | None] | None:
+    """Prompt tokens and the context length from vLLM's /tokenize; None when it can't tell."""
+    body: dict[str, Any] = {"model": model}
+    if req.api == "chat":
+        body["messages"] = request_body(req, model)["messages"]
+    else:
+        body["prompt"] = completion_prompt(req)
+    try:
+        resp = await http.post(base_url.rstrip("/") + "/tokenize", json=body, timeout=timeout_s)
+        data = resp.json() if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("count"), int):
+        return None
+    return data["count"], data.get("max_model_len")
+
+
 def completion_prompt(req: RaceRequest) -> str:
     """The plain prompt for /v1/completions: the request's own, else the messages joined."""
     if req.prompt is not None:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from demo.client import StreamError, discover_model, make_http_client, stream_completion
+from demo.client import StreamError, count_prompt_tokens, discover_model, make_http_client, stream_completion
 from demo.measure import SideMeter
 from demo.metrics import MetricsSample, scrape_metrics, spec_stats_from_delta
 from demo.results import RaceRequest, RaceResult, RaceSnapshot, Side, SideResult
@@ -80,17 +80,31 @@ class _SideRun:
         self.model: str | None = settings.model
         self.before: MetricsSample | None = None
 
-    async def prepare(self, warmup: bool) -> None:
-        """Find the model (and warm up); a failure marks the side failed."""
+    async def prepare(self, req: RaceRequest) -> None:
+        """Find the model, check the prompt fits, warm up; a failure marks the side failed."""
         try:
             if self.model is None:
                 self.model = (await discover_model(self.http, self.url, self.settings.probe_timeout_s + 2)).id
             self.meter.model = self.model
-            if warmup:
+            await self.check_context(req)
+            if req.warmup:
                 async for _ in stream_completion(self.http, self.url, self.model, WARMUP):
                     pass
         except StreamError as e:
             self.meter.fail(str(e))
+
+    async def check_context(self, req: RaceRequest) -> None:
+        """Refuse before sending a prompt the server says is over its context length."""
+        assert self.model is not None
+        counted = await count_prompt_tokens(self.http, self.url, self.model, req, self.settings.probe_timeout_s + 2)
+        if counted is None or counted[1] is None:
+            return  # the server cannot tell: it will refuse with its own message if needed
+        count, limit = counted
+        if count >= limit:
+            raise StreamError(
+                f"The prompt is {count} tokens but {self.url} serves at most {limit} (max_model_len): "
+                "shorten the prompt or start the server with a larger --max-model-len."
+            )
 
     async def scrape_before(self) -> None:
         # Only needed when the server sends no per-request numbers; taken before the start
@@ -153,7 +167,7 @@ async def stream_race(
         )
 
     async def drive() -> None:
-        await asyncio.gather(*(s.prepare(req.warmup) for s in sides.values()))
+        await asyncio.gather(*(s.prepare(req) for s in sides.values()))
         if req.mode == "race":
             await asyncio.gather(*(s.scrape_before() for s in sides.values()))
             t0 = time.perf_counter()
