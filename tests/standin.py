@@ -370,7 +370,7 @@ class Standin:
         self._server: uvicorn.Server | None = None
         self.requests: list[RecordedRequest] = []
         self.truth: list[Truth] = []
-        self._counters = _Counters()
+        self._counters = _Counters()  # replaced on every start()
         self._running: dict[int, Truth] = {}
         self.app = Starlette(routes=[
             Route("/health", self._health, methods=["GET"]),
@@ -387,6 +387,8 @@ class Standin:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> Standin:
+        """Start serving. A (re)start resets /metrics like a fresh vLLM process; records stay."""
+        self._counters = _Counters()
         config = uvicorn.Config(self._asgi, host=self.host, port=self.port, log_level=self._log_level,
                                 lifespan="off", access_log=False, http="h11", loop="asyncio",
                                 interface="asgi3", proxy_headers=False)

@@ -270,6 +270,10 @@ def test_refuse_and_stopped_server(standin_factory) -> None:
     s.behavior.fault = None
     s.start()  # same port again: "server restarted between runs"
     assert s.url == url and httpx.get(url + "/health", timeout=TIMEOUT).status_code == 200
+    stream_lines(url, chat_body(max_tokens=3))
+    s.restart()  # a restarted server starts its counters from zero
+    assert spec_value(metric_samples(url), "vllm:generation_tokens_total") == 0
+    assert s.started == 1 and len(s.requests) == 2  # records survive; the refused one never started
 
 
 def _error_body(fixture: str) -> dict[str, Any]:
