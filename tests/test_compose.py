@@ -417,6 +417,33 @@ def test_compose_args_generator_prints_what_compose_runs() -> None:
         assert json.loads(out) == {role: doc["services"][svc]["command"] for role, svc in GPU_SERVERS.items()}
 
 
+def test_serve_cmd_starts_the_same_flags_without_docker() -> None:
+    for profile in GPU_PROFILES:
+        for role in ("baseline", "speculative"):
+            out = subprocess.run(
+                [sys.executable, "-m", "servers.profiles", "serve-cmd", profile.name, "--role", role],
+                cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
+            ).stdout
+            words = shlex.split(out)
+            k = words.index("vllm")
+            assert dict(w.split("=", 1) for w in words[:k]) == COMMON_ENV
+            assert words[k:k + 2] == ["vllm", "serve"]
+            assert words[k + 2:] == getattr(profile.server_configs(), role).vllm_args()
+
+
+def test_profiles_reject_settings_that_do_not_fit_their_device() -> None:
+    base = PROFILES[DEFAULT_CPU_PROFILE].model_dump()
+    with pytest.raises(ValueError, match="float32"):
+        Profile.model_validate({**base, "dtype": "bfloat16"})
+    with pytest.raises(ValueError, match="no GPU memory"):
+        Profile.model_validate({**base, "baseline_gpu_memory": 0.4, "speculative_gpu_memory": 0.4})
+    gpu = PROFILES[DEFAULT_PROFILE].model_dump()
+    with pytest.raises(ValueError, match="dtype"):
+        Profile.model_validate({**gpu, "dtype": "float32"})
+    with pytest.raises(ValueError, match="both memory shares"):
+        Profile.model_validate({**gpu, "speculative_gpu_memory": None})
+
+
 def test_memory_shares_fit_one_gpu() -> None:
     assert check_memory(compose()) == []
     for profile in GPU_PROFILES:
