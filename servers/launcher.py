@@ -109,7 +109,7 @@ def server_config(s: LauncherSettings, role: Role, model: str) -> ServerConfig:
         max_model_len=s.max_model_len,
         speculative_config=s.speculative_config if role == "speculative" else None,
         per_request_spec_metrics=None if s.per_request_spec_metrics == "off" else s.per_request_spec_metrics,
-        gpu_memory_utilization=s.gpu_memory_utilization if s.device == "gpu" else None,
+        gpu_memory_utilization=s.gpu_share(role) if s.device == "gpu" else None,
         extra_args=shlex.split(s.extra_args),
     )
 
@@ -135,7 +135,7 @@ def server_env(s: LauncherSettings, role: Role) -> dict[str, str]:
         env["VLLM_CACHE_ROOT"] = str(s.cache_dir / "vllm")
         # Workaround 3: without Intel OpenMP preloaded, speculative decoding runs much slower.
         iomp = s.python.parent.parent / "lib" / "libiomp5.so"
-        if iomp.exists():
+        if iomp.exists() and not s.server_command:
             env["LD_PRELOAD"] = f"{iomp}{os.pathsep}{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(iomp)
     return env
 
@@ -188,9 +188,20 @@ def _live(state: LauncherState | None) -> list[ServerRecord]:
     return [r for r in state.servers if procs.is_running(r.pid, r.start_ticks)]
 
 
+def _ours_alive(r: ServerRecord) -> bool:
+    """True while the recorded server, or workers of its process group, still run."""
+    if procs.is_running(r.pid, r.start_ticks):
+        return True
+    if procs.is_running(r.pid):
+        return False  # the PID now belongs to another process: its group is not ours
+    # Leader gone: Linux never hands out a PID still used as a process group ID, so any
+    # member left in the group is an orphaned worker of our server.
+    return bool(procs.group_pids(r.pgid))
+
+
 def _stop_records(records: list[ServerRecord], timeout_s: float, out: TextIO) -> None:
     for r in records:
-        if procs.is_running(r.pid, r.start_ticks) or procs.group_pids(r.pgid):
+        if _ours_alive(r):
             how = procs.stop_group(r.pgid, timeout_s)
             print(f"  {r.role}: PID {r.pid} {how}", file=out, flush=True)
 
@@ -335,14 +346,14 @@ def down(s: LauncherSettings, out: TextIO = sys.stdout) -> int:
     if state is None:
         print(f"no servers started by this launcher are running (no state file at {s.state_file})", file=out)
         return 0
-    live = [r for r in state.servers if procs.is_running(r.pid, r.start_ticks) or procs.group_pids(r.pgid)]
+    live = [r for r in state.servers if _ours_alive(r)]
     if not live:
         clear_state(s.state_file)
         print(f"no servers started by this launcher are running (removed stale state file {s.state_file})", file=out)
         return 0
     print("stopping:", file=out, flush=True)
     _stop_records(live, s.stop_timeout_s, out)
-    left = [r for r in live if procs.group_pids(r.pgid)]
+    left = [r for r in live if _ours_alive(r)]
     if left:
         print(f"error: still running: {', '.join(f'{r.role} PID {r.pid}' for r in left)}", file=out)
         return 1

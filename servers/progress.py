@@ -15,17 +15,22 @@ from servers.procs import tail
 # Checked from the last line of the log backwards: the first match is the current phase.
 # Patterns follow vLLM 0.32's log lines; an unknown line keeps the previous phase.
 PHASES: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"Application startup complete|Uvicorn running|Starting vLLM API server|Available routes"), "starting HTTP"),
-    (re.compile(r"init engine|KV cache|kv_cache|Maximum concurrency", re.I), "allocating KV cache / warming up"),
-    (re.compile(r"torch\.compile|Compil|dynamo|inductor|graph", re.I), "compiling"),
-    (re.compile(r"Loading weights|Loading safetensors|load_weights|Model loading took|loading model", re.I), "loading weights"),
-    (re.compile(r"Initializing|EngineCore|engine", re.I), "starting engine"),
-    (re.compile(r"vLLM API server version|non-default args|Resolved architecture", re.I), "reading config"),
+    (re.compile(r"Starting vLLM server on|Available routes|Application startup complete"), "starting HTTP"),
+    (re.compile(r"init engine .* took|Supported tasks"), "engine ready, starting HTTP"),
+    (re.compile(r"Warming up done|KV cache size|for KV cache"), "allocating KV cache"),
+    (re.compile(r"Warming up model"), "compiling (first start: minutes; cached after)"),
+    (re.compile(r"Starting to load model|Loading safetensors|Loading weights|Loading drafter"), "loading weights"),
+    (re.compile(r"Initializing a V1 LLM engine|OpenMP thread binding|Initializing"), "starting engine"),
+    (re.compile(r"non-default args|Resolved architecture|Using max model len"), "reading config"),
 ]
+# Heartbeat lines that say nothing about the phase.
+IGNORE = re.compile(r"shm_broadcast|No available shared memory")
 
 
 def phase_of(log_path: Path) -> str:
     for line in reversed(tail(log_path, 40).splitlines()):
+        if IGNORE.search(line):
+            continue
         for pattern, name in PHASES:
             if pattern.search(line):
                 return name

@@ -54,8 +54,10 @@ class LauncherSettings(BaseSettings):
     baseline_cores: str = "0"
     speculative_cores: str = "1"
     kvcache_space_gib: int = Field(1, ge=1)
-    # GPU only: each server's share of the GPU (the two must sum to <= ~0.9).
+    # GPU only: each server's share of the GPU (the two must sum to <= ~0.9); a per-role value wins.
     gpu_memory_utilization: float = Field(0.45, gt=0, le=1)
+    baseline_gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    speculative_gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
 
     # Where vLLM runs: the venv made by scripts/setup_cpu_servers.sh (CPU), or any python with
     # vllm installed (GPU).
@@ -94,6 +96,10 @@ class LauncherSettings(BaseSettings):
     @property
     def state_file(self) -> Path:
         return self.run_dir / "state.json"
+
+    def gpu_share(self, role: str) -> float:
+        own = self.baseline_gpu_memory_utilization if role == "baseline" else self.speculative_gpu_memory_utilization
+        return own if own is not None else self.gpu_memory_utilization
 
     def log_file(self, role: str) -> Path:
         return self.run_dir / f"{role}.log"

@@ -1,0 +1,326 @@
+"""The launcher's process handling and bad-input messages, with a tiny real HTTP server standing in
+for vLLM (no vLLM, no mocks): `python -m servers up/status/down` runs as a real subprocess, starts
+real processes, and every test checks that none is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Answers /health and /v1/models like vLLM. Its behaviour per role comes from FAKE_<ROLE>:
+# ok | crash (prints, exits 1) | never-healthy (serves 503) | ignore-term (needs SIGKILL) | forks
+# (spawns a grandchild that must die with it).
+FAKE_SERVER = textwrap.dedent('''
+    import http.server, json, os, signal, subprocess, sys, time
+    args = sys.argv[1:]
+    port = int(args[args.index("--port") + 1])
+    role = "speculative" if "--speculative-config" in args else "baseline"
+    mode = os.environ.get("FAKE_" + role.upper(), "ok")
+    print(f"fake {role}: starting on {port} mode={mode}", flush=True)
+    if mode == "crash":
+        for i in range(30):
+            print(f"fake {role}: log line {i}")
+        print(f"fake {role}: RuntimeError: boom", flush=True)
+        sys.exit(1)
+    if mode == "ignore-term":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if mode == "forks":
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "fake-grandchild"])
+    served = args[args.index("--served-model-name") + 1]
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path == "/health":
+                code, body = (503, b"") if mode == "never-healthy" else (200, b"")
+            elif self.path == "/v1/models":
+                code, body = 200, json.dumps({"object": "list", "data": [{"id": served}]}).encode()
+            else:
+                code, body = 404, b""
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        def log_message(self, *a):
+            pass
+    time.sleep(float(os.environ.get("FAKE_DELAY_S", "0.3")))
+    http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+''')
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Env:
+    """One launcher sandbox: its own run dir, cache dir, ports, and the stand-in server script."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.script = tmp / "fake_vllm_server.py"
+        self.script.write_text(FAKE_SERVER)
+        self.run_dir = tmp / "run"
+        self.ports = (free_port(), free_port())
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SPECDEMO_")}
+        self.env.update({
+            "PYTHONPATH": str(ROOT),  # run from tmp: no .env of the checkout is read
+            "SPECDEMO_SERVERS_RUN_DIR": str(self.run_dir),
+            "SPECDEMO_SERVERS_CACHE_DIR": str(tmp / "cache"),
+            "SPECDEMO_SERVERS_BASELINE_PORT": str(self.ports[0]),
+            "SPECDEMO_SERVERS_SPECULATIVE_PORT": str(self.ports[1]),
+            "SPECDEMO_SERVERS_SERVER_COMMAND": f"{sys.executable} {self.script}",
+            "SPECDEMO_SERVERS_STOP_TIMEOUT_S": "3",
+            "SPECDEMO_SERVERS_STARTUP_TIMEOUT_S": "30",
+        })
+
+    def run(self, *args: str, timeout: float = 60, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "servers", *args], cwd=self.tmp, env={**self.env, **env},
+            capture_output=True, text=True, timeout=timeout,
+        )
+
+    def state(self) -> dict:
+        return json.loads((self.run_dir / "state.json").read_text())
+
+    def leftovers(self) -> list[int]:
+        """PIDs of any process still running our stand-in script (or its grandchild)."""
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if stat[stat.rindex(")") + 2] in "ZX":
+                continue
+            if str(self.script) in cmd or ("fake-grandchild" in cmd and str(self.tmp) in self._cwd(entry)):
+                pids.append(int(entry.name))
+        return pids
+
+    @staticmethod
+    def _cwd(entry: Path) -> str:
+        try:
+            return os.readlink(entry / "cwd")
+        except OSError:
+            return ""
+
+    def wait_no_leftovers(self, timeout_s: float = 5.0) -> list[int]:
+        deadline = time.monotonic() + timeout_s
+        while (left := self.leftovers()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return left
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    e = Env(tmp_path)
+    yield e
+    # Whatever a test did, leave nothing running.
+    for pid in e.leftovers():
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def test_up_status_down_starts_and_stops_exactly_its_processes(env: Env) -> None:
+    up = env.run("up", "--detach")
+    assert up.returncode == 0, up.stdout + up.stderr
+    state = env.state()
+    pids = {s["role"]: s["pid"] for s in state["servers"]}
+    assert set(pids) == {"baseline", "speculative"}
+    assert all(Path(f"/proc/{p}").exists() for p in pids.values())
+    assert f"log: {env.run_dir / 'baseline.log'}" in up.stdout
+    assert (env.run_dir / "client.env").read_text().startswith(f"SPECDEMO_BASELINE_URL=http://127.0.0.1:{env.ports[0]}")
+
+    st = env.run("status", "--json")
+    assert st.returncode == 0, st.stderr
+    rows = {r["role"]: r for r in json.loads(st.stdout)}
+    for role, port in zip(("baseline", "speculative"), env.ports):
+        r = rows[role]
+        assert r["healthy"] and r["managed"] and r["pid"] == pids[role]
+        assert r["url"] == f"http://127.0.0.1:{port}"
+        assert r["served_model"] == "smollm2"
+        assert r["memory_pss_bytes"] > 1_000_000 and r["uptime_s"] >= 0
+        assert r["start_kind"] == "cold" and r["time_to_healthy_s"] is not None
+
+    again = env.run("up", "--detach")
+    assert again.returncode == 0 and "still running" in again.stdout
+    assert {s["pid"] for s in env.state()["servers"]} == set(pids.values()), "a second `up` must not start more"
+
+    down = env.run("down")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "stopped (SIGTERM)" in down.stdout
+    assert env.wait_no_leftovers() == []
+    assert not (env.run_dir / "state.json").exists()
+
+    # The flags and cores the launcher chose were recorded; the next start counts as warm.
+    up2 = env.run("up", "--detach")
+    assert up2.returncode == 0 and "(warm start)" in up2.stdout
+    assert env.run("down").returncode == 0
+
+
+def test_port_in_use_is_refused_before_anything_starts(env: Env) -> None:
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", env.ports[1]))
+        blocker.listen()
+        up = env.run("up", "--detach")
+    assert up.returncode == 1
+    assert f"port {env.ports[1]} on 127.0.0.1 (speculative) is already in use by PID {os.getpid()}" in up.stderr
+    assert "--speculative-port" in up.stderr
+    assert env.leftovers() == [] and not (env.run_dir / "state.json").exists()
+
+
+def test_crash_during_start_shows_the_log_tail_and_stops_the_other_server(env: Env) -> None:
+    up = env.run("up", "--detach", FAKE_SPECULATIVE="crash", FAKE_DELAY_S="1")
+    assert up.returncode == 1
+    assert "the speculative server exited with code 1 during start" in up.stderr
+    assert "RuntimeError: boom" in up.stderr
+    assert "log line 29" in up.stderr and "log line 5\n" not in up.stderr, "about the last 20 lines only"
+    assert "baseline: PID" in up.stdout, "the healthy half must be stopped too"
+    assert env.wait_no_leftovers() == []
+    assert not (env.run_dir / "state.json").exists()
+
+
+def test_server_never_healthy_times_out_and_is_stopped(env: Env) -> None:
+    up = env.run("up", "--detach", FAKE_BASELINE="never-healthy", SPECDEMO_SERVERS_STARTUP_TIMEOUT_S="3")
+    assert up.returncode == 1
+    assert "baseline not healthy after 3 s" in up.stderr and "fake baseline: starting" in up.stderr
+    assert env.wait_no_leftovers() == []
+
+
+def test_down_with_nothing_running(env: Env) -> None:
+    down = env.run("down")
+    assert down.returncode == 0
+    assert "no servers started by this launcher are running" in down.stdout
+    st = env.run("status")
+    assert st.returncode == 1 and "not running" in st.stdout
+
+
+def test_stale_state_file_is_detected_and_removed(env: Env) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    env.run_dir.mkdir(parents=True)
+    record = {
+        "role": "baseline", "url": f"http://127.0.0.1:{env.ports[0]}", "pid": gone.pid, "pgid": gone.pid,
+        "start_ticks": 1, "log_path": str(env.run_dir / "baseline.log"), "served_model_name": "smollm2",
+        "model": "m", "command": ["x"], "started_at": "2026-01-01T00:00:00Z",
+    }
+    (env.run_dir / "state.json").write_text(json.dumps({"launcher_pid": 1, "device": "cpu", "servers": [record]}))
+    st = env.run("status")
+    assert "baseline" in st.stdout and "not running" in st.stdout
+    down = env.run("down")
+    assert down.returncode == 0 and "removed stale state file" in down.stdout
+    assert not (env.run_dir / "state.json").exists()
+
+
+def test_reused_pid_is_never_killed(env: Env) -> None:
+    """A state file naming a live process that is not ours (start time differs) must not stop it."""
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        env.run_dir.mkdir(parents=True)
+        record = {
+            "role": "baseline", "url": "http://127.0.0.1:1", "pid": bystander.pid, "pgid": bystander.pid,
+            "start_ticks": 1, "log_path": "x.log", "served_model_name": "s", "model": "m", "command": ["x"],
+            "started_at": "2026-01-01T00:00:00Z",
+        }
+        (env.run_dir / "state.json").write_text(json.dumps({"launcher_pid": 1, "device": "cpu", "servers": [record]}))
+        down = env.run("down")
+        assert down.returncode == 0 and "removed stale state file" in down.stdout
+        time.sleep(0.3)
+        assert bystander.poll() is None, "down signalled a process it did not start"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_down_escalates_to_sigkill_and_stops_grandchildren(env: Env) -> None:
+    up = env.run("up", "--detach", FAKE_BASELINE="ignore-term", FAKE_SPECULATIVE="forks")
+    assert up.returncode == 0, up.stderr
+    assert env.leftovers(), "the stand-ins should be running"
+    down = env.run("down", SPECDEMO_SERVERS_STOP_TIMEOUT_S="1")
+    assert "baseline: PID" in down.stdout and "killed (SIGKILL after 1 s)" in down.stdout
+    assert env.wait_no_leftovers() == [], "the grandchild of the speculative server must be gone too"
+
+
+def test_foreground_up_stops_both_on_ctrl_c(env: Env) -> None:
+    p = subprocess.Popen(
+        [sys.executable, "-m", "servers", "up"], cwd=env.tmp, env=env.env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            state = env.run_dir / "state.json"
+            if state.exists() and all(s["time_to_healthy_s"] for s in env.state()["servers"]):
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("servers never became healthy")
+        time.sleep(0.5)  # past the final state write, into the foreground wait
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, out
+    assert "Ctrl-C stops both" in out and "stopping" in out
+    assert env.wait_no_leftovers() == []
+
+
+def test_missing_model_path(env: Env) -> None:
+    up = env.run("up", "--detach", "--model", str(env.tmp / "no-such-model"))
+    assert up.returncode == 1
+    assert f"model path {env.tmp / 'no-such-model'} does not exist" in up.stderr
+    assert env.leftovers() == []
+
+
+def test_missing_vllm_venv_names_the_setup_command(env: Env) -> None:
+    e = {k: v for k, v in env.env.items() if k != "SPECDEMO_SERVERS_SERVER_COMMAND"}
+    up = subprocess.run(
+        [sys.executable, "-m", "servers", "up", "--detach", "--vllm-venv", str(env.tmp / "nope")],
+        cwd=env.tmp, env=e, capture_output=True, text=True, timeout=60,
+    )
+    assert up.returncode == 1
+    assert "the vLLM venv is missing" in up.stderr and "scripts/setup_cpu_servers.sh" in up.stderr
+
+
+def test_bad_speculative_config_json(env: Env) -> None:
+    up = env.run("up", "--detach", "--speculative-config", "{method: ngram")
+    assert up.returncode == 2
+    assert "speculative config is not valid JSON" in up.stderr
+    assert env.leftovers() == []
+
+
+def test_unknown_profile(env: Env) -> None:
+    up = env.run("up", "--detach", "--profile", "no-such-pair")
+    assert up.returncode == 1 and "unknown profile 'no-such-pair'" in up.stderr
+
+
+def test_gpu_profile_flags_come_from_the_profile() -> None:
+    """--profile maps a named pair onto the launcher's settings; vllm_args stays the only flag source."""
+    from servers import launcher
+    from servers.__main__ import _parser, _settings
+    from servers.profiles import PROFILES
+
+    s = _settings(_parser().parse_args(["up", "--profile", "llama-draft", "--baseline-port", "9000"]))
+    prof = PROFILES["llama-draft"]
+    pair = prof.server_configs(baseline_port=9000)
+    assert launcher.server_config(s, "baseline", prof.model).vllm_args() == pair.baseline.vllm_args()
+    assert launcher.server_config(s, "speculative", prof.model).vllm_args() == pair.speculative.vllm_args()
+    assert "VLLM_CPU_OMP_THREADS_BIND" not in launcher.server_env(s, "baseline")
