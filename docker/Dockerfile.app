@@ -9,7 +9,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # An unprivileged user runs the page; the code stays root-owned and read-only to it.
-RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin app
+RUN groupadd --gid 10001 app && useradd --create-home --uid 10001 --gid 10001 --shell /usr/sbin/nologin app
 
 WORKDIR /app
 # Requirements first: code edits do not reinstall them.
@@ -21,10 +21,11 @@ COPY demo/ ./demo/
 COPY servers/ ./servers/
 COPY presets/ ./presets/
 
-# Saved races: a named volume mounts here and inherits this owner on first use.
-RUN mkdir -p /data/runs && chown app:app /data/runs
+# Saved races: a named volume mounts here and inherits this owner on first use. Gradio keeps its
+# own state in .gradio/ under the working directory: the one writable folder in /app.
+RUN mkdir -p /data/runs /app/.gradio && chown app:app /data/runs /app/.gradio
 
-USER app
+USER 10001:10001
 # Listen on all interfaces inside the container; compose publishes the port on 127.0.0.1 only.
 ENV SPECDEMO_UI_HOST=0.0.0.0 \
     SPECDEMO_UI_PORT=7860 \

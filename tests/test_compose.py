@@ -792,13 +792,20 @@ def test_gpu_and_app_checks_catch_broken_services() -> None:
 
 def test_dockerfile_check_catches_vllm_torch_extra_installs_and_root() -> None:
     good = DOCKERFILE.read_text()
-    assert check_dockerfile(good.replace("RUN pip install -r requirements.txt", "RUN pip install -r requirements.txt vllm"))
-    assert check_dockerfile(good.replace("RUN pip install -r requirements.txt",
-                                         "RUN pip install -r requirements.txt \\\n    && pip install torch"))
-    assert check_dockerfile(good.replace("USER app", "USER root"))
-    assert check_dockerfile(good.replace("USER app\n", ""))
-    assert check_dockerfile(good.replace("FROM python:3.11-slim", "FROM vllm/vllm-openai:v0.32.0"))
-    assert check_dockerfile(good.replace("COPY requirements.txt ./", "COPY requirements-cpu-server.txt ./"))
+
+    def broken(old: str, new: str) -> list[str]:
+        assert old in good, f"mutation target {old!r} not in the Dockerfile"
+        return check_dockerfile(good.replace(old, new))
+
+    install = "RUN pip install -r requirements.txt"
+    user_line = next(ln for ln in good.splitlines() if ln.startswith("USER "))
+    assert broken(install, install + " vllm")
+    assert broken(install, install + " \\\n    && pip install torch")
+    assert broken(user_line, "USER root")
+    assert broken(user_line, "USER 0:0")
+    assert broken(user_line + "\n", "")
+    assert broken("FROM python:3.11-slim", "FROM vllm/vllm-openai:v0.32.0")
+    assert broken("COPY requirements.txt ./", "COPY requirements-cpu-server.txt ./")
 
 
 def test_interpolation_follows_compose_rules() -> None:
