@@ -1,0 +1,110 @@
+"""Plotly figures of a sweep, shared by report.html and the Evaluate tab. They plot the
+figures the runner pooled; the one subtraction here (decode time = e2e p50 - TTFT p50)
+splits a bar into its two parts.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from demo.charts import COLORS, FONT
+from demo.sweep.models import CellResult, SweepResult
+
+PALETTE = ["#ffb000", "#4ea1ff", "#3ccf91", "#ff6b6b", "#c58cff", "#f2f4f8", "#9aa4b2"]
+_LAYOUT = dict(
+    template="plotly_dark",
+    paper_bgcolor="#0b0f17",
+    plot_bgcolor="#121826",
+    font=FONT,
+    margin=dict(l=70, r=20, t=60, b=60),
+    height=380,
+    legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0),
+)
+
+
+def _empty(title: str, message: str) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=title, **_LAYOUT)
+    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5,
+                       font=dict(size=16, color="#c9d1dd"))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def workload_name(cell: CellResult) -> str:
+    return f"{cell.settings.preset} T={cell.settings.temperature:g}"
+
+
+def speedup_figure(result: SweepResult) -> go.Figure:
+    """Speedup (aggregate output tokens/s) by workload and concurrency, bars span the repeats."""
+    title = "Speedup by preset and concurrency"
+    cells = [c for c in result.cells if c.speedup is not None]
+    if not cells:
+        return _empty(title, "n/a: no cell produced a speedup")
+    fig = go.Figure()
+    names = list(dict.fromkeys(workload_name(c) for c in cells))
+    for i, name in enumerate(names):
+        mine = sorted((c for c in cells if workload_name(c) == name), key=lambda c: c.settings.concurrency)
+        med = [c.speedup.median for c in mine]  # type: ignore[union-attr]
+        fig.add_trace(go.Bar(
+            name=name, x=[str(c.settings.concurrency) for c in mine], y=med,
+            marker_color=PALETTE[i % len(PALETTE)],
+            text=[f"{m:.2f}x" for m in med], textposition="outside",
+            error_y=dict(type="data", symmetric=False,
+                         array=[c.speedup.max - c.speedup.median for c in mine],  # type: ignore[union-attr]
+                         arrayminus=[c.speedup.median - c.speedup.min for c in mine]),  # type: ignore[union-attr]
+        ))
+    fig.add_hline(y=1.0, line_dash="dash", line_color="#c9d1dd", annotation_text="no gain",
+                  annotation_position="top left")
+    fig.update_layout(title=title, xaxis_title="concurrent requests", yaxis_title="speedup (x, output tokens/s)",
+                      barmode="group", **_LAYOUT)
+    return fig
+
+
+def acceptance_figure(result: SweepResult) -> go.Figure:
+    """Acceptance rate by temperature, one line per preset (pooled over concurrencies)."""
+    title = "Acceptance by temperature"
+    points = [v for v in result.verdicts if v.acceptance_rate is not None]
+    if not points:
+        return _empty(title, "n/a: no acceptance figures (see the cells' reasons)")
+    fig = go.Figure()
+    presets = list(dict.fromkeys(v.preset for v in points))
+    for i, p in enumerate(presets):
+        mine = sorted((v for v in points if v.preset == p), key=lambda v: v.temperature)
+        fig.add_trace(go.Scatter(
+            name=p, x=[v.temperature for v in mine], y=[v.acceptance_rate * 100 for v in mine],  # type: ignore[operator]
+            mode="lines+markers+text", text=[f"{v.acceptance_rate * 100:.0f}%" for v in mine],  # type: ignore[operator]
+            textposition="top center", marker=dict(size=12), line=dict(width=3, color=PALETTE[i % len(PALETTE)]),
+        ))
+    fig.update_layout(title=title, xaxis_title="temperature", yaxis_title="accepted drafted tokens (%)",
+                      yaxis_range=[0, 110], **_LAYOUT)
+    return fig
+
+
+def time_split_figure(result: SweepResult) -> go.Figure:
+    """Where a request's time goes: time to first token (prefill) vs decode, p50 per request."""
+    title = "Time to first token vs decode (p50 per request)"
+    rows = []
+    for c in result.cells:
+        for side in (c.baseline, c.speculative):
+            if side.ttft_p50_s is not None and side.e2e_p50_s is not None:
+                short = "base" if side.side == "baseline" else "spec"
+                rows.append((f"{workload_name(c)} c={c.settings.concurrency} {short}", side.side,
+                             side.ttft_p50_s, max(0.0, side.e2e_p50_s - side.ttft_p50_s)))
+    if not rows:
+        return _empty(title, "n/a: no request finished")
+    x = [r[0] for r in rows]
+    fig = go.Figure([
+        go.Bar(name="time to first token (prefill)", x=x, y=[r[2] for r in rows], marker_color="#4ea1ff"),
+        go.Bar(name="decode", x=x, y=[r[3] for r in rows],
+               marker_color=[COLORS[r[1]] for r in rows]),
+    ])
+    fig.update_layout(title=title, barmode="stack", yaxis_title="seconds", **_LAYOUT)
+    fig.update_xaxes(tickangle=-30)
+    return fig
+
+
+def all_figures(result: SweepResult) -> list[tuple[str, go.Figure]]:
+    return [("speedup", speedup_figure(result)), ("acceptance", acceptance_figure(result)),
+            ("time-split", time_split_figure(result))]

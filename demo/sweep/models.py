@@ -1,0 +1,182 @@
+"""The evaluator's records: one per batch, per side of a cell, per cell, per workload verdict,
+and the whole sweep. Units are in the names; an unknown figure is None with its reason in
+``na_reasons``. results.json is ``SweepResult.model_dump_json()``; the report and the page
+print these objects and compute nothing of their own.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from demo.results import Api, Side
+from demo.server_info import ServerInfo
+
+SCHEMA_VERSION = 1
+Order = Literal["sequential", "simultaneous"]
+CellStatus = Literal["ok", "partial", "failed", "interrupted"]
+Decision = Literal["enable", "don't", "depends", "unknown"]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class SweepSpec(BaseModel):
+    """What the user asked for: the settings that produced every cell."""
+
+    baseline_url: str
+    speculative_url: str
+    presets: list[str] = Field(min_length=1)
+    concurrency: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    # None: each preset's own temperature.
+    temperatures: list[float] | None = None
+    repeats: int = Field(3, ge=1, le=100)
+    warmup: int = Field(1, ge=0, le=100)  # untimed batches per server before each cell
+    max_tokens: int | None = Field(None, ge=1, le=32768)  # None: each preset's own
+    # sequential: baseline batch, then speculative batch (each server alone: the fair A/B).
+    order: Order = "sequential"
+
+
+class CellSettings(BaseModel):
+    """The exact settings of one cell (repeated in every record so a row stands on its own)."""
+
+    preset: str
+    temperature: float
+    concurrency: int
+    max_tokens: int
+    api: Api
+    repeats: int
+    warmup: int
+    order: Order
+    baseline_url: str
+    speculative_url: str
+
+
+class BatchStats(BaseModel):
+    """One side's batch: ``concurrency`` identical requests started together."""
+
+    side: Side
+    requests: int
+    ok_requests: int = 0  # finished with [DONE] and no error
+    errors: list[str] = Field(default_factory=list)  # distinct one-line messages
+    completion_tokens_total: int = 0  # over the ok requests, from the server's usage
+    wall_s: float | None = None  # batch start to the last request's end
+    output_tokens_per_s: float | None = None  # aggregate: completion_tokens_total / wall_s
+    decode_tokens_per_s_p50: float | None = None  # median over requests of each one's decode rate
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    # Median over requests of each request's own ITL p50 / p95.
+    itl_p50_s: float | None = None
+    itl_p95_s: float | None = None
+    e2e_p50_s: float | None = None
+    e2e_p95_s: float | None = None
+    kv_cache_usage_peak_perc: float | None = None  # 0..1, highest /metrics sample in the batch
+    accepted_tokens: int | None = None
+    draft_tokens: int | None = None
+    drafts: int | None = None
+    num_spec_tokens: int | None = None
+    acceptance_source: Literal["per_request", "metrics_delta"] | None = None
+    sample_text: str = ""  # the first answer's opening (model output: escape before HTML)
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
+class Spread(BaseModel):
+    """A figure over the repeats: median, lowest, highest."""
+
+    median: float
+    min: float
+    max: float
+    n: int
+
+
+class SideCell(BaseModel):
+    """One side of a cell, over its repeats (medians of the per-batch figures)."""
+
+    side: Side
+    requests: int = 0
+    ok_requests: int = 0
+    output_tokens_per_s: Spread | None = None
+    decode_tokens_per_s: Spread | None = None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    itl_p50_s: float | None = None
+    itl_p95_s: float | None = None
+    e2e_p50_s: float | None = None
+    e2e_p95_s: float | None = None
+    prefill_share: float | None = None  # ttft_p50_s / e2e_p50_s
+    kv_cache_usage_peak_perc: float | None = None
+    sample_text: str = ""
+    batches: list[BatchStats] = Field(default_factory=list)
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
+class CellResult(BaseModel):
+    """One cell of the matrix: a preset at a temperature and a concurrency, both sides."""
+
+    settings: CellSettings
+    status: CellStatus = "ok"
+    started_at: datetime = Field(default_factory=_now)
+    duration_s: float | None = None
+    baseline: SideCell
+    speculative: SideCell
+    # Aggregate output tokens/s, speculative over baseline, per repeat (median and spread).
+    speedup: Spread | None = None
+    # Per-request decode tokens/s (median over requests), speculative over baseline, per repeat.
+    decode_speedup: Spread | None = None
+    e2e_speedup: float | None = None  # baseline e2e p50 over speculative e2e p50
+    acceptance_rate: float | None = None  # accepted / drafted tokens, pooled over all repeats
+    mean_acceptance_length: float | None = None  # measured tokens per verification step
+    num_spec_tokens: int | None = None  # k
+    # Theory (Leviathan et al.): (1 - a^(k+1)) / (1 - a) with a = acceptance_rate.
+    expected_tokens_per_step: float | None = None
+    acceptance_source: Literal["per_request", "metrics_delta"] | None = None
+    identical_text: bool | None = None  # first answers equal (only meaningful at T=0)
+    errors: list[str] = Field(default_factory=list)
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
+class ChecklistItem(BaseModel):
+    name: Literal["structuredness", "memory headroom", "concurrency", "prefill share"]
+    status: Literal["good", "bad", "mixed", "unknown"]
+    text: str
+
+
+class WorkloadVerdict(BaseModel):
+    """enable / don't / depends for one workload (a preset at a temperature), with reasons."""
+
+    preset: str
+    title: str
+    temperature: float
+    decision: Decision
+    headline: str  # one sentence with numbers
+    checklist: list[ChecklistItem] = Field(default_factory=list)
+    expected_tokens_per_step: float | None = None
+    measured_tokens_per_step: float | None = None
+    num_spec_tokens: int | None = None
+    acceptance_rate: float | None = None
+
+
+class MachineInfo(BaseModel):
+    """The machine that ran the sweep (the client; the servers' side is in ``servers``)."""
+
+    platform: str
+    python: str
+    cpu_count: int | None = None
+    memory_total_gb: float | None = None
+    gpus: list[str] = Field(default_factory=list)
+
+
+class SweepResult(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    spec: SweepSpec
+    started_at: datetime = Field(default_factory=_now)
+    finished_at: datetime | None = None
+    interrupted: bool = False
+    machine: MachineInfo | None = None
+    servers: list[ServerInfo] = Field(default_factory=list)
+    preset_titles: dict[str, str] = Field(default_factory=dict)
+    cells: list[CellResult] = Field(default_factory=list)
+    verdicts: list[WorkloadVerdict] = Field(default_factory=list)

@@ -1,0 +1,304 @@
+"""The sweep's outputs: results.json (the schema'd record), results.csv (one row per cell)
+and report.html (self-contained: Plotly's JS inlined once, no network, model output escaped).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import datetime, timezone
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from demo.sweep.figures import all_figures
+from demo.sweep.models import CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadVerdict
+from demo.sweep.runner import assemble_cell
+from demo.sweep.verdict import verdicts
+
+DECISION_LABELS = {"enable": "ENABLE", "don't": "DON'T", "depends": "DEPENDS", "unknown": "NO VERDICT"}
+
+
+def esc(x: object) -> str:
+    return escape(str(x), quote=True)
+
+
+def finalize(result: SweepResult) -> SweepResult:
+    """Verdicts from the cells so far, and the end time (also for an interrupted sweep)."""
+    result.verdicts = verdicts(result)
+    result.finished_at = datetime.now(timezone.utc)
+    return result
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)  # a reader (or a Ctrl-C) never sees half a file
+
+
+def write_outputs(result: SweepResult, out_dir: Path) -> dict[str, Path]:
+    """Write results.json, results.csv and report.html; returns their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out_dir / "results.json", "csv": out_dir / "results.csv", "html": out_dir / "report.html"}
+    _atomic_write(paths["json"], result.model_dump_json(indent=1))
+    _atomic_write(paths["csv"], results_csv(result))
+    _atomic_write(paths["html"], report_html(result))
+    return paths
+
+
+# --------------------------------------------------------------------------- CSV
+
+
+def _sp(s: Spread | None, part: str) -> float | None:
+    return None if s is None else getattr(s, part)
+
+
+def cell_row(c: CellResult) -> dict[str, Any]:
+    st = c.settings
+    row: dict[str, Any] = {
+        "preset": st.preset, "temperature": st.temperature, "concurrency": st.concurrency,
+        "max_tokens": st.max_tokens, "repeats": st.repeats, "order": st.order, "status": c.status,
+        "speedup_median": _sp(c.speedup, "median"), "speedup_min": _sp(c.speedup, "min"),
+        "speedup_max": _sp(c.speedup, "max"),
+        "decode_speedup_median": _sp(c.decode_speedup, "median"), "decode_speedup_min": _sp(c.decode_speedup, "min"),
+        "decode_speedup_max": _sp(c.decode_speedup, "max"), "e2e_speedup": c.e2e_speedup,
+        "acceptance_rate": c.acceptance_rate, "mean_acceptance_length": c.mean_acceptance_length,
+        "expected_tokens_per_step": c.expected_tokens_per_step, "num_spec_tokens": c.num_spec_tokens,
+        "acceptance_source": c.acceptance_source, "identical_text": c.identical_text,
+    }
+    for side in (c.baseline, c.speculative):
+        p = side.side + "_"
+        row.update({
+            p + "output_tokens_per_s": _sp(side.output_tokens_per_s, "median"),
+            p + "decode_tokens_per_s": _sp(side.decode_tokens_per_s, "median"),
+            p + "ttft_p50_s": side.ttft_p50_s, p + "ttft_p95_s": side.ttft_p95_s,
+            p + "itl_p50_s": side.itl_p50_s, p + "itl_p95_s": side.itl_p95_s,
+            p + "e2e_p50_s": side.e2e_p50_s, p + "e2e_p95_s": side.e2e_p95_s,
+            p + "prefill_share": side.prefill_share, p + "kv_cache_usage_peak_perc": side.kv_cache_usage_peak_perc,
+            p + "ok_requests": side.ok_requests, p + "requests": side.requests,
+        })
+    row["errors"] = " | ".join(c.errors)
+    return row
+
+
+def _csv_cell(v: object) -> str:
+    text = "" if v is None else str(v)
+    # Spreadsheets run a cell that starts with these as a formula (errors hold server text).
+    return "'" + text if text[:1] in ("=", "+", "-", "@") and not isinstance(v, (int, float)) else text
+
+
+def results_csv(result: SweepResult) -> str:
+    out = io.StringIO()
+    rows = [cell_row(c) for c in result.cells]
+    fields = list(rows[0]) if rows else cell_row_fields()
+    w = csv.writer(out)
+    w.writerow(fields)
+    for r in rows:
+        w.writerow([_csv_cell(r[f]) for f in fields])
+    return out.getvalue()
+
+
+def cell_row_fields() -> list[str]:
+    """The CSV header, from an empty cell (so an empty sweep still writes one)."""
+    dummy = CellSettings(preset="x", temperature=0, concurrency=1, max_tokens=1, api="chat", repeats=1,
+                         warmup=0, order="sequential", baseline_url="", speculative_url="")
+    return list(cell_row(assemble_cell(dummy, [], [])))
+
+
+# --------------------------------------------------------------------------- HTML
+
+CSS = """
+body{background:#0b0f17;color:#f2f4f8;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0}
+main{max-width:1200px;margin:0 auto;padding:24px}
+h1{font-size:28px;margin:0 0 4px} h2{font-size:22px;margin:32px 0 8px;border-bottom:1px solid #2a3344}
+.muted{color:#9aa4b2} .banner{background:#5a3b00;border:1px solid #ffb000;padding:10px 14px;border-radius:6px}
+.verdict{border:1px solid #2a3344;border-radius:8px;padding:12px 16px;margin:12px 0;background:#121826}
+.decision{display:inline-block;font-weight:700;padding:2px 10px;border-radius:4px;margin-right:8px}
+.d-enable{background:#1f6f43} .d-dont{background:#7a2330} .d-depends{background:#7a5a00} .d-unknown{background:#3a4252}
+.check li{margin:4px 0} .st{font-weight:600} .st-good{color:#3ccf91} .st-bad{color:#ff6b6b}
+.st-mixed{color:#ffb000} .st-unknown{color:#9aa4b2}
+table{border-collapse:collapse;width:100%;font-size:14px;margin:8px 0}
+th,td{border:1px solid #2a3344;padding:4px 6px;text-align:right;vertical-align:top}
+th{background:#1a2131} td.l,th.l{text-align:left}
+pre{white-space:pre-wrap;background:#121826;padding:8px;border-radius:4px;font-size:13px}
+.err{color:#ff6b6b} .chart{margin:12px 0}
+"""
+
+# No network for the report: everything it needs is inline (the test checks it in Chromium).
+CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
+       "img-src data: blob:; font-src data:")
+
+
+def _num(v: float | int | None, fmt: str, unit: str = "") -> str:
+    """A table cell: the rounded figure shown, the exact one in data-value; n/a when unknown."""
+    if v is None:
+        return '<td class="na">n/a</td>'
+    return f'<td data-value="{esc(repr(v))}">{esc(format(v, fmt))}{esc(unit)}</td>'
+
+
+def _pct(v: float | None) -> str:
+    return '<td class="na">n/a</td>' if v is None else f'<td data-value="{esc(repr(v))}">{v * 100:.0f}%</td>'
+
+
+def _spread(s: Spread | None, key: str) -> str:
+    if s is None:
+        return f'<td class="na" data-key="{esc(key)}">n/a</td>'
+    return (f'<td data-key="{esc(key)}" data-value="{esc(repr(s.median))}">{s.median:.2f}x'
+            f'<br><span class="muted">{s.min:.2f}-{s.max:.2f}</span></td>')
+
+
+def _ms(v: float | None) -> str:
+    return '<td class="na">n/a</td>' if v is None else f'<td data-value="{esc(repr(v))}">{v * 1000:.0f} ms</td>'
+
+
+def verdict_html(v: WorkloadVerdict) -> str:
+    cls = {"enable": "d-enable", "don't": "d-dont", "depends": "d-depends", "unknown": "d-unknown"}[v.decision]
+    items = "".join(f'<li><span class="st st-{esc(i.status)}">{esc(i.name)}: {esc(i.status)}</span> — {esc(i.text)}</li>'
+                    for i in v.checklist)
+    theory = ""
+    if v.expected_tokens_per_step is not None or v.measured_tokens_per_step is not None:
+        e = f"{v.expected_tokens_per_step:.2f}" if v.expected_tokens_per_step is not None else "n/a"
+        m = f"{v.measured_tokens_per_step:.2f}" if v.measured_tokens_per_step is not None else "n/a"
+        a = f"{v.acceptance_rate:.2f}" if v.acceptance_rate is not None else "n/a"
+        k = v.num_spec_tokens if v.num_spec_tokens is not None else "n/a"
+        theory = (f'<p class="muted">Tokens per verification step: measured <b>{esc(m)}</b>; theory '
+                  f"(1 - a<sup>k+1</sup>) / (1 - a) with a = {esc(a)}, k = {esc(k)}: <b>{esc(e)}</b>. "
+                  "(The theory assumes each draft token is accepted independently; real drafts are not.)</p>")
+    return (f'<div class="verdict" data-preset="{esc(v.preset)}" data-temperature="{esc(v.temperature)}" '
+            f'data-decision="{esc(v.decision)}"><span class="decision {cls}">{esc(DECISION_LABELS[v.decision])}'
+            f'</span><b>{esc(v.title)}</b> at T={esc(format(v.temperature, "g"))}'
+            f'<p>{esc(v.headline)}</p><ul class="check">{items}</ul>{theory}</div>')
+
+
+def _side_cols(s: SideCell) -> str:
+    return (_spread_plain(s.output_tokens_per_s) + _spread_plain(s.decode_tokens_per_s) + _ms(s.ttft_p50_s)
+            + _ms(s.ttft_p95_s) + _ms(s.itl_p50_s) + _ms(s.itl_p95_s) + _num(s.e2e_p50_s, ".2f", " s")
+            + _num(s.e2e_p95_s, ".2f", " s") + _pct(s.prefill_share) + _pct(s.kv_cache_usage_peak_perc)
+            + f"<td>{s.ok_requests}/{s.requests}</td>")
+
+
+def _spread_plain(s: Spread | None) -> str:
+    if s is None:
+        return '<td class="na">n/a</td>'
+    return (f'<td data-value="{esc(repr(s.median))}">{s.median:.1f}'
+            f'<br><span class="muted">{s.min:.1f}-{s.max:.1f}</span></td>')
+
+
+SIDE_HEADS = ["output tok/s", "decode tok/s", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95", "e2e p50",
+              "e2e p95", "prefill share", "KV peak", "ok"]
+
+
+def cells_table(result: SweepResult) -> str:
+    head1 = ('<tr><th class="l" colspan="4">cell</th><th colspan="6">speculative vs baseline</th>'
+             f'<th colspan="{len(SIDE_HEADS)}">baseline</th><th colspan="{len(SIDE_HEADS)}">speculative</th></tr>')
+    cols = ["preset", "T", "conc.", "status", "speedup", "decode speedup", "e2e speedup", "acceptance",
+            "tokens/step", "theory"] + SIDE_HEADS * 2
+    head2 = "<tr>" + "".join(f'<th class="{"l" if i < 4 else ""}">{esc(c)}</th>' for i, c in enumerate(cols)) + "</tr>"
+    rows = []
+    for c in result.cells:
+        st = c.settings
+        rows.append(
+            f'<tr data-preset="{esc(st.preset)}" data-temperature="{esc(st.temperature)}" '
+            f'data-concurrency="{st.concurrency}" data-status="{esc(c.status)}">'
+            f'<td class="l">{esc(st.preset)}</td><td>{esc(format(st.temperature, "g"))}</td><td>{st.concurrency}</td>'
+            f'<td class="l">{esc(c.status)}</td>'
+            + _spread(c.speedup, "speedup") + _spread(c.decode_speedup, "decode_speedup")
+            + _num(c.e2e_speedup, ".2f", "x") + _pct(c.acceptance_rate) + _num(c.mean_acceptance_length, ".2f")
+            + _num(c.expected_tokens_per_step, ".2f") + _side_cols(c.baseline) + _side_cols(c.speculative) + "</tr>")
+    return f'<table class="cells">{head1}{head2}{"".join(rows)}</table>'
+
+
+def errors_html(result: SweepResult) -> str:
+    items = [f'<li><b>{esc(c.settings.preset)} T={esc(format(c.settings.temperature, "g"))} '
+             f'c={c.settings.concurrency}</b> ({esc(c.status)}): <span class="err">{esc(e)}</span></li>'
+             for c in result.cells for e in c.errors]
+    return f"<ul>{''.join(items)}</ul>" if items else '<p class="muted">No errors.</p>'
+
+
+def samples_html(result: SweepResult) -> str:
+    parts = []
+    for c in result.cells:
+        st = c.settings
+        ident = {True: "identical", False: "different", None: "n/a"}[c.identical_text]
+        parts.append(
+            f"<details><summary>{esc(st.preset)} T={esc(format(st.temperature, 'g'))} c={st.concurrency}: "
+            f"first answers {esc(ident)}</summary>"
+            f"<p>baseline</p><pre>{esc(c.baseline.sample_text) or 'n/a'}</pre>"
+            f"<p>speculative</p><pre>{esc(c.speculative.sample_text) or 'n/a'}</pre></details>")
+    return "".join(parts)
+
+
+def servers_html(result: SweepResult) -> str:
+    rows = []
+    for s in result.servers:
+        spec = "none (baseline)" if s.side == "baseline" else (
+            f"{s.spec_method or 'method n/a'}, k={s.spec_num_tokens if s.spec_num_tokens is not None else 'n/a'}")
+        state = "up" if s.healthy else f"down: {s.error}"
+        rows.append(f'<tr><td class="l">{esc(s.side)}</td><td class="l">{esc(s.url)}</td><td class="l">{esc(state)}</td>'
+                    f'<td class="l">{esc(s.model or "n/a")}</td><td>{esc(s.max_model_len or "n/a")}</td>'
+                    f'<td class="l">{esc(spec)}</td></tr>')
+    head = ('<tr><th class="l">side</th><th class="l">URL</th><th class="l">state at start</th>'
+            '<th class="l">model</th><th>max_model_len</th><th class="l">speculation</th></tr>')
+    return f"<table>{head}{''.join(rows)}</table>" if rows else '<p class="muted">Servers not probed.</p>'
+
+
+def settings_html(result: SweepResult) -> str:
+    sp = result.spec
+    m = result.machine
+    temps = ", ".join(f"{t:g}" for t in sp.temperatures) if sp.temperatures is not None else "each preset's own"
+    rows = [
+        ("presets", ", ".join(sp.presets)), ("concurrency", ", ".join(map(str, sp.concurrency))),
+        ("temperatures", temps), ("repeats", sp.repeats), ("warm-up batches per cell", sp.warmup),
+        ("max tokens", sp.max_tokens or "each preset's own"),
+        ("order", "sequential A/B: baseline batch, then speculative batch, each server alone"
+         if sp.order == "sequential" else "simultaneous: both batches at once (they compete)"),
+    ]
+    if m is not None:
+        rows += [("machine", m.platform), ("python", m.python), ("CPUs", m.cpu_count or "n/a"),
+                 ("memory", f"{m.memory_total_gb} GB" if m.memory_total_gb else "n/a"),
+                 ("GPUs", ", ".join(m.gpus) or "none seen by nvidia-smi")]
+    body = "".join(f'<tr><th class="l">{esc(k)}</th><td class="l">{esc(v)}</td></tr>' for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def report_html(result: SweepResult) -> str:
+    figs = "".join(
+        f'<div class="chart">{pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id="chart-" + key, config={"displaylogo": False, "responsive": True})}</div>'
+        for key, fig in all_figures(result))
+    when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")
+    banner = ""
+    if result.interrupted:
+        banner = (f'<p class="banner" data-interrupted="true">Interrupted: partial results, '
+                  f"{len(result.cells)} cell(s) recorded. The verdicts use only these.</p>")
+    verdicts_html = "".join(verdict_html(v) for v in result.verdicts) or '<p class="muted">No cells measured.</p>'
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Speculative decoding: is it worth it? Sweep of {esc(when)}</title>
+<style>{CSS}</style>
+<script>{get_plotlyjs()}</script>
+</head><body><main>
+<h1>Speculative decoding: is it worth it for this workload?</h1>
+<p class="muted">Sweep of {esc(when)}: {len(result.cells)} cell(s). Speedup = aggregate output tokens/s,
+speculative over baseline, per repeat (median, and the range over repeats).</p>
+{banner}
+<h2>Verdict</h2>
+{verdicts_html}
+<h2>Charts</h2>
+{figs}
+<h2>Every cell</h2>
+{cells_table(result)}
+<h2>Errors</h2>
+{errors_html(result)}
+<h2>Sample answers</h2>
+{samples_html(result)}
+<h2>Servers</h2>
+{servers_html(result)}
+<h2>Sweep settings and machine</h2>
+{settings_html(result)}
+</main></body></html>
+"""

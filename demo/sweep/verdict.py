@@ -1,0 +1,196 @@
+"""The verdict: per workload (a preset at a temperature), enable / don't / depends, in words.
+
+It follows the talk's checklist, each item from measured figures:
+- structuredness: acceptance rate (and tokens per step next to the theory's expectation);
+- memory headroom: the speculative server's peak KV-cache use during the batches;
+- concurrency: how the gain holds as more requests share the server;
+- prefill share: time to first token over end-to-end, which caps any decode gain.
+The decision itself rests on the measured gain (aggregate output tokens/s, speculative over
+baseline) at every concurrency tried; the checklist explains it.
+"""
+
+from __future__ import annotations
+
+from demo.sweep.models import CellResult, ChecklistItem, SweepResult, WorkloadVerdict
+from demo.sweep.runner import expected_tokens_per_step
+
+GAIN_WORTH = 1.2  # below this a gain rarely pays for a second configuration to run
+GAIN_NONE = 1.05  # below this there is no gain worth the name
+ACCEPT_HIGH = 0.5
+ACCEPT_LOW = 0.25
+KV_TIGHT = 0.8  # speculation needs KV blocks for the drafts; above this the batch shrinks
+KV_EASY = 0.5
+PREFILL_HEAVY = 0.4
+PREFILL_LIGHT = 0.2
+
+
+def pct(x: float) -> str:
+    return f"{x * 100:.0f}%"
+
+
+def times(x: float) -> str:
+    return f"{x:.2f}x"
+
+
+def _label(preset: str, temperature: float) -> str:
+    return f"{preset} (T={temperature:g})"
+
+
+def _pooled_acceptance(cells: list[CellResult]) -> tuple[float | None, float | None, int | None]:
+    """Acceptance rate, tokens per step and k over every speculative batch of the workload."""
+    accepted = drafted = drafts = 0
+    k = None
+    for c in cells:
+        for b in c.speculative.batches:
+            if b.draft_tokens and b.accepted_tokens is not None:
+                accepted += b.accepted_tokens
+                drafted += b.draft_tokens
+                drafts += b.drafts or 0
+                k = k or b.num_spec_tokens
+    if not drafted:
+        return None, None, k
+    return accepted / drafted, (1 + accepted / drafts) if drafts else None, k
+
+
+def _structuredness(a: float | None, measured: float | None, expected: float | None, k: int | None,
+                    reason: str | None) -> ChecklistItem:
+    if a is None:
+        return ChecklistItem(name="structuredness", status="unknown",
+                             text=f"acceptance n/a ({reason or 'no speculative figures'})")
+    steps = ""
+    if measured is not None:
+        steps = f"; {measured:.2f} tokens per verification step measured"
+        if expected is not None and k is not None:
+            steps += f", theory (1 - a^(k+1)) / (1 - a) with a={a:.2f}, k={k}: {expected:.2f}"
+    if a >= ACCEPT_HIGH:
+        return ChecklistItem(name="structuredness", status="good",
+                             text=f"acceptance {pct(a)}{steps}: the answer is predictable (structured or copied "
+                                  "from the prompt), so most drafts are kept")
+    if a < ACCEPT_LOW:
+        return ChecklistItem(name="structuredness", status="bad",
+                             text=f"acceptance {pct(a)}{steps}: free-form output, most drafts are thrown away")
+    return ChecklistItem(name="structuredness", status="mixed",
+                         text=f"acceptance {pct(a)}{steps}: partly predictable output")
+
+
+def _memory(cells: list[CellResult]) -> ChecklistItem:
+    spec = [c.speculative.kv_cache_usage_peak_perc for c in cells if c.speculative.kv_cache_usage_peak_perc is not None]
+    base = [c.baseline.kv_cache_usage_peak_perc for c in cells if c.baseline.kv_cache_usage_peak_perc is not None]
+    if not spec:
+        why = next((c.speculative.na_reasons.get("kv_cache_usage_peak_perc") for c in cells
+                    if "kv_cache_usage_peak_perc" in c.speculative.na_reasons), None)
+        return ChecklistItem(name="memory headroom", status="unknown",
+                             text=f"KV-cache use n/a ({why or 'not reported by the server'})")
+    peak = max(spec)
+    also = f" (baseline {pct(max(base))})" if base else ""
+    text = f"KV cache peaked at {pct(peak)} on the speculative server{also}"
+    if peak >= KV_TIGHT:
+        return ChecklistItem(name="memory headroom", status="bad",
+                             text=text + ": little headroom; draft tokens take KV space that a larger batch would use")
+    if peak < KV_EASY:
+        return ChecklistItem(name="memory headroom", status="good", text=text + ": memory to spare")
+    return ChecklistItem(name="memory headroom", status="mixed", text=text + ": some headroom; watch it under load")
+
+
+def _concurrency(gains: list[tuple[int, float]]) -> ChecklistItem:
+    listed = ", ".join(f"{times(g)} at {c}" for c, g in gains)
+    if len(gains) == 1:
+        c, g = gains[0]
+        status = "good" if g >= GAIN_WORTH else "bad" if g < GAIN_NONE else "mixed"
+        return ChecklistItem(name="concurrency", status=status,
+                             text=f"measured at concurrency {c} only ({times(g)}); try higher concurrency to see "
+                                  "where the gain stops")
+    lo = min(g for _, g in gains)
+    hi = max(g for _, g in gains)
+    if lo >= GAIN_WORTH:
+        status, why = "good", "the gain holds as the batch grows"
+    elif hi < GAIN_NONE:
+        status, why = "bad", "no gain at any concurrency"
+    else:
+        status, why = "mixed", ("speculation spends spare compute, and a fuller batch leaves less of it"
+                                if gains[0][1] > gains[-1][1] else "the gain varies with concurrency")
+    return ChecklistItem(name="concurrency", status=status, text=f"gain {listed} (by concurrency): {why}")
+
+
+def _prefill(cells: list[CellResult]) -> ChecklistItem:
+    shares = sorted(c.baseline.prefill_share for c in cells if c.baseline.prefill_share is not None)
+    if not shares:
+        return ChecklistItem(name="prefill share", status="unknown", text="prefill share n/a (no request finished)")
+    share = shares[len(shares) // 2]
+    lowest = min(cells, key=lambda c: c.settings.concurrency)
+    text = f"prefill (time to first token) is {pct(share)} of a request's time on the baseline"
+    d, e = lowest.decode_speedup, lowest.e2e_speedup
+    if share >= PREFILL_HEAVY:
+        extra = (f", so a decode gain of {times(d.median)} shows as {times(e)} end to end" if d and e else "")
+        return ChecklistItem(name="prefill share", status="bad",
+                             text=text + extra + ": prefill dominates, and speculation does not speed it up")
+    if share < PREFILL_LIGHT:
+        return ChecklistItem(name="prefill share", status="good",
+                             text=text + ": decode dominates, which is where speculation acts")
+    return ChecklistItem(name="prefill share", status="mixed",
+                         text=text + (f"; decode gain {times(d.median)}, end to end {times(e)}" if d and e else ""))
+
+
+def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
+    """The verdict for one workload's cells (one preset, one temperature, any concurrencies)."""
+    first = cells[0].settings
+    label = _label(first.preset, first.temperature)
+    a, measured, k = _pooled_acceptance(cells)
+    expected = expected_tokens_per_step(a, k)
+    verdict = WorkloadVerdict(preset=first.preset, title=title, temperature=first.temperature,
+                              decision="unknown", headline="", acceptance_rate=a, num_spec_tokens=k,
+                              expected_tokens_per_step=expected, measured_tokens_per_step=measured)
+    known = sorted(((c.settings.concurrency, c) for c in cells if c.speedup is not None), key=lambda x: x[0])
+    reason = next((c.na_reasons.get("acceptance_rate") for c in cells if "acceptance_rate" in c.na_reasons), None)
+    verdict.checklist = [_structuredness(a, measured, expected, k, reason), _memory(cells)]
+    if not known:
+        err = next((e for c in cells for e in c.errors), None) or next(
+            (c.na_reasons.get("speedup") for c in cells if "speedup" in c.na_reasons), "not measured")
+        verdict.headline = f"{label}: no verdict, no cell produced a speedup ({err})"
+        return verdict
+    gains = [(c, cell.speedup.median) for c, cell in known if cell.speedup is not None]
+    verdict.checklist += [_concurrency(gains), _prefill([cell for _, cell in known])]
+
+    def at(c: int, cell: CellResult) -> str:
+        acc = f", acceptance {pct(cell.acceptance_rate)}" if cell.acceptance_rate is not None else ""
+        return f"at concurrency {c}: {times(cell.speedup.median)}{acc}"  # type: ignore[union-attr]
+
+    c0, cell0 = known[0]
+    cn, celln = known[-1]
+    lo = min(g for _, g in gains)
+    hi = max(g for _, g in gains)
+    tail = ""
+    if len(known) > 1:
+        gn = celln.speedup.median  # type: ignore[union-attr]
+        tail = (f"; at concurrency {cn} the gain falls to {times(gn)}" if gn < gains[0][1] * 0.9
+                else f"; at concurrency {cn} still {times(gn)}")
+    numbers = f"{label} {at(c0, cell0)}{tail}"
+    memory = verdict.checklist[1]
+    if lo >= GAIN_WORTH:
+        if memory.status == "bad":
+            verdict.decision = "depends"
+            verdict.headline = f"{numbers}. Faster, but the KV cache is nearly full: enable only with memory to spare."
+        else:
+            verdict.decision = "enable"
+            verdict.headline = f"{numbers}. Enable: it pays at every concurrency measured."
+    elif hi < GAIN_NONE:
+        verdict.decision = "don't"
+        why = " Drafts are mostly rejected." if a is not None and a < ACCEPT_LOW else ""
+        verdict.headline = f"{numbers}. Don't: no gain, speculation only adds work.{why}"
+    else:
+        verdict.decision = "depends"
+        pays = [c for c, g in gains if g >= GAIN_WORTH]
+        if pays and len(pays) < len(gains):
+            where = f" Enable for concurrency up to {max(pays)}, not beyond." if max(pays) < cn else ""
+        else:
+            where = f" The gain ({times(lo)}-{times(hi)}) is small: measure on your own traffic."
+        verdict.headline = f"{numbers}.{where}"
+    return verdict
+
+
+def verdicts(result: SweepResult) -> list[WorkloadVerdict]:
+    """One verdict per (preset, temperature), in the order the sweep ran them."""
+    groups: dict[tuple[str, float], list[CellResult]] = {}
+    for c in result.cells:
+        groups.setdefault((c.settings.preset, c.settings.temperature), []).append(c)
+    return [decide(cells, result.preset_titles.get(p, p)) for (p, _t), cells in groups.items()]

@@ -1,0 +1,200 @@
+"""The evaluator against stand-in servers whose truth is known: figures, report, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from demo.cli import main
+from demo.settings import ROOT, Settings
+from demo.sweep.models import CellResult, SweepResult, SweepSpec
+from demo.sweep.report import finalize, write_outputs
+from demo.sweep.runner import new_result, resolve_presets, run_sweep
+from tests.standin import Standin, StandinBehavior, Truth
+
+BASE = StandinBehavior(tokens_per_s=80, ttft_s=0.03)
+SPEC = StandinBehavior(tokens_per_s=200, ttft_s=0.03, speculative=True, chunk_sizes=[1, 3, 5, 2])
+MAX_TOKENS = 60
+
+
+def sweep(base: Standin, spec: Standin, out: Path | None = None, on_cell=None, **fields: object) -> SweepResult:
+    spec_fields = dict(presets=["json_reformat"], concurrency=[1, 2], repeats=2, warmup=0, max_tokens=MAX_TOKENS)
+    spec_fields.update(fields)
+    sw = SweepSpec(baseline_url=base.url, speculative_url=spec.url, **spec_fields)  # type: ignore[arg-type]
+    settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False, read_timeout_s=10)
+    presets = resolve_presets(sw.presets, settings.presets_dir)
+    result = new_result(sw, presets)
+    asyncio.run(run_sweep(sw, settings, result, presets, on_cell=on_cell))
+    finalize(result)
+    if out is not None:
+        write_outputs(result, out)
+    return result
+
+
+def batches(truths: list[Truth], size: int) -> list[list[Truth]]:
+    assert len(truths) % size == 0
+    return [truths[i:i + size] for i in range(0, len(truths), size)]
+
+
+def throughput(batch: list[Truth]) -> float:
+    """The truth of a batch's aggregate output tokens/s: tokens over first request to last token."""
+    wall = max(t.t_last_token_sent for t in batch) - min(t.t_request for t in batch)  # type: ignore[type-var]
+    return sum(t.completion_tokens for t in batch) / wall
+
+
+def report_value(html: str, concurrency: int, key: str) -> float:
+    row = re.search(rf'<tr data-preset="json_reformat"[^>]*data-concurrency="{concurrency}".*?</tr>', html, re.S)
+    assert row, f"no report row for concurrency {concurrency}"
+    m = re.search(rf'data-key="{key}" data-value="([^"]+)"', row.group(0))
+    assert m, f"no {key} in the report row"
+    return float(m.group(1))
+
+
+@pytest.mark.parametrize("per_request", [True, False], ids=["per-request-metrics", "metrics-delta"])
+def test_speedups_and_acceptance_match_the_truth(tmp_path: Path, per_request: bool) -> None:
+    marks: list[tuple[int, int]] = []
+    with Standin(BASE) as base, Standin(SPEC.model_copy(update={"per_request_metrics": per_request})) as spec:
+        result = sweep(base, spec, tmp_path, on_cell=lambda _c: marks.append((len(base.truth), len(spec.truth))))
+        base_truth, spec_truth = list(base.truth), list(spec.truth)
+    assert [c.status for c in result.cells] == ["ok", "ok"]
+    saved = SweepResult.model_validate_json((tmp_path / "results.json").read_text())
+    html = (tmp_path / "report.html").read_text()
+    csv_rows = (tmp_path / "results.csv").read_text().splitlines()
+    assert len(csv_rows) == 3  # header + one row per cell
+    start = (0, 0)
+    for cell, mark in zip(saved.cells, marks):
+        c = cell.settings.concurrency
+        bt = batches(base_truth[start[0]:mark[0]], c)
+        st = batches(spec_truth[start[1]:mark[1]], c)
+        start = mark
+        assert len(bt) == len(st) == 2  # two repeats, each a batch of c requests per side
+        assert all(t.completion_tokens == MAX_TOKENS for b in bt + st for t in b)
+        true_speedup = statistics.median(throughput(s) / throughput(b) for b, s in zip(bt, st))
+        true_decode = statistics.median(
+            statistics.median(t.decode_tokens_per_s for t in s) / statistics.median(t.decode_tokens_per_s for t in b)
+            for b, s in zip(bt, st))
+        spec_all = [t for b in st for t in b]
+        true_acceptance = sum(t.accepted for t in spec_all) / sum(t.draft_tokens for t in spec_all)
+        true_length = 1 + sum(t.accepted for t in spec_all) / sum(t.drafts for t in spec_all)
+        # results.json and the report say the same, and both match the truth.
+        assert cell.speedup is not None and cell.decode_speedup is not None
+        assert cell.speedup.median == pytest.approx(true_speedup, rel=0.05)
+        assert cell.decode_speedup.median == pytest.approx(true_decode, rel=0.05)
+        assert report_value(html, c, "speedup") == pytest.approx(cell.speedup.median, rel=1e-12)
+        assert report_value(html, c, "decode_speedup") == pytest.approx(cell.decode_speedup.median, rel=1e-12)
+        assert cell.acceptance_rate == pytest.approx(true_acceptance, rel=1e-9)
+        assert cell.mean_acceptance_length == pytest.approx(true_length, rel=1e-9)
+        assert cell.acceptance_source == ("per_request" if per_request else "metrics_delta")
+        assert cell.num_spec_tokens == 4
+        a = true_acceptance
+        assert cell.expected_tokens_per_step == pytest.approx((1 - a ** 5) / (1 - a))
+        # Tokens counted from usage, not chunks: the aggregate rate is the true tokens over the wall.
+        assert cell.speculative.output_tokens_per_s is not None
+        assert cell.speculative.output_tokens_per_s.median == pytest.approx(
+            statistics.median(throughput(s) for s in st), rel=0.05)
+        assert cell.identical_text is True
+    assert saved.verdicts and saved.verdicts[0].decision == "enable"
+    assert 'data-decision="enable"' in html
+
+
+def test_a_server_failing_mid_sweep_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    with Standin(BASE) as base, Standin(SPEC) as spec:
+        # The speculative server dies once the first cell is done.
+        result = sweep(base, spec, tmp_path, on_cell=lambda _c: spec.stop(), concurrency=[1, 2, 3], repeats=1)
+    assert [c.settings.concurrency for c in result.cells] == [1, 2, 3]  # every cell was attempted
+    first, *rest = result.cells
+    assert first.status == "ok" and first.speedup is not None
+    for c in rest:
+        assert c.status == "failed" and c.speedup is None
+        assert c.baseline.ok_requests == c.settings.concurrency  # the healthy side was still measured
+        assert any(e.startswith("speculative: Cannot reach") for e in c.errors), c.errors
+        assert "\n" not in c.errors[0]
+    html = (tmp_path / "report.html").read_text()
+    assert "Cannot reach" in html and 'data-status="failed"' in html
+    # The verdict uses what was measured and says so.
+    assert result.verdicts[0].checklist[2].text.startswith("measured at concurrency 1 only")
+
+
+def test_a_server_failing_mid_batch_keeps_the_good_requests(tmp_path: Path) -> None:
+    with Standin(BASE) as base, Standin(SPEC.model_copy(update={"fault": "cut", "fault_after_chunks": 3})) as spec:
+        result = sweep(base, spec, concurrency=[2], repeats=1)
+    (cell,) = result.cells
+    assert cell.status == "failed"
+    assert any("was cut" in e for e in cell.errors), cell.errors
+    assert cell.na_reasons["speedup"].startswith("speculative:")
+
+
+def test_unknown_preset_exits_2_with_the_known_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", "--presets", "json_reformat,nope", "--out", str(tmp_path / "o"),
+              "--baseline-url", "http://127.0.0.1:9", "--speculative-url", "http://127.0.0.1:9"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown preset 'nope'" in err and "json_reformat" in err and "poetry" in err
+    assert not (tmp_path / "o").exists()  # nothing measured, nothing written
+
+
+@pytest.mark.parametrize("args", [["--concurrency", "1,x"], ["--concurrency", "0"], ["--repeats", "0"],
+                                  ["--temperatures", "3"]])
+def test_bad_numbers_exit_2(tmp_path: Path, args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", "--presets", "poetry", "--out", str(tmp_path), *args])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_ctrl_c_writes_partial_results(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with Standin(BASE) as base, Standin(SPEC) as spec:
+        cmd = [sys.executable, "-m", "demo", "sweep", "--baseline-url", base.url, "--speculative-url", spec.url,
+               "--presets", "json_reformat,poetry,sql", "--concurrency", "1", "--repeats", "3", "--warmup", "0",
+               "--max-tokens", "30", "--out", str(out)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not (out / "results.json").exists():  # the first cell is done and written
+                assert proc.poll() is None, proc.communicate()
+                assert time.monotonic() < deadline, "no results.json after 60 s"
+                time.sleep(0.05)
+            time.sleep(0.5)  # into the second cell
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "interrupted: partial results" in stderr
+    saved = SweepResult.model_validate_json((out / "results.json").read_text())
+    assert saved.interrupted is True
+    assert saved.cells[0].status == "ok" and saved.cells[0].speedup is not None
+    assert len(saved.cells) < 3
+    assert saved.cells[-1].status in ("interrupted", "ok")
+    statuses = [c.status for c in saved.cells]
+    assert "interrupted" in statuses, statuses  # the cell in progress is kept, marked
+    assert 'data-interrupted="true"' in (out / "report.html").read_text()
+    assert (out / "results.csv").read_text().count("\n") == len(saved.cells) + 1
+    assert not list(out.glob("*.tmp"))
+
+
+def test_results_json_is_schemad_and_round_trips(tmp_path: Path) -> None:
+    with Standin(BASE) as base, Standin(SPEC) as spec:
+        result = sweep(base, spec, tmp_path, concurrency=[1], repeats=1, temperatures=[0.0, 0.7])
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["schema_version"] == 1
+    assert [c["settings"]["temperature"] for c in data["cells"]] == [0.0, 0.7]
+    cell = CellResult.model_validate(data["cells"][0])
+    assert cell.settings.max_tokens == MAX_TOKENS and cell.settings.order == "sequential"
+    assert cell.settings.baseline_url == result.spec.baseline_url
+    assert {s["side"] for s in data["servers"]} == {"baseline", "speculative"}
+    assert data["machine"]["python"]
