@@ -80,6 +80,7 @@ class StandinBehavior(BaseModel):
     stall_s: float = 30.0
     reject_prompt_over_context: bool = True  # 400 when prompt words > max_model_len
     api_key: str | None = None  # require "Authorization: Bearer <api_key>" on /v1/*
+    tokenize: bool = True  # serve /tokenize (vLLM does); False answers 404 like older servers
     replay_fixture: Path | None = None  # a captured .sse file, sent byte-exactly with its .times timing
     replay_speed: float = Field(1.0, gt=0)  # 2.0 = replay twice as fast
 
@@ -376,6 +377,7 @@ class Standin:
             Route("/health", self._health, methods=["GET"]),
             Route("/metrics", self._metrics, methods=["GET"]),
             Route("/v1/models", self._models, methods=["GET"]),
+            Route("/tokenize", self._tokenize, methods=["POST"]),
             Route("/v1/chat/completions", self._generate, methods=["POST"]),
             Route("/v1/completions", self._generate, methods=["POST"]),
         ])
@@ -523,6 +525,15 @@ class Standin:
             "id": b.model, "object": "model", "created": created, "owned_by": "vllm",
             "root": f"/models/{b.model}", "parent": None, "max_model_len": b.max_model_len,
             "permission": [perm]}]})
+
+    async def _tokenize(self, request: Request) -> Response:
+        """vLLM's /tokenize shape: count (words, like the rejection rule) and max_model_len."""
+        if not self.behavior.tokenize:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        body = await request.json()
+        count = _prompt_words(body, "messages" in body)
+        return JSONResponse({"count": count, "max_model_len": self.behavior.max_model_len,
+                             "tokens": list(range(count)), "token_strs": None})
 
     def _check_auth(self, request: Request) -> Response | None:
         key = self.behavior.api_key

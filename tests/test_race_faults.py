@@ -161,3 +161,16 @@ def test_api_key_is_sent_as_bearer_token() -> None:
     assert_one_line(bad.baseline.error, "HTTP 401", "SPECDEMO_API_KEY")
     assert good.baseline.complete and good.speculative.complete
     assert "s3cret" not in good.model_dump_json()  # never in a saved run
+
+
+def test_prompt_over_the_context_is_refused_before_sending() -> None:
+    small = FAST.model_copy(update={"max_model_len": 50})
+    long_prompt = RaceRequest(messages=[Message(role="user", content="word " * 80)], max_tokens=10)
+    with Standin(small) as base, Standin(small.model_copy(update={"tokenize": False})) as spec:
+        r = race(base.url, spec.url, long_prompt)
+        # checked before sending where /tokenize answers: no generation request reached the server
+        assert not any(q.path.endswith("completions") for q in base.requests)
+        # without /tokenize the server's own 400 says it, in the same place
+        assert any(q.path.endswith("completions") for q in spec.requests)
+    assert_one_line(r.baseline.error, "prompt is", "at most 50", "max_model_len")
+    assert_one_line(r.speculative.error, "HTTP 400", "maximum context length")
