@@ -1,0 +1,117 @@
+"""The verdict's decisions and words, from cells with known figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from demo.sweep.models import BatchStats, CellResult, CellSettings, SideCell, Spread, SweepResult, SweepSpec
+from demo.sweep.runner import expected_tokens_per_step
+from demo.sweep.verdict import decide, verdicts
+
+
+def cell(preset: str, concurrency: int, speedup: float | None, *, temperature: float = 0.0,
+         accepted: int = 70, drafted: int = 100, drafts: int = 25, k: int = 4, kv: float | None = 0.2,
+         ttft_s: float = 0.1, e2e_s: float = 2.0, errors: list[str] | None = None) -> CellResult:
+    settings = CellSettings(preset=preset, temperature=temperature, concurrency=concurrency, max_tokens=256,
+                            api="chat", repeats=3, warmup=1, order="sequential",
+                            baseline_url="http://b", speculative_url="http://s")
+    batch = BatchStats(side="speculative", requests=concurrency, ok_requests=concurrency,
+                       accepted_tokens=accepted, draft_tokens=drafted, drafts=drafts, num_spec_tokens=k,
+                       acceptance_source="per_request")
+    base = SideCell(side="baseline", ttft_p50_s=ttft_s, e2e_p50_s=e2e_s, prefill_share=ttft_s / e2e_s,
+                    kv_cache_usage_peak_perc=kv)
+    spec = SideCell(side="speculative", batches=[batch], kv_cache_usage_peak_perc=kv)
+    c = CellResult(settings=settings, baseline=base, speculative=spec, errors=errors or [])
+    if speedup is not None:
+        c.speedup = Spread(median=speedup, min=speedup * 0.95, max=speedup * 1.05, n=3)
+        c.decode_speedup = Spread(median=speedup * 1.2, min=speedup, max=speedup * 1.3, n=3)
+        c.e2e_speedup = speedup
+    else:
+        c.status = "failed"
+        c.na_reasons["speedup"] = (errors or ["not measured"])[0]
+    c.acceptance_rate = accepted / drafted
+    return c
+
+
+def test_theory_formula() -> None:
+    assert expected_tokens_per_step(0.5, 4) == pytest.approx(1.9375)
+    assert expected_tokens_per_step(0.0, 4) == pytest.approx(1.0)
+    assert expected_tokens_per_step(1.0, 4) == pytest.approx(5.0)
+    assert expected_tokens_per_step(0.8, 3) == pytest.approx((1 - 0.8 ** 4) / 0.2)
+    assert expected_tokens_per_step(None, 4) is None and expected_tokens_per_step(0.5, None) is None
+
+
+def test_structured_output_that_pays_everywhere_is_enable() -> None:
+    v = decide([cell("json_reformat", 1, 2.1), cell("json_reformat", 4, 2.0)], "JSON")
+    assert v.decision == "enable"
+    assert v.headline.startswith("json_reformat (T=0) at concurrency 1: 2.10x, acceptance 70%")
+    assert "at concurrency 4 still 2.00x" in v.headline
+    items = {i.name: i for i in v.checklist}
+    assert items["structuredness"].status == "good" and "acceptance 70%" in items["structuredness"].text
+    assert items["memory headroom"].status == "good" and "20%" in items["memory headroom"].text
+    assert items["concurrency"].status == "good"
+    assert items["prefill share"].status == "good" and "5%" in items["prefill share"].text
+    # Theory next to the measured tokens per step: a = 0.7, k = 4; measured 1 + 70/25 = 3.8.
+    assert v.expected_tokens_per_step == pytest.approx((1 - 0.7 ** 5) / 0.3)
+    assert v.measured_tokens_per_step == pytest.approx(3.8)
+    assert "2.77" in items["structuredness"].text and "3.80" in items["structuredness"].text
+
+
+def test_gain_that_falls_with_concurrency_is_depends_and_says_where() -> None:
+    v = decide([cell("json_reformat", 1, 2.1), cell("json_reformat", 4, 1.5), cell("json_reformat", 16, 1.1)], "JSON")
+    assert v.decision == "depends"
+    assert "at concurrency 1: 2.10x, acceptance 70%; at concurrency 16 the gain falls to 1.10x" in v.headline
+    assert "Enable for concurrency up to 4, not beyond" in v.headline
+    conc = next(i for i in v.checklist if i.name == "concurrency")
+    assert conc.status == "mixed" and "2.10x at 1, 1.50x at 4, 1.10x at 16" in conc.text
+
+
+def test_free_form_text_with_no_gain_is_dont() -> None:
+    v = decide([cell("poetry", 1, 0.97, temperature=1.0, accepted=10, drafted=100),
+                cell("poetry", 2, 0.9, temperature=1.0, accepted=10, drafted=100)], "Poetry")
+    assert v.decision == "don't"
+    assert "acceptance 10%" in v.headline and "Drafts are mostly rejected" in v.headline
+    assert next(i for i in v.checklist if i.name == "structuredness").status == "bad"
+
+
+def test_full_kv_cache_turns_enable_into_depends() -> None:
+    v = decide([cell("json_reformat", 1, 2.0, kv=0.93)], "JSON")
+    assert v.decision == "depends"
+    mem = next(i for i in v.checklist if i.name == "memory headroom")
+    assert mem.status == "bad" and "93%" in mem.text
+
+
+def test_prefill_heavy_workload_says_why_the_gain_is_small() -> None:
+    v = decide([cell("rag_long", 1, 1.1, ttft_s=1.4, e2e_s=2.0)], "RAG")
+    assert v.decision == "depends"
+    pre = next(i for i in v.checklist if i.name == "prefill share")
+    assert pre.status == "bad" and "70%" in pre.text
+    assert "a decode gain of 1.32x shows as 1.10x end to end" in pre.text
+
+
+def test_no_figures_is_unknown_with_the_error() -> None:
+    v = decide([cell("sql", 1, None, errors=["speculative: Cannot reach http://s"])], "SQL")
+    assert v.decision == "unknown"
+    assert "Cannot reach http://s" in v.headline
+
+
+def test_unknown_kv_and_acceptance_say_na_with_reason() -> None:
+    c = cell("sql", 1, 1.5, kv=None)
+    c.speculative.batches = []
+    c.speculative.na_reasons["kv_cache_usage_peak_perc"] = "the server's /metrics gave no KV-cache usage"
+    c.na_reasons["acceptance_rate"] = "the server reports no speculative metrics"
+    v = decide([c], "SQL")
+    items = {i.name: i for i in v.checklist}
+    assert items["structuredness"].status == "unknown" and "no speculative metrics" in items["structuredness"].text
+    assert items["memory headroom"].status == "unknown" and "no KV-cache usage" in items["memory headroom"].text
+    assert v.expected_tokens_per_step is None
+
+
+def test_one_verdict_per_preset_and_temperature_in_sweep_order() -> None:
+    spec = SweepSpec(baseline_url="http://b", speculative_url="http://s", presets=["json_reformat", "poetry"])
+    result = SweepResult(spec=spec, preset_titles={"poetry": "Poetry"}, cells=[
+        cell("json_reformat", 1, 2.0), cell("json_reformat", 2, 1.9),
+        cell("poetry", 1, 1.0, temperature=0.0), cell("poetry", 1, 0.9, temperature=1.0)])
+    vs = verdicts(result)
+    assert [(v.preset, v.temperature) for v in vs] == [("json_reformat", 0.0), ("poetry", 0.0), ("poetry", 1.0)]
+    assert vs[1].title == "Poetry" and vs[0].title == "json_reformat"
