@@ -112,7 +112,8 @@ def cell_row_fields() -> list[str]:
 
 CSS = """
 body{background:#0b0f17;color:#f2f4f8;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0}
-main{max-width:1200px;margin:0 auto;padding:24px}
+main{max-width:1500px;margin:0 auto;padding:24px}
+.scroll{overflow-x:auto}
 h1{font-size:28px;margin:0 0 4px} h2{font-size:22px;margin:32px 0 8px;border-bottom:1px solid #2a3344}
 .muted{color:#9aa4b2} .banner{background:#5a3b00;border:1px solid #ffb000;padding:10px 14px;border-radius:6px}
 .verdict{border:1px solid #2a3344;border-radius:8px;padding:12px 16px;margin:12px 0;background:#121826}
@@ -151,7 +152,10 @@ def _spread(s: Spread | None, key: str) -> str:
 
 
 def _ms(v: float | None) -> str:
-    return '<td class="na">n/a</td>' if v is None else f'<td data-value="{esc(repr(v))}">{v * 1000:.0f} ms</td>'
+    if v is None:
+        return '<td class="na">n/a</td>'
+    ms = v * 1000
+    return f'<td data-value="{esc(repr(v))}">{ms:.1f} ms</td>' if ms < 10 else f'<td data-value="{esc(repr(v))}">{ms:.0f} ms</td>'
 
 
 def verdict_html(v: WorkloadVerdict) -> str:
@@ -208,7 +212,7 @@ def cells_table(result: SweepResult) -> str:
             + _spread(c.speedup, "speedup") + _spread(c.decode_speedup, "decode_speedup")
             + _num(c.e2e_speedup, ".2f", "x") + _pct(c.acceptance_rate) + _num(c.mean_acceptance_length, ".2f")
             + _num(c.expected_tokens_per_step, ".2f") + _side_cols(c.baseline) + _side_cols(c.speculative) + "</tr>")
-    return f'<table class="cells">{head1}{head2}{"".join(rows)}</table>'
+    return f'<div class="scroll"><table class="cells">{head1}{head2}{"".join(rows)}</table></div>'
 
 
 def errors_html(result: SweepResult) -> str:

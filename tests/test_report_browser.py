@@ -1,0 +1,84 @@
+"""report.html in real headless Chromium: no console errors, no network, charts drawn,
+model output shown as text (never run). Saves a screenshot to artifacts/."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from demo.settings import ROOT, Settings
+from demo.sweep.models import SweepSpec
+from demo.sweep.report import finalize, write_outputs
+from demo.sweep.runner import new_result, resolve_presets, run_sweep
+from tests.standin import Standin, StandinBehavior
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+EVIL = '<script>window.__pwned = 1</script><img src="http://198.51.100.1/x.png" onerror="window.__pwned = 2">'
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real (tiny) sweep against stand-ins whose model output tries to inject HTML."""
+    out = tmp_path_factory.mktemp("report")
+    pieces = [EVIL, " {", " \"a\"", ":", " 1", " }"]
+    base_b = StandinBehavior(tokens_per_s=300, ttft_s=0.02, pieces=pieces)
+    spec_b = StandinBehavior(tokens_per_s=700, ttft_s=0.02, pieces=pieces, speculative=True, chunk_sizes=[1, 4, 2])
+    with Standin(base_b) as base, Standin(spec_b) as spec:
+        sw = SweepSpec(baseline_url=base.url, speculative_url=spec.url, presets=["json_reformat", "poetry"],
+                       concurrency=[1, 2], repeats=1, warmup=0, max_tokens=24)
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
+        presets = resolve_presets(sw.presets, settings.presets_dir)
+        result = new_result(sw, presets)
+        asyncio.run(run_sweep(sw, settings, result, presets))
+    write_outputs(finalize(result), out)
+    return out / "report.html"
+
+
+def test_report_opens_offline_without_console_errors(report: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's Chromium at /usr/bin/chromium: apt-get install -y chromium")
+    from playwright.sync_api import sync_playwright
+
+    html = report.read_text()
+    assert "<script src" not in html and "<link" not in html  # Plotly inlined, nothing fetched
+    assert EVIL not in html and "&lt;script&gt;window.__pwned" in html  # escaped in the file
+
+    errors: list[str] = []
+    requests: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            page = context.new_page()
+
+            def route(r):  # type: ignore[no-untyped-def]
+                if not r.request.url.startswith("file://"):
+                    requests.append(r.request.url)
+                    r.abort()
+                else:
+                    r.continue_()
+
+            page.route("**/*", route)
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(report.as_uri(), wait_until="load")
+            page.wait_for_selector("#chart-speedup .main-svg", timeout=20_000)
+            assert page.locator(".js-plotly-plot").count() == 3
+            assert page.locator("#chart-speedup .bars .point").count() >= 4  # 2 presets x 2 concurrencies
+            assert page.locator(".verdict").count() == 2
+            assert page.evaluate("window.__pwned") is None  # model output never ran
+            page.locator("details").first.evaluate("d => d.open = true")
+            assert "<script>window.__pwned = 1</script>" in page.locator("details pre").first.inner_text()
+            artifacts = ROOT / "artifacts"
+            artifacts.mkdir(exist_ok=True)
+            page.screenshot(path=str(artifacts / "sweep-report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert errors == [], errors
+    assert requests == [], f"the report tried the network: {requests}"
