@@ -1,0 +1,64 @@
+"""End-to-end fixtures: two real vLLM servers (baseline + n-gram speculative).
+
+Uses servers already healthy at SPECDEMO_BASELINE_URL / SPECDEMO_SPECULATIVE_URL (defaults
+127.0.0.1:8000/8001); otherwise starts them with the launcher (`python -m servers up --detach`,
+its own run dir logs/servers-e2e) and stops exactly those at the end of the session.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+
+from demo.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+E2E_RUN_DIR = ROOT / "logs" / "servers-e2e"
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=3.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def real_servers() -> Iterator[Settings]:
+    settings = Settings(save_runs=False)
+    urls = (settings.baseline_url, settings.speculative_url)
+    if all(_healthy(u) for u in urls):
+        print(f"\n[e2e] using running servers {urls[0]} and {urls[1]}")
+        yield settings
+        return
+    base, spec = (urlparse(u) for u in urls)
+    if base.hostname not in ("127.0.0.1", "localhost") or spec.hostname != base.hostname:
+        pytest.fail(f"servers at {urls} are not healthy and are not local, so they cannot be started here")
+    cmd = [sys.executable, "-m", "servers", "up", "--detach", "--host", "127.0.0.1",
+           "--baseline-port", str(base.port), "--speculative-port", str(spec.port), "--run-dir", str(E2E_RUN_DIR)]
+    print(f"\n[e2e] starting the servers: {' '.join(cmd[1:])}", flush=True)
+    t0 = time.monotonic()
+    # Output goes straight to the terminal: the progress display shows what is happening.
+    up = subprocess.run(cmd, cwd=ROOT, timeout=1500)
+    if up.returncode != 0:
+        pytest.fail(f"`python -m servers up` failed (exit {up.returncode}); see its message above")
+    print(f"[e2e] both servers healthy after {time.monotonic() - t0:.0f} s", flush=True)
+    try:
+        yield settings
+    finally:
+        subprocess.run([sys.executable, "-m", "servers", "down", "--run-dir", str(E2E_RUN_DIR)],
+                       cwd=ROOT, timeout=120)
+
+
+@pytest.fixture(scope="session")
+def served_model(real_servers: Settings) -> str:
+    data = httpx.get(f"{real_servers.baseline_url}/v1/models", timeout=5.0).json()
+    return str(data["data"][0]["id"])
+
