@@ -71,7 +71,7 @@ def test_report_opens_offline_without_console_errors(report: Path) -> None:
             page.wait_for_selector("#chart-speedup .main-svg", timeout=20_000)
             assert page.locator(".js-plotly-plot").count() == 3
             assert page.locator("#chart-speedup .bars .point").count() >= 4  # 2 presets x 2 concurrencies
-            assert page.locator(".verdict").count() == 2
+            assert page.locator(".sv-verdict").count() == 2
             assert page.evaluate("window.__pwned") is None  # model output never ran
             page.locator("details").first.evaluate("d => d.open = true")
             assert "<script>window.__pwned = 1</script>" in page.locator("details pre").first.inner_text()

@@ -24,7 +24,7 @@ from demo.sweep.runner import Progress, UnknownPresetError, new_result, resolve_
 DEFAULT_CONCURRENCY = "1,4"
 
 
-def _list(text: str, kind: type, what: str) -> list:
+def parse_numbers(text: str, kind: type, what: str) -> list:
     try:
         values = [kind(x) for x in text.split(",") if x.strip()]
     except ValueError:
@@ -89,12 +89,23 @@ def build_spec(args: argparse.Namespace, settings: Settings) -> SweepSpec:
         names = [n.strip() for n in args.presets.split(",") if n.strip()]
     else:
         names = sorted(load_presets(settings.presets_dir)[0])
+    return make_spec(settings, names, args.concurrency, args.temperatures, args.repeats, args.warmup,
+                     args.max_tokens, args.order)
+
+
+def make_spec(settings: Settings, presets: list[str], concurrency: str, temperatures: str | None, repeats: int,
+              warmup: int, max_tokens: int | None, order: str = "sequential") -> SweepSpec:
+    """A checked SweepSpec from text inputs (the CLI's and the Evaluate tab's); UsageError says what is wrong."""
+    conc = parse_numbers(concurrency, int, "concurrency")
+    temps = parse_numbers(temperatures, float, "temperatures") if temperatures and temperatures.strip() else None
+    if any(c < 1 or c > 1024 for c in conc):
+        raise UsageError("--concurrency values must be between 1 and 1024")
+    if any(not 0 <= t <= 2 for t in temps or []):
+        raise UsageError("--temperatures must be between 0 and 2")
     try:
-        return SweepSpec(
-            baseline_url=settings.baseline_url, speculative_url=settings.speculative_url, presets=names,
-            concurrency=_list(args.concurrency, int, "concurrency"),
-            temperatures=_list(args.temperatures, float, "temperatures") if args.temperatures else None,
-            repeats=args.repeats, warmup=args.warmup, max_tokens=args.max_tokens, order=args.order)
+        return SweepSpec(baseline_url=settings.baseline_url, speculative_url=settings.speculative_url,
+                         presets=presets, concurrency=conc, temperatures=temps, repeats=repeats, warmup=warmup,
+                         max_tokens=max_tokens, order=order)  # type: ignore[arg-type]
     except ValidationError as e:
         err = e.errors()[0]
         raise UsageError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
@@ -104,8 +115,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in (("baseline_url", args.baseline_url), ("speculative_url", args.speculative_url)) if v}
     settings = Settings(**overrides)
     spec = build_spec(args, settings)
-    if any(c < 1 for c in spec.concurrency) or any(not 0 <= t <= 2 for t in spec.temperatures or []):
-        raise UsageError("--concurrency values must be >= 1 and --temperatures between 0 and 2")
     try:
         presets = resolve_presets(spec.presets, settings.presets_dir)
     except UnknownPresetError as e:

@@ -110,17 +110,22 @@ def cell_row_fields() -> list[str]:
 
 # --------------------------------------------------------------------------- HTML
 
-CSS = """
+# The verdict's look, shared with the Evaluate tab (classes prefixed sv- so they clash with nothing).
+VERDICT_CSS = """
+.sv-verdict{border:1px solid #2a3344;border-radius:8px;padding:12px 16px;margin:12px 0;background:#121826;color:#f2f4f8}
+.sv-decision{display:inline-block;font-weight:700;padding:2px 10px;border-radius:4px;margin-right:8px;color:#fff}
+.sv-d-enable{background:#1f6f43} .sv-d-dont{background:#7a2330} .sv-d-depends{background:#7a5a00}
+.sv-d-unknown{background:#3a4252}
+.sv-check li{margin:4px 0} .sv-st{font-weight:600} .sv-st-good{color:#3ccf91} .sv-st-bad{color:#ff6b6b}
+.sv-st-mixed{color:#ffb000} .sv-st-unknown{color:#9aa4b2} .sv-muted{color:#9aa4b2}
+"""
+
+CSS = VERDICT_CSS + """
 body{background:#0b0f17;color:#f2f4f8;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0}
 main{max-width:1500px;margin:0 auto;padding:24px}
 .scroll{overflow-x:auto}
 h1{font-size:28px;margin:0 0 4px} h2{font-size:22px;margin:32px 0 8px;border-bottom:1px solid #2a3344}
 .muted{color:#9aa4b2} .banner{background:#5a3b00;border:1px solid #ffb000;padding:10px 14px;border-radius:6px}
-.verdict{border:1px solid #2a3344;border-radius:8px;padding:12px 16px;margin:12px 0;background:#121826}
-.decision{display:inline-block;font-weight:700;padding:2px 10px;border-radius:4px;margin-right:8px}
-.d-enable{background:#1f6f43} .d-dont{background:#7a2330} .d-depends{background:#7a5a00} .d-unknown{background:#3a4252}
-.check li{margin:4px 0} .st{font-weight:600} .st-good{color:#3ccf91} .st-bad{color:#ff6b6b}
-.st-mixed{color:#ffb000} .st-unknown{color:#9aa4b2}
 table{border-collapse:collapse;width:100%;font-size:14px;margin:8px 0}
 th,td{border:1px solid #2a3344;padding:4px 6px;text-align:right;vertical-align:top}
 th{background:#1a2131} td.l,th.l{text-align:left}
@@ -159,8 +164,9 @@ def _ms(v: float | None) -> str:
 
 
 def verdict_html(v: WorkloadVerdict) -> str:
-    cls = {"enable": "d-enable", "don't": "d-dont", "depends": "d-depends", "unknown": "d-unknown"}[v.decision]
-    items = "".join(f'<li><span class="st st-{esc(i.status)}">{esc(i.name)}: {esc(i.status)}</span> — {esc(i.text)}</li>'
+    cls = {"enable": "sv-d-enable", "don't": "sv-d-dont", "depends": "sv-d-depends",
+           "unknown": "sv-d-unknown"}[v.decision]
+    items = "".join(f'<li><span class="sv-st sv-st-{esc(i.status)}">{esc(i.name)}: {esc(i.status)}</span> — {esc(i.text)}</li>'
                     for i in v.checklist)
     theory = ""
     if v.expected_tokens_per_step is not None or v.measured_tokens_per_step is not None:
@@ -168,13 +174,13 @@ def verdict_html(v: WorkloadVerdict) -> str:
         m = f"{v.measured_tokens_per_step:.2f}" if v.measured_tokens_per_step is not None else "n/a"
         a = f"{v.acceptance_rate:.2f}" if v.acceptance_rate is not None else "n/a"
         k = v.num_spec_tokens if v.num_spec_tokens is not None else "n/a"
-        theory = (f'<p class="muted">Tokens per verification step: measured <b>{esc(m)}</b>; theory '
+        theory = (f'<p class="sv-muted">Tokens per verification step: measured <b>{esc(m)}</b>; theory '
                   f"(1 - a<sup>k+1</sup>) / (1 - a) with a = {esc(a)}, k = {esc(k)}: <b>{esc(e)}</b>. "
                   "(The theory assumes each draft token is accepted independently; real drafts are not.)</p>")
-    return (f'<div class="verdict" data-preset="{esc(v.preset)}" data-temperature="{esc(v.temperature)}" '
-            f'data-decision="{esc(v.decision)}"><span class="decision {cls}">{esc(DECISION_LABELS[v.decision])}'
+    return (f'<div class="sv-verdict" data-preset="{esc(v.preset)}" data-temperature="{esc(v.temperature)}" '
+            f'data-decision="{esc(v.decision)}"><span class="sv-decision {cls}">{esc(DECISION_LABELS[v.decision])}'
             f'</span><b>{esc(v.title)}</b> at T={esc(format(v.temperature, "g"))}'
-            f'<p>{esc(v.headline)}</p><ul class="check">{items}</ul>{theory}</div>')
+            f'<p>{esc(v.headline)}</p><ul class="sv-check">{items}</ul>{theory}</div>')
 
 
 def _side_cols(s: SideCell) -> str:
