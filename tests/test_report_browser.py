@@ -4,6 +4,7 @@ model output shown as text (never run). Saves a screenshot to artifacts/."""
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -35,7 +36,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
         settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
         presets = resolve_presets(sw.presets, settings.presets_dir)
         result = new_result(sw, presets)
-        asyncio.run(run_sweep(sw, settings, result, presets))
+        # Run apart from any event loop this thread holds (a session-wide Playwright browser does).
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, run_sweep(sw, settings, result, presets)).result()
     write_outputs(finalize(result), out)
     return out / "report.html"
 
@@ -43,11 +46,20 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_report_opens_offline_without_console_errors(report: Path) -> None:
     if not CHROMIUM.exists():
         pytest.skip("needs Debian's Chromium at /usr/bin/chromium: apt-get install -y chromium")
-    from playwright.sync_api import sync_playwright
-
     html = report.read_text()
     assert "<script src" not in html and "<link" not in html  # Plotly inlined, nothing fetched
     assert EVIL not in html and "&lt;script&gt;window.__pwned" in html  # escaped in the file
+
+    # Its own Playwright, in its own thread: another test module may hold a browser in this one.
+    with ThreadPoolExecutor(1) as pool:
+        errors, requests = pool.submit(open_in_chromium, report).result()
+    assert errors == [], errors
+    assert requests == [], f"the report tried the network: {requests}"
+
+
+def open_in_chromium(report: Path) -> tuple[list[str], list[str]]:
+    """Open the report offline; check charts, verdicts, escaping; screenshot. Returns (errors, requests)."""
+    from playwright.sync_api import sync_playwright
 
     errors: list[str] = []
     requests: list[str] = []
@@ -80,5 +92,4 @@ def test_report_opens_offline_without_console_errors(report: Path) -> None:
             page.screenshot(path=str(artifacts / "sweep-report.png"), full_page=True)
         finally:
             browser.close()
-    assert errors == [], errors
-    assert requests == [], f"the report tried the network: {requests}"
+    return errors, requests

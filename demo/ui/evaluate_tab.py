@@ -82,10 +82,12 @@ def build(settings: Settings) -> None:
             temperatures = gr.Textbox(value="", label="Temperatures (blank: each preset's own)",
                                       placeholder="e.g. 0,0.7,1.0", elem_id="sd-eval-temps")
             with gr.Row():
-                repeats = gr.Number(value=1, minimum=1, maximum=10, precision=0, label="Repeats", min_width=90)
-                warmup = gr.Number(value=1, minimum=0, maximum=5, precision=0, label="Warm-up", min_width=90)
+                repeats = gr.Number(value=1, minimum=1, maximum=10, precision=0, label="Repeats", min_width=90,
+                                    elem_id="sd-eval-repeats")
+                warmup = gr.Number(value=1, minimum=0, maximum=5, precision=0, label="Warm-up", min_width=90,
+                                   elem_id="sd-eval-warmup")
                 max_tokens = gr.Number(value=128, minimum=1, maximum=4096, precision=0, label="Max tokens",
-                                       min_width=90)
+                                       min_width=90, elem_id="sd-eval-max-tokens")
             with gr.Row():
                 run = gr.Button("▶ Run sweep", variant="primary", elem_id="sd-eval-run", min_width=120)
                 stop = gr.Button("■ Stop", variant="stop", elem_id="sd-eval-stop", min_width=100)

@@ -107,7 +107,7 @@ def recording_banner_html(result: RaceResult | None) -> str:
            f"max {req.max_tokens} tokens"
     return (f'<div class="sd-banner sd-recording" role="status" data-recording="true" '
             f'style="border:3px solid #ff6b6b;padding:10px 14px;border-radius:8px;font-size:22px;font-weight:700">'
-            f"⏺ RECORDING of {view.esc(when)}, not live"
+            f"● RECORDING of {view.esc(when)}, not live"
             f'<div style="font-size:15px;font-weight:400">{view.esc(what)}</div></div>')
 
 

@@ -1,0 +1,91 @@
+"""The Evaluate and Replay tabs in real headless Chromium against stand-in servers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from demo.race import run_race
+from demo.results import RaceRequest
+from demo.runs import load_run, save_run
+from demo.settings import Settings
+from tests.browser.conftest import AppProcess, screenshot
+from tests.standin import Standin, StandinBehavior
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AppProcess, Path]]:
+    tmp = tmp_path_factory.mktemp("evalapp")
+    base = Standin(StandinBehavior(tokens_per_s=300, ttft_s=0.02)).start()
+    spec = Standin(StandinBehavior(tokens_per_s=700, ttft_s=0.02, speculative=True, chunk_sizes=[1, 4, 2])).start()
+    settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
+    req = RaceRequest(preset="poetry", prompt="Write <b>a poem</b>", max_tokens=60, mode="sequential")
+    # Playwright's session-wide browser holds an event loop in this thread: race in another one.
+    with ThreadPoolExecutor(1) as pool:
+        race = pool.submit(asyncio.run, run_race(req, settings)).result()
+    saved = save_run(race, tmp / "runs")
+    app = AppProcess({
+        "SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": spec.url,
+        "SPECDEMO_RUNS_DIR": str(tmp / "runs"), "SPECDEMO_READ_TIMEOUT_S": "10", "SPECDEMO_PROBE_TIMEOUT_S": "2",
+    }, tmp / "app.log")
+    try:
+        yield app, saved
+    finally:
+        app.stop()
+        base.stop()
+        spec.stop()
+
+
+def test_evaluate_tab_runs_a_small_sweep(setup, page) -> None:  # type: ignore[no-untyped-def]
+    app, _ = setup
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(app.url, timeout=30_000)
+    page.get_by_role("tab", name="Evaluate").click()
+    page.wait_for_selector("#sd-eval-run", timeout=15_000)
+    page.fill("#sd-eval-conc textarea, #sd-eval-conc input", "1,2")
+    page.fill("#sd-eval-temps textarea, #sd-eval-temps input", "")
+    page.fill("#sd-eval-max-tokens input", "24")
+    page.press("#sd-eval-max-tokens input", "Tab")
+    page.fill("#sd-eval-warmup input", "0")
+    page.press("#sd-eval-warmup input", "Tab")
+    page.click("#sd-eval-run")
+    try:
+        page.wait_for_selector('#sd-eval-status [data-state="done"]', timeout=90_000)
+    except Exception:
+        screenshot(page, "failure-evaluate-tab")
+        raise
+    assert page.locator("#sd-eval-verdict .sv-verdict").count() == 2  # json_reformat and poetry
+    decisions = page.eval_on_selector_all("#sd-eval-verdict .sv-verdict", "els => els.map(e => e.dataset.decision)")
+    assert decisions[0] == "enable"  # the stand-in's speculative side is faster
+    page.wait_for_selector("#sd-eval-speedup .main-svg", timeout=15_000)
+    assert page.locator("#sd-eval-speedup .bars .point").count() == 4
+    files = page.inner_text("#sd-eval-report")
+    assert "report.html" in files and "results.json" in files and "results.csv" in files, files
+    screenshot(page, "evaluate-tab")
+    assert page.console_errors == []
+
+
+def test_replay_tab_plays_a_saved_run_labelled_as_a_recording(setup, page) -> None:  # type: ignore[no-untyped-def]
+    app, saved = setup
+    result = load_run(saved)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(app.url, timeout=30_000)
+    page.get_by_role("tab", name="Replay").click()
+    page.wait_for_selector("#sd-replay-play", timeout=15_000)
+    page.click("#sd-replay-play")
+    page.wait_for_selector('#sd-replay-banner [data-recording="true"]', timeout=15_000)
+    banner = page.inner_text("#sd-replay-banner")
+    assert "RECORDING of " + result.started_at.strftime("%Y-%m-%d %H:%M:%S UTC") + ", not live" in banner
+    page.wait_for_selector('#sd-replay-status [data-state="done"]', timeout=30_000)
+    text = page.inner_text("#sd-replay-text-speculative .sd-text")
+    assert text.strip() == result.speculative.text.strip()
+    shown = page.get_attribute('#sd-replay-tiles-speculative .sd-tile[data-key="tokens_per_s"]', "data-value")
+    assert shown is not None and float(shown) == pytest.approx(result.speculative.decode_tokens_per_s)
+    screenshot(page, "replay-tab")
+    assert page.console_errors == []
