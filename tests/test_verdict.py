@@ -30,6 +30,7 @@ def cell(preset: str, concurrency: int, speedup: float | None, *, temperature: f
         c.status = "failed"
         c.na_reasons["speedup"] = (errors or ["not measured"])[0]
     c.acceptance_rate = accepted / drafted
+    c.mean_acceptance_length = 1 + accepted / drafts
     return c
 
 
@@ -115,3 +116,12 @@ def test_one_verdict_per_preset_and_temperature_in_sweep_order() -> None:
     vs = verdicts(result)
     assert [(v.preset, v.temperature) for v in vs] == [("json_reformat", 0.0), ("poetry", 0.0), ("poetry", 1.0)]
     assert vs[1].title == "Poetry" and vs[0].title == "json_reformat"
+
+
+def test_a_gain_beyond_the_tokens_per_step_is_noise_and_not_counted() -> None:
+    # Acceptance 0%: every step delivers 1 token, so 1.28x can only be a busy machine's noise.
+    v = decide([cell("poetry", 1, 1.28, temperature=1.0, accepted=0, drafted=52, drafts=13),
+                cell("poetry", 2, 0.86, temperature=1.0, accepted=0, drafted=172, drafts=43)], "Poetry")
+    assert v.decision == "don't"
+    assert "at concurrency 1: 1.00x, acceptance 0%" in v.headline
+    assert "1.28x measured at concurrency 1 is more than the 1.00 tokens per step" in v.headline

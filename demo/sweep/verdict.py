@@ -14,7 +14,9 @@ from __future__ import annotations
 from demo.sweep.models import CellResult, ChecklistItem, SweepResult, WorkloadVerdict
 from demo.sweep.runner import expected_tokens_per_step
 
-GAIN_WORTH = 1.2  # below this a gain rarely pays for a second configuration to run
+# At or above this at a concurrency, speculation "pays" there. n-gram speculation costs no second
+# model and little memory, so a 15% gain is worth one flag; a draft model asks for more.
+GAIN_WORTH = 1.15
 GAIN_NONE = 1.05  # below this there is no gain worth the name
 ACCEPT_HIGH = 0.5
 ACCEPT_LOW = 0.25
@@ -22,6 +24,9 @@ KV_TIGHT = 0.8  # speculation needs KV blocks for the drafts; above this the bat
 KV_EASY = 0.5
 PREFILL_HEAVY = 0.4
 PREFILL_LIGHT = 0.2
+# Speculation cannot speed decoding beyond the tokens each step delivers: a measured gain above
+# that (by this margin) is noise from a busy machine, and counts only up to that bound.
+NOISE_MARGIN = 1.1
 
 
 def pct(x: float) -> str:
@@ -131,6 +136,17 @@ def _prefill(cells: list[CellResult]) -> ChecklistItem:
                          text=text + (f"; decode gain {times(d.median)}, end to end {times(e)}" if d and e else ""))
 
 
+def credible_gain(cell: CellResult) -> tuple[float, str | None]:
+    """The cell's gain, bounded by the tokens per step speculation delivered; and why, if bounded."""
+    assert cell.speedup is not None
+    g, steps = cell.speedup.median, cell.mean_acceptance_length
+    if steps is not None and g > steps * NOISE_MARGIN:
+        return steps, (f"{times(g)} measured at concurrency {cell.settings.concurrency} is more than the "
+                       f"{steps:.2f} tokens per step speculation delivered, so the excess is noise: "
+                       f"counted as {times(steps)}")
+    return g, None
+
+
 def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
     """The verdict for one workload's cells (one preset, one temperature, any concurrencies)."""
     first = cells[0].settings
@@ -148,23 +164,25 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
             (c.na_reasons.get("speedup") for c in cells if "speedup" in c.na_reasons), "not measured")
         verdict.headline = f"{label}: no verdict, no cell produced a speedup ({err})"
         return verdict
-    gains = [(c, cell.speedup.median) for c, cell in known if cell.speedup is not None]
+    credible = {c: credible_gain(cell) for c, cell in known}
+    gains = [(c, credible[c][0]) for c, _cell in known]
     verdict.checklist += [_concurrency(gains), _prefill([cell for _, cell in known])]
 
     def at(c: int, cell: CellResult) -> str:
         acc = f", acceptance {pct(cell.acceptance_rate)}" if cell.acceptance_rate is not None else ""
-        return f"at concurrency {c}: {times(cell.speedup.median)}{acc}"  # type: ignore[union-attr]
+        return f"at concurrency {c}: {times(credible[c][0])}{acc}"
 
     c0, cell0 = known[0]
-    cn, celln = known[-1]
+    cn, _celln = known[-1]
     lo = min(g for _, g in gains)
     hi = max(g for _, g in gains)
     tail = ""
     if len(known) > 1:
-        gn = celln.speedup.median  # type: ignore[union-attr]
+        gn = credible[cn][0]
         tail = (f"; at concurrency {cn} the gain falls to {times(gn)}" if gn < gains[0][1] * 0.9
                 else f"; at concurrency {cn} still {times(gn)}")
-    numbers = f"{label} {at(c0, cell0)}{tail}"
+    noise = "".join(f" ({why})" for _g, why in credible.values() if why)
+    numbers = f"{label} {at(c0, cell0)}{tail}{noise}"
     memory = verdict.checklist[1]
     if lo >= GAIN_WORTH:
         if memory.status == "bad":
