@@ -198,3 +198,44 @@ def test_results_json_is_schemad_and_round_trips(tmp_path: Path) -> None:
     assert cell.settings.baseline_url == result.spec.baseline_url
     assert {s["side"] for s in data["servers"]} == {"baseline", "speculative"}
     assert data["machine"]["python"]
+
+
+def test_simultaneous_order_starts_both_batches_together() -> None:
+    with Standin(BASE) as base, Standin(SPEC) as spec:
+        result = sweep(base, spec, concurrency=[2], repeats=1, order="simultaneous")
+        starts = [t.t_request for t in base.truth + spec.truth]
+    assert max(starts) - min(starts) < 0.1  # four requests, both servers, one instant
+    assert result.cells[0].settings.order == "simultaneous" and result.cells[0].speedup is not None
+
+
+def test_progress_counts_every_batch() -> None:
+    seen = []
+    with Standin(BASE) as base, Standin(SPEC) as spec:
+        sw = SweepSpec(baseline_url=base.url, speculative_url=spec.url, presets=["poetry"], concurrency=[1, 2],
+                       repeats=2, warmup=1, max_tokens=8)
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url)
+        presets = resolve_presets(sw.presets, settings.presets_dir)
+        asyncio.run(run_sweep(sw, settings, new_result(sw, presets), presets, on_progress=seen.append))
+    assert seen[-1].done == seen[-1].total == 2 * 2 * 2
+    assert [p.done for p in seen] == sorted(p.done for p in seen)
+    assert any("warm-up" in p.label for p in seen)
+
+
+def test_terminal_progress_bar_redraws_one_line() -> None:
+    import io
+
+    from demo.sweep.cli import ProgressBar
+    from demo.sweep.runner import Progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    out = Tty()
+    bar = ProgressBar(out)
+    bar.update(Progress(done=0, total=4, label="json_reformat T=0 c=1: baseline, repeat 1/2"))
+    bar.update(Progress(done=2, total=4, label="json_reformat T=0 c=1: speculative, repeat 1/2"))
+    bar.close()
+    text = out.getvalue()
+    assert text.count("\r") == 2 and text.endswith("\n") and text.count("\n") == 1
+    assert "[###############...............] 2/4 json_reformat T=0 c=1: speculative" in text
