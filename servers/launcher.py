@@ -171,6 +171,21 @@ def check_ports(plans: list[Plan]) -> None:
 # ---------------------------------------------------------------- up
 
 
+def _lock_ports(s: LauncherSettings, plans: list[Plan]) -> dict[Role, int]:
+    locks: dict[Role, int] = {}
+    for p in plans:
+        fd = procs.lock_port(s.cache_dir / "locks", p.config.host, p.config.port)
+        if fd is None:
+            for other in locks.values():
+                os.close(other)
+            raise LauncherError(
+                f"port {p.config.port} ({p.role}) is reserved by a server another `python -m servers up` "
+                f"is starting (maybe with another --run-dir); wait for it, or stop it with `python -m servers down`"
+            )
+        locks[p.role] = fd
+    return locks
+
+
 def _marker(s: LauncherSettings, p: Plan) -> Path:
     return s.cache_dir / "compile-markers" / f"{p.role}-{p.cache_key}"
 
@@ -222,7 +237,13 @@ def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
     check_ports(plans)
     model = resolve_model(s, out)
     plans = plan(s, model)
-    check_ports(plans)  # conversion can take minutes; check again just before binding
+    locks = _lock_ports(s, plans)
+    try:
+        check_ports(plans)  # conversion can take minutes; check again just before starting
+    except LauncherError:
+        for fd in locks.values():
+            os.close(fd)
+        raise
 
     s.run_dir.mkdir(parents=True, exist_ok=True)
     records: list[ServerRecord] = []
@@ -237,7 +258,7 @@ def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
                 kinds[p.role] = "warm" if _marker(s, p).exists() else "cold"
                 with open(p.log_path, "w") as f:  # one log per start; the previous one is replaced
                     f.write(f"# {datetime.now(timezone.utc).isoformat()} {shlex.join(p.cmd)}\n")
-                proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT)
+                proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT, keep_fds=(locks[p.role],))
                 rec = ServerRecord(
                     role=p.role, url=p.url, pid=proc.pid, pgid=proc.pid,
                     start_ticks=procs.start_ticks(proc.pid) or 0, log_path=p.log_path,
@@ -256,6 +277,9 @@ def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
         _stop_records(records, s.stop_timeout_s, out)
         clear_state(s.state_file)
         raise
+    finally:
+        for fd in locks.values():
+            os.close(fd)  # the servers hold their own copies: the lock lives as long as they do
 
     for p in plans:
         marker = _marker(s, p)
@@ -285,6 +309,13 @@ def _wait_healthy(s: LauncherSettings, started: list[tuple[Plan, subprocess.Pope
                     + procs.tail(p.log_path, 20)
                 )
             if health_ok(p.url, timeout_s=1.0):
+                owner = procs.listener_pid(p.config.port)
+                if owner is not None and owner not in procs.group_pids(rec.pgid):
+                    progress.finish()
+                    raise LauncherError(
+                        f"another process (PID {owner}) answers on port {p.config.port}, not the {role} server "
+                        f"this run started; stop it or pick another port with --{role}-port"
+                    )
                 rec.time_to_healthy_s = round(time.monotonic() - t0, 1)
                 del pending[role]
                 progress.done(role, rec.time_to_healthy_s)

@@ -6,6 +6,7 @@ Linux only (reads /proc). No psutil: the app venv stays small.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import signal
 import socket
@@ -17,18 +18,37 @@ _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def spawn(cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path) -> subprocess.Popen[bytes]:
+def spawn(
+    cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path, keep_fds: tuple[int, ...] = ()
+) -> subprocess.Popen[bytes]:
     """Start ``cmd`` in a new session (its own process group), stdout+stderr appended to log_path.
 
     A new session keeps a Ctrl-C in the terminal from reaching the server directly (the launcher
     decides when to stop it) and lets `down` stop the server and every child it forked at once.
+    ``keep_fds`` are inherited by the server (a port lock that lives exactly as long as it does).
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
+            start_new_session=True, pass_fds=keep_fds,
         )
+
+
+def lock_port(lock_dir: Path, host: str, port: int) -> int | None:
+    """Take an exclusive lock for host:port; returns its fd, or None when another holds it.
+
+    A server binds its port only after tens of seconds of startup: the lock (inherited by the
+    server, released by the kernel when it exits) keeps a second launcher off the port meanwhile.
+    """
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_dir / f"port-{host}-{port}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _stat_fields(pid: int) -> list[str] | None:

@@ -186,6 +186,68 @@ def test_port_in_use_is_refused_before_anything_starts(env: Env) -> None:
     assert env.leftovers() == [] and not (env.run_dir / "state.json").exists()
 
 
+def test_second_launcher_cannot_take_ports_of_a_pair_still_starting(env: Env) -> None:
+    """A pair binds its ports only late in startup: the port lock, held by the starting
+    servers, keeps a second launcher (another run dir) off those ports meanwhile."""
+    import fcntl
+
+    lock_dir = env.tmp / "cache" / "locks"
+    lock_dir.mkdir(parents=True)
+    with open(lock_dir / f"port-127.0.0.1-{env.ports[0]}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        up = env.run("up", "--detach")
+    assert up.returncode == 1
+    assert f"port {env.ports[0]} (baseline) is reserved by a server another `python -m servers up` is starting" in up.stderr
+    assert env.leftovers() == []
+    # Released with its holder: the next start works and its servers hold the lock themselves.
+    assert env.run("up", "--detach").returncode == 0
+    with open(lock_dir / f"port-127.0.0.1-{env.ports[0]}.lock", "w") as probe:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert env.run("down").returncode == 0
+        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the stopped servers released it
+
+
+def test_health_answered_by_a_stranger_is_not_taken_for_ours(env: Env) -> None:
+    """If another process binds the port after our check and answers /health, `up` must say so,
+    not report someone else's server as ours."""
+    import http.server
+    import threading
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    stranger: list[http.server.HTTPServer] = []
+
+    def squat() -> None:  # binds the baseline port once our launcher has spawned its servers
+        deadline = time.monotonic() + 20
+        while not (env.run_dir / "state.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        srv = http.server.HTTPServer(("127.0.0.1", env.ports[0]), Ok)
+        stranger.append(srv)
+        srv.serve_forever()
+
+    t = threading.Thread(target=squat, daemon=True)
+    t.start()
+    try:
+        up = env.run("up", "--detach", FAKE_BASELINE="never-healthy", FAKE_DELAY_S="1")
+    finally:
+        while not stranger and t.is_alive():
+            time.sleep(0.05)
+        if stranger:
+            stranger[0].shutdown()
+            stranger[0].server_close()
+    assert up.returncode == 1
+    assert f"another process (PID {os.getpid()}) answers on port {env.ports[0]}" in up.stderr
+    assert env.wait_no_leftovers() == []
+
+
 def test_crash_during_start_shows_the_log_tail_and_stops_the_other_server(env: Env) -> None:
     up = env.run("up", "--detach", FAKE_SPECULATIVE="crash", FAKE_DELAY_S="1")
     assert up.returncode == 1

@@ -18,6 +18,9 @@ import httpx
 import pytest
 
 from demo.settings import Settings
+from servers import procs
+from servers.settings import LauncherSettings
+from servers.state import read_state
 
 ROOT = Path(__file__).resolve().parents[2]
 E2E_RUN_DIR = ROOT / "logs" / "servers-e2e"
@@ -30,11 +33,27 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def _wait_for_a_starting_pair(urls: tuple[str, str], timeout_s: float = 900) -> bool:
+    """True once a pair that `python -m servers up` is starting right now becomes healthy."""
+    state = read_state(LauncherSettings().state_file)
+    if state is None:
+        return False
+    print("\n[e2e] a server pair is starting (python -m servers up); waiting for it", flush=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(_healthy(u) for u in urls):
+            return True
+        if not any(procs.is_running(r.pid, r.start_ticks) for r in state.servers):
+            return False
+        time.sleep(2)
+    return False
+
+
 @pytest.fixture(scope="session")
 def real_servers() -> Iterator[Settings]:
     settings = Settings(save_runs=False)
     urls = (settings.baseline_url, settings.speculative_url)
-    if all(_healthy(u) for u in urls):
+    if all(_healthy(u) for u in urls) or _wait_for_a_starting_pair(urls):
         print(f"\n[e2e] using running servers {urls[0]} and {urls[1]}")
         yield settings
         return
