@@ -204,7 +204,8 @@ def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
             if not chunk:
                 continue
             if shade:
-                body.append(f'<span class="{burst_class(tokens)}" title="{tokens} tokens in one step">'
+                plural = "" if tokens == 1 else "s"
+                body.append(f'<span class="{burst_class(tokens)}" title="{tokens} token{plural} in one step">'
                             f"{esc(chunk)}</span>")
             else:
                 body.append(esc(chunk))

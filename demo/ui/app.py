@@ -50,12 +50,6 @@ def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Bl
         on_probe, server_outputs = race["probe"]
         demo.load(on_probe, outputs=server_outputs, show_progress="hidden")
 
-        def on_unload(request: gr.Request) -> None:
-            # The tab closed: abort its race (both server requests), if one is running.
-            if request is not None and request.session_hash:
-                registry.close_session(request.session_hash)
-
-        demo.unload(on_unload)
     demo.queue(default_concurrency_limit=settings.max_concurrent_races)
     return demo
 

@@ -29,6 +29,11 @@ FREE_PROMPT = "(free prompt)"
 CHART_INTERVAL_S = 0.25
 # stream_race folds chunks into snapshots at most every this often: 10-20 UI updates/s.
 SNAPSHOT_INTERVAL_S = 0.05
+# Gradio pulls the next frame within milliseconds while the browser is connected. When the
+# tab closes it stops pulling and leaves this generator suspended (its unload event also
+# fires spuriously on heartbeat reconnects, so it cannot be trusted): a frame left unread
+# this long means nobody is watching, and the race is cancelled, closing both streams.
+CONSUMER_TIMEOUT_S = 5.0
 
 
 class Frame(BaseModel):
@@ -127,30 +132,47 @@ async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl
         finally:
             changed.set()
 
+    unread_since: float | None = None
+
+    async def watchdog(pump_task: asyncio.Task[None]) -> None:
+        while not pump_task.done():
+            await asyncio.sleep(0.5)
+            if unread_since is not None and time.monotonic() - unread_since > CONSUMER_TIMEOUT_S:
+                log.warning("nobody has read the race for %.0f s (tab closed?): aborting both requests",
+                            CONSUMER_TIMEOUT_S)
+                pump_task.cancel()
+                return
+
     yield Frame(run_status=view.run_status_html("running", view.MODE_LABELS[req.mode]),
                 mode=view.mode_html(req.mode), badge=view.identical_badge_html(None),
                 acceptance_figure=charts.acceptance_figure(None), chunk_figure=charts.chunk_figure(None))
     control.pump = asyncio.create_task(pump())
+    guard = asyncio.create_task(watchdog(control.pump))
     last_chart = 0.0
     try:
         while True:
-            await changed.wait()
-            changed.clear()
+            if latest is None:
+                # Checked only when nothing is pending: the pump sets `latest` before it ends.
+                if control.pump.done():
+                    break
+                await changed.wait()
+                changed.clear()
+                continue
             snap, latest = latest, None
-            if snap is not None:
-                now = time.monotonic()
-                with_chart = now - last_chart >= CHART_INTERVAL_S
-                if with_chart:
-                    last_chart = now
-                yield frame_for(snap, with_chart)
-            if control.pump.done():
-                break
+            now = time.monotonic()
+            with_chart = now - last_chart >= CHART_INTERVAL_S
+            if with_chart:
+                last_chart = now
+            unread_since = now
+            yield frame_for(snap, with_chart)
+            unread_since = None
         exc = control.pump.exception() if not control.pump.cancelled() else None
         if isinstance(exc, ValueError):  # bad input, said in one line by the core
             yield Frame(run_status=view.run_status_html("error", str(exc)))
         elif exc is not None:
             raise exc
     finally:
+        guard.cancel()
         if not control.pump.done():
             control.pump.cancel()
             await asyncio.gather(control.pump, return_exceptions=True)
@@ -163,7 +185,7 @@ def final_status(result: RaceResult, saved: str | None) -> str:
         state = "error"
     else:
         state = "done"
-    detail = view.MODE_LABELS[result.mode] + (f" · saved {saved}" if saved else "")
+    detail = view.MODE_LABELS[result.mode] + (" · run saved" if saved else "")
     if state == "error":
         failed = [s for s in ("baseline", "speculative") if getattr(result, s).error]
         detail = f"{' and '.join(failed)} failed (see the pane) · " + detail

@@ -57,11 +57,13 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
         with gr.Column(scale=3):
             banner = gr.HTML(elem_id="sd-banner")
             with gr.Row(equal_height=True):
-                speedup = gr.HTML(view.speedup_html(None), elem_id="sd-speedup", min_width=260)
+                with gr.Column(scale=0, min_width=290):
+                    speedup = gr.HTML(view.speedup_html(None), elem_id="sd-speedup")
                 with gr.Column(scale=3, min_width=300):
                     mode_box = gr.HTML(view.mode_html("race"), elem_id="sd-mode-label")
                     run_status = gr.HTML(view.run_status_html("idle"), elem_id="sd-run-status")
-                badge = gr.HTML(view.identical_badge_html(None), elem_id="sd-badge", min_width=220)
+                with gr.Column(scale=0, min_width=230):
+                    badge = gr.HTML(view.identical_badge_html(None), elem_id="sd-badge")
             with gr.Row(equal_height=True):
                 panes = {}
                 for side in ("baseline", "speculative"):

@@ -2,8 +2,9 @@
 
 Stop sets the race's ``stop`` event: demo.race.stream_race then closes both streams
 (the servers abort the requests) and still delivers a final, cancelled result that the
-page shows and saves. Closing the tab leaves nobody to read the stream, so the pump task
-that drives the race is cancelled outright; that too closes both connections.
+page shows and saves. Closing the tab leaves nobody to read the frames: the watchdog in
+demo.ui.handlers.race_frames then cancels the pump task that drives the race, which
+closes both connections too.
 """
 
 from __future__ import annotations
@@ -42,15 +43,6 @@ class RaceRegistry:
     def drop(self, session: str, control: RaceControl) -> None:
         if self._by_session.get(session) is control:
             del self._by_session[session]
-
-    def close_session(self, session: str) -> None:
-        """The tab is gone: stop and cancel whatever it was running."""
-        control = self._by_session.pop(session, None)
-        if control is None:
-            return
-        control.stop.set()
-        if control.pump is not None and not control.pump.done():
-            control.pump.cancel()
 
     def active(self) -> int:
         return sum(1 for c in self._by_session.values() if c.pump is not None and not c.pump.done())

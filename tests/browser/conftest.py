@@ -1,0 +1,107 @@
+"""Real headless Chromium (Debian's package, driven by Playwright) and the page in a subprocess.
+
+Chromium is never downloaded: the tests use /usr/bin/chromium (``apt-get install -y chromium``)
+and skip, saying so, when it is absent.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+VIEWPORT = {"width": 1280, "height": 720}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[object]:
+    """A Playwright Browser on Debian's Chromium (session-wide: starting it costs seconds)."""
+    if not CHROMIUM.exists():
+        pytest.skip("browser tests need Debian's Chromium at /usr/bin/chromium: apt-get install -y chromium")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (requirements-dev.txt)")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(chromium):  # type: ignore[no-untyped-def]
+    context = chromium.new_context(viewport=VIEWPORT)
+    pg = context.new_page()
+    pg.console_errors = []  # type: ignore[attr-defined]
+    pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))  # type: ignore[attr-defined]
+    yield pg
+    context.close()
+
+
+def screenshot(pg, name: str) -> Path:  # type: ignore[no-untyped-def]
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    pg.screenshot(path=str(path))
+    return path
+
+
+class AppProcess:
+    """`python app.py` in a subprocess, on a free port, configured by SPECDEMO_* variables."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.log_path = log_path
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("SPECDEMO_")}
+        full_env.update({"SPECDEMO_UI_PORT": str(self.port), "SPECDEMO_UI_HOST": "127.0.0.1",
+                         "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"})
+        full_env.update(env)
+        self._log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=full_env,
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self._wait_ready(timeout_s=90)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"app.py exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                if httpx.get(self.url, timeout=2, trust_env=False).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        self.stop()
+        raise RuntimeError(f"app.py did not answer on {self.url} within {timeout_s:g} s:\n{self.output()}")
+
+    def output(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self._log.close()

@@ -1,0 +1,81 @@
+"""demo/ui/handlers.py without a browser: frames, the final result, Stop, and the watchdog
+that aborts a race nobody reads any more (a closed tab). Real stand-in servers on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from demo.presets import Message, Preset
+from demo.settings import Settings
+from demo.ui import handlers
+from demo.ui.session import RaceControl, RaceRegistry
+
+
+def _settings(base, spec) -> Settings:  # type: ignore[no-untyped-def]
+    return Settings(baseline_url=base.url, speculative_url=spec.url, read_timeout_s=5, probe_timeout_s=2)
+
+
+def _req(max_tokens: int):  # type: ignore[no-untyped-def]
+    return handlers.build_request({}, None, "hello", 0.0, max_tokens, "race")
+
+
+@pytest.mark.asyncio
+async def test_every_race_ends_with_the_result_frame(standin_factory) -> None:  # type: ignore[no-untyped-def]
+    base = standin_factory(tokens_per_s=400)
+    spec = standin_factory(speculative=True, tokens_per_s=800, chunk_sizes=[1, 3])
+    for _ in range(5):  # the last snapshot used to be dropped when the race ended mid-yield
+        frames = [f async for f in handlers.race_frames(_req(30), _settings(base, spec), RaceControl())]
+        assert frames[-1].result is not None
+        assert frames[-1].result.speculative.completion_tokens == 30
+        assert sum(f.result is not None for f in frames) == 1
+        assert frames[-1].acceptance_figure is not None and frames[-1].badge is not None
+
+
+@pytest.mark.asyncio
+async def test_stop_event_aborts_both_and_still_gives_a_cancelled_result(standin_factory) -> None:  # type: ignore[no-untyped-def]
+    base = standin_factory(tokens_per_s=20)
+    spec = standin_factory(speculative=True, tokens_per_s=40, chunk_sizes=[1, 2])
+    registry = RaceRegistry()
+    control = registry.arm("s1")
+    frames = []
+    async for f in handlers.race_frames(_req(500), _settings(base, spec), control):
+        frames.append(f)
+        if f.speculative is not None and f.baseline is not None and "quick" in f.baseline.text_html:
+            registry.stop("s1")
+    assert frames[-1].result is not None and frames[-1].result.cancelled
+    assert base.wait_idle(5) and spec.wait_idle(5)
+    assert (base.aborted, spec.aborted) == (1, 1)
+
+
+@pytest.mark.asyncio
+async def test_unread_race_is_aborted(standin_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(handlers, "CONSUMER_TIMEOUT_S", 0.5)
+    base = standin_factory(tokens_per_s=20)
+    spec = standin_factory(speculative=True, tokens_per_s=40)
+    gen = handlers.race_frames(_req(500), _settings(base, spec), RaceControl())
+    for _ in range(3):
+        await gen.__anext__()
+    # Nobody reads on (as when Gradio stops pulling for a closed tab) and nobody closes `gen`.
+    for _ in range(60):
+        await asyncio.sleep(0.1)
+        if base.aborted and spec.aborted:
+            break
+    assert (base.aborted, spec.aborted) == (1, 1)
+    await gen.aclose()
+
+
+def test_build_request_preset_or_free_prompt() -> None:
+    p = Preset(name="json", title="J", expect="e", max_tokens=100,
+               messages=[Message(role="system", content="sys"), Message(role="user", content="do it")])
+    req = handlers.build_request({"json": p}, "json", "do it", 0.0, 120, "sequential")
+    assert req.preset == "json" and req.messages == p.messages and req.max_tokens == 120
+    assert req.mode == "sequential"
+    edited = handlers.build_request({"json": p}, "json", "do it again", 0.5, 50, "race")
+    assert edited.preset is None and edited.messages[0].content == "do it again"
+    with pytest.raises(ValueError, match="max_tokens"):
+        handlers.build_request({}, None, "x", 0.0, 0, "race")
+    with pytest.raises(ValueError, match="temperature"):
+        handlers.build_request({}, None, "x", 3.0, 10, "race")
