@@ -160,14 +160,14 @@ def _ms(v: float | None) -> str:
     if v is None:
         return '<td class="na">n/a</td>'
     ms = v * 1000
-    return f'<td data-value="{esc(repr(v))}">{ms:.1f} ms</td>' if ms < 10 else f'<td data-value="{esc(repr(v))}">{ms:.0f} ms</td>'
+    return f'<td data-value="{esc(repr(v))}">{ms:.{1 if ms < 10 else 0}f} ms</td>'
 
 
 def verdict_html(v: WorkloadVerdict) -> str:
     cls = {"enable": "sv-d-enable", "don't": "sv-d-dont", "depends": "sv-d-depends",
            "unknown": "sv-d-unknown"}[v.decision]
-    items = "".join(f'<li><span class="sv-st sv-st-{esc(i.status)}">{esc(i.name)}: {esc(i.status)}</span> — {esc(i.text)}</li>'
-                    for i in v.checklist)
+    items = "".join(f'<li><span class="sv-st sv-st-{esc(i.status)}">{esc(i.name)}: {esc(i.status)}</span>'
+                    f" — {esc(i.text)}</li>" for i in v.checklist)
     theory = ""
     if v.expected_tokens_per_step is not None or v.measured_tokens_per_step is not None:
         e = f"{v.expected_tokens_per_step:.2f}" if v.expected_tokens_per_step is not None else "n/a"
@@ -247,7 +247,8 @@ def servers_html(result: SweepResult) -> str:
         spec = "none (baseline)" if s.side == "baseline" else (
             f"{s.spec_method or 'method n/a'}, k={s.spec_num_tokens if s.spec_num_tokens is not None else 'n/a'}")
         state = "up" if s.healthy else f"down: {s.error}"
-        rows.append(f'<tr><td class="l">{esc(s.side)}</td><td class="l">{esc(s.url)}</td><td class="l">{esc(state)}</td>'
+        rows.append(f'<tr><td class="l">{esc(s.side)}</td><td class="l">{esc(s.url)}</td>'
+                    f'<td class="l">{esc(state)}</td>'
                     f'<td class="l">{esc(s.model or "n/a")}</td><td>{esc(s.max_model_len or "n/a")}</td>'
                     f'<td class="l">{esc(spec)}</td></tr>')
     head = ('<tr><th class="l">side</th><th class="l">URL</th><th class="l">state at start</th>'
@@ -275,9 +276,11 @@ def settings_html(result: SweepResult) -> str:
 
 
 def report_html(result: SweepResult) -> str:
+    config = {"displaylogo": False, "responsive": True}
     figs = "".join(
-        f'<div class="chart">{pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id="chart-" + key, config={"displaylogo": False, "responsive": True})}</div>'
-        for key, fig in all_figures(result))
+        '<div class="chart">'
+        + pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id="chart-" + key, config=config)
+        + "</div>" for key, fig in all_figures(result))
     when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")
     banner = ""
     if result.interrupted:

@@ -354,22 +354,22 @@ async def run_cell(http: httpx.AsyncClient, cell: CellSettings, preset: Preset, 
             if cell.warmup:
                 step(f"{cell_label(cell)}: warm-up {side}", False)
                 await _warm_up(http, servers[side], req, cell.concurrency, settings, cell.warmup)
+
+        async def one(side: Side, r: int) -> None:
+            label = f"{cell_label(cell)}: {side}, repeat {r + 1}/{cell.repeats}"
+            step(label, False)
+            stats, text = await run_batch(http, servers[side], req, cell.concurrency, settings)
+            (base if side == "baseline" else spec).append(stats)
+            if texts[side] is None:
+                texts[side] = text
+            step(label, True)
+
         for r in range(cell.repeats):
-            rep = f"repeat {r + 1}/{cell.repeats}"
-
-            async def one(side: Side) -> None:
-                step(f"{cell_label(cell)}: {side}, {rep}", False)
-                stats, text = await run_batch(http, servers[side], req, cell.concurrency, settings)
-                (base if side == "baseline" else spec).append(stats)
-                if texts[side] is None:
-                    texts[side] = text
-                step(f"{cell_label(cell)}: {side}, {rep}", True)
-
             if cell.order == "sequential":
-                await one("baseline")
-                await one("speculative")
+                await one("baseline", r)
+                await one("speculative", r)
             else:
-                await asyncio.gather(one("baseline"), one("speculative"))
+                await asyncio.gather(one("baseline", r), one("speculative", r))
     except asyncio.CancelledError:
         n = min(len(base), len(spec))
         partial = assemble_cell(cell, base[:n], spec[:n])
