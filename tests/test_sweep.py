@@ -198,6 +198,7 @@ def test_results_json_is_schemad_and_round_trips(tmp_path: Path) -> None:
     assert cell.settings.baseline_url == result.spec.baseline_url
     assert {s["side"] for s in data["servers"]} == {"baseline", "speculative"}
     assert data["machine"]["python"]
+    assert data["server_versions"] == {}  # the stand-in has no GET /version: left out, not guessed
 
 
 def test_simultaneous_order_starts_both_batches_together() -> None:

@@ -177,6 +177,7 @@ class SweepResult(BaseModel):
     interrupted: bool = False
     machine: MachineInfo | None = None
     servers: list[ServerInfo] = Field(default_factory=list)
+    server_versions: dict[str, str] = Field(default_factory=dict)  # side -> vLLM's GET /version
     preset_titles: dict[str, str] = Field(default_factory=dict)
     cells: list[CellResult] = Field(default_factory=list)
     verdicts: list[WorkloadVerdict] = Field(default_factory=list)

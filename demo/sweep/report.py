@@ -247,6 +247,8 @@ def servers_html(result: SweepResult) -> str:
         spec = "none (baseline)" if s.side == "baseline" else (
             f"{s.spec_method or 'method n/a'}, k={s.spec_num_tokens if s.spec_num_tokens is not None else 'n/a'}")
         state = "up" if s.healthy else f"down: {s.error}"
+        if s.side in result.server_versions:
+            state += f" (vLLM {result.server_versions[s.side]})"
         rows.append(f'<tr><td class="l">{esc(s.side)}</td><td class="l">{esc(s.url)}</td>'
                     f'<td class="l">{esc(state)}</td>'
                     f'<td class="l">{esc(s.model or "n/a")}</td><td>{esc(s.max_model_len or "n/a")}</td>'

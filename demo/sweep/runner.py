@@ -409,6 +409,16 @@ def machine_info() -> MachineInfo:
                        cpu_count=os.cpu_count(), memory_total_gb=mem, gpus=gpus)
 
 
+async def server_version(http: httpx.AsyncClient, url: str, settings: Settings) -> str | None:
+    """vLLM's version from GET /version; None when the server does not say."""
+    try:
+        resp = await http.get(url.rstrip("/") + "/version", timeout=settings.probe_timeout_s)
+        version = resp.json().get("version") if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return str(version) if version else None
+
+
 def new_result(spec: SweepSpec, presets: dict[str, Preset]) -> SweepResult:
     return SweepResult(spec=spec, machine=machine_info(),
                        preset_titles={n: p.title for n, p in presets.items()})
@@ -446,6 +456,9 @@ async def run_sweep(
         result.servers = list(await asyncio.gather(
             probe_server(http, "baseline", spec.baseline_url, settings),
             probe_server(http, "speculative", spec.speculative_url, settings)))
+        for side, server in servers.items():
+            if (version := await server_version(http, server.url, settings)) is not None:
+                result.server_versions[side] = version
         for cell in cells:
             try:
                 cell_result = await run_cell(http, cell, presets[cell.preset], servers, settings, step,

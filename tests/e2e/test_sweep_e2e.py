@@ -43,6 +43,7 @@ def test_the_sweep_completes_every_cell(sweep: tuple[SweepResult, Path, str]) ->
         assert c.num_spec_tokens == 4 and c.expected_tokens_per_step is not None
         assert c.baseline.ok_requests == c.speculative.ok_requests == 2 * c.settings.concurrency
         assert c.speculative.kv_cache_usage_peak_perc is not None
+    assert set(result.server_versions) == {"baseline", "speculative"}  # vLLM's GET /version
     json1 = result.cells[0]
     assert json1.identical_text is True  # greedy and fp32: lossless, token for token
     for name in ("results.json", "results.csv", "report.html"):
