@@ -35,15 +35,17 @@ def _healthy(url: str) -> bool:
 
 def _wait_for_a_starting_pair(urls: tuple[str, str], timeout_s: float = 900) -> bool:
     """True once a pair that `python -m servers up` is starting right now becomes healthy."""
-    state = read_state(LauncherSettings().state_file)
-    if state is None:
+    # A pair from `python -m servers up`, or from another test session's fixture.
+    states = [read_state(f) for f in (LauncherSettings().state_file, E2E_RUN_DIR / "state.json")]
+    records = [r for st in states if st is not None for r in st.servers]
+    if not any(procs.is_running(r.pid, r.start_ticks) for r in records):
         return False
     print("\n[e2e] a server pair is starting (python -m servers up); waiting for it", flush=True)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if all(_healthy(u) for u in urls):
             return True
-        if not any(procs.is_running(r.pid, r.start_ticks) for r in state.servers):
+        if not any(procs.is_running(r.pid, r.start_ticks) for r in records):
             return False
         time.sleep(2)
     return False
