@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from pydantic import ValidationError
+
 from demo.server_info import probe_servers, terminal_report
 from demo.settings import Settings
 from demo.ui.app import build_app, launch_kwargs
@@ -13,7 +15,13 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
 
 def main() -> int:
-    settings = Settings()
+    try:
+        settings = Settings()
+    except ValidationError as e:
+        err = e.errors()[0]
+        name = "SPECDEMO_" + "_".join(str(p) for p in err["loc"]).upper()
+        print(f"error: setting {name} is invalid: {err['msg']} (fix the variable or .env)", file=sys.stderr)
+        return 2
     print("Speculative decoding demo: checking the servers…", flush=True)
     infos = asyncio.run(probe_servers(settings))
     print(terminal_report(infos), flush=True)

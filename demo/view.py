@@ -163,7 +163,8 @@ def tiles_html(side: Side, tiles: list[Tile]) -> str:
     parts = [f'<div class="sd-tiles" data-side="{esc(side)}">']
     for t in tiles:
         value_attr = "" if t.value is None else f' data-value="{esc(repr(t.value))}"'
-        note = f'<div class="sd-tile-note">{esc(t.note)}</div>' if t.note else ""
+        live = " sd-live" if t.note == "live" else ""
+        note = f'<div class="sd-tile-note{live}">{esc(t.note)}</div>' if t.note else ""
         unit = f'<span class="sd-unit">{esc(t.unit)}</span>' if t.unit else ""
         na_class = " sd-na" if t.text == NA else ""
         parts.append(
@@ -277,15 +278,27 @@ def identical_badge_html(result: RaceResult | None) -> str:
             f"✗ Outputs differ{esc(where)}{ctx}</div>")
 
 
-def spec_pane_title(method: str | None, k: int | None, reason: str | None = None) -> str:
-    """'Speculative (ngram, k=4)'; unknown parts say n/a with the reason."""
-    m = method or na_label(reason or "method unknown: set SPECDEMO_SPEC_METHOD")
-    kk = f"k={k}" if k is not None else "k " + na_label("not reported yet")
-    return f"Speculative ({m}, {kk})"
+def spec_pane_title(method: str | None, k: int | None) -> str:
+    """'Speculative (ngram, k=4)'; an unknown part reads n/a (spec_title_note says why)."""
+    kk = f"k={k}" if k is not None else "k n/a"
+    return f"Speculative ({method or NA}, {kk})"
 
 
-def pane_title_html(title: str) -> str:
-    return f'<div class="sd-pane-title">{esc(title)}</div>'
+def spec_title_note(method: str | None, k: int | None) -> str | None:
+    """Why a part of the speculative title is n/a, or None when both are known."""
+    why = []
+    if not method:
+        why.append("method not reported by vLLM: set SPECDEMO_SPEC_METHOD")
+    if k is None:
+        why.append("k: set SPECDEMO_SPEC_NUM_TOKENS, or run once")
+    return "; ".join(why) or None
+
+
+def pane_title_html(title: str, note: str | None = None) -> str:
+    """One line, never wrapping (the panes must stay aligned); the n/a reason in small print."""
+    small = f' <span class="sd-pane-note">n/a: {esc(note)}</span>' if note else ""
+    hover = esc(title + (f" (n/a: {note})" if note else ""))
+    return f'<div class="sd-pane-title" title="{hover}">{esc(title)}{small}</div>'
 
 
 def run_status_html(state: str, detail: str = "") -> str:
@@ -430,6 +443,9 @@ def server_panel_html(infos: list[ServerInfo]) -> str:
             spec = spec_pane_title(i.spec_method, i.spec_num_tokens).removeprefix("Speculative ")
             if i.spec_source:
                 spec += f" from {i.spec_source}"
+            note = spec_title_note(i.spec_method, i.spec_num_tokens)
+            if note:
+                spec += f" (n/a: {note})"
         else:
             spec = "none (baseline)"
         if i.kv_cache_usage_perc is not None:

@@ -82,7 +82,8 @@ def build_request(presets: dict[str, Preset], preset_name: str | None, prompt: s
 
 
 def spec_title(settings: Settings, infos: list[ServerInfo] | None, result: RaceResult | None) -> str:
-    """'Speculative (method, k)' from the launcher's settings, the server, or the last run."""
+    """The speculative pane's title line (HTML): 'Speculative (method, k)' from the launcher's
+    settings, the server, or the last run; what is unknown says n/a and why."""
     method, k = settings.spec_method, settings.spec_num_tokens
     spec_info = next((i for i in infos or [] if i.side == "speculative"), None)
     if spec_info is not None:
@@ -90,7 +91,7 @@ def spec_title(settings: Settings, infos: list[ServerInfo] | None, result: RaceR
         k = k or spec_info.spec_num_tokens
     if k is None and result is not None and result.speculative.spec is not None:
         k = result.speculative.spec.num_spec_tokens
-    return view.spec_pane_title(method, k)
+    return view.pane_title_html(view.spec_pane_title(method, k), view.spec_title_note(method, k))
 
 
 def frame_for(snapshot: RaceSnapshot, with_chart: bool) -> Frame:

@@ -68,12 +68,11 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                 panes = {}
                 for side in ("baseline", "speculative"):
                     with gr.Column(elem_id=f"sd-pane-{side}", min_width=360):
-                        title = gr.HTML(view.pane_title_html(
-                            "Baseline" if side == "baseline" else handlers.spec_title(settings, None, None)),
-                            elem_id=f"sd-title-{side}")
+                        title = gr.HTML(view.pane_title_html("Baseline") if side == "baseline"
+                                        else handlers.spec_title(settings, None, None), elem_id=f"sd-title-{side}")
                         status = gr.HTML("", elem_id=f"sd-status-{side}")
                         tiles = gr.HTML("", elem_id=f"sd-tiles-{side}")
-                        text = gr.HTML('<div class="sd-text"></div>', elem_id=f"sd-text-{side}")
+                        text = gr.HTML(_placeholder(side), elem_id=f"sd-text-{side}")
                         panes[side] = (title, status, tiles, text)
             gr.HTML(view.burst_legend_html())
 
@@ -113,7 +112,7 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
 
     async def on_arm(request: gr.Request) -> str:
         registry.arm(_session(request))
-        return view.run_status_html("waiting", f"up to {settings.max_concurrent_races} races run at once")
+        return view.run_status_html("waiting", f"this page runs {settings.max_concurrent_races} at a time")
 
     async def on_race(preset_name: str, prompt_text: str, temp: float, max_tok: float, mode_value: str,
                       rows: list[dict], infos: list[dict], request: gr.Request):
@@ -145,7 +144,7 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                 download: _write_csv(rows),
             }
             prior = [ServerInfo(**i) for i in infos]
-            final[panes["speculative"][0]] = view.pane_title_html(handlers.spec_title(settings, prior, result))
+            final[panes["speculative"][0]] = handlers.spec_title(settings, prior, result)
             if result.baseline.error or result.speculative.error:
                 # A side failed: re-probe so the banner says which server is down and what to do.
                 banner_html, servers_html, _title, infos_dump = await on_probe()
@@ -164,7 +163,8 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                     *[c for side in panes.values() for c in side]]
     race_event = arm.then(on_race, inputs=race_inputs, outputs=race_outputs,
                           concurrency_limit=settings.max_concurrent_races, concurrency_id="race",
-                          show_progress="minimal", show_progress_on=[run_status])
+                          # Our own status line says "waiting" / "racing": Gradio's overlay would dim it.
+                          show_progress="hidden")
     stop.click(on_stop, queue=False, show_progress="hidden")
     refresh.click(on_probe, outputs=server_outputs, show_progress="minimal")
     mode.change(lambda m: view.mode_html(m), inputs=[mode], outputs=[mode_box], queue=False,
@@ -177,6 +177,12 @@ def _session(request: gr.Request | None) -> str:
     return (request.session_hash if request is not None else None) or "no-session"
 
 
+def _placeholder(side: str) -> str:
+    # Not class "sd-text": that holds the model's answer only (tests read it).
+    return (f'<div class="sd-idle" data-side="{side}"><div class="sd-text-body sd-placeholder">'
+            f"Press Start: the {side} server's answer streams here.</div></div>")
+
+
 def _expect_html(preset: Preset | None) -> str:
     if preset is None:
         return '<div class="sd-expect"></div>'
@@ -185,7 +191,7 @@ def _expect_html(preset: Preset | None) -> str:
 
 def _server_outputs(infos: list[ServerInfo], settings: Settings) -> tuple[Any, ...]:
     return (view.server_banner_html(infos), view.server_panel_html(infos),
-            view.pane_title_html(handlers.spec_title(settings, infos, None)),
+            handlers.spec_title(settings, infos, None),
             [i.model_dump() for i in infos])
 
 

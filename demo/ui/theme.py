@@ -59,10 +59,13 @@ footer { display: none !important; }
   padding: 6px 12px; font-size: 16px; font-weight: 600; }
 .sd-banner ul { margin: 0; padding-left: 18px; }
 .sd-banner code, .sd-banner li { color: #fff; }
-.sd-pane-title { font-size: 22px; font-weight: 800; color: #f2f4f8; }
+.sd-pane-title { font-size: 22px; font-weight: 800; color: #f2f4f8; white-space: nowrap;
+  overflow: hidden; text-overflow: ellipsis; }
+.sd-pane-note { font-size: 12px; font-weight: 400; color: #94a3b8; }
 #sd-pane-speculative .sd-pane-title { color: #ffb000; }
 .sd-tiles { display: grid; grid-template-columns: repeat(3, 1fr); gap: 6px; }
-.sd-tile { background: #1a2233; border: 1px solid #2a3446; border-radius: 8px; padding: 2px 8px; }
+.sd-tile-note.sd-live { position: absolute; top: 3px; right: 6px; color: #4ade80; font-weight: 700; }
+.sd-tile { position: relative; background: #1a2233; border: 1px solid #2a3446; border-radius: 8px; padding: 2px 8px; }
 .sd-tile-label { font-size: 13px; color: #c9d1dd; text-transform: uppercase; letter-spacing: .04em; }
 .sd-tile-value { font-size: 28px; font-weight: 800; color: #f2f4f8; line-height: 1.1;
   font-variant-numeric: tabular-nums; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
@@ -72,12 +75,14 @@ footer { display: none !important; }
 .sd-side-status { font-size: 14px; color: #c9d1dd; }
 .sd-side-error { font-size: 15px; background: #7f1d1d; color: #fff; padding: 4px 8px; border-radius: 6px; }
 /* column-reverse keeps the view pinned to the newest text while it streams */
-.sd-text-body { margin-bottom: auto; }
-.sd-text { height: 232px; overflow-y: auto; display: flex; flex-direction: column-reverse; white-space: pre-wrap; word-break: break-word;
+/* pin short text to the top (in column-reverse the free space is below) */
+.sd-text > .sd-text-body, .sd-idle > .sd-text-body { margin-bottom: auto !important; margin-top: 0 !important; }
+.sd-text, .sd-idle { height: 232px; overflow-y: auto; display: flex; flex-direction: column-reverse; white-space: pre-wrap; word-break: break-word;
   font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 16px; line-height: 1.35;
   background: #0f1522; color: #f2f4f8; border: 1px solid #2a3446; border-radius: 8px; padding: 6px 8px; }
 .sd-text .b2 { background: #3b2f0b; } .sd-text .b3 { background: #5c4510; }
 .sd-text .b4 { background: #7a5a12; } .sd-text .b5 { background: #a87a10; color: #0b0f17; }
+.sd-placeholder { color: #64748b; font-style: italic; }
 .sd-legend { font-size: 12px; color: #c9d1dd; }
 .sd-legend span { padding: 0 5px; margin-left: 3px; border-radius: 3px; }
 .sd-legend .b1 { border: 1px solid #2a3446; } .sd-legend .b2 { background: #3b2f0b; }

@@ -145,8 +145,8 @@ def test_race_streams_live_and_shows_the_core_figures(page, app, servers) -> Non
     page.evaluate(OBSERVER_JS)
     start(page)
     page.wait_for_function(
-        "() => document.querySelector('#sd-text-baseline .sd-text').textContent.length > 20"
-        " && document.querySelector('#sd-text-speculative .sd-text').textContent.length > 20")
+        "() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 20"
+        " && (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 20")
     screenshot(page, "race-2-streaming")
     assert wait_finished(page) == "done"
     screenshot(page, "race-3-finished")
@@ -206,8 +206,8 @@ def test_stop_aborts_both_requests_mid_stream(page, app, servers) -> None:  # ty
     choose(page, PRESET_TITLE, max_tokens=600)
     start(page)
     page.wait_for_function(
-        "() => document.querySelector('#sd-text-baseline .sd-text').textContent.length > 10"
-        " && document.querySelector('#sd-text-speculative .sd-text').textContent.length > 10")
+        "() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 10"
+        " && (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10")
     t_stop = time.monotonic()
     page.click("#sd-stop")
     assert wait_finished(page, 15_000) == "stopped"
@@ -295,7 +295,7 @@ def test_closing_the_tab_aborts_both_requests(chromium, app, servers) -> None:  
     open_page(pg, app)
     choose(pg, PRESET_TITLE, max_tokens=600)
     start(pg)
-    pg.wait_for_function("() => document.querySelector('#sd-text-speculative .sd-text').textContent.length > 10")
+    pg.wait_for_function("() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10")
     t_close = time.monotonic()
     context.close()
     deadline = time.monotonic() + 20
@@ -319,4 +319,34 @@ def test_no_servers_says_how_to_start_them(page, tmp_path: Path) -> None:  # typ
         assert banner.count("python -m servers up") == 2
         screenshot(page, "no-servers-1-banner")
     finally:
+        app.stop()
+
+
+def test_second_viewer_waits_visibly_for_a_free_slot(chromium, servers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    base, spec = servers
+    set_behaviors(servers, StandinBehavior(tokens_per_s=40),
+                  StandinBehavior(speculative=True, tokens_per_s=80, chunk_sizes=[1, 2]))
+    app = AppProcess({"SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": spec.url,
+                      "SPECDEMO_MAX_CONCURRENT_RACES": "1", "SPECDEMO_SAVE_RUNS": "false"},
+                     tmp_path / "app.log")
+    contexts = [chromium.new_context(viewport={"width": 1280, "height": 720}) for _ in range(2)]
+    try:
+        first, second = (c.new_page() for c in contexts)
+        for pg in (first, second):
+            open_page(pg, app)
+            choose(pg, PRESET_TITLE, max_tokens=120)
+        start(first)
+        first.wait_for_function("() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
+        start(second)
+        second.wait_for_selector('#sd-run-status .sd-run-status[data-state="waiting"]', timeout=5_000)
+        time.sleep(0.5)
+        assert second.get_attribute("#sd-run-status .sd-run-status", "data-state") == "waiting"
+        assert second.locator("#sd-text-baseline .sd-text").count() == 0  # nothing sent yet
+        screenshot(second, "queue-1-second-viewer-waiting")
+        assert wait_finished(first) == "done"
+        assert wait_finished(second) == "done"
+        assert base.wait_idle(5) and spec.wait_idle(5)
+    finally:
+        for c in contexts:
+            c.close()
         app.stop()

@@ -1,0 +1,51 @@
+"""The stage page against the two real CPU vLLM servers: one sequential A/B race in headless
+Chromium; the page's figures must be the saved RaceResult's (issue 4, end-to-end)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from demo.runs import list_runs, load_run
+from demo.settings import Settings
+from tests.browser.conftest import AppProcess, chromium, page, screenshot  # noqa: F401 - fixtures
+from tests.browser.test_race_page import OBSERVER_JS, choose, start, tile_value, updates_per_s, wait_finished
+
+pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+
+def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    env = {"SPECDEMO_BASELINE_URL": real_servers.baseline_url,
+           "SPECDEMO_SPECULATIVE_URL": real_servers.speculative_url,
+           "SPECDEMO_RUNS_DIR": str(tmp_path / "runs"), "SPECDEMO_READ_TIMEOUT_S": "120"}
+    if real_servers.spec_method:
+        env["SPECDEMO_SPEC_METHOD"] = real_servers.spec_method
+    app = AppProcess(env, tmp_path / "app.log")
+    try:
+        page.goto(app.url, timeout=30_000)
+        page.wait_for_selector("#sd-servers table", timeout=30_000)
+        assert not page.locator("#sd-banner .sd-banner").count(), page.text_content("#sd-banner")
+        choose(page, "JSON reformat (copy-heavy)", max_tokens=160, mode="sequential")
+        page.evaluate(OBSERVER_JS)
+        start(page)
+        state = wait_finished(page, 300_000)
+        screenshot(page, "e2e-race-finished")
+        assert state == "done", app.output()[-2000:]
+        rec = page.evaluate("() => window.__sd")
+        for side in ("baseline", "speculative"):
+            n, rate = updates_per_s(rec[side]["text"])
+            print(f"\n[e2e ui-rate] {side}: text updated {n}x at {rate:.1f} updates/s while streaming")
+            assert n >= 10
+        (run,) = list_runs(tmp_path / "runs")
+        result = load_run(run)
+        assert result.mode == "sequential" and result.preset == "json_reformat"
+        assert float(page.get_attribute("#sd-speedup .sd-speedup", "data-value")) == result.speedup
+        assert tile_value(page, "speculative", "tokens_per_s") == result.speculative.decode_tokens_per_s
+        assert tile_value(page, "baseline", "tokens_per_s") == result.baseline.decode_tokens_per_s
+        assert result.speculative.spec is not None
+        assert tile_value(page, "speculative", "acceptance_rate") == result.speculative.spec.acceptance_rate
+        print(f"[e2e page] speedup {result.speedup:.2f}x, acceptance "
+              f"{result.speculative.spec.acceptance_rate:.0%}, identical={result.identical_text}")
+    finally:
+        app.stop()
