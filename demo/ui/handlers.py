@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 FREE_PROMPT = "(free prompt)"
 # The race chart carries every chunk so far: redraw it less often than the tiles.
-CHART_INTERVAL_S = 0.25
+CHART_INTERVAL_S = 0.5
 # stream_race folds chunks into snapshots at most every this often: 10-20 UI updates/s.
 SNAPSHOT_INTERVAL_S = 0.05
 # Gradio pulls the next frame within milliseconds while the browser is connected. When the

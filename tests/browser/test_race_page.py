@@ -7,6 +7,8 @@ printed (run with -s to see them).
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import time
 from collections.abc import Iterator
@@ -192,8 +194,16 @@ def test_race_streams_live_and_shows_the_core_figures(page, app, servers) -> Non
     acc_text = page.text_content('#sd-tiles-speculative [data-key="acceptance_rate"] .sd-tile-value')
     assert acc_text == f"{result.speculative.spec.acceptance_rate * 100:.0f}%"
     assert page.get_attribute("#sd-badge .sd-badge", "data-identical") == "true"
-    # The history table got the run.
+    # The history table got the run, and its CSV download holds the exact figures.
     assert page.locator("#sd-history").get_by_text("sql").count() >= 1
+    with page.expect_download(timeout=15_000) as download:
+        page.click("#sd-download")
+    rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text(encoding="utf-8"))))
+    assert rows[-1]["preset"] == "sql" and float(rows[-1]["speedup"]) == result.speedup
+    assert float(rows[-1]["acceptance_rate"]) == result.speculative.spec.acceptance_rate
+    # The server panel: both up, the speculative config and KV-cache use shown.
+    panel = page.text_content("#sd-servers")
+    assert "ngram" in panel and "KV cache" in panel and panel.count("up") >= 2
     assert not page.console_errors, page.console_errors
 
 
@@ -272,6 +282,8 @@ def test_model_output_and_preset_text_are_escaped(page, servers, tmp_path: Path)
     try:
         open_page(page, app)
         assert "<script>" in page.text_content("#sd-expect")  # shown literally
+        page.get_by_label("Sequential A/B").check()  # and the sequential mode on the way
+        page.wait_for_selector('#sd-mode-label [data-mode="sequential"]', timeout=5_000)
         start(page)
         assert wait_finished(page) == "done"
         screenshot(page, "escape-1-literal-text")
