@@ -9,9 +9,7 @@ from pydantic import ValidationError
 
 from demo.server_info import probe_servers, terminal_report
 from demo.settings import Settings
-from demo.ui.app import build_app, launch_kwargs
-
-LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+from demo.ui.app import build_app, exposure_warning, launch_kwargs
 
 
 def main() -> int:
@@ -25,15 +23,9 @@ def main() -> int:
     print("Speculative decoding demo: checking the servers…", flush=True)
     infos = asyncio.run(probe_servers(settings))
     print(terminal_report(infos), flush=True)
-    exposed = settings.ui_share or settings.ui_host not in LOCAL_HOSTS
-    if exposed and settings.ui_auth is None:
-        print(
-            "\n!!! WARNING: the page is reachable beyond this machine "
-            f"({'public share link' if settings.ui_share else 'host ' + settings.ui_host}) WITHOUT a login.\n"
-            "!!! Anyone who reaches it can run prompts on your servers. "
-            "Set SPECDEMO_UI_AUTH=user:password, or bind to 127.0.0.1.\n",
-            file=sys.stderr, flush=True,
-        )
+    warning = exposure_warning(settings)
+    if warning:
+        print(f"\n{warning}\n", file=sys.stderr, flush=True)
     try:
         kwargs = launch_kwargs(settings)
     except ValueError as e:

@@ -54,6 +54,21 @@ def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Bl
     return demo
 
 
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def exposure_warning(settings: Settings) -> str | None:
+    """A loud warning when the page is reachable beyond this machine without a login."""
+    exposed = settings.ui_share or settings.ui_host not in LOCAL_HOSTS
+    if not exposed or settings.ui_auth is not None:
+        return None
+    where = "a public share link" if settings.ui_share else f"host {settings.ui_host}"
+    return ("!!! WARNING: the page is reachable beyond this machine "
+            f"({where}) WITHOUT a login.\n"
+            "!!! Anyone who reaches it can run prompts on your servers. "
+            "Set SPECDEMO_UI_AUTH=user:password, or bind to 127.0.0.1.")
+
+
 def launch_kwargs(settings: Settings) -> dict:
     """Arguments for Blocks.launch from settings: bind, share, login, look."""
     auth = None

@@ -358,6 +358,17 @@ def test_second_viewer_waits_visibly_for_a_free_slot(chromium, servers, tmp_path
         assert wait_finished(first) == "done"
         assert wait_finished(second) == "done"
         assert base.wait_idle(5) and spec.wait_idle(5)
+        # Stop pressed while waiting: the race never reaches the servers.
+        started = (base.started, spec.started)
+        start(first)
+        first.wait_for_function("() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
+        start(second)
+        second.wait_for_selector('#sd-run-status .sd-run-status[data-state="waiting"]', timeout=5_000)
+        second.click("#sd-stop")
+        assert wait_finished(first) == "done"
+        assert wait_finished(second) == "stopped"
+        assert "before it started" in second.text_content("#sd-run-status")
+        assert (base.started, spec.started) == (started[0] + 1, started[1] + 1)
     finally:
         for c in contexts:
             c.close()
