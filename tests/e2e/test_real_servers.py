@@ -94,9 +94,13 @@ def test_token_counts_are_exact(json_race: RaceResult, real_servers: Settings, s
 
 def test_speculative_side_counts_more_tokens_per_chunk(json_race: RaceResult) -> None:
     """What chunk counting would get wrong: the speculative stream carries several tokens per chunk."""
-    s = json_race.speculative
-    assert max(s.tokens_per_chunk) > 1 and s.chunks < s.completion_tokens
-    assert set(json_race.baseline.tokens_per_chunk) == {1}
+    s, b = json_race.speculative, json_race.baseline
+    spec_per_chunk = s.completion_tokens / s.chunks
+    # The baseline sends ~1 token per chunk (vLLM may merge a few steps when the reader lags).
+    base_per_chunk = b.completion_tokens / b.chunks
+    print(f"\n[e2e] tokens per chunk: baseline {base_per_chunk:.2f}, speculative {spec_per_chunk:.2f}")
+    assert base_per_chunk < 1.3
+    assert spec_per_chunk > 1.5 * base_per_chunk
 
 
 def test_acceptance_comes_from_the_real_server(json_race: RaceResult) -> None:
