@@ -44,7 +44,8 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # --no-index costs nothing and never waits on an unreachable host.
 if "$VENV/bin/python" -c "import torch, sys; sys.exit(torch.__version__ != '2.13.0+cpu')" 2>/dev/null; then
     log "$TORCH_SPEC already installed"
-elif "${PIP[@]}" download --quiet --no-deps --no-index -d "$(mktemp -d)" "$TORCH_SPEC" >/dev/null 2>&1; then
+elif PROBE="$(mktemp -d)" && trap 'rm -rf "$PROBE"' EXIT \
+    && "${PIP[@]}" download --quiet --no-deps --no-index -d "$PROBE" "$TORCH_SPEC" >/dev/null 2>&1; then
     log "installing $TORCH_SPEC from a local wheel (pip find-links)"
     "${PIP[@]}" install "$TORCH_SPEC"
 else
