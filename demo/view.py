@@ -198,13 +198,14 @@ def burst_class(tokens: int) -> str:
 
 
 def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
-    """The streamed text, escaped; with ``shade``, each chunk in a span classed by its burst size."""
+    """The streamed text, escaped; with ``shade``, each multi-token chunk in a span classed by its
+    burst size. Single-token chunks stay plain text: the markup stays small on long answers."""
     body: list[str] = []
     if snap.bursts:
         for _t, tokens, chunk in snap.bursts:
             if not chunk:
                 continue
-            if shade:
+            if shade and tokens != 1:
                 plural = "" if tokens == 1 else "s"
                 body.append(f'<span class="{burst_class(tokens)}" title="{tokens} token{plural} in one step">'
                             f"{esc(chunk)}</span>")

@@ -53,7 +53,9 @@ def test_burst_classes_by_tokens_in_chunk() -> None:
     assert [view.burst_class(n) for n in (0, 1, 2, 3, 4, 5, 9)] == ["b0", "b1", "b2", "b3", "b4", "b5", "b5"]
     snap = SideSnapshot(side="speculative", bursts=[(0.1, 1, "x"), (0.2, 4, "yyyy")])
     html = view.text_html("speculative", snap, shade=True)
-    assert re.search(r'<span class="b1"[^>]*>x</span><span class="b4"[^>]*>yyyy</span>', html)
+    # One token per chunk stays plain text; a 4-token burst is shaded.
+    assert re.search(r'>x<span class="b4"[^>]*>yyyy</span>', html)
+    assert 'class="b1"' not in html
 
 
 def test_live_tiles_show_snapshot_figures_and_pending_acceptance() -> None:

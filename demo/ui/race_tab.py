@@ -77,10 +77,10 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
             gr.HTML(view.burst_legend_html())
 
     with gr.Row():
-        race_plot = gr.Plot(charts.race_figure(None), label="Tokens over time", elem_id="sd-race-plot")
+        race_plot = gr.Plot(charts.race_figure(None), show_label=False, elem_id="sd-race-plot")
     with gr.Row():
-        acc_plot = gr.Plot(charts.acceptance_figure(None), label="Acceptance by position", elem_id="sd-acc-plot")
-        chunk_plot = gr.Plot(charts.chunk_figure(None), label="Tokens per chunk", elem_id="sd-chunk-plot")
+        acc_plot = gr.Plot(charts.acceptance_figure(None), show_label=False, elem_id="sd-acc-plot")
+        chunk_plot = gr.Plot(charts.chunk_figure(None), show_label=False, elem_id="sd-chunk-plot")
     with gr.Accordion("Servers", open=True):
         servers = gr.HTML(elem_id="sd-servers")
         refresh = gr.Button("Refresh servers", size="sm", elem_id="sd-refresh")

@@ -86,10 +86,13 @@ def open_page(page, app: AppProcess) -> None:  # type: ignore[no-untyped-def]
 
 
 def choose(page, preset_title: str, max_tokens: int, mode: str = "race") -> None:  # type: ignore[no-untyped-def]
-    page.click("#sd-preset input")
-    page.get_by_role("option", name=preset_title).click()
-    page.wait_for_function(
-        "t => document.querySelector('#sd-expect').textContent.includes('What to expect')", arg=preset_title)
+    if page.input_value("#sd-preset input") != preset_title:
+        before = page.text_content("#sd-expect")
+        page.click("#sd-preset input")
+        page.get_by_role("option", name=preset_title).click()
+        # The preset fills the fields asynchronously: wait for it before overriding max tokens.
+        page.wait_for_function("b => document.querySelector('#sd-expect').textContent !== b", arg=before)
+        page.wait_for_timeout(200)
     page.fill("#sd-max-tokens input", str(max_tokens))
     page.press("#sd-max-tokens input", "Tab")
     if mode == "sequential":
@@ -157,7 +160,7 @@ def test_race_streams_live_and_shows_the_core_figures(page, app, servers) -> Non
     for side in ("baseline", "speculative"):
         assert len(page.text_content(f"#sd-text-{side} .sd-text")) > 100
     assert page.locator("#sd-text-speculative .sd-text span.b3").count() > 0
-    assert page.locator("#sd-text-baseline .sd-text span.b1").count() > 0
+    assert page.locator("#sd-text-baseline .sd-text span").count() == 0  # one token per step: plain
 
     # It really streamed: the tokens/s tile changed many times. The >= 10 updates/s target
     # is a speed figure, printed here and checked by benchmarks/bench_ui_rate.py; on a loaded
