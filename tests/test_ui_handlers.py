@@ -79,3 +79,13 @@ def test_build_request_preset_or_free_prompt() -> None:
         handlers.build_request({}, None, "x", 0.0, 0, "race")
     with pytest.raises(ValueError, match="temperature"):
         handlers.build_request({}, None, "x", 3.0, 10, "race")
+
+
+@pytest.mark.asyncio
+async def test_empty_prompt_says_so_and_sends_nothing(standin_factory) -> None:  # type: ignore[no-untyped-def]
+    base = standin_factory()
+    spec = standin_factory(speculative=True)
+    req = handlers.build_request({}, None, "   ", 0.0, 10, "race")
+    frames = [f async for f in handlers.race_frames(req, _settings(base, spec), RaceControl())]
+    assert 'data-state="error"' in frames[-1].run_status and "empty" in frames[-1].run_status
+    assert base.started == 0 and spec.started == 0
