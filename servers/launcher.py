@@ -233,8 +233,7 @@ def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
         clear_state(s.state_file)  # stale: its processes are gone
 
     check_runtime(s)
-    plans = plan(s, "placeholder")
-    check_ports(plans)
+    check_ports(plan(s, s.model or "default-model"))  # fail fast, before any model preparation
     model = resolve_model(s, out)
     plans = plan(s, model)
     locks = _lock_ports(s, plans)

@@ -30,6 +30,7 @@ FAKE_SERVER = textwrap.dedent('''
     role = "speculative" if "--speculative-config" in args else "baseline"
     mode = os.environ.get("FAKE_" + role.upper(), "ok")
     print(f"fake {role}: starting on {port} mode={mode}", flush=True)
+    print(f"fake {role}: cores={os.environ.get('VLLM_CPU_OMP_THREADS_BIND')}", flush=True)
     if mode == "crash":
         for i in range(30):
             print(f"fake {role}: log line {i}")
@@ -386,3 +387,26 @@ def test_gpu_profile_flags_come_from_the_profile() -> None:
     assert launcher.server_config(s, "baseline", prof.model).vllm_args() == pair.baseline.vllm_args()
     assert launcher.server_config(s, "speculative", prof.model).vllm_args() == pair.speculative.vllm_args()
     assert "VLLM_CPU_OMP_THREADS_BIND" not in launcher.server_env(s, "baseline")
+
+
+def test_cpu_pins_each_server_to_its_core(env: Env) -> None:
+    up = env.run("up", "--detach", "--baseline-cores", "0", "--speculative-cores", "1")
+    assert up.returncode == 0, up.stderr
+    assert "fake baseline: cores=0" in (env.run_dir / "baseline.log").read_text()
+    assert "fake speculative: cores=1" in (env.run_dir / "speculative.log").read_text()
+    assert env.run("down").returncode == 0
+
+
+def test_gpu_device_starts_the_speculative_server_after_the_baseline_is_healthy(env: Env) -> None:
+    up = env.run("up", "--detach", "--device", "gpu")
+    assert up.returncode == 0, up.stderr
+    from datetime import datetime
+
+    rec = {r["role"]: r for r in env.state()["servers"]}
+    base_started = datetime.fromisoformat(rec["baseline"]["started_at"])
+    spec_started = datetime.fromisoformat(rec["speculative"]["started_at"])
+    assert (spec_started - base_started).total_seconds() >= rec["baseline"]["time_to_healthy_s"] - 0.5
+    assert "cores=None" in (env.run_dir / "baseline.log").read_text(), "no CPU binding on a GPU"
+    assert "--gpu-memory-utilization" in " ".join(rec["baseline"]["command"])
+    assert env.run("down").returncode == 0
+    assert env.wait_no_leftovers() == []
