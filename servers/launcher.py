@@ -320,7 +320,7 @@ def _wait_healthy(s: LauncherSettings, started: list[tuple[Plan, subprocess.Pope
                 progress.done(role, rec.time_to_healthy_s)
             else:
                 progress.update(role, elapsed, p.log_path)
-        if elapsed > s.startup_timeout_s:
+        if pending and elapsed > s.startup_timeout_s:
             progress.finish()
             roles = ", ".join(pending)
             last = pending[next(iter(pending))][0].log_path
@@ -346,10 +346,14 @@ def _write_client_env(s: LauncherSettings, plans: list[Plan]) -> None:
     (s.run_dir / "client.env").write_text("\n".join(lines) + "\n")
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _foreground(s: LauncherSettings, records: list[ServerRecord], out: TextIO) -> int:
     print("\nservers run in the foreground; Ctrl-C stops both", file=out, flush=True)
     # SIGTERM (e.g. from a CI runner) stops the pair like Ctrl-C does.
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     code = 0
     try:
         while True:

@@ -321,7 +321,8 @@ def test_down_escalates_to_sigkill_and_stops_grandchildren(env: Env) -> None:
     assert env.wait_no_leftovers() == [], "the grandchild of the speculative server must be gone too"
 
 
-def test_foreground_up_stops_both_on_ctrl_c(env: Env) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_foreground_up_stops_both_on_ctrl_c_or_sigterm(env: Env, sig: signal.Signals) -> None:
     p = subprocess.Popen(
         [sys.executable, "-m", "servers", "up"], cwd=env.tmp, env=env.env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -336,7 +337,7 @@ def test_foreground_up_stops_both_on_ctrl_c(env: Env) -> None:
         else:
             pytest.fail("servers never became healthy")
         time.sleep(0.5)  # past the final state write, into the foreground wait
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         out, _ = p.communicate(timeout=30)
     finally:
         if p.poll() is None:
@@ -344,6 +345,7 @@ def test_foreground_up_stops_both_on_ctrl_c(env: Env) -> None:
     assert p.returncode == 0, out
     assert "Ctrl-C stops both" in out and "stopping" in out
     assert env.wait_no_leftovers() == []
+    assert not (env.run_dir / "state.json").exists()
 
 
 def test_missing_model_path(env: Env) -> None:
