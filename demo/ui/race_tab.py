@@ -186,7 +186,8 @@ def _placeholder(side: str) -> str:
 def _expect_html(preset: Preset | None) -> str:
     if preset is None:
         return '<div class="sd-expect"></div>'
-    return f'<div class="sd-expect">What to expect: {view.esc(preset.expect)}</div>'
+    text = view.esc(preset.expect)
+    return f'<div class="sd-expect" title="{text}">What to expect: {text}</div>'
 
 
 def _server_outputs(infos: list[ServerInfo], settings: Settings) -> tuple[Any, ...]:

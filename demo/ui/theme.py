@@ -35,7 +35,9 @@ CSS = """
 footer { display: none !important; }
 #sd-controls { gap: 6px !important; }
 #sd-controls textarea { font-size: 15px !important; }
-.sd-expect { font-size: 15px; color: #ffd37a; min-height: 1.2em; }
+/* at most 4 lines, so Start never drops below a 720-pixel screen */
+.sd-expect { font-size: 15px; color: #ffd37a; min-height: 1.2em; display: -webkit-box;
+  -webkit-line-clamp: 4; -webkit-box-orient: vertical; overflow: hidden; }
 .sd-header { display: flex; align-items: center; gap: 18px; }
 .sd-speedup { text-align: center; min-width: 250px; }
 .sd-speedup-value { font-size: 54px; font-weight: 800; line-height: 1.0; color: #f2f4f8;

@@ -33,16 +33,39 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# One Playwright and one Chromium per test process, whichever module asks first: the sync API
+# cannot nest, and tests/e2e imports these fixtures too (a second session fixture would nest).
+_shared: dict[str, object] = {}
+
+
+def _shared_browser():  # type: ignore[no-untyped-def]
+    if "browser" not in _shared:
+        from playwright.sync_api import sync_playwright
+        pw = sync_playwright().start()
+        _shared["playwright"] = pw
+        _shared["browser"] = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    return _shared["browser"]
+
+
+def close_shared_browser() -> None:
+    browser, pw = _shared.pop("browser", None), _shared.pop("playwright", None)
+    if browser is not None:
+        browser.close()  # type: ignore[attr-defined]
+    if pw is not None:
+        pw.stop()  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    close_shared_browser()
+
+
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[object]:
-    """A Playwright Browser on Debian's Chromium (session-wide: starting it costs seconds)."""
+    """A Playwright Browser on Debian's Chromium (shared: starting it costs seconds)."""
     if not CHROMIUM.exists():
         pytest.skip("browser tests need Debian's Chromium at /usr/bin/chromium: apt-get install -y chromium")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (requirements-dev.txt)")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright (requirements-dev.txt)")
+    yield _shared_browser()
 
 
 @pytest.fixture
