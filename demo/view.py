@@ -176,14 +176,23 @@ def tiles_html(side: Side, tiles: list[Tile]) -> str:
     return "".join(parts)
 
 
-def side_status_html(side: Side, snap: SideSnapshot) -> str:
-    """One line over the text: state, and the error in full when the side failed."""
+def side_status_html(side: Side, snap: SideSnapshot, quiet_s: float | None = None,
+                     timeout_s: float | None = None) -> str:
+    """One line over the text: state, and the error in full when the side failed. With
+    ``quiet_s`` (seconds without a new token, as the page saw it) a running side says it is
+    waiting on the server, so a stall never looks like a frozen page."""
     if snap.error:
         return (f'<div class="sd-side-error" role="alert" data-side="{esc(side)}">'
                 f'<b>{esc(side.capitalize())} failed:</b> {esc(snap.error)}</div>')
     labels = {"waiting": "waiting for the first token…", "streaming": "streaming",
               "done": "done", "cancelled": "stopped", "error": "failed"}
     label = labels.get(snap.status, snap.status)
+    if quiet_s is not None and snap.status in ("waiting", "streaming"):
+        label += f" — nothing from the server for {quiet_s:.0f} s"
+        if timeout_s is not None:
+            label += f" (gives up after {timeout_s:g} s)"
+        return (f'<div class="sd-side-status sd-status-quiet" data-side="{esc(side)}">'
+                f'{esc(label)}</div>')
     return (f'<div class="sd-side-status sd-status-{esc(snap.status)}" data-side="{esc(side)}">'
             f'{esc(label)}</div>')
 

@@ -89,3 +89,17 @@ async def test_empty_prompt_says_so_and_sends_nothing(standin_factory) -> None: 
     frames = [f async for f in handlers.race_frames(req, _settings(base, spec), RaceControl())]
     assert 'data-state="error"' in frames[-1].run_status and "empty" in frames[-1].run_status
     assert base.started == 0 and spec.started == 0
+
+
+@pytest.mark.asyncio
+async def test_a_stalled_server_is_announced_not_frozen(standin_factory) -> None:  # type: ignore[no-untyped-def]
+    base = standin_factory(tokens_per_s=100, fault="stall", fault_after_chunks=5, stall_s=30)
+    spec = standin_factory(speculative=True, tokens_per_s=200)
+    settings = Settings(baseline_url=base.url, speculative_url=spec.url, read_timeout_s=4, probe_timeout_s=2)
+    frames = [f async for f in handlers.race_frames(_req(40), settings, RaceControl())]
+    notices = [f.side_status["baseline"] for f in frames if f.side_status and "baseline" in f.side_status]
+    assert notices, "no quiet-server notice while the baseline stalled"
+    assert "nothing from the server for" in notices[0] and "gives up after 4 s" in notices[0]
+    assert len(notices) >= 2  # it keeps counting, once a second
+    final = frames[-1].result
+    assert final is not None and final.baseline.error and final.speculative.complete

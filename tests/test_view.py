@@ -158,3 +158,11 @@ def test_server_banner_and_panel() -> None:
     assert "python -m servers up" in banner and "&lt;refused&gt;" in banner and "8001" in banner
     panel = view.server_panel_html([up, down])
     assert "25%" in panel and "context 2048" in panel and 'data-healthy="false"' in panel
+
+
+def test_quiet_server_status() -> None:
+    snap = SideSnapshot(side="baseline", status="streaming")
+    html = view.side_status_html("baseline", snap, quiet_s=3.2, timeout_s=60)
+    assert "nothing from the server for 3 s" in html and "gives up after 60 s" in html
+    done = SideSnapshot(side="baseline", status="done")
+    assert "nothing" not in view.side_status_html("baseline", done, quiet_s=9)

@@ -34,6 +34,8 @@ SNAPSHOT_INTERVAL_S = 0.05
 # fires spuriously on heartbeat reconnects, so it cannot be trusted): a frame left unread
 # this long means nobody is watching, and the race is cancelled, closing both streams.
 CONSUMER_TIMEOUT_S = 5.0
+# A side with no new token for this long says so on its status line, updated every second.
+QUIET_NOTICE_S = 2.0
 
 
 class Frame(BaseModel):
@@ -47,6 +49,7 @@ class Frame(BaseModel):
     mode: str | None = None
     baseline: view.PaneView | None = None
     speculative: view.PaneView | None = None
+    side_status: dict[str, str] | None = None  # status lines only (the quiet-server notice)
     race_figure: go.Figure | None = None
     acceptance_figure: go.Figure | None = None
     chunk_figure: go.Figure | None = None
@@ -150,17 +153,34 @@ async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl
     control.pump = asyncio.create_task(pump())
     guard = asyncio.create_task(watchdog(control.pump))
     last_chart = 0.0
+    shown: RaceSnapshot | None = None
+    progress_at = {"baseline": time.monotonic(), "speculative": time.monotonic()}
     try:
         while True:
             if latest is None:
                 # Checked only when nothing is pending: the pump sets `latest` before it ends.
                 if control.pump.done():
                     break
-                await changed.wait()
+                try:
+                    await asyncio.wait_for(changed.wait(), timeout=1.0)
+                except TimeoutError:
+                    quiet = _quiet_status(shown, progress_at, settings.read_timeout_s)
+                    if quiet:
+                        unread_since = time.monotonic()
+                        yield Frame(side_status=quiet)
+                        unread_since = None
+                    continue
                 changed.clear()
                 continue
             snap, latest = latest, None
             now = time.monotonic()
+            for side in ("baseline", "speculative"):
+                before = getattr(shown, side) if shown is not None else None
+                after = getattr(snap, side)
+                if before is None or (after.completion_tokens, len(after.text), after.status) != (
+                        before.completion_tokens, len(before.text), before.status):
+                    progress_at[side] = now
+            shown = snap
             with_chart = now - last_chart >= CHART_INTERVAL_S
             if with_chart:
                 last_chart = now
@@ -177,6 +197,21 @@ async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl
         if not control.pump.done():
             control.pump.cancel()
             await asyncio.gather(control.pump, return_exceptions=True)
+
+
+def _quiet_status(shown: RaceSnapshot | None, progress_at: dict[str, float],
+                  timeout_s: float) -> dict[str, str]:
+    """Status lines for running sides that have sent nothing for a while."""
+    if shown is None or shown.result is not None:
+        return {}
+    now = time.monotonic()
+    out: dict[str, str] = {}
+    for side in ("baseline", "speculative"):
+        snap = getattr(shown, side)
+        quiet = now - progress_at[side]
+        if snap.status in ("waiting", "streaming") and quiet >= QUIET_NOTICE_S:
+            out[side] = view.side_status_html(side, snap, quiet_s=quiet, timeout_s=timeout_s)
+    return out
 
 
 def final_status(result: RaceResult, saved: str | None) -> str:

@@ -214,6 +214,8 @@ def _frame_mapper(panes: dict[str, tuple[Any, Any, Any, Any]], speedup: Any, bad
         for component, value in pairs:
             if value is not None:
                 out[component] = value
+        for side, html in (frame.side_status or {}).items():
+            out[panes[side][1]] = html
         for side in ("baseline", "speculative"):
             pane = getattr(frame, side)
             if pane is not None:

@@ -75,6 +75,7 @@ footer { display: none !important; }
 .sd-tile.sd-na .sd-tile-value { color: #94a3b8; }
 .sd-tile-note { font-size: 12px; color: #94a3b8; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .sd-side-status { font-size: 14px; color: #c9d1dd; }
+.sd-status-quiet { color: #ffd37a; font-weight: 700; }
 .sd-side-error { font-size: 15px; background: #7f1d1d; color: #fff; padding: 4px 8px; border-radius: 6px; }
 /* column-reverse keeps the view pinned to the newest text while it streams */
 /* pin short text to the top (in column-reverse the free space is below) */
