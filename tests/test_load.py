@@ -1,0 +1,54 @@
+"""Load: many viewers race at once through the real page (app.py in a subprocess, its real
+queue) against stand-in servers; see benchmarks/load_test.py for the figures' definitions.
+
+Asserts what must hold under load: no lost or stuck run, no errors, the concurrency limit
+holds (extra races wait), and every stream that reached a server was closed (completed or
+aborted). The speed figures (added latency per token, app CPU per token) are printed (-s),
+their target is checked by ``python -m benchmarks.load_test``, not here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from benchmarks.load_test import load_behaviors, run_load, start_app
+from tests.standin import Standin
+
+USERS, RACES, CONCURRENCY, STOP_EVERY = 8, 3, 2, 4
+
+
+@pytest.fixture
+def servers() -> Iterator[dict[str, Standin]]:
+    base_b, spec_b = load_behaviors(tokens_per_s=300)
+    with Standin(base_b) as base, Standin(spec_b) as spec:
+        yield {"baseline": base, "speculative": spec}
+
+
+def test_concurrent_viewers_no_lost_or_stuck_runs_and_every_stream_closed(
+        servers: dict[str, Standin], tmp_path: Path) -> None:
+    app = start_app(servers["baseline"], servers["speculative"], CONCURRENCY, tmp_path)
+    try:
+        report = asyncio.run(run_load(app, servers, users=USERS, races=RACES, max_tokens=30,
+                                      concurrency=CONCURRENCY, stop_every=STOP_EVERY, race_timeout_s=90))
+    finally:
+        app.stop()
+    print("\n" + "\n".join(report.lines()))
+    planned = USERS * RACES
+    assert report.lost == 0 and report.errors == 0, report.error_details
+    assert report.done + report.stopped == planned
+    assert report.stopped >= 1  # users pressed Stop mid-stream under load
+    # Every race reached both servers once; every stream ended, completed or aborted.
+    for side, c in report.standins.items():
+        assert c["started"] == planned, (side, c)
+        assert c["open_streams"] == 0 and c["faulted"] == 0, (side, c)
+        assert c["started"] == c["completed"] + c["aborted"], (side, c)
+    # Stop aborted the slower baseline stream of each stopped race (the faster side may be done).
+    assert report.standins["baseline"]["aborted"] == report.stopped
+    # The queue: never more than the limit streaming, and the rest waited for a slot.
+    assert all(1 <= n <= CONCURRENCY for n in report.peak_streams.values()), report.peak_streams
+    assert report.queued_races >= 1 and report.max_wait_s > 0
+    assert report.tokens_delivered > 0 and report.latency_p50_ms is not None
