@@ -45,7 +45,9 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
             with gr.Row():
                 temperature = gr.Slider(0.0, 2.0, value=first.temperature if first else 0.0, step=0.1,
                                         label="Temperature", elem_id="sd-temperature", min_width=120)
-                max_tokens = gr.Number(value=first.max_tokens if first else 256, minimum=1, maximum=32768,
+                # No minimum/maximum here: Gradio would refuse out-of-range input with a passing
+                # toast and leave the status on "waiting"; handlers.build_request says it on the page.
+                max_tokens = gr.Number(value=first.max_tokens if first else 256,
                                        precision=0, label="Max tokens", elem_id="sd-max-tokens", min_width=100)
             mode = gr.Radio([("Race", "race"), ("Sequential A/B", "sequential")],
                             value="race", label="Mode", elem_id="sd-mode")
