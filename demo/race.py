@@ -20,6 +20,7 @@ from demo.results import RaceRequest, RaceResult, RaceSnapshot, Side, SideResult
 from demo.settings import Settings
 
 WARMUP = RaceRequest(prompt="Hello", max_tokens=4, temperature=0.0)
+HEARTBEAT_S = 0.5
 
 
 def validate_request(req: RaceRequest) -> None:
@@ -159,12 +160,11 @@ async def stream_race(
     cancelled = False
 
     def snap(result: RaceResult | None = None) -> RaceSnapshot:
-        return RaceSnapshot(
-            mode=req.mode,
-            baseline=sides["baseline"].meter.snapshot(),
-            speculative=sides["speculative"].meter.snapshot(),
-            result=result,
-        )
+        base, spec = sides["baseline"].meter.snapshot(), sides["speculative"].meter.snapshot()
+        live = None
+        if base.tokens_per_s and spec.tokens_per_s and not base.error and not spec.error:
+            live = spec.tokens_per_s / base.tokens_per_s
+        return RaceSnapshot(mode=req.mode, baseline=base, speculative=spec, live_speedup=live, result=result)
 
     async def drive() -> None:
         await asyncio.gather(*(s.prepare(req) for s in sides.values()))
@@ -185,7 +185,8 @@ async def stream_race(
             waiters: set[asyncio.Future[object]] = {task, asyncio.ensure_future(changed.wait())}
             if stop_wait:
                 waiters.add(stop_wait)
-            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            # The timeout is a heartbeat: elapsed time keeps moving while a server is silent.
+            await asyncio.wait(waiters, timeout=HEARTBEAT_S, return_when=asyncio.FIRST_COMPLETED)
             for w in waiters:
                 if w is not task and w is not stop_wait and not w.done():
                     w.cancel()

@@ -140,4 +140,6 @@ class RaceSnapshot(BaseModel):
     mode: Mode
     baseline: SideSnapshot
     speculative: SideSnapshot
+    # Speculative live decode tokens/s over the baseline's so far (the final figure is in result).
+    live_speedup: float | None = None
     result: RaceResult | None = None  # set on the final snapshot

@@ -235,10 +235,15 @@ def burst_legend_html() -> str:
 # ---------------------------------------------------------------- headline
 
 def speedup_html(snapshot: RaceSnapshot | None) -> str:
-    """The big multiple. Known only from the final result: the UI never divides rates itself."""
+    """The big multiple: live while streaming (from the core's snapshot), final at the finish."""
     result = snapshot.result if snapshot is not None else None
     if result is None:
         running = snapshot is not None
+        live = snapshot.live_speedup if snapshot is not None else None
+        if live is not None:
+            return ('<div class="sd-speedup sd-live" data-state="running" '
+                    f'data-live="{esc(repr(live))}"><div class="sd-speedup-value">{esc(fmt_speedup(live))}</div>'
+                    '<div class="sd-speedup-label">live decode speedup · final at the finish</div></div>')
         text = PENDING if running else "—"
         sub = "speedup at the finish" if running else "speedup (decode tokens/s)"
         return (f'<div class="sd-speedup" data-state="{"running" if running else "idle"}">'

@@ -153,6 +153,23 @@ def test_live_snapshots_stream_while_tokens_arrive() -> None:
     assert len(set(counts)) > 5 and counts == sorted(counts) and counts[-1] == 60
 
 
+def test_live_speedup_and_a_heartbeat_while_a_side_is_silent() -> None:
+    async def go(base: Standin, spec: Standin) -> list:
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False, read_timeout_s=3)
+        return [snap async for snap in stream_race(REQ.model_copy(update={"max_tokens": 30}), settings)]
+
+    stall = FAST.model_copy(update={"fault": "stall", "fault_after_chunks": 3, "stall_s": 30})
+    with Standin(FAST) as base, Standin(stall) as spec:
+        snaps = asyncio.run(go(base, spec))
+    live = [s for s in snaps if s.live_speedup is not None and s.result is None]
+    assert live and all(
+        s.live_speedup == s.speculative.tokens_per_s / s.baseline.tokens_per_s for s in live)
+    # while the speculative server says nothing, snapshots still come and its elapsed time moves
+    silent = [s.speculative.elapsed_s for s in snaps if s.speculative.completion_tokens == 3 and s.result is None]
+    assert len(silent) >= 3 and silent[-1] - silent[0] > 1.0
+    assert "stalled" in (snaps[-1].result.speculative.error or "")
+
+
 def test_api_key_is_sent_as_bearer_token() -> None:
     keyed = FAST.model_copy(update={"api_key": "s3cret"})
     with Standin(keyed) as base, Standin(keyed) as spec:

@@ -94,6 +94,8 @@ def test_unknown_figures_say_na_with_reason() -> None:
 
 def test_speedup_only_from_the_result() -> None:
     assert view.PENDING in view.speedup_html(_snapshot())  # live: not computed in the UI
+    live = _snapshot().model_copy(update={"live_speedup": 3.0})  # the core's live figure, shown as is
+    assert "3.00×" in view.speedup_html(live) and "live decode speedup" in view.speedup_html(live)
     html = view.speedup_html(_snapshot(_result()))
     assert "2.91×" in html and 'data-value="2.9137"' in html and "end to end 2.88×" in html
     na = _result(speedup=None, na_reasons={"speedup": "baseline failed"})

@@ -184,8 +184,11 @@ async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl
             with_chart = now - last_chart >= CHART_INTERVAL_S
             if with_chart:
                 last_chart = now
+            frame = frame_for(snap, with_chart)
+            # Heartbeat snapshots keep coming while a server is silent: say so on its pane.
+            frame.side_status = _quiet_status(snap, progress_at, settings.read_timeout_s) or None
             unread_since = now
-            yield frame_for(snap, with_chart)
+            yield frame
             unread_since = None
         exc = control.pump.exception() if not control.pump.cancelled() else None
         if isinstance(exc, ValueError):  # bad input, said in one line by the core

@@ -216,12 +216,12 @@ def _frame_mapper(panes: dict[str, tuple[Any, Any, Any, Any]], speedup: Any, bad
         for component, value in pairs:
             if value is not None:
                 out[component] = value
-        for side, html in (frame.side_status or {}).items():
-            out[panes[side][1]] = html
         for side in ("baseline", "speculative"):
             pane = getattr(frame, side)
             if pane is not None:
                 _title, status, tiles, text = panes[side]
                 out[status], out[tiles], out[text] = pane.status_html, pane.tiles_html, pane.text_html
+        for side, html in (frame.side_status or {}).items():  # a quiet-server notice wins
+            out[panes[side][1]] = html
         return out
     return outputs_of
