@@ -1,0 +1,285 @@
+"""Faults and bad input on the stage page, in real headless Chromium (issue 7).
+
+Each fault is injected into one stand-in server; each test checks what the audience sees:
+a clear message on the affected side, the other side finishes, the page stays usable, and
+the next run works without restarting the app. Core-level faults are covered without a
+browser in tests/test_race_faults.py; a server down at start (speculative side), Stop, tab
+close and escaping are in tests/browser/test_race_page.py.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from demo.runs import list_runs, load_run
+from tests.browser.conftest import AppProcess, screenshot
+from tests.browser.test_race_page import PRESET_TITLE, choose, open_page, start, tile_value, wait_finished
+from tests.standin import Standin, StandinBehavior
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+READ_TIMEOUT_S = 2.0  # the page's inter-chunk timeout in these tests
+TOKENS = 40
+BASE = StandinBehavior(tokens_per_s=300, ttft_s=0.02)
+SPEC = StandinBehavior(speculative=True, tokens_per_s=600, ttft_s=0.02, chunk_sizes=[1, 3])
+SIDES = ("baseline", "speculative")
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, Standin]]:
+    base, spec = Standin(BASE).start(), Standin(SPEC).start()
+    yield {"baseline": base, "speculative": spec}
+    base.stop()
+    spec.stop()
+
+
+@pytest.fixture(scope="module")
+def app(servers: dict[str, Standin], tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
+    tmp = tmp_path_factory.mktemp("faults-app")
+    proc = AppProcess({
+        "SPECDEMO_BASELINE_URL": servers["baseline"].url,
+        "SPECDEMO_SPECULATIVE_URL": servers["speculative"].url,
+        "SPECDEMO_RUNS_DIR": str(tmp / "runs"),
+        "SPECDEMO_READ_TIMEOUT_S": str(READ_TIMEOUT_S),
+        "SPECDEMO_PROBE_TIMEOUT_S": "2",
+    }, tmp / "app.log")
+    proc.runs_dir = tmp / "runs"  # type: ignore[attr-defined]
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(autouse=True)
+def healthy(servers: dict[str, Standin]) -> Iterator[None]:
+    """Every test starts, and leaves, both servers up and well-behaved."""
+    for side, behavior in (("baseline", BASE), ("speculative", SPEC)):
+        servers[side].behavior = behavior
+    yield
+    for side, behavior in (("baseline", BASE), ("speculative", SPEC)):
+        if servers[side]._server is None:
+            servers[side].start()
+        servers[side].behavior = behavior
+
+
+def other(side: str) -> str:
+    return "speculative" if side == "baseline" else "baseline"
+
+
+def status(page, side: str) -> str:  # type: ignore[no-untyped-def]
+    return page.text_content(f"#sd-status-{side}") or ""
+
+
+def assert_next_run_works(page, servers: dict[str, Standin]) -> None:  # type: ignore[no-untyped-def]
+    """Same page, same app process: a healthy run completes on both sides."""
+    for side, behavior in (("baseline", BASE), ("speculative", SPEC)):
+        servers[side].behavior = behavior
+    start(page)
+    assert wait_finished(page) == "done"
+    for side in SIDES:
+        assert "done" in status(page, side)
+        assert tile_value(page, side, "tokens") == TOKENS
+
+
+def newest_run(app: AppProcess, before: set[Path]):  # type: ignore[no-untyped-def]
+    new = [p for p in list_runs(app.runs_dir) if p not in before]  # type: ignore[attr-defined]
+    assert len(new) == 1, new
+    return load_run(new[0])
+
+
+FAULTS = [
+    # (side, stand-in fault, what the affected side's status must say)
+    pytest.param("speculative", {"fault": "cut", "fault_after_chunks": 4}, ("cut after",), id="dies-mid-stream"),
+    pytest.param("baseline", {"fault": "stall", "fault_after_chunks": 3, "stall_s": 8.0},
+                 ("stalled", "SPECDEMO_READ_TIMEOUT_S"), id="stall"),
+    pytest.param("speculative", {"fault": "too_long"}, ("HTTP 400", "maximum context length"), id="400-too-long"),
+    pytest.param("baseline", {"fault": "server_error"}, ("HTTP 500", "see its log"), id="5xx"),
+    pytest.param("speculative", {"fault": "garbage", "fault_after_chunks": 2}, ("not JSON",), id="garbage"),
+]
+
+
+@pytest.mark.parametrize(("side", "fault", "needles"), FAULTS)
+def test_fault_on_one_side_is_said_there_and_the_other_side_finishes(  # type: ignore[no-untyped-def]
+        page, app, servers, side: str, fault: dict, needles: tuple[str, ...]) -> None:
+    servers[side].behavior = servers[side].behavior.model_copy(update=fault)
+    runs_before = set(list_runs(app.runs_dir))
+    open_page(page, app)
+    choose(page, PRESET_TITLE, max_tokens=TOKENS)
+    t0 = time.monotonic()
+    start(page)
+    assert wait_finished(page, 30_000) == "error"
+    took = time.monotonic() - t0
+    screenshot(page, f"fault-{fault['fault']}-{side}")
+    shown = status(page, side)
+    assert "failed" in shown.lower(), shown
+    for needle in needles:
+        assert needle in shown, shown
+    assert servers[side].url in shown  # says which server
+    assert "done" in status(page, other(side))
+    assert tile_value(page, other(side), "tokens") == TOKENS
+    assert page.get_attribute("#sd-speedup .sd-speedup", "data-state") == "na"
+    assert side in page.text_content("#sd-run-status")  # "<side> failed (see the pane)"
+    if fault["fault"] == "stall":  # said within the timeout, not after the stall ends
+        print(f"\n[stall] page said 'stalled' {took:.1f} s after Start (read timeout {READ_TIMEOUT_S:g} s)")
+        assert took < fault["stall_s"]
+    # Nothing lost: the run is saved with what arrived, marked incomplete.
+    result = newest_run(app, runs_before)
+    failed = getattr(result, side)
+    assert failed.error and not failed.complete
+    assert getattr(result, other(side)).complete
+    if fault["fault"] in ("cut", "stall"):
+        assert failed.completion_tokens and failed.text  # the tokens before the fault are kept
+    assert servers[side].wait_idle(5)  # the failed stream is closed, not left hanging
+    assert_next_run_works(page, servers)
+    assert not page.console_errors, page.console_errors
+
+
+def test_server_killed_mid_stream_then_restarted_between_runs(page, app, servers) -> None:  # type: ignore[no-untyped-def]
+    spec = servers["speculative"]
+    servers["baseline"].behavior = BASE.model_copy(update={"tokens_per_s": 60})
+    spec.behavior = SPEC.model_copy(update={"tokens_per_s": 30})
+    open_page(page, app)
+    choose(page, PRESET_TITLE, max_tokens=TOKENS)
+    start(page)
+    page.wait_for_function(
+        "() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 5")
+    spec.stop()  # the server process dies: its connections drop, its port closes
+    assert wait_finished(page, 30_000) == "error"
+    screenshot(page, "fault-killed-speculative")
+    shown = status(page, "speculative")
+    assert "failed" in shown.lower() and spec.url in shown, shown
+    assert "done" in status(page, "baseline") and tile_value(page, "baseline", "tokens") == TOKENS
+    # The page re-probed after the failure: the banner says the server is down and what to do.
+    banner = page.text_content("#sd-banner")
+    assert "speculative server" in banner and "python -m servers up" in banner, banner
+    spec.start()  # restarted on the same port: fresh process, /metrics counters reset
+    page.click("#sd-refresh")
+    page.wait_for_function("() => !document.querySelector('#sd-banner .sd-banner')", timeout=15_000)
+    assert_next_run_works(page, servers)
+
+
+@pytest.mark.parametrize("down", ["baseline"])  # the speculative side: test_race_page.py
+def test_server_down_at_start_shows_its_banner_and_the_other_side_completes(  # type: ignore[no-untyped-def]
+        page, app, servers, down: str) -> None:
+    servers[down].stop()
+    open_page(page, app)
+    banner = page.text_content("#sd-banner")
+    assert f"{down} server" in banner and servers[down].url in banner and "python -m servers up" in banner
+    choose(page, PRESET_TITLE, max_tokens=TOKENS)
+    start(page)
+    assert wait_finished(page, 30_000) == "error"
+    screenshot(page, f"fault-down-at-start-{down}")
+    assert "Cannot reach" in status(page, down)
+    assert "done" in status(page, other(down)) and tile_value(page, other(down), "tokens") == TOKENS
+    servers[down].start()
+    page.click("#sd-refresh")
+    page.wait_for_function("() => !document.querySelector('#sd-banner .sd-banner')", timeout=15_000)
+    assert_next_run_works(page, servers)
+
+
+def test_metrics_missing_says_why_acceptance_is_unknown_and_the_race_completes(  # type: ignore[no-untyped-def]
+        page, app, servers) -> None:
+    # No per-request numbers and no /metrics: acceptance cannot be known, everything else can.
+    servers["speculative"].behavior = SPEC.model_copy(update={"metrics_mode": "missing",
+                                                              "per_request_metrics": False})
+    open_page(page, app)
+    kv_cell = page.text_content('#sd-servers tr[data-side="speculative"]')
+    assert "HTTP 404" in kv_cell, kv_cell  # the server panel says why KV-cache use is unknown
+    choose(page, PRESET_TITLE, max_tokens=TOKENS)
+    start(page)
+    assert wait_finished(page) == "done"
+    screenshot(page, "fault-metrics-missing")
+    tile = page.locator('#sd-tiles-speculative .sd-tile[data-key="acceptance_rate"]')
+    assert "sd-na" in tile.get_attribute("class")
+    assert "HTTP 404" in tile.text_content()  # n/a, and why
+    assert tile_value(page, "speculative", "tokens_per_s") is not None
+    assert page.get_attribute("#sd-speedup .sd-speedup", "data-value") is not None
+    assert_next_run_works(page, servers)
+    acc = tile_value(page, "speculative", "acceptance_rate")
+    assert acc is not None and acc > 0  # back once the server reports it
+
+
+def test_bad_input_says_so_on_the_page_and_sends_nothing(page, app, servers) -> None:  # type: ignore[no-untyped-def]
+    open_page(page, app)
+    choose(page, PRESET_TITLE, max_tokens=TOKENS)
+    started = {side: s.started for side, s in servers.items()}
+    cases = [("prompt", "   ", "prompt is empty"), ("max", "0", "max_tokens"), ("max", "100000", "max_tokens")]
+    for field, value, needle in cases:
+        if field == "prompt":
+            page.fill("#sd-prompt textarea", value)
+        else:
+            page.fill("#sd-prompt textarea", "Say hello.")
+            page.fill("#sd-max-tokens input", value)
+            page.press("#sd-max-tokens input", "Tab")
+        start(page)
+        assert wait_finished(page, 15_000) == "error", (field, value)
+        shown = page.text_content("#sd-run-status")
+        assert needle in shown, (value, shown)
+    screenshot(page, "input-max-tokens-out-of-range")
+    # Temperature: the slider's own box cannot hold an out-of-range value.
+    box = page.locator("#sd-temperature input[type=number]")
+    for typed, kept in (("5", 2.0), ("-1", 0.0)):
+        box.fill(typed)
+        box.press("Tab")
+        page.wait_for_function("([v]) => Number(document.querySelector("
+                               "'#sd-temperature input[type=number]').value) === v", arg=[kept])
+    assert {side: s.started for side, s in servers.items()} == started  # nothing reached a server
+    page.fill("#sd-max-tokens input", str(TOKENS))
+    page.press("#sd-max-tokens input", "Tab")
+    assert_next_run_works(page, servers)
+
+
+def test_prompt_over_the_context_is_refused_before_sending(page, app, servers) -> None:  # type: ignore[no-untyped-def]
+    spec = servers["speculative"]
+    spec.behavior = SPEC.model_copy(update={"max_model_len": 8})  # /tokenize reports it
+    started = spec.started
+    open_page(page, app)
+    choose(page, PRESET_TITLE, max_tokens=TOKENS)
+    page.fill("#sd-prompt textarea", "word " * 50)
+    start(page)
+    assert wait_finished(page, 30_000) == "error"
+    shown = status(page, "speculative")
+    assert "max_model_len" in shown and "shorten the prompt" in shown, shown
+    assert spec.started == started  # refused before sending
+    assert "done" in status(page, "baseline")
+    assert_next_run_works(page, servers)
+
+
+def test_malformed_preset_file_is_named_with_its_field_and_the_rest_load(  # type: ignore[no-untyped-def]
+        page, servers, tmp_path: Path) -> None:
+    presets = tmp_path / "presets"
+    shutil.copytree(ROOT / "presets", presets)
+    good = sorted(p.stem for p in presets.glob("*.yaml"))
+    (presets / "broken_field.yaml").write_text(yaml.safe_dump({
+        "title": "Broken", "expect": "never shown", "max_tokens": -5,
+        "messages": [{"role": "user", "content": "hi"}]}), encoding="utf-8")
+    (presets / "broken_syntax.yaml").write_text("title: [unclosed\nexpect: x\n", encoding="utf-8")
+    app = AppProcess({"SPECDEMO_BASELINE_URL": servers["baseline"].url,
+                      "SPECDEMO_SPECULATIVE_URL": servers["speculative"].url,
+                      "SPECDEMO_PRESETS_DIR": str(presets), "SPECDEMO_SAVE_RUNS": "false"},
+                     tmp_path / "app.log")
+    try:
+        open_page(page, app)
+        alert = page.get_by_role("alert").filter(has_text="broken_field.yaml")
+        text = alert.text_content()
+        assert "broken_field.yaml" in text and "max_tokens" in text, text
+        assert "broken_syntax.yaml" in text and "line " in text, text
+        screenshot(page, "preset-malformed-banner")
+        page.click("#sd-preset input")
+        options = page.get_by_role("option").all_text_contents()
+        assert len(options) == len(good) + 1, options  # every good preset, plus the free prompt
+        assert "Broken" not in options
+        page.get_by_role("option", name=PRESET_TITLE).click()
+        page.wait_for_function("() => document.querySelector('#sd-expect').textContent.includes('SQL')"
+                               " || document.querySelector('#sd-prompt textarea').value.includes('SQL')")
+        page.fill("#sd-max-tokens input", str(TOKENS))
+        page.press("#sd-max-tokens input", "Tab")
+        start(page)
+        assert wait_finished(page) == "done"  # the page works with the presets that loaded
+    finally:
+        app.stop()
