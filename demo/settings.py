@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ROOT = Path(__file__).resolve().parent.parent
+# Written by `python -m servers up`: what the speculative server runs (method, k).
+LAUNCHER_CLIENT_ENV = ROOT / "logs" / "servers" / "client.env"
 
 
 class Settings(BaseSettings):
@@ -42,3 +44,25 @@ class Settings(BaseSettings):
     # when the server itself cannot tell us. The launcher writes these.
     spec_method: str | None = None
     spec_num_tokens: int | None = None
+
+    @model_validator(mode="after")
+    def _spec_from_launcher(self) -> Settings:
+        """Label the speculative pane from the launcher's record when nothing says otherwise.
+
+        Only when the speculative URL is the one the launcher started: never label a
+        different server with another one's method.
+        """
+        if self.spec_method is not None or not LAUNCHER_CLIENT_ENV.is_file():
+            return self
+        try:
+            lines = LAUNCHER_CLIENT_ENV.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return self
+        found = dict(line.split("=", 1) for line in lines if "=" in line)
+        if found.get("SPECDEMO_SPECULATIVE_URL", "").rstrip("/") != self.speculative_url.rstrip("/"):
+            return self
+        self.spec_method = found.get("SPECDEMO_SPEC_METHOD") or None
+        k = found.get("SPECDEMO_SPEC_NUM_TOKENS", "")
+        if self.spec_num_tokens is None and k.isdigit():
+            self.spec_num_tokens = int(k)
+        return self

@@ -340,9 +340,12 @@ def _write_client_env(s: LauncherSettings, plans: list[Plan]) -> None:
     lines = [
         f"SPECDEMO_BASELINE_URL={plans[0].url}",
         f"SPECDEMO_SPECULATIVE_URL={plans[1].url}",
-        f"SPECDEMO_SPEC_METHOD={spec.get('method', '')}",
-        f"SPECDEMO_SPEC_NUM_TOKENS={spec.get('num_speculative_tokens', '')}",
     ]
+    # An empty value would not validate as a number in the app: leave unknown ones out.
+    if spec.get("method"):
+        lines.append(f"SPECDEMO_SPEC_METHOD={spec['method']}")
+    if spec.get("num_speculative_tokens") is not None:
+        lines.append(f"SPECDEMO_SPEC_NUM_TOKENS={spec['num_speculative_tokens']}")
     (s.run_dir / "client.env").write_text("\n".join(lines) + "\n")
 
 
