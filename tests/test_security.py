@@ -193,3 +193,36 @@ def test_presets_are_loaded_as_data_never_code(tmp_path: Path) -> None:
     assert {e.file for e in errors} == {"evil.yaml", "evil_field.yaml"}
     assert all("python/object" in e.message for e in errors), errors
     assert not marker.exists()  # the tag was refused, not run
+
+
+def test_the_api_cannot_bypass_the_input_limits(tmp_path: Path, keyed_servers) -> None:  # type: ignore[no-untyped-def]
+    """A script posting straight to the page's API gets the same limits as the page's controls."""
+    base, spec = keyed_servers
+    app = AppProcess(_env(base, spec, SPECDEMO_SAVE_RUNS="false"), tmp_path / "app.log")
+
+    async def race_with(temperature: float, max_tokens: int, prompt: str = "hi") -> str:
+        async with httpx.AsyncClient(base_url=app.url.rstrip("/"), trust_env=False, timeout=30) as client:
+            page = _Page((await client.get("/config")).json())
+            session = f"limits{temperature}{max_tokens}".replace(".", "").replace("-", "m")
+            join = await client.post("/gradio_api/queue/join", json={
+                "data": [None, prompt, temperature, max_tokens, "race", [], []], "fn_index": page.race_id,
+                "session_hash": session, "event_data": None, "trigger_id": None})
+            join.raise_for_status()
+            lines = []
+            async with client.stream("GET", "/gradio_api/queue/data", params={"session_hash": session}) as resp:
+                async for line in resp.aiter_lines():
+                    lines.append(line)
+                    if "process_completed" in line:
+                        break
+            return "\n".join(lines)
+
+    try:
+        too_hot = asyncio.run(race_with(5.0, 10))
+        too_long = asyncio.run(race_with(0.0, 10**6))
+        empty = asyncio.run(race_with(0.0, 10, prompt=""))
+    finally:
+        app.stop()
+    assert "maximum value 2" in too_hot, too_hot[-500:]
+    assert "Invalid max_tokens" in too_long, too_long[-500:]
+    assert "prompt is empty" in empty, empty[-500:]
+    assert (base.started, spec.started) == (0, 0)  # nothing reached a server
