@@ -43,8 +43,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, Field
@@ -52,6 +54,7 @@ from pydantic import BaseModel, Field
 from tests.browser.conftest import AppProcess
 from tests.standin import Standin, StandinBehavior
 
+T = TypeVar("T")
 TARGET_CPU_MS_PER_TOKEN = 2.0
 _TOKENS = re.compile(r'data-key="tokens"[^>]*?data-value="(\d+)"')
 _STATE = re.compile(r'class="sd-run-status" data-state="(\w+)"')
@@ -127,6 +130,13 @@ class LoadReport(BaseModel):
         return out
 
 
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run in a worker thread: safe even when the caller's thread already runs an event
+    loop (in a pytest session, the browser tests' session-wide Playwright keeps one running)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def _cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of a process (Linux /proc); None elsewhere."""
     try:
@@ -136,7 +146,7 @@ def _cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class _Page:
+class PageApi:
     """What a viewer needs from the page's Gradio config: event ids and output positions."""
 
     def __init__(self, config: dict[str, Any]) -> None:
@@ -164,7 +174,7 @@ def _apply(old: str | None, value: Any, diffed: bool) -> str | None:
     return old
 
 
-async def _one_race(http: httpx.AsyncClient, page: _Page, out: RaceOutcome, max_tokens: int,
+async def race_once(http: httpx.AsyncClient, page: PageApi, out: RaceOutcome, max_tokens: int,
                     timeout_s: float) -> None:
     session = secrets.token_hex(8)
     data = [None, out.prompt, 0.0, max_tokens, "race", [], []]
@@ -221,7 +231,7 @@ async def _one_race(http: httpx.AsyncClient, page: _Page, out: RaceOutcome, max_
     out.detail = "the event stream ended without a final frame"
 
 
-async def _user(http: httpx.AsyncClient, page: _Page, user: int, races: int, max_tokens: int,
+async def _user(http: httpx.AsyncClient, page: PageApi, user: int, races: int, max_tokens: int,
                 stop_every: int, timeout_s: float) -> list[RaceOutcome]:
     outcomes = []
     for i in range(races):
@@ -229,7 +239,7 @@ async def _user(http: httpx.AsyncClient, page: _Page, user: int, races: int, max
         out = RaceOutcome(user=user, index=i, prompt=f"Load test user {user} race {i}: tell me about foxes.",
                           stop_requested=stop_every > 0 and n % stop_every == stop_every - 1)
         try:
-            await _one_race(http, page, out, max_tokens * (10 if out.stop_requested else 1), timeout_s)
+            await race_once(http, page, out, max_tokens * (10 if out.stop_requested else 1), timeout_s)
         except TimeoutError:
             out.state, out.detail = "lost", f"no final frame within {timeout_s:g} s"
         except httpx.HTTPError as e:
@@ -276,7 +286,7 @@ async def run_load(app: AppProcess, servers: dict[str, Standin], *, users: int, 
     limits = httpx.Limits(max_connections=4 * users + 10, max_keepalive_connections=2 * users)
     async with httpx.AsyncClient(base_url=app.url.rstrip("/"), limits=limits, trust_env=False,
                                  timeout=httpx.Timeout(10.0, read=race_timeout_s)) as http:
-        page = _Page((await http.get("/config")).json())
+        page = PageApi((await http.get("/config")).json())
         cpu0, t0 = _cpu_seconds(app.proc.pid), time.perf_counter()
         groups = await asyncio.gather(*(_user(http, page, u, races, max_tokens, stop_every, race_timeout_s)
                                         for u in range(users)))

@@ -9,13 +9,12 @@ their target is checked by ``python -m benchmarks.load_test``, not here.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from benchmarks.load_test import load_behaviors, run_load, start_app
+from benchmarks.load_test import load_behaviors, run_async, run_load, start_app
 from tests.standin import Standin
 
 USERS, RACES, CONCURRENCY, STOP_EVERY = 8, 3, 2, 4
@@ -32,7 +31,7 @@ def test_concurrent_viewers_no_lost_or_stuck_runs_and_every_stream_closed(
         servers: dict[str, Standin], tmp_path: Path) -> None:
     app = start_app(servers["baseline"], servers["speculative"], CONCURRENCY, tmp_path)
     try:
-        report = asyncio.run(run_load(app, servers, users=USERS, races=RACES, max_tokens=30,
+        report = run_async(run_load(app, servers, users=USERS, races=RACES, max_tokens=30,
                                       concurrency=CONCURRENCY, stop_every=STOP_EVERY, race_timeout_s=90))
     finally:
         app.stop()

@@ -11,7 +11,6 @@ The launch arguments and the exposure warning are unit-tested in tests/test_ui_a
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.load_test import RaceOutcome, _one_race, _Page
+from benchmarks.load_test import RaceOutcome, race_once, PageApi, run_async
 from demo.presets import load_presets
 from tests.browser.conftest import ROOT, AppProcess, free_port
 from tests.standin import Standin, StandinBehavior
@@ -77,9 +76,9 @@ def _listen_addresses(port: int) -> set[str]:
 async def _race_via_api(client: httpx.AsyncClient, prompt: str) -> tuple[RaceOutcome, str]:
     """One race through the page's own Gradio API; returns the outcome and the raw event stream."""
     raw: list[str] = []
-    page = _Page((await client.get("/config")).json())
+    page = PageApi((await client.get("/config")).json())
     out = RaceOutcome(user=0, index=0, prompt=prompt)
-    await _one_race(client, page, out, max_tokens=20, timeout_s=60)
+    await race_once(client, page, out, max_tokens=20, timeout_s=60)
     # The same race once more, read raw, for the secret check on what the browser receives.
     join = await client.post("/gradio_api/queue/join", json={
         "data": [None, prompt, 0.0, 20, "race", [], []], "fn_index": page.race_id,
@@ -131,7 +130,7 @@ def test_login_from_settings_guards_the_page_and_its_api(tmp_path: Path, keyed_s
                 out, _raw = await _race_via_api(client, "Logged in: say hello.")
                 return out
 
-        assert asyncio.run(logged_in()).state == "done"
+        assert run_async(logged_in()).state == "done"
         assert base.started >= 1 and spec.started >= 1
     finally:
         app.stop()
@@ -151,7 +150,7 @@ def test_api_key_reaches_the_servers_and_nowhere_else(tmp_path: Path, keyed_serv
                 out, raw = await _race_via_api(client, "Say hello to the key test.")
                 return out, html, config, raw
 
-        out, html, config, raw = asyncio.run(go())
+        out, html, config, raw = run_async(go())
         # A wrong key on one side: the error path (HTTP 401) must not echo the key either.
         base.behavior = base.behavior.model_copy(update={"api_key": "some-other-key"})
 
@@ -159,7 +158,7 @@ def test_api_key_reaches_the_servers_and_nowhere_else(tmp_path: Path, keyed_serv
             async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=30) as client:
                 return await _race_via_api(client, "Say hello with a refused key.")
 
-        bad, bad_raw = asyncio.run(refused())
+        bad, bad_raw = run_async(refused())
     finally:
         app.stop()
     assert out.state == "done", out.detail  # the servers accepted the key: it was passed through
@@ -202,7 +201,7 @@ def test_the_api_cannot_bypass_the_input_limits(tmp_path: Path, keyed_servers) -
 
     async def race_with(temperature: float, max_tokens: int, prompt: str = "hi") -> str:
         async with httpx.AsyncClient(base_url=app.url.rstrip("/"), trust_env=False, timeout=30) as client:
-            page = _Page((await client.get("/config")).json())
+            page = PageApi((await client.get("/config")).json())
             session = f"limits{temperature}{max_tokens}".replace(".", "").replace("-", "m")
             join = await client.post("/gradio_api/queue/join", json={
                 "data": [None, prompt, temperature, max_tokens, "race", [], []], "fn_index": page.race_id,
@@ -217,9 +216,9 @@ def test_the_api_cannot_bypass_the_input_limits(tmp_path: Path, keyed_servers) -
             return "\n".join(lines)
 
     try:
-        too_hot = asyncio.run(race_with(5.0, 10))
-        too_long = asyncio.run(race_with(0.0, 10**6))
-        empty = asyncio.run(race_with(0.0, 10, prompt=""))
+        too_hot = run_async(race_with(5.0, 10))
+        too_long = run_async(race_with(0.0, 10**6))
+        empty = run_async(race_with(0.0, 10, prompt=""))
     finally:
         app.stop()
     assert "maximum value 2" in too_hot, too_hot[-500:]

@@ -16,6 +16,7 @@ import time
 import httpx
 import pytest
 
+from benchmarks.load_test import run_async
 from demo.metrics import MetricsSample, scrape_metrics
 from demo.race import stream_race
 from demo.results import Message, RaceRequest
@@ -76,4 +77,4 @@ def test_stop_mid_stream_makes_vllm_abort_both_requests(real_servers: Settings) 
                 # The engine stopped soon after the client left: far from the 1000 it was asked for.
                 assert grown[side] < MAX_TOKENS / 4, (side, grown[side])
 
-    asyncio.run(go())
+    run_async(go())
