@@ -6,10 +6,11 @@ Each simulated user is a browser session driving Gradio's own HTTP API, as the p
 JavaScript does: ``POST /gradio_api/queue/join`` for the race event, then the
 ``/gradio_api/queue/data`` event stream of its frames; Stop is the page's Stop event.
 Users run their races one after another; every ``--stop-every``-th race is stopped by its
-user once tokens flow, so aborts are part of the load.
+user once tokens flow, and every ``--leave-every``-th one is left mid-stream (the viewer drops
+its connection, like a closed tab), so aborts are part of the load.
 
 Figures (all printed):
-- races done / stopped / errors / lost. *Lost* = no final frame within ``--race-timeout-s``
+- races done / stopped / left / errors / lost. *Lost* = no final frame within ``--race-timeout-s``
   (a stuck or vanished run). Target: no errors, no lost runs.
 - waiting: races Gradio's queue put behind another event (it reported a queue rank >= 1), the
   longest wait from Start to the race starting, and the peak of streams open at once on each
@@ -56,6 +57,9 @@ from tests.standin import Standin, StandinBehavior
 
 T = TypeVar("T")
 TARGET_CPU_MS_PER_TOKEN = 2.0
+# A race its viewer leaves asks for this many tokens, so that it is still streaming when the
+# page's unread-frame watchdog (5 s) aborts it.
+LEAVE_TOKENS = 4000
 _TOKENS = re.compile(r'data-key="tokens"[^>]*?data-value="(\d+)"')
 _STATE = re.compile(r'class="sd-run-status" data-state="(\w+)"')
 
@@ -64,9 +68,10 @@ class RaceOutcome(BaseModel):
     user: int
     index: int
     prompt: str
-    state: str = "lost"  # done | stopped | error | lost (no final frame in time)
+    state: str = "lost"  # done | stopped | left | error | lost (no final frame in time)
     detail: str = ""
     stop_requested: bool = False
+    leave_requested: bool = False  # drop the connection mid-stream, as a closed tab does
     queued: bool = False
     wait_s: float | None = None  # Start (join) to process_starts
     frames: int = 0
@@ -82,6 +87,7 @@ class LoadReport(BaseModel):
     duration_s: float
     done: int
     stopped: int
+    left: int
     errors: int
     lost: int
     error_details: list[str]
@@ -110,8 +116,8 @@ class LoadReport(BaseModel):
         out = [
             f"load: {self.users} users x {self.races_per_user} races = {planned} races, "
             f"page runs {self.concurrency} at a time, max_tokens {self.max_tokens}, {self.duration_s:.1f} s",
-            f"races: {self.done} done, {self.stopped} stopped by their user, {self.errors} errors, "
-            f"{self.lost} lost/stuck",
+            f"races: {self.done} done, {self.stopped} stopped by their user, {self.left} left mid-stream "
+            f"by their viewer, {self.errors} errors, {self.lost} lost/stuck",
             f"waiting: {self.queued_races} races queued (Gradio rank >= 1); longest wait before starting "
             f"{self.max_wait_s:.2f} s; peak streams open at once: "
             + ", ".join(f"{side} {n}" for side, n in self.peak_streams.items()),
@@ -126,6 +132,9 @@ class LoadReport(BaseModel):
             "(includes the page's 50 ms frame cadence)",
             f"app CPU per token streamed: {ms(cpu)} (target < {TARGET_CPU_MS_PER_TOKEN:g} ms: {verdict})",
         ]
+        if self.app_cpu_s is not None:
+            out.append(f"app process busy {self.app_cpu_s / self.duration_s:.2f} of a core on average "
+                       "(one Python process: near 1.0 it is saturated and the latency grows)")
         out += [f"  error: {d}" for d in self.error_details[:10]]
         return out
 
@@ -213,6 +222,9 @@ async def race_once(http: httpx.AsyncClient, page: PageApi, out: RaceOutcome, ma
                             m = _TOKENS.search(tiles[side] or "")
                             if m:
                                 out.seen[side].append((now, int(m.group(1))))
+                    if out.leave_requested and out.seen["baseline"] and out.seen["baseline"][-1][1] >= 5:
+                        out.state = "left"
+                        return  # leaving the block closes the connection mid-stream
                     if out.stop_requested and not stop_sent and out.seen["baseline"] \
                             and out.seen["baseline"][-1][1] >= 5:
                         stop_sent = True
@@ -232,14 +244,17 @@ async def race_once(http: httpx.AsyncClient, page: PageApi, out: RaceOutcome, ma
 
 
 async def _user(http: httpx.AsyncClient, page: PageApi, user: int, races: int, max_tokens: int,
-                stop_every: int, timeout_s: float) -> list[RaceOutcome]:
+                stop_every: int, leave_every: int, timeout_s: float) -> list[RaceOutcome]:
     outcomes = []
     for i in range(races):
         n = user * races + i
         out = RaceOutcome(user=user, index=i, prompt=f"Load test user {user} race {i}: tell me about foxes.",
                           stop_requested=stop_every > 0 and n % stop_every == stop_every - 1)
+        # A left race must outlast the page's unread-frame watchdog (5 s) to show the abort.
+        out.leave_requested = leave_every > 0 and n % leave_every == 0 and not out.stop_requested
         try:
-            await race_once(http, page, out, max_tokens * (10 if out.stop_requested else 1), timeout_s)
+            tokens = LEAVE_TOKENS if out.leave_requested else max_tokens * (10 if out.stop_requested else 1)
+            await race_once(http, page, out, tokens, timeout_s)
         except TimeoutError:
             out.state, out.detail = "lost", f"no final frame within {timeout_s:g} s"
         except httpx.HTTPError as e:
@@ -280,7 +295,7 @@ def _pct(xs: list[float], q: float) -> float | None:
 
 
 async def run_load(app: AppProcess, servers: dict[str, Standin], *, users: int, races: int,
-                   max_tokens: int, concurrency: int, stop_every: int = 5,
+                   max_tokens: int, concurrency: int, stop_every: int = 5, leave_every: int = 0,
                    race_timeout_s: float = 60.0) -> LoadReport:
     """Drive the page with ``users`` concurrent sessions of ``races`` races each; report."""
     limits = httpx.Limits(max_connections=4 * users + 10, max_keepalive_connections=2 * users)
@@ -288,7 +303,8 @@ async def run_load(app: AppProcess, servers: dict[str, Standin], *, users: int, 
                                  timeout=httpx.Timeout(10.0, read=race_timeout_s)) as http:
         page = PageApi((await http.get("/config")).json())
         cpu0, t0 = _cpu_seconds(app.proc.pid), time.perf_counter()
-        groups = await asyncio.gather(*(_user(http, page, u, races, max_tokens, stop_every, race_timeout_s)
+        groups = await asyncio.gather(*(_user(http, page, u, races, max_tokens, stop_every, leave_every,
+                                              race_timeout_s)
                                         for u in range(users)))
         duration, cpu1 = time.perf_counter() - t0, _cpu_seconds(app.proc.pid)
     for s in servers.values():
@@ -297,13 +313,15 @@ async def run_load(app: AppProcess, servers: dict[str, Standin], *, users: int, 
     lat = _latencies(outcomes, servers)
     tokens = sum(max((n for _, n in seen), default=0) for o in outcomes for seen in o.seen.values())
     cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
-    count = {state: sum(o.state == state for o in outcomes) for state in ("done", "stopped", "error", "lost")}
+    count = {state: sum(o.state == state for o in outcomes)
+             for state in ("done", "stopped", "left", "error", "lost")}
     return LoadReport(
         users=users, races_per_user=races, concurrency=concurrency, max_tokens=max_tokens,
-        duration_s=duration, done=count["done"], stopped=count["stopped"], errors=count["error"],
+        duration_s=duration, done=count["done"], stopped=count["stopped"], left=count["left"],
+        errors=count["error"],
         lost=count["lost"],
         error_details=[f"user {o.user} race {o.index}: {o.state}: {o.detail}" for o in outcomes
-                       if o.state not in ("done", "stopped")],
+                       if o.state not in ("done", "stopped", "left")],
         queued_races=sum(o.queued for o in outcomes),
         max_wait_s=max((o.wait_s or 0.0 for o in outcomes), default=0.0),
         tokens_delivered=tokens,
@@ -331,9 +349,10 @@ def _peak_open(server: Standin) -> int:
 
 
 def load_behaviors(tokens_per_s: float) -> tuple[StandinBehavior, StandinBehavior]:
-    return (StandinBehavior(tokens_per_s=tokens_per_s, ttft_s=0.02),
+    room = LEAVE_TOKENS + 100  # max_model_len: room for the longest answer
+    return (StandinBehavior(tokens_per_s=tokens_per_s, ttft_s=0.02, max_model_len=room),
             StandinBehavior(speculative=True, tokens_per_s=tokens_per_s * 2.5, ttft_s=0.02,
-                            chunk_sizes=[1, 3, 5, 2]))
+                            chunk_sizes=[1, 3, 5, 2], max_model_len=room))
 
 
 def start_app(base: Standin, spec: Standin, concurrency: int, workdir: Path) -> AppProcess:
@@ -351,6 +370,8 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=4, help="SPECDEMO_MAX_CONCURRENT_RACES of the page")
     ap.add_argument("--tokens-per-s", type=float, default=200, help="baseline stand-in rate (speculative 2.5x)")
     ap.add_argument("--stop-every", type=int, default=5, help="every n-th race is stopped by its user (0: none)")
+    ap.add_argument("--leave-every", type=int, default=20,
+                    help="every n-th race is left mid-stream by its viewer (0: none)")
     ap.add_argument("--race-timeout-s", type=float, default=90)
     a = ap.parse_args()
     base_b, spec_b = load_behaviors(a.tokens_per_s)
@@ -359,7 +380,8 @@ def main() -> int:
         try:
             report = asyncio.run(run_load(app, {"baseline": base, "speculative": spec}, users=a.users,
                                           races=a.races, max_tokens=a.max_tokens, concurrency=a.concurrency,
-                                          stop_every=a.stop_every, race_timeout_s=a.race_timeout_s))
+                                          stop_every=a.stop_every, leave_every=a.leave_every,
+                                          race_timeout_s=a.race_timeout_s))
         finally:
             app.stop()
     print("\n".join(report.lines()))
