@@ -59,13 +59,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     close_shared_browser()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[object]:
-    """A Playwright Browser on Debian's Chromium (shared: starting it costs seconds)."""
+    """A Playwright Browser on Debian's Chromium, shared by one module's tests.
+
+    Closed when the module ends: Playwright's sync API keeps an event loop running in this
+    thread, and any later test that calls asyncio.run() would fail on it.
+    """
     if not CHROMIUM.exists():
         pytest.skip("browser tests need Debian's Chromium at /usr/bin/chromium: apt-get install -y chromium")
     pytest.importorskip("playwright.sync_api", reason="pip install playwright (requirements-dev.txt)")
     yield _shared_browser()
+    close_shared_browser()
 
 
 @pytest.fixture
