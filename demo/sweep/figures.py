@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from demo.charts import COLORS, FONT
+from demo.charts import COLORS, DARK, FONT
 from demo.sweep.models import CellResult, SweepResult
 
 PALETTE = ["#ffb000", "#4ea1ff", "#3ccf91", "#ff6b6b", "#c58cff", "#f2f4f8", "#9aa4b2"]
 _LAYOUT = dict(
-    template="plotly_dark",
+    template=DARK,
     paper_bgcolor="#0b0f17",
     plot_bgcolor="#121826",
     font=FONT,
