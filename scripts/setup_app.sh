@@ -10,5 +10,7 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 REQ="$ROOT/requirements-dev.txt"
 [[ "${1:-}" == "--app" ]] && REQ="$ROOT/requirements.txt"
 [[ -x "$ROOT/.venv/bin/python" ]] || "$PY" -m venv "$ROOT/.venv"
-"$ROOT/.venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
+# (grep drops pip's notes about this machine's extra local index folders, one per package)
+"$ROOT/.venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ" 2>&1 \
+    | { grep -v "^WARNING: Location 'file:" || true; }
 echo "[setup-app] .venv ready ($(basename "$REQ"))"
