@@ -40,7 +40,6 @@ import json
 import os
 import re
 import secrets
-import statistics
 import sys
 import tempfile
 import time

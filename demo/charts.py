@@ -23,8 +23,6 @@ DARK = go.layout.Template(layout=dict(
 ))
 _LAYOUT = dict(
     template=DARK,
-    paper_bgcolor="#0b0f17",
-    plot_bgcolor="#121826",
     font=FONT,
     margin=dict(l=60, r=20, t=50, b=50),
     height=320,
@@ -32,9 +30,15 @@ _LAYOUT = dict(
 )
 
 
-def _empty(title: str, message: str) -> go.Figure:
+def layout(**overrides: object) -> dict[str, object]:
+    """The page's figure layout, with some keys replaced (the report uses taller figures)."""
+    return {**_LAYOUT, **overrides}
+
+
+def empty_figure(title: str, message: str, fig_layout: dict[str, object] | None = None) -> go.Figure:
+    """A figure with no data yet: the title and a line saying what will appear."""
     fig = go.Figure()
-    fig.update_layout(title=title, **_LAYOUT)
+    fig.update_layout(title=title, **(fig_layout or _LAYOUT))
     fig.add_annotation(text=message, showarrow=False, font=dict(size=18, color="#c9d1dd"),
                        xref="paper", yref="paper", x=0.5, y=0.5)
     fig.update_xaxes(visible=False)
@@ -52,7 +56,7 @@ def race_figure(snapshot: RaceSnapshot | None) -> go.Figure:
     """Tokens received over time, both sides: the race itself. Steps show the bursts."""
     title = "Tokens over time"
     if snapshot is None or not (snapshot.baseline.bursts or snapshot.speculative.bursts):
-        return _empty(title, "Press Start: both answers will race here")
+        return empty_figure(title, "Press Start: both answers will race here")
     fig = go.Figure()
     for side in ("baseline", "speculative"):
         snap: SideSnapshot = getattr(snapshot, side)
@@ -74,13 +78,13 @@ def acceptance_figure(result: RaceResult | None) -> go.Figure:
     """Per draft position: how often the server kept that drafted token."""
     title = "Acceptance by draft position"
     if result is None:
-        return _empty(title, "After a run: how often draft token 1, 2, … was kept")
+        return empty_figure(title, "After a run: how often draft token 1, 2, … was kept")
     spec = result.speculative.spec
     rates = spec.per_position_acceptance if spec else None
     if not rates:
         reason = (spec.na_reasons.get("per_position_acceptance") if spec else None) or (
             result.speculative.na_reasons.get("spec") or "the server did not report it")
-        return _empty(title, f"n/a ({reason})")
+        return empty_figure(title, f"n/a ({reason})")
     x = [str(i + 1) for i in range(len(rates))]
     fig = go.Figure(go.Bar(x=x, y=[r * 100 for r in rates], marker_color=COLORS["speculative"],
                            text=[f"{r * 100:.0f}%" for r in rates], textposition="outside"))
@@ -93,7 +97,7 @@ def chunk_figure(result: RaceResult | None) -> go.Figure:
     """How many tokens each streamed chunk carried: 1 for the baseline, bursts with speculation."""
     title = "Tokens per chunk"
     if result is None:
-        return _empty(title, "After a run: how many tokens each step delivered")
+        return empty_figure(title, "After a run: how many tokens each step delivered")
     fig = go.Figure()
     for side in ("baseline", "speculative"):
         dist = getattr(result, side).tokens_per_chunk
@@ -103,7 +107,7 @@ def chunk_figure(result: RaceResult | None) -> go.Figure:
         fig.add_trace(go.Bar(x=[str(s) for s in sizes], y=[dist[s] for s in sizes], name=side,
                              marker_color=COLORS[side]))
     if not fig.data:
-        return _empty(title, "n/a (no chunk carried a token count)")
+        return empty_figure(title, "n/a (no chunk carried a token count)")
     fig.update_layout(title=title, xaxis_title="tokens in the chunk", yaxis_title="chunks",
                       barmode="group", **_LAYOUT)
     return fig

@@ -119,6 +119,15 @@ class RaceResult(BaseModel):
     cancelled: bool = False
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
+    @property
+    def outcome(self) -> Literal["stopped", "error", "done"]:
+        """How the race ended: stopped by the user, a side failed, or both finished."""
+        if self.cancelled:
+            return "stopped"
+        if self.baseline.error or self.speculative.error:
+            return "error"
+        return "done"
+
 
 class SideSnapshot(BaseModel):
     """A side while it streams: what the page shows live."""

@@ -353,12 +353,7 @@ HISTORY_HEADERS = ["time (UTC)", "preset", "mode", "T", "baseline tok/s", "specu
 def history_row(result: RaceResult) -> HistoryRow:
     spec = result.speculative.spec
     identical = {True: "yes", False: "no", None: NA}[result.identical_text]
-    if result.cancelled:
-        status = "stopped"
-    elif result.baseline.error or result.speculative.error:
-        status = "error"
-    else:
-        status = "ok"
+    status = {"done": "ok"}.get(result.outcome, result.outcome)
     return HistoryRow(
         started_at=result.started_at.strftime("%H:%M:%S"),
         preset=result.preset or "(free prompt)",

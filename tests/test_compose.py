@@ -8,7 +8,6 @@ fail is caught here too.
 
 from __future__ import annotations
 
-import copy
 import importlib.resources
 import json
 import os

@@ -7,15 +7,11 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from demo.charts import COLORS, DARK, FONT
+from demo.charts import COLORS, empty_figure, layout
 from demo.sweep.models import CellResult, SweepResult
 
 PALETTE = ["#ffb000", "#4ea1ff", "#3ccf91", "#ff6b6b", "#c58cff", "#f2f4f8", "#9aa4b2"]
-_LAYOUT = dict(
-    template=DARK,
-    paper_bgcolor="#0b0f17",
-    plot_bgcolor="#121826",
-    font=FONT,
+_LAYOUT = layout(
     margin=dict(l=70, r=20, t=60, b=60),
     height=380,
     legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0),
@@ -23,13 +19,7 @@ _LAYOUT = dict(
 
 
 def _empty(title: str, message: str) -> go.Figure:
-    fig = go.Figure()
-    fig.update_layout(title=title, **_LAYOUT)
-    fig.add_annotation(text=message, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5,
-                       font=dict(size=16, color="#c9d1dd"))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return fig
+    return empty_figure(title, message, _LAYOUT)
 
 
 def workload_name(cell: CellResult) -> str:

@@ -218,12 +218,7 @@ def _quiet_status(shown: RaceSnapshot | None, progress_at: dict[str, float],
 
 
 def final_status(result: RaceResult, saved: str | None) -> str:
-    if result.cancelled:
-        state = "stopped"
-    elif result.baseline.error or result.speculative.error:
-        state = "error"
-    else:
-        state = "done"
+    state = result.outcome
     detail = view.MODE_LABELS[result.mode] + (" · run saved" if saved else "")
     if state == "error":
         failed = [s for s in ("baseline", "speculative") if getattr(result, s).error]
