@@ -164,7 +164,7 @@ def tiles_html(side: Side, tiles: list[Tile]) -> str:
     for t in tiles:
         value_attr = "" if t.value is None else f' data-value="{esc(repr(t.value))}"'
         live = " sd-live" if t.note == "live" else ""
-        note = f'<div class="sd-tile-note{live}">{esc(t.note)}</div>' if t.note else ""
+        note = f'<div class="sd-tile-note{live}" title="{esc(t.note)}">{esc(t.note)}</div>' if t.note else ""
         unit = f'<span class="sd-unit">{esc(t.unit)}</span>' if t.unit else ""
         na_class = " sd-na" if t.text == NA else ""
         parts.append(

@@ -65,15 +65,17 @@ footer { display: none !important; }
   overflow: hidden; text-overflow: ellipsis; }
 .sd-pane-note { font-size: 12px; font-weight: 400; color: #94a3b8; }
 #sd-pane-speculative .sd-pane-title { color: #ffb000; }
-.sd-tiles { display: grid; grid-template-columns: repeat(3, 1fr); gap: 6px; }
+.sd-tiles { display: grid; grid-template-columns: repeat(3, minmax(0, 1fr)); gap: 6px; }
 .sd-tile-note.sd-live { position: absolute; top: 3px; right: 6px; color: #4ade80; font-weight: 700; }
-.sd-tile { position: relative; background: #1a2233; border: 1px solid #2a3446; border-radius: 8px; padding: 2px 8px; }
+.sd-tile { position: relative; min-width: 0; background: #1a2233; border: 1px solid #2a3446; border-radius: 8px; padding: 2px 8px; }
 .sd-tile-label { font-size: 13px; color: #c9d1dd; text-transform: uppercase; letter-spacing: .04em; }
 .sd-tile-value { font-size: 28px; font-weight: 800; color: #f2f4f8; line-height: 1.1;
   font-variant-numeric: tabular-nums; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .sd-tile[data-key="tokens_per_s"] .sd-tile-value { font-size: 34px; color: #ffd37a; }
 .sd-tile.sd-na .sd-tile-value { color: #94a3b8; }
-.sd-tile-note { font-size: 12px; color: #94a3b8; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+/* An n/a reason wraps inside its tile (two lines at most) instead of widening the pane. */
+.sd-tile-note { font-size: 12px; color: #94a3b8; overflow-wrap: anywhere; display: -webkit-box;
+  -webkit-line-clamp: 2; -webkit-box-orient: vertical; overflow: hidden; }
 .sd-side-status { font-size: 14px; color: #c9d1dd; }
 .sd-status-quiet { color: #ffd37a; font-weight: 700; }
 .sd-side-error { font-size: 15px; background: #7f1d1d; color: #fff; padding: 4px 8px; border-radius: 6px; }
