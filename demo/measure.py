@@ -81,7 +81,13 @@ class SideMeter:
         self.done = False
         self.error: str | None = None
         self.status = "waiting"
+        self.started = t0 is not None  # the request has been sent (a given t0 says when)
         self.t_end: float | None = None
+
+    def start(self, t0: float) -> None:
+        """The request goes out now: elapsed time counts from ``t0``."""
+        self.t0 = t0
+        self.started = True
 
     def feed(self, ev: ChunkEvent) -> None:
         self.events.append(ev)
@@ -151,7 +157,10 @@ class SideMeter:
         return (tokens - 1) / (self.t_last - self.t_first), None
 
     def snapshot(self) -> SideSnapshot:
-        now = (self.t_end if self.t_end is not None else time.perf_counter() - self.t0)
+        if not self.started and self.t_end is None:
+            now = 0.0  # still waiting its turn (sequential A/B) or for the start line
+        else:
+            now = self.t_end if self.t_end is not None else time.perf_counter() - self.t0
         count = self.tokens if self.has_usage else (self.final_tokens if self.final_tokens is not None else None)
         rate, _ = self._decode_rate(count)
         return SideSnapshot(

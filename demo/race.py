@@ -116,7 +116,7 @@ class _SideRun:
     async def run(self, req: RaceRequest, t0: float) -> None:
         if self.meter.error:
             return
-        self.meter.t0 = t0
+        self.meter.start(t0)
         try:
             assert self.model is not None
             async for ev in stream_completion(self.http, self.url, self.model, req, t0=t0):
@@ -157,6 +157,7 @@ async def stream_race(
         "speculative": _SideRun("speculative", settings.speculative_url, settings, http, changed),
     }
     task: asyncio.Task[None] | None = None
+    stop_wait: asyncio.Task[bool] | None = None
     cancelled = False
 
     def snap(result: RaceResult | None = None) -> RaceSnapshot:
@@ -198,8 +199,6 @@ async def stream_race(
             changed.clear()
             yield snap()
             await asyncio.sleep(interval_s)  # throttle: many chunks fold into one snapshot
-        if stop_wait:
-            stop_wait.cancel()
         if task.done() and not task.cancelled() and task.exception() is not None:
             raise task.exception()  # a bug, not a server fault: never swallow it
         if cancelled:
@@ -210,6 +209,8 @@ async def stream_race(
         )
         yield snap(result)
     finally:
+        if stop_wait is not None:
+            stop_wait.cancel()
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)

@@ -191,3 +191,20 @@ def test_prompt_over_the_context_is_refused_before_sending() -> None:
         assert any(q.path.endswith("completions") for q in spec.requests)
     assert_one_line(r.baseline.error, "prompt is", "at most 50", "max_model_len")
     assert_one_line(r.speculative.error, "HTTP 400", "maximum context length")
+
+
+def test_sequential_second_side_waits_at_zero_elapsed() -> None:
+    async def go(base: Standin, spec: Standin) -> list:
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
+        req = REQ.model_copy(update={"max_tokens": 30, "mode": "sequential"})
+        return [snap async for snap in stream_race(req, settings)]
+
+    with Standin.pair(StandinBehavior(tokens_per_s=60, ttft_s=0.01)) as (base, spec):
+        snaps = asyncio.run(go(base, spec))
+    # while the baseline streams, the speculative request has not been sent yet
+    waiting = [s.speculative for s in snaps if s.baseline.status == "streaming" and s.baseline.completion_tokens]
+    assert all(w.status == "waiting" and not w.completion_tokens for w in waiting)
+    assert len(waiting) >= 3 and all(w.elapsed_s == 0.0 for w in waiting)
+    final = snaps[-1].result
+    assert final is not None and final.speculative.complete
+    assert snaps[-1].speculative.elapsed_s < snaps[-1].baseline.elapsed_s + 1.0  # its own clock, not the race's
