@@ -225,9 +225,9 @@ def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
     state = read_state(s.state_file)
     live = _live(state)
     if live:
-        print(f"servers started earlier are still running ({', '.join(f'{r.role} PID {r.pid}' for r in live)}):", file=out)
+        print(f"already running, nothing to start ({', '.join(f'{r.role} PID {r.pid}' for r in live)}):", file=out)
         print_status(s, out)
-        print("stop them first with: python -m servers down", file=out)
+        print("to restart them with other settings: python -m servers down, then up", file=out)
         return 0
     if state is not None:
         clear_state(s.state_file)  # stale: its processes are gone

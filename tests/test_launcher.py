@@ -161,7 +161,7 @@ def test_up_status_down_starts_and_stops_exactly_its_processes(env: Env) -> None
         assert r["start_kind"] == "cold" and r["time_to_healthy_s"] is not None
 
     again = env.run("up", "--detach")
-    assert again.returncode == 0 and "still running" in again.stdout
+    assert again.returncode == 0 and "already running, nothing to start" in again.stdout
     assert {s["pid"] for s in env.state()["servers"]} == set(pids.values()), "a second `up` must not start more"
 
     down = env.run("down")
