@@ -33,6 +33,7 @@ from servers.profiles import (
     Profile,
     env_file_text,
 )
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -646,13 +647,6 @@ sys.exit(f"fake docker: unexpected {{args}}")
 """
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _run_smoke(tmp_path: Path, crash: str | None = None) -> tuple[subprocess.CompletedProcess[str], Path]:
     state = tmp_path / "state"
@@ -662,7 +656,7 @@ def _run_smoke(tmp_path: Path, crash: str | None = None) -> tuple[subprocess.Com
     docker = bin_dir / "docker"
     docker.write_text(FAKE_DOCKER.format(python=sys.executable, root=str(ROOT)))
     docker.chmod(0o755)
-    ports = [_free_port(), _free_port()]
+    ports = [free_port(), free_port()]
     env = {
         "PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "PYTHON": sys.executable,
         "FAKE_DOCKER_STATE": str(state), "FAKE_DOCKER_PORTS": f"{ports[0]},{ports[1]}",

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Answers /health and /v1/models like vLLM. Its behaviour per role comes from FAKE_<ROLE>:
@@ -59,11 +61,6 @@ FAKE_SERVER = textwrap.dedent('''
     http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 ''')
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Env:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 
 import pytest
@@ -11,16 +10,12 @@ import pytest
 from demo.race import run_race, stream_race
 from demo.results import Message, RaceRequest, RaceResult
 from demo.settings import Settings
+from tests.ports import free_port
 from tests.standin import Standin, StandinBehavior
 
 REQ = RaceRequest(messages=[Message(role="user", content="Hello there")], max_tokens=40)
 FAST = StandinBehavior(tokens_per_s=400, ttft_s=0.01)
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def race(base_url: str, spec_url: str, req: RaceRequest = REQ, **kw: object) -> RaceResult:

@@ -11,9 +11,6 @@ The launch arguments and the exposure warning are unit-tested in tests/test_ui_a
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,27 +19,11 @@ import pytest
 
 from benchmarks.load_test import RaceOutcome, race_once, PageApi, run_async
 from demo.presets import load_presets
-from tests.browser.conftest import ROOT, AppProcess, free_port
+from tests.browser.conftest import AppProcess
 from tests.standin import Standin, StandinBehavior
 
 API_KEY = "sk-specdemo-TEST-7f3a9c1e5b"
 USER, PASSWORD = "stage", "pw-Q8v2-secret"
-
-
-class DefaultApp(AppProcess):
-    """app.py with no SPECDEMO_UI_HOST at all (AppProcess pins 127.0.0.1): the real default."""
-
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/"
-        self.log_path = log_path
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("SPECDEMO_")}
-        full_env.update({"SPECDEMO_UI_PORT": str(self.port), "GRADIO_ANALYTICS_ENABLED": "False",
-                         "PYTHONUNBUFFERED": "1", **env})
-        self._log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=full_env,
-                                     stdout=self._log, stderr=subprocess.STDOUT)
-        self._wait_ready(timeout_s=90)
 
 
 @pytest.fixture
@@ -94,7 +75,8 @@ async def _race_via_api(client: httpx.AsyncClient, prompt: str) -> tuple[RaceOut
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads the listening socket from Linux /proc")
 def test_default_bind_is_localhost_only(tmp_path: Path, keyed_servers) -> None:  # type: ignore[no-untyped-def]
-    app = DefaultApp(_env(*keyed_servers, SPECDEMO_SAVE_RUNS="false"), tmp_path / "app.log")
+    # no SPECDEMO_UI_HOST at all: the real default binding
+    app = AppProcess(_env(*keyed_servers, SPECDEMO_SAVE_RUNS="false"), tmp_path / "app.log", pin_host=False)
     try:
         addrs = _listen_addresses(app.port)
         assert addrs == {"0100007F"}, f"expected only 127.0.0.1 listening, got {addrs}"

@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 
 from demo.server_info import down_message, probe_servers, terminal_report
 from demo.settings import Settings
+from tests.ports import free_port
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_probe_reports_model_context_kv_and_spec_config(standin_factory) -> None:  # type: ignore[no-untyped-def]

@@ -7,7 +7,6 @@ and skip, saying so, when it is absent.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
@@ -26,11 +27,6 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT = {"width": 1280, "height": 720}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # One Playwright and one Chromium per test process, whichever module asks first: the sync API
@@ -93,13 +89,16 @@ def screenshot(pg, name: str) -> Path:  # type: ignore[no-untyped-def]
 class AppProcess:
     """`python app.py` in a subprocess, on a free port, configured by SPECDEMO_* variables."""
 
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, *, pin_host: bool = True) -> None:
+        """``pin_host=False`` leaves SPECDEMO_UI_HOST unset: the app's own default binding."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log_path = log_path
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("SPECDEMO_")}
-        full_env.update({"SPECDEMO_UI_PORT": str(self.port), "SPECDEMO_UI_HOST": "127.0.0.1",
+        full_env.update({"SPECDEMO_UI_PORT": str(self.port),
                          "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"})
+        if pin_host:
+            full_env["SPECDEMO_UI_HOST"] = "127.0.0.1"
         full_env.update(env)
         self._log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=full_env,

@@ -322,7 +322,7 @@ def test_closing_the_tab_aborts_both_requests(chromium, app, servers) -> None:  
 
 
 def test_no_servers_says_how_to_start_them(page, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from tests.browser.conftest import free_port
+    from tests.ports import free_port
     dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
     app = AppProcess({"SPECDEMO_BASELINE_URL": dead[0], "SPECDEMO_SPECULATIVE_URL": dead[1],
                       "SPECDEMO_PROBE_TIMEOUT_S": "1"}, tmp_path / "app.log")
