@@ -55,7 +55,8 @@ async def test_unread_race_is_aborted(standin_factory, monkeypatch) -> None:  # 
     monkeypatch.setattr(handlers, "CONSUMER_TIMEOUT_S", 0.5)
     base = standin_factory(tokens_per_s=20)
     spec = standin_factory(speculative=True, tokens_per_s=40)
-    gen = handlers.race_frames(_req(500), _settings(base, spec), RaceControl())
+    control = RaceControl()
+    gen = handlers.race_frames(_req(500), _settings(base, spec), control)
     for _ in range(3):
         await gen.__anext__()
     # Nobody reads on (as when Gradio stops pulling for a closed tab) and nobody closes `gen`.
@@ -64,7 +65,29 @@ async def test_unread_race_is_aborted(standin_factory, monkeypatch) -> None:  # 
         if base.aborted and spec.aborted:
             break
     assert (base.aborted, spec.aborted) == (1, 1)
-    await gen.aclose()
+    # A page that was only slow reads on: it gets a final, stopped frame that says why,
+    # never a page left on "Racing…".
+    rest = [f async for f in gen]
+    assert rest[-1].result is not None and rest[-1].result.cancelled
+    assert control.stopped_because and "no update" in control.stopped_because
+    status = handlers.final_status(rest[-1].result, None, control.stopped_because)
+    assert 'data-state="stopped"' in status and "no update" in status
+
+
+@pytest.mark.asyncio
+async def test_a_bug_in_the_race_ends_on_an_error_status(standin_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    base = standin_factory(tokens_per_s=200)
+    spec = standin_factory(speculative=True, tokens_per_s=200)
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr("demo.race.compare", broken)
+    frames = [f async for f in handlers.race_frames(_req(20), _settings(base, spec), RaceControl())]
+    assert frames[-1].result is None
+    assert 'data-state="error"' in frames[-1].run_status
+    assert "internal error: RuntimeError: boom" in frames[-1].run_status
+    assert "second line" not in frames[-1].run_status
 
 
 def test_build_request_preset_or_free_prompt() -> None:

@@ -144,7 +144,14 @@ async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl
             if unread_since is not None and time.monotonic() - unread_since > CONSUMER_TIMEOUT_S:
                 log.warning("nobody has read the race for %.0f s (tab closed?): aborting both requests",
                             CONSUMER_TIMEOUT_S)
-                pump_task.cancel()
+                # A graceful stop: both streams close, and a page that was only slow still
+                # gets the final (stopped) frame. Cancel only if the race ignores the stop.
+                control.stopped_because = (f"the page read no update for {CONSUMER_TIMEOUT_S:.0f} s "
+                                           "(tab closed or the app overloaded)")
+                control.stop.set()
+                done, _ = await asyncio.wait({pump_task}, timeout=CONSUMER_TIMEOUT_S)
+                if not done:
+                    pump_task.cancel()
                 return
 
     yield Frame(run_status=view.run_status_html("running", view.MODE_LABELS[req.mode]),
@@ -193,8 +200,12 @@ async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl
         exc = control.pump.exception() if not control.pump.cancelled() else None
         if isinstance(exc, ValueError):  # bad input, said in one line by the core
             yield Frame(run_status=view.run_status_html("error", str(exc)))
-        elif exc is not None:
-            raise exc
+        elif exc is not None:  # a bug, not a server fault: logged in full, said on the page
+            log.error("the race failed", exc_info=exc)
+            yield Frame(run_status=view.run_status_html("error", internal_error_text(exc)))
+        elif shown is None or shown.result is None:  # never leave the page on "Racing…"
+            yield Frame(run_status=view.run_status_html(
+                "stopped", control.stopped_because or "the race ended without a result"))
     finally:
         guard.cancel()
         if not control.pump.done():
@@ -217,9 +228,17 @@ def _quiet_status(shown: RaceSnapshot | None, progress_at: dict[str, float],
     return out
 
 
-def final_status(result: RaceResult, saved: str | None) -> str:
+def internal_error_text(exc: BaseException) -> str:
+    """One line for a failure that is the app's own fault, not a server's."""
+    first = (str(exc).splitlines() or [""])[0][:200]
+    return f"internal error: {type(exc).__name__}: {first} (the app's log has the details)"
+
+
+def final_status(result: RaceResult, saved: str | None, stopped_because: str | None = None) -> str:
     state = result.outcome
     detail = view.MODE_LABELS[result.mode] + (" · run saved" if saved else "")
+    if state == "stopped" and stopped_because:
+        detail = f"{stopped_because} · {detail}"
     if state == "error":
         failed = [s for s in ("baseline", "speculative") if getattr(result, s).error]
         detail = f"{' and '.join(failed)} failed (see the pane) · " + detail

@@ -4,6 +4,7 @@ servers and the run history below the fold. Reads top to bottom like the page.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from demo.settings import Settings
 from demo.ui import handlers
 from demo.ui.handlers import FREE_PROMPT, Frame
 from demo.ui.session import RaceRegistry
+
+log = logging.getLogger(__name__)
 
 
 def _preset_choices(presets: dict[str, Preset]) -> list[tuple[str, str]]:
@@ -131,16 +134,21 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                 yield {run_status: view.run_status_html("error", str(e))}
                 return
             result: RaceResult | None = None
-            async for frame in handlers.race_frames(req, settings, control):
-                if frame.result is not None:
-                    result = frame.result
-                yield outputs_of(frame)
-            if result is None:
+            try:
+                async for frame in handlers.race_frames(req, settings, control):
+                    if frame.result is not None:
+                        result = frame.result
+                    yield outputs_of(frame)
+            except Exception as e:  # a bug, not a server fault: say so where the presenter looks
+                log.exception("the race failed")
+                yield {run_status: view.run_status_html("error", handlers.internal_error_text(e))}
+                return
+            if result is None:  # race_frames has said why, in a final status
                 return
             saved = await handlers.save(result, settings)
             rows = [*rows, view.history_row(result).model_dump()]
             final: dict[Any, Any] = {
-                run_status: handlers.final_status(result, saved),
+                run_status: handlers.final_status(result, saved, control.stopped_because),
                 history: rows,
                 history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
                 download: _write_csv(rows),

@@ -3,8 +3,8 @@
 Stop sets the race's ``stop`` event: demo.race.stream_race then closes both streams
 (the servers abort the requests) and still delivers a final, cancelled result that the
 page shows and saves. Closing the tab leaves nobody to read the frames: the watchdog in
-demo.ui.handlers.race_frames then cancels the pump task that drives the race, which
-closes both connections too.
+demo.ui.handlers.race_frames then sets ``stop`` the same way and says why in
+``stopped_because`` (a page that was only slow still gets a final state, never a frozen one).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 class RaceControl:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     pump: asyncio.Task[None] | None = None
+    stopped_because: str | None = None  # set when the app, not the user, stopped the race
 
 
 class RaceRegistry:

@@ -109,15 +109,20 @@ def start(page, key: bool = False) -> None:  # type: ignore[no-untyped-def]
         page.click("#sd-start")
 
 
-def wait_finished(page, timeout_ms: int = 60_000) -> str:  # type: ignore[no-untyped-def]
+def wait_finished(page, timeout_ms: int = 60_000, app: AppProcess | None = None) -> str:  # type: ignore[no-untyped-def]
+    """The run's final state; when it never comes, the failure shows the page's status, the
+    text of both panes and (given ``app``) the end of the app's log."""
     try:
         page.wait_for_selector(
             '#sd-run-status .sd-run-status:is([data-state="done"],[data-state="stopped"],[data-state="error"])',
             timeout=timeout_ms)
     except Exception:
         screenshot(page, "failure-not-finished")
+        panes = {side: page.inner_text(f"#sd-pane-{side}")[-400:] for side in ("baseline", "speculative")}
+        log = app.output()[-3000:] if app is not None else "(no app given)"
         raise AssertionError(f"the run did not finish; console errors: {page.console_errors}; status: "
-                             + page.inner_html("#sd-run-status .html-container")[-500:]) from None
+                             + page.inner_html("#sd-run-status .html-container")[-500:]
+                             + f"\npanes: {panes}\napp log:\n{log}") from None
     return page.get_attribute("#sd-run-status .sd-run-status", "data-state")
 
 

@@ -29,7 +29,7 @@ def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Pat
         choose(page, "JSON reformat (copy-heavy)", max_tokens=160, mode="sequential")
         page.evaluate(OBSERVER_JS)
         start(page)
-        state = wait_finished(page, 300_000)
+        state = wait_finished(page, 300_000, app)
         screenshot(page, "e2e-race-finished")
         assert state == "done", app.output()[-2000:]
         rec = page.evaluate("() => window.__sd")
