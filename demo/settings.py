@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     ui_auth: SecretStr | None = None
     # Races running at once in the page; more wait in a visible queue.
     max_concurrent_races: int = Field(2, ge=1)
+    # The page warns when a race shows "Racing…" but nothing has arrived from the app for this long.
+    ui_stall_notice_s: float = Field(15.0, ge=2)
 
     presets_dir: Path = ROOT / "presets"
     runs_dir: Path = ROOT / "runs"

@@ -30,9 +30,52 @@ document.addEventListener('keydown', (e) => {
 """
 
 
-def launch_js() -> str:
+# While a race runs the app changes the race area at least once a second (tiles, or a
+# "no token for N s" line when a server is silent). When nothing has arrived for
+# SPECDEMO_UI_STALL_NOTICE_S the page, not the app, says so: the presenter is never left
+# looking at a frozen "Racing…" (a lost connection to the app, or an app that stopped answering).
+STALL_JS = """
+(() => {
+  const LIMIT_MS = %s * 1000;
+  let last = Date.now();
+  const seen = new WeakSet();
+  const watch = () => {
+    for (const id of ['sd-run-status', 'sd-tiles-baseline', 'sd-tiles-speculative',
+                      'sd-status-baseline', 'sd-status-speculative', 'sd-text-baseline', 'sd-text-speculative']) {
+      const el = document.getElementById(id);
+      if (el && !seen.has(el)) {
+        seen.add(el);
+        new MutationObserver(() => { last = Date.now(); })
+          .observe(el, {childList: true, subtree: true, characterData: true, attributes: true});
+      }
+    }
+  };
+  setInterval(() => {
+    watch();
+    const status = document.querySelector('#sd-run-status .sd-run-status');
+    const running = status && status.dataset.state === 'running';
+    let notice = document.getElementById('sd-stall');
+    if (running && Date.now() - last > LIMIT_MS) {
+      if (!notice) {
+        notice = document.createElement('div');
+        notice.id = 'sd-stall';
+        notice.setAttribute('role', 'alert');
+        document.body.appendChild(notice);
+      }
+      const s = Math.round((Date.now() - last) / 1000);
+      notice.textContent = 'No update from the app for ' + s + ' s: the connection to it may be lost. ' +
+        'If nothing changes, reload the page (saved runs are under Replay) and check the app is running.';
+    } else if (notice) {
+      notice.remove();
+    }
+  }, 1000);
+})();
+"""
+
+
+def launch_js(stall_notice_s: float = 15.0) -> str:
     # Gradio follows the viewer's light/dark preference; a stage page is always dark.
-    return "() => { document.body.classList.add('dark');" + KEYS_JS + "}"
+    return "() => { document.body.classList.add('dark');" + KEYS_JS + STALL_JS % float(stall_notice_s) + "}"
 
 
 def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Blocks:
@@ -84,7 +127,7 @@ def launch_kwargs(settings: Settings) -> dict:
         auth=auth,
         theme=make_theme(),
         css=CSS,
-        js=launch_js(),
+        js=launch_js(settings.ui_stall_notice_s),
         show_error=False,
         footer_links=[],
     )

@@ -60,6 +60,9 @@ footer { display: none !important; }
 .sd-banner { background: #7f1d1d; color: #fff; border: 2px solid #f87171; border-radius: 8px;
   padding: 6px 12px; font-size: 16px; font-weight: 600; }
 .sd-banner ul { margin: 0; padding-left: 18px; }
+#sd-stall { position: fixed; top: 12px; left: 50%; transform: translateX(-50%); z-index: 1000;
+  max-width: 900px; background: #7f1d1d; color: #fff; border: 2px solid #f87171; border-radius: 8px;
+  padding: 10px 16px; font-size: 20px; font-weight: 700; box-shadow: 0 4px 24px rgba(0,0,0,.6); }
 .sd-banner code, .sd-banner li { color: #fff; }
 .sd-pane-title { font-size: 22px; font-weight: 800; color: #f2f4f8; white-space: nowrap;
   overflow: hidden; text-overflow: ellipsis; }

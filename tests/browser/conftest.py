@@ -75,6 +75,8 @@ def page(chromium):  # type: ignore[no-untyped-def]
     pg = context.new_page()
     pg.console_errors = []  # type: ignore[attr-defined]
     pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))  # type: ignore[attr-defined]
+    # Uncaught exceptions in the page's scripts are not console messages: count them too.
+    pg.on("pageerror", lambda e: pg.console_errors.append(f"uncaught: {e}"))  # type: ignore[attr-defined]
     yield pg
     context.close()
 

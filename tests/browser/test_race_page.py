@@ -10,6 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -324,6 +326,35 @@ def test_closing_the_tab_aborts_both_requests(chromium, app, servers) -> None:  
     took = time.monotonic() - t_close
     print(f"\n[close-tab] both streams closed {took:.2f} s after the tab closed")
     assert (base.aborted, spec.aborted) == (aborted_before[0] + 1, aborted_before[1] + 1)
+
+
+def test_a_page_that_hears_nothing_says_so(page, servers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The app freezes mid-race (SIGSTOP: as a lost connection looks from the page): the page
+    itself says so within the notice time, and the notice goes once updates come back."""
+    set_behaviors(servers, StandinBehavior(tokens_per_s=15),
+                  StandinBehavior(speculative=True, tokens_per_s=30, chunk_sizes=[1, 2]))
+    app = AppProcess({"SPECDEMO_BASELINE_URL": servers[0].url, "SPECDEMO_SPECULATIVE_URL": servers[1].url,
+                      "SPECDEMO_SAVE_RUNS": "false", "SPECDEMO_UI_STALL_NOTICE_S": "3"}, tmp_path / "app.log")
+    try:
+        open_page(page, app)
+        choose(page, PRESET_TITLE, max_tokens=600)
+        start(page)
+        page.wait_for_function("() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10")
+        assert page.locator("#sd-stall").count() == 0  # a healthy race shows no notice
+        os.kill(app.proc.pid, signal.SIGSTOP)
+        try:
+            page.wait_for_selector("#sd-stall", timeout=10_000)
+            notice = page.text_content("#sd-stall")
+            screenshot(page, "stall-notice")
+        finally:
+            os.kill(app.proc.pid, signal.SIGCONT)
+        assert "No update from the app" in notice and "reload the page" in notice
+        page.wait_for_selector("#sd-stall", state="detached", timeout=10_000)
+        page.click("#sd-stop")
+        assert wait_finished(page, app=app) == "stopped"
+        assert page.locator("#sd-stall").count() == 0
+    finally:
+        app.stop()
 
 
 def test_no_servers_says_how_to_start_them(page, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
