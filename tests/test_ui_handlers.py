@@ -5,6 +5,7 @@ that aborts a race nobody reads any more (a closed tab). Real stand-in servers o
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -72,6 +73,23 @@ async def test_unread_race_is_aborted(standin_factory, monkeypatch) -> None:  # 
     assert control.stopped_because and "no update" in control.stopped_because
     status = handlers.final_status(rest[-1].result, None, control.stopped_because)
     assert 'data-state="stopped"' in status and "no update" in status
+
+
+@pytest.mark.asyncio
+async def test_a_frozen_app_is_not_a_closed_tab(standin_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The whole app stops for longer than the consumer timeout (a paused VM, a suspended
+    laptop: here the event loop is blocked) while a frame is unread: the race goes on."""
+    monkeypatch.setattr(handlers, "CONSUMER_TIMEOUT_S", 1.0)
+    base = standin_factory(tokens_per_s=100)
+    spec = standin_factory(speculative=True, tokens_per_s=200)
+    gen = handlers.race_frames(_req(200), _settings(base, spec), RaceControl())
+    for _ in range(3):
+        await gen.__anext__()
+    asyncio.get_running_loop().call_soon(time.sleep, 2.5)  # freezes the loop, a frame unread
+    await asyncio.sleep(0.6)  # due after the watchdog's next tick: it looks first
+    rest = [f async for f in gen]
+    assert rest[-1].result is not None and not rest[-1].result.cancelled
+    assert rest[-1].result.baseline.completion_tokens == 200 and base.aborted == 0
 
 
 @pytest.mark.asyncio

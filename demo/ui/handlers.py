@@ -32,8 +32,9 @@ SNAPSHOT_INTERVAL_S = 0.05
 # Gradio pulls the next frame within milliseconds while the browser is connected. When the
 # tab closes it stops pulling and leaves this generator suspended (its unload event also
 # fires spuriously on heartbeat reconnects, so it cannot be trusted): a frame left unread
-# this long means nobody is watching, and the race is cancelled, closing both streams.
+# this long means nobody is watching, and the race is stopped, closing both streams.
 CONSUMER_TIMEOUT_S = 5.0
+WATCH_TICK_S = 0.5
 # A side with no new token for this long says so on its status line, updated every second.
 QUIET_NOTICE_S = 2.0
 
@@ -139,9 +140,17 @@ async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl
     unread_since: float | None = None
 
     async def watchdog(pump_task: asyncio.Task[None]) -> None:
+        # Unread time is counted in this loop's own ticks, not on the wall clock: an app that
+        # was itself frozen (a suspended laptop, a paused VM) did not leave a frame unread.
+        pending, ticks = None, 0
         while not pump_task.done():
-            await asyncio.sleep(0.5)
-            if unread_since is not None and time.monotonic() - unread_since > CONSUMER_TIMEOUT_S:
+            await asyncio.sleep(WATCH_TICK_S)
+            if unread_since != pending:  # another frame (or none) is waiting now
+                pending, ticks = unread_since, 0
+            if pending is None:
+                continue
+            ticks += 1
+            if ticks * WATCH_TICK_S > CONSUMER_TIMEOUT_S:
                 log.warning("nobody has read the race for %.0f s (tab closed?): aborting both requests",
                             CONSUMER_TIMEOUT_S)
                 # A graceful stop: both streams close, and a page that was only slow still

@@ -133,33 +133,32 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
             except ValueError as e:
                 yield {run_status: view.run_status_html("error", str(e))}
                 return
-            result: RaceResult | None = None
             try:
+                result: RaceResult | None = None
                 async for frame in handlers.race_frames(req, settings, control):
                     if frame.result is not None:
                         result = frame.result
                     yield outputs_of(frame)
+                if result is None:  # race_frames has said why, in a final status
+                    return
+                saved = await handlers.save(result, settings)
+                rows = [*rows, view.history_row(result).model_dump()]
+                final: dict[Any, Any] = {
+                    run_status: handlers.final_status(result, saved, control.stopped_because),
+                    history: rows,
+                    history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
+                    download: _write_csv(rows),
+                }
+                prior = [ServerInfo(**i) for i in infos]
+                final[panes["speculative"][0]] = handlers.spec_title(settings, prior, result)
+                if result.baseline.error or result.speculative.error:
+                    # A side failed: re-probe so the banner says which server is down and what to do.
+                    banner_html, servers_html, _title, infos_dump = await on_probe()
+                    final.update({banner: banner_html, servers: servers_html, infos_state: infos_dump})
+                yield final
             except Exception as e:  # a bug, not a server fault: say so where the presenter looks
                 log.exception("the race failed")
                 yield {run_status: view.run_status_html("error", handlers.internal_error_text(e))}
-                return
-            if result is None:  # race_frames has said why, in a final status
-                return
-            saved = await handlers.save(result, settings)
-            rows = [*rows, view.history_row(result).model_dump()]
-            final: dict[Any, Any] = {
-                run_status: handlers.final_status(result, saved, control.stopped_because),
-                history: rows,
-                history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
-                download: _write_csv(rows),
-            }
-            prior = [ServerInfo(**i) for i in infos]
-            final[panes["speculative"][0]] = handlers.spec_title(settings, prior, result)
-            if result.baseline.error or result.speculative.error:
-                # A side failed: re-probe so the banner says which server is down and what to do.
-                banner_html, servers_html, _title, infos_dump = await on_probe()
-                final.update({banner: banner_html, servers: servers_html, infos_state: infos_dump})
-            yield final
         finally:
             registry.drop(session, control)
 
