@@ -5,6 +5,7 @@ this module only lays out inputs and shows what the sweep returns.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,9 @@ from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.report import VERDICT_CSS, esc, finalize, verdict_html, write_outputs
 from demo.sweep.runner import Progress, UnknownPresetError, new_result, resolve_presets, run_sweep
+from demo.ui.handlers import internal_error_text
+
+log = logging.getLogger(__name__)
 
 # A page sweep stays small: the audience waits for it. The CLI has no such cap.
 MAX_BATCHES = 48
@@ -125,10 +129,15 @@ def build(settings: Settings) -> None:
         def on_progress(p: Progress) -> None:
             progress(p.done / p.total if p.total else 1.0, desc=p.label)
 
-        await run_sweep(spec, settings, result, chosen, on_progress=on_progress)
-        finalize(result)
-        out = Path(tempfile.mkdtemp(prefix="specdemo-sweep-"))
-        paths = write_outputs(result, out)
+        try:
+            await run_sweep(spec, settings, result, chosen, on_progress=on_progress)
+            finalize(result)
+            out = Path(tempfile.mkdtemp(prefix="specdemo-sweep-"))
+            paths = write_outputs(result, out)
+        except Exception as e:  # a bug or a full disk: said where the user looks, traceback in the log
+            log.exception("the sweep failed")
+            return (status_html(internal_error_text(e), "error"),
+                    gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
         failed = sum(c.status == "failed" for c in result.cells)
         done = f"Done: {len(result.cells)} cell(s)" + (f", {failed} failed (see the table)" if failed else "")
         return (status_html(done, "done" if not failed else "error"), verdicts_html(result),
