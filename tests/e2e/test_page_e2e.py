@@ -32,6 +32,7 @@ def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Pat
         state = wait_finished(page, 300_000, app)
         screenshot(page, "e2e-race-finished")
         assert state == "done", app.output()[-2000:]
+        assert page.locator("#sd-stall").count() == 0, page.text_content("#sd-stall")
         rec = page.evaluate("() => window.__sd")
         for side in ("baseline", "speculative"):
             n, rate = updates_per_s(rec[side]["text"])
