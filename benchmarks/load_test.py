@@ -145,7 +145,7 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-def _cpu_seconds(pid: int) -> float | None:
+def cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds of a process (Linux /proc); None elsewhere."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -185,7 +185,7 @@ def _apply(old: str | None, value: Any, diffed: bool) -> str | None:
 async def race_once(http: httpx.AsyncClient, page: PageApi, out: RaceOutcome, max_tokens: int,
                     timeout_s: float) -> None:
     session = secrets.token_hex(8)
-    data = [None, out.prompt, 0.0, max_tokens, "race", [], []]
+    data = [None, out.prompt, 0.0, max_tokens, "race"]
     assert len(data) == page.n_inputs, "the race event's inputs changed: update the load test"
     t_join = time.perf_counter()
     r = await http.post("/gradio_api/queue/join", json={"data": data, "fn_index": page.race_id,
@@ -301,11 +301,11 @@ async def run_load(app: AppProcess, servers: dict[str, Standin], *, users: int, 
     async with httpx.AsyncClient(base_url=app.url.rstrip("/"), limits=limits, trust_env=False,
                                  timeout=httpx.Timeout(10.0, read=race_timeout_s)) as http:
         page = PageApi((await http.get("/config")).json())
-        cpu0, t0 = _cpu_seconds(app.proc.pid), time.perf_counter()
+        cpu0, t0 = cpu_seconds(app.proc.pid), time.perf_counter()
         groups = await asyncio.gather(*(_user(http, page, u, races, max_tokens, stop_every, leave_every,
                                               race_timeout_s)
                                         for u in range(users)))
-        duration, cpu1 = time.perf_counter() - t0, _cpu_seconds(app.proc.pid)
+        duration, cpu1 = time.perf_counter() - t0, cpu_seconds(app.proc.pid)
     for s in servers.values():
         s.wait_idle(10)  # abort detection is asynchronous
     outcomes = [o for g in groups for o in g]

@@ -46,15 +46,27 @@ class Frame(BaseModel):
 
     run_status: str | None = None
     speedup: str | None = None
-    badge: str | None = None
-    mode: str | None = None
     baseline: view.PaneView | None = None
     speculative: view.PaneView | None = None
     side_status: dict[str, str] | None = None  # status lines only (the quiet-server notice)
     race_figure: go.Figure | None = None
-    acceptance_figure: go.Figure | None = None
-    chunk_figure: go.Figure | None = None
     result: RaceResult | None = None  # set once, on the final frame
+
+
+class ResultView(BaseModel):
+    """What the page shows of a finished race beyond the live frames: drawn once, at the end."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    badge: str
+    acceptance_figure: go.Figure
+    chunk_figure: go.Figure
+
+
+def result_view(result: RaceResult | None) -> ResultView:
+    """The badge and the two result charts; their empty state for None (a race starting)."""
+    return ResultView(badge=view.identical_badge_html(result), acceptance_figure=charts.acceptance_figure(result),
+                      chunk_figure=charts.chunk_figure(result))
 
 
 def preset_user_text(preset: Preset) -> str:
@@ -100,20 +112,13 @@ def spec_title(settings: Settings, infos: list[ServerInfo] | None, result: RaceR
 
 def frame_for(snapshot: RaceSnapshot, with_chart: bool) -> Frame:
     final = snapshot.result is not None
-    frame = Frame(
+    return Frame(
         speedup=view.speedup_html(snapshot),
         baseline=view.pane_view("baseline", snapshot),
         speculative=view.pane_view("speculative", snapshot),
         race_figure=charts.race_figure(snapshot) if with_chart or final else None,
+        result=snapshot.result,
     )
-    if final:
-        result = snapshot.result
-        assert result is not None
-        frame.result = result
-        frame.badge = view.identical_badge_html(result)
-        frame.acceptance_figure = charts.acceptance_figure(result)
-        frame.chunk_figure = charts.chunk_figure(result)
-    return frame
 
 
 async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl) -> AsyncIterator[Frame]:
@@ -163,9 +168,7 @@ async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl
                     pump_task.cancel()
                 return
 
-    yield Frame(run_status=view.run_status_html("running", view.MODE_LABELS[req.mode]),
-                mode=view.mode_html(req.mode), badge=view.identical_badge_html(None),
-                acceptance_figure=charts.acceptance_figure(None), chunk_figure=charts.chunk_figure(None))
+    yield Frame(run_status=view.run_status_html("running", view.MODE_LABELS[req.mode]))
     control.pump = asyncio.create_task(pump())
     guard = asyncio.create_task(watchdog(control.pump))
     last_chart = 0.0

@@ -18,6 +18,7 @@ from demo.server_info import ServerInfo, probe_servers
 from demo.settings import Settings
 from demo.ui import handlers
 from demo.ui.handlers import FREE_PROMPT, Frame
+from demo.ui.outputs import StreamOutputs
 from demo.ui.session import RaceRegistry
 
 log = logging.getLogger(__name__)
@@ -114,16 +115,24 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
         return _server_outputs(infos, settings)
 
     server_outputs = [banner, servers, panes["speculative"][0], infos_state]
+    # The race's result, handed from the streaming event to the one that draws the rest.
+    finished = gr.State(None)
 
-    async def on_arm(request: gr.Request) -> str:
+    async def on_arm(request: gr.Request) -> tuple[Any, ...]:
         registry.arm(_session(request))
-        return view.run_status_html("waiting", f"this page runs {settings.max_concurrent_races} at a time")
+        start_view = handlers.result_view(None)
+        return (view.run_status_html("waiting", f"this page runs {settings.max_concurrent_races} at a time"),
+                start_view.badge, start_view.acceptance_figure, start_view.chunk_figure, None)
+
+    # Every frame sets each of these (see demo.ui.outputs); the rest of the page is drawn
+    # once the race is over, by on_finish.
+    live_outputs = [run_status, speedup, *[c for side in panes.values() for c in side[1:]], race_plot]
 
     async def on_race(preset_name: str, prompt_text: str, temp: float, max_tok: float, mode_value: str,
-                      rows: list[dict], infos: list[dict], request: gr.Request):
+                      request: gr.Request):
         session = _session(request)
         control = registry.get(session) or registry.arm(session)
-        outputs_of = _frame_mapper(panes, speedup, badge, mode_box, run_status, race_plot, acc_plot, chunk_plot)
+        stream = StreamOutputs(live_outputs, no_resend=[race_plot])
         try:
             if control.stop.is_set():  # Stop was pressed while this race waited in the queue
                 yield {run_status: view.run_status_html("stopped", "before it started")}
@@ -138,42 +147,55 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                 async for frame in handlers.race_frames(req, settings, control):
                     if frame.result is not None:
                         result = frame.result
-                    yield outputs_of(frame)
+                    yield [*stream.values(_frame_updates(frame, panes, run_status, speedup, race_plot)),
+                           gr.skip()]
                 if result is None:  # race_frames has said why, in a final status
                     return
                 saved = await handlers.save(result, settings)
-                rows = [*rows, view.history_row(result).model_dump()]
-                final: dict[Any, Any] = {
-                    run_status: handlers.final_status(result, saved, control.stopped_because),
-                    history: rows,
-                    history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
-                    download: _write_csv(rows),
-                }
-                prior = [ServerInfo(**i) for i in infos]
-                final[panes["speculative"][0]] = handlers.spec_title(settings, prior, result)
-                if result.baseline.error or result.speculative.error:
-                    # A side failed: re-probe so the banner says which server is down and what to do.
-                    banner_html, servers_html, _title, infos_dump = await on_probe()
-                    final.update({banner: banner_html, servers: servers_html, infos_state: infos_dump})
-                yield final
+                yield {run_status: handlers.final_status(result, saved, control.stopped_because),
+                       finished: result}
             except Exception as e:  # a bug, not a server fault: say so where the presenter looks
                 log.exception("the race failed")
                 yield {run_status: view.run_status_html("error", handlers.internal_error_text(e))}
         finally:
             registry.drop(session, control)
 
+    async def on_finish(result: RaceResult | None, rows: list[dict], infos: list[dict]) -> dict[Any, Any]:
+        if result is None:  # stopped before it started, refused, or failed: nothing to add
+            return {}
+        try:
+            shown = handlers.result_view(result)
+            rows = [*rows, view.history_row(result).model_dump()]
+            out: dict[Any, Any] = {
+                badge: shown.badge, acc_plot: shown.acceptance_figure, chunk_plot: shown.chunk_figure,
+                history: rows,
+                history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
+                download: _write_csv(rows),
+                panes["speculative"][0]: handlers.spec_title(settings, [ServerInfo(**i) for i in infos], result),
+            }
+            if result.baseline.error or result.speculative.error:
+                # A side failed: re-probe so the banner says which server is down and what to do.
+                banner_html, servers_html, _title, infos_dump = await on_probe()
+                out.update({banner: banner_html, servers: servers_html, infos_state: infos_dump})
+            return out
+        except Exception as e:  # a bug: the race itself is shown and saved; say what is missing
+            log.exception("drawing the race's result failed")
+            return {run_status: view.run_status_html("error", handlers.internal_error_text(e))}
+
     async def on_stop(request: gr.Request) -> None:
         registry.stop(_session(request))
 
-    arm = start.click(on_arm, outputs=[run_status], queue=False, show_progress="hidden")
-    race_inputs = [preset_dd, prompt, temperature, max_tokens, mode, history, infos_state]
-    race_outputs = [run_status, speedup, badge, mode_box, race_plot, acc_plot, chunk_plot, history,
-                    history_df, download, banner, servers, infos_state,
-                    *[c for side in panes.values() for c in side]]
-    race_event = arm.then(on_race, inputs=race_inputs, outputs=race_outputs,
+    arm = start.click(on_arm, outputs=[run_status, badge, acc_plot, chunk_plot, finished], queue=False,
+                      show_progress="hidden")
+    race_inputs = [preset_dd, prompt, temperature, max_tokens, mode]
+    race_event = arm.then(on_race, inputs=race_inputs, outputs=[*live_outputs, finished],
                           concurrency_limit=settings.max_concurrent_races, concurrency_id="race",
                           # Our own status line says "waiting" / "racing": Gradio's overlay would dim it.
                           show_progress="hidden")
+    finish_outputs = [run_status, badge, acc_plot, chunk_plot, history, history_df, download,
+                      banner, servers, infos_state, panes["speculative"][0]]
+    race_event.then(on_finish, inputs=[finished, history, infos_state], outputs=finish_outputs,
+                    concurrency_limit=None, show_progress="hidden")
     stop.click(on_stop, queue=False, show_progress="hidden")
     refresh.click(on_probe, outputs=server_outputs, show_progress="minimal")
     mode.change(lambda m: view.mode_html(m), inputs=[mode], outputs=[mode_box], queue=False,
@@ -213,22 +235,15 @@ def _write_csv(rows: list[dict]) -> str:
     return str(Path(f.name))
 
 
-def _frame_mapper(panes: dict[str, tuple[Any, Any, Any, Any]], speedup: Any, badge: Any, mode_box: Any,
-                  run_status: Any, race_plot: Any, acc_plot: Any, chunk_plot: Any):
-    def outputs_of(frame: Frame) -> dict[Any, Any]:
-        out: dict[Any, Any] = {}
-        pairs = [(run_status, frame.run_status), (speedup, frame.speedup), (badge, frame.badge),
-                 (mode_box, frame.mode), (race_plot, frame.race_figure), (acc_plot, frame.acceptance_figure),
-                 (chunk_plot, frame.chunk_figure)]
-        for component, value in pairs:
-            if value is not None:
-                out[component] = value
-        for side in ("baseline", "speculative"):
-            pane = getattr(frame, side)
-            if pane is not None:
-                _title, status, tiles, text = panes[side]
-                out[status], out[tiles], out[text] = pane.status_html, pane.tiles_html, pane.text_html
-        for side, html in (frame.side_status or {}).items():  # a quiet-server notice wins
-            out[panes[side][1]] = html
-        return out
-    return outputs_of
+def _frame_updates(frame: Frame, panes: dict[str, tuple[Any, Any, Any, Any]], run_status: Any, speedup: Any,
+                   race_plot: Any) -> dict[Any, Any]:
+    """A Frame as {component: new value or None}."""
+    out: dict[Any, Any] = {run_status: frame.run_status, speedup: frame.speedup, race_plot: frame.race_figure}
+    for side in ("baseline", "speculative"):
+        pane = getattr(frame, side)
+        if pane is not None:
+            _title, status, tiles, text = panes[side]
+            out[status], out[tiles], out[text] = pane.status_html, pane.tiles_html, pane.text_html
+    for side, html in (frame.side_status or {}).items():  # a quiet-server notice wins
+        out[panes[side][1]] = html
+    return out

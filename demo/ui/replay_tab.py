@@ -23,7 +23,8 @@ from demo.measure import SideMeter
 from demo.results import ChunkEvent, RaceResult, RaceSnapshot, Side
 from demo.runs import list_runs, load_run
 from demo.settings import Settings
-from demo.ui.handlers import frame_for
+from demo.ui.handlers import frame_for, result_view
+from demo.ui.outputs import StreamOutputs
 
 FRAME_INTERVAL_S = 0.05  # at most ~20 page updates per second, as the live race
 CHART_INTERVAL_S = 0.25
@@ -148,6 +149,9 @@ def build(settings: Settings) -> None:
         acc_plot = gr.Plot(charts.acceptance_figure(None), label="Acceptance by position", elem_id="sd-replay-acc")
         chunk_plot = gr.Plot(charts.chunk_figure(None), label="Tokens per chunk", elem_id="sd-replay-chunk")
 
+    outputs = [banner, speedup, mode_box, status, badge, race_plot, acc_plot, chunk_plot,
+               *[c for side in panes.values() for c in side]]
+
     async def on_play(path: str | None):
         if not path:
             yield {status: view.run_status_html("error", "no saved run picked (races are saved under "
@@ -159,10 +163,13 @@ def build(settings: Settings) -> None:
             yield {status: view.run_status_html("error", f"cannot read {Path(path).name}: "
                                                 f"{str(e).splitlines()[0]}")}
             return
-        yield {banner: recording_banner_html(result), mode_box: view.mode_html(result.mode),
-               status: view.run_status_html("running", "playing the recording"),
-               badge: view.identical_badge_html(None), acc_plot: charts.acceptance_figure(None),
-               chunk_plot: charts.chunk_figure(None)}
+        # Every frame sets every output (see demo.ui.outputs): the first frame all of them.
+        stream = StreamOutputs(outputs, no_resend=[race_plot])
+        start_view = result_view(None)
+        yield stream.values({banner: recording_banner_html(result), mode_box: view.mode_html(result.mode),
+                             status: view.run_status_html("running", "playing the recording"),
+                             badge: start_view.badge, acc_plot: start_view.acceptance_figure,
+                             chunk_plot: start_view.chunk_figure})
         last_chart = 0.0
         async for snapshot in replay_snapshots(result):
             now = time.monotonic()
@@ -170,22 +177,17 @@ def build(settings: Settings) -> None:
             if with_chart:
                 last_chart = now
             frame = frame_for(snapshot, with_chart)
-            out: dict[Any, Any] = {speedup: frame.speedup}
+            updates: dict[Any, Any] = {speedup: frame.speedup, race_plot: frame.race_figure}
             for side in ("baseline", "speculative"):
                 pane = getattr(frame, side)
                 st, tiles, text = panes[side]
-                out[st], out[tiles], out[text] = pane.status_html, pane.tiles_html, pane.text_html
-            if frame.race_figure is not None:
-                out[race_plot] = frame.race_figure
-            if frame.result is not None:
-                out[badge] = frame.badge
-                out[acc_plot] = frame.acceptance_figure
-                out[chunk_plot] = frame.chunk_figure
-                out[status] = view.run_status_html("done", "end of the recording (figures as saved)")
-            yield out
+                updates[st], updates[tiles], updates[text] = pane.status_html, pane.tiles_html, pane.text_html
+            yield stream.values(updates)
+        end_view = result_view(result)
+        yield stream.values({badge: end_view.badge, acc_plot: end_view.acceptance_figure,
+                             chunk_plot: end_view.chunk_figure,
+                             status: view.run_status_html("done", "end of the recording (figures as saved)")})
 
-    outputs = [banner, speedup, mode_box, status, badge, race_plot, acc_plot, chunk_plot,
-               *[c for side in panes.values() for c in side]]
     event = play.click(on_play, inputs=[run_dd], outputs=outputs, show_progress="hidden")
     stop.click(lambda: view.run_status_html("stopped", "playback stopped"), outputs=[status], cancels=[event],
                queue=False)
