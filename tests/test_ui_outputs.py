@@ -1,0 +1,63 @@
+"""Live frames set every output: Gradio rebuilds a component for each output a frame leaves
+out (demo/ui/outputs.py). The race handler runs here against stand-in servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+
+from demo.settings import Settings
+from demo.ui.app import build_app
+from demo.ui.outputs import StreamOutputs
+
+
+def _is_skip(value: object) -> bool:
+    return isinstance(value, dict) and value == gr.skip()
+
+
+def test_stream_outputs_resend_the_last_value_and_skip_only_before_the_first() -> None:
+    with gr.Blocks():
+        a, b, fig = gr.HTML(), gr.HTML(), gr.Plot()
+    stream = StreamOutputs([a, b, fig], no_resend=[fig])
+    first = stream.values({a: "A1", b: None, fig: "F1"})
+    assert first[0] == "A1" and _is_skip(first[1]) and first[2] == "F1"
+    second = stream.values({b: "B1"})
+    assert second[:2] == ["A1", "B1"] and _is_skip(second[2])  # a figure is not sent again
+    assert stream.values({a: "A2"})[:2] == ["A2", "B1"]
+    with gr.Blocks():
+        other = gr.HTML()
+    with pytest.raises(KeyError):
+        stream.values({other: "x"})
+
+
+@pytest.mark.asyncio
+async def test_a_race_frame_leaves_out_at_most_the_race_chart(standin_factory) -> None:  # type: ignore[no-untyped-def]
+    base = standin_factory(tokens_per_s=300)
+    spec = standin_factory(speculative=True, tokens_per_s=600, chunk_sizes=[1, 3])
+    settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
+    app = build_app(settings)
+    fns = {f.name: f for f in app.fns.values()}
+    race = fns["on_race"]
+    elem = [c.elem_id for c in race.outputs]
+    chart_at, finished_at = elem.index("sd-race-plot"), len(elem) - 1
+    request = SimpleNamespace(session_hash="t-outputs")
+    frames = [f async for f in race.fn(None, "Say hello.", 0.0, 40, "race", request)]
+    live = [f for f in frames if isinstance(f, list)]
+    assert len(live) >= 5, frames
+    for frame in live[1:]:  # the first frame comes before anything is known
+        left_out = [elem[i] or i for i, v in enumerate(frame) if _is_skip(v) and i not in (chart_at, finished_at)]
+        assert not left_out, f"a live frame left out {left_out}"
+    final = frames[-1]
+    assert isinstance(final, dict)  # once: the final status and the result for on_finish
+    values = {c.elem_id or "finished": v for c, v in final.items()}
+    assert 'data-state="done"' in values["sd-run-status"]
+    result = values["finished"]
+    assert result.speculative.completion_tokens == 40
+
+    # The follow-up draws the rest once: badge, result charts, history.
+    rest = await fns["on_finish"].fn(result, [], [])
+    drawn = {c.elem_id for c in rest}
+    assert {"sd-badge", "sd-acc-plot", "sd-chunk-plot", "sd-history"} <= drawn
+    assert await fns["on_finish"].fn(None, [], []) == {}  # no result: nothing to add
