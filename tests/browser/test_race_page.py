@@ -134,11 +134,13 @@ def tile_value(page, side: str, key: str) -> float | None:  # type: ignore[no-un
 
 
 def updates_per_s(samples: list[list[float | int | str]]) -> tuple[int, float]:
-    """(content changes, changes per second) over the span in which the content changed."""
+    """(content changes, changes per second) over the span in which the content changed. Empty
+    content (a pane cleared at the start, a side still waiting its turn) is not counted: the
+    rate is that of the side's own streaming."""
     changes: list[float] = []
     last: object = None
     for t, content in samples:
-        if content != last:
+        if content and content != last:
             changes.append(float(t))
             last = content
     if len(changes) < 2:
