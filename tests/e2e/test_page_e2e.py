@@ -7,12 +7,26 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.load_test import cpu_seconds
 from demo.runs import list_runs, load_run
 from demo.settings import Settings
 from tests.browser.conftest import AppProcess, chromium, page, screenshot  # noqa: F401 - fixtures
 from tests.browser.test_race_page import OBSERVER_JS, choose, start, tile_value, updates_per_s, wait_finished
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
+
+
+def _cpu_times() -> list[int]:
+    """The machine's CPU time counters (/proc/stat): user nice system idle iowait irq softirq steal."""
+    return [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+
+
+def _machine_figures(before: list[int], after: list[int]) -> str:
+    """How busy the machine was meanwhile: a page that redraws seldom is a starved one."""
+    d = [b - a for a, b in zip(before, after)]
+    total = sum(d) or 1
+    return (f"machine busy {100 * (total - d[3] - d[4]) / total:.0f}%, steal {100 * d[7] / total:.0f}%, "
+            f"load average {Path('/proc/loadavg').read_text().split()[0]}")
 
 
 def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
@@ -28,8 +42,12 @@ def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Pat
         assert not page.locator("#sd-banner .sd-banner").count(), page.text_content("#sd-banner")
         choose(page, "JSON reformat (copy-heavy)", max_tokens=160, mode="sequential")
         page.evaluate(OBSERVER_JS)
+        machine0, app_cpu0 = _cpu_times(), cpu_seconds(app.proc.pid)
         start(page)
         state = wait_finished(page, 300_000, app)
+        app_cpu = (cpu_seconds(app.proc.pid) or 0.0) - (app_cpu0 or 0.0)
+        machine = f"during the race: {_machine_figures(machine0, _cpu_times())}; app CPU {app_cpu:.1f} s"
+        print(f"\n[e2e machine] {machine}")
         screenshot(page, "e2e-race-finished")
         assert state == "done", app.output()[-2000:]
         assert page.locator("#sd-stall").count() == 0, page.text_content("#sd-stall")
@@ -49,7 +67,7 @@ def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Pat
                        f"the server sent {sent.chunks} chunks over {span:.1f} s")
             print(f"\n[e2e ui-rate] {figures}")
             if sent.chunks >= 5 and span >= 1.0:
-                assert shown >= 2, f"the page showed the text only when complete: {figures}"
+                assert shown >= 2, f"the page showed the text only when complete: {figures}; {machine}"
         assert result.mode == "sequential" and result.preset == "json_reformat"
         assert float(page.get_attribute("#sd-speedup .sd-speedup", "data-value")) == result.speedup
         assert tile_value(page, "speculative", "tokens_per_s") == result.speculative.decode_tokens_per_s
