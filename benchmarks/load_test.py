@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -43,7 +44,7 @@ import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -166,6 +167,10 @@ class PageApi:
         self.n_inputs = len(deps["on_race"]["inputs"])
         self.status_at = outputs.index("sd-run-status")
         self.tiles_at = {side: outputs.index(f"sd-tiles-{side}") for side in ("baseline", "speculative")}
+        # The page follows a race with on_finish, which shows the final status with the result.
+        self.finish_id: int = deps["on_finish"]["id"]
+        self.finish_n_inputs = len(deps["on_finish"]["inputs"])
+        self.finish_status_at = [elem.get(i) for i in deps["on_finish"]["outputs"]].index("sd-run-status")
 
 
 def _apply(old: str | None, value: Any, diffed: bool) -> str | None:
@@ -182,26 +187,30 @@ def _apply(old: str | None, value: Any, diffed: bool) -> str | None:
     return old
 
 
+async def _events(http: httpx.AsyncClient, fn_index: int, data: list[Any], session: str) -> AsyncIterator[tuple[float, dict]]:
+    """Join the queue for one event and yield (arrival time, message) from the session's stream."""
+    r = await http.post("/gradio_api/queue/join", json={"data": data, "fn_index": fn_index,
+                                                         "session_hash": session, "event_data": None,
+                                                         "trigger_id": None})
+    r.raise_for_status()
+    async with http.stream("GET", "/gradio_api/queue/data", params={"session_hash": session}) as resp:
+        async for line in resp.aiter_lines():
+            if line.startswith("data:"):
+                yield time.perf_counter(), json.loads(line[5:])
+
+
 async def race_once(http: httpx.AsyncClient, page: PageApi, out: RaceOutcome, max_tokens: int,
                     timeout_s: float) -> None:
     session = secrets.token_hex(8)
     data = [None, out.prompt, 0.0, max_tokens, "race"]
     assert len(data) == page.n_inputs, "the race event's inputs changed: update the load test"
     t_join = time.perf_counter()
-    r = await http.post("/gradio_api/queue/join", json={"data": data, "fn_index": page.race_id,
-                                                         "session_hash": session, "event_data": None,
-                                                         "trigger_id": None})
-    r.raise_for_status()
     status: str | None = None
     tiles: dict[str, str | None] = {"baseline": None, "speculative": None}
     stop_sent = False
     async with asyncio.timeout(timeout_s):
-        async with http.stream("GET", "/gradio_api/queue/data", params={"session_hash": session}) as resp:
-            async for line in resp.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                now = time.perf_counter()
-                msg = json.loads(line[5:])
+        async with contextlib.aclosing(_events(http, page.race_id, data, session)) as events:
+            async for now, msg in events:
                 kind = msg.get("msg")
                 if kind == "estimation" and (msg.get("rank") or 0) > 0:
                     out.queued = True
@@ -232,14 +241,30 @@ async def race_once(http: httpx.AsyncClient, page: PageApi, out: RaceOutcome, ma
                             "data": [], "fn_index": page.stop_id, "session_hash": session,
                             "event_data": None, "trigger_id": None})
                     if kind == "process_completed":
-                        m = _STATE.search(status or "")
-                        out.state = m.group(1) if m else "error"
-                        if out.state not in ("done", "stopped"):
-                            out.detail = re.sub(r"<[^>]+>", " ", status or "")[:300]
-                        return
+                        break
                 elif kind == "close_stream":
+                    out.detail = "the event stream ended without a final frame"
                     return
-    out.detail = "the event stream ended without a final frame"
+            else:
+                out.detail = "the event stream ended without a final frame"
+                return
+        # As the page does: on_finish draws the result and shows the final status (its inputs
+        # are session State, which the server fills in).
+        async with contextlib.aclosing(_events(http, page.finish_id, [None] * page.finish_n_inputs,
+                                               session)) as events:
+            async for _now, msg in events:
+                if msg.get("msg") == "process_completed":
+                    values = (msg.get("output") or {}).get("data") or []
+                    if not msg.get("success", True):
+                        out.state, out.detail = "error", str(msg.get("output", {}).get("error"))[:200]
+                        return
+                    if values:
+                        status = _apply(status, values[page.finish_status_at], False)
+                    break
+    m = _STATE.search(status or "")
+    out.state = m.group(1) if m else "error"
+    if out.state not in ("done", "stopped"):
+        out.detail = re.sub(r"<[^>]+>", " ", status or "")[:300]
 
 
 async def _user(http: httpx.AsyncClient, page: PageApi, user: int, races: int, max_tokens: int,

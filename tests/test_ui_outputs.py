@@ -50,14 +50,13 @@ async def test_a_race_frame_leaves_out_at_most_the_race_chart(standin_factory) -
         left_out = [elem[i] or i for i, v in enumerate(frame) if _is_skip(v) and i not in (chart_at, finished_at)]
         assert not left_out, f"a live frame left out {left_out}"
     final = frames[-1]
-    assert isinstance(final, dict)  # once: the final status and the result for on_finish
-    values = {c.elem_id or "finished": v for c, v in final.items()}
-    assert 'data-state="done"' in values["sd-run-status"]
-    result = values["finished"]
-    assert result.speculative.completion_tokens == 40
+    assert isinstance(final, dict) and len(final) == 1  # once: the race's end, for on_finish
+    (end,) = final.values()
+    assert end.result.speculative.completion_tokens == 40
+    assert 'data-state="done"' in end.status
 
-    # The follow-up draws the rest once: badge, result charts, history.
-    rest = await fns["on_finish"].fn(result, [], [])
-    drawn = {c.elem_id for c in rest}
-    assert {"sd-badge", "sd-acc-plot", "sd-chunk-plot", "sd-history"} <= drawn
-    assert await fns["on_finish"].fn(None, [], []) == {}  # no result: nothing to add
+    # The follow-up draws the rest once, the final status with it: "done" means all is drawn.
+    rest = {c.elem_id: v for c, v in (await fns["on_finish"].fn(end, [], [])).items()}
+    assert {"sd-run-status", "sd-badge", "sd-acc-plot", "sd-chunk-plot", "sd-history"} <= set(rest)
+    assert rest["sd-run-status"] == end.status
+    assert await fns["on_finish"].fn(None, [], []) == {}  # no result: on_race said why already

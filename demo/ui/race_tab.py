@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gradio as gr
 
@@ -115,7 +115,7 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
         return _server_outputs(infos, settings)
 
     server_outputs = [banner, servers, panes["speculative"][0], infos_state]
-    # The race's result, handed from the streaming event to the one that draws the rest.
+    # The race's end (a Finished), handed from the streaming event to the one that draws the rest.
     finished = gr.State(None)
 
     async def on_arm(request: gr.Request) -> tuple[Any, ...]:
@@ -152,21 +152,23 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                 if result is None:  # race_frames has said why, in a final status
                     return
                 saved = await handlers.save(result, settings)
-                yield {run_status: handlers.final_status(result, saved, control.stopped_because),
-                       finished: result}
+                # The final status goes up with the rest (on_finish): "done" means all is drawn.
+                yield {finished: Finished(result, handlers.final_status(result, saved, control.stopped_because))}
             except Exception as e:  # a bug, not a server fault: say so where the presenter looks
                 log.exception("the race failed")
                 yield {run_status: view.run_status_html("error", handlers.internal_error_text(e))}
         finally:
             registry.drop(session, control)
 
-    async def on_finish(result: RaceResult | None, rows: list[dict], infos: list[dict]) -> dict[Any, Any]:
-        if result is None:  # stopped before it started, refused, or failed: nothing to add
+    async def on_finish(end: Finished | None, rows: list[dict], infos: list[dict]) -> dict[Any, Any]:
+        if end is None:  # stopped before it started, refused, or failed: on_race has said so
             return {}
+        result = end.result
         try:
             shown = handlers.result_view(result)
             rows = [*rows, view.history_row(result).model_dump()]
             out: dict[Any, Any] = {
+                run_status: end.status,
                 badge: shown.badge, acc_plot: shown.acceptance_figure, chunk_plot: shown.chunk_figure,
                 history: rows,
                 history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
@@ -202,6 +204,13 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                 show_progress="hidden")
 
     return {"probe": (on_probe, server_outputs), "race_event": race_event, "start": start, "stop": stop}
+
+
+class Finished(NamedTuple):
+    """A race that has a result: what on_finish draws, and the final status it shows with it."""
+
+    result: RaceResult
+    status: str
 
 
 def _session(request: gr.Request | None) -> str:
