@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.ports import free_port
+from tests.signals import interruptible
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -322,7 +323,7 @@ def test_down_escalates_to_sigkill_and_stops_grandchildren(env: Env) -> None:
 def test_foreground_up_stops_both_on_ctrl_c_or_sigterm(env: Env, sig: signal.Signals) -> None:
     p = subprocess.Popen(
         [sys.executable, "-m", "servers", "up"], cwd=env.tmp, env=env.env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible,
     )
     try:
         deadline = time.monotonic() + 30

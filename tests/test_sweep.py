@@ -20,6 +20,7 @@ from demo.settings import ROOT, Settings
 from demo.sweep.models import CellResult, SweepResult, SweepSpec
 from demo.sweep.report import finalize, write_outputs
 from demo.sweep.runner import new_result, resolve_presets, run_sweep
+from tests.signals import interruptible
 from tests.standin import Standin, StandinBehavior, Truth
 
 BASE = StandinBehavior(tokens_per_s=80, ttft_s=0.03)
@@ -160,7 +161,8 @@ def test_ctrl_c_writes_partial_results(tmp_path: Path) -> None:
                "--presets", "json_reformat,poetry,sql", "--concurrency", "1", "--repeats", "3", "--warmup", "0",
                "--max-tokens", "30", "--out", str(out)]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    preexec_fn=interruptible)
         try:
             deadline = time.monotonic() + 60
             while not (out / "results.json").exists():  # the first cell is done and written
