@@ -23,14 +23,14 @@ class StreamOutputs:
 
     def __init__(self, components: Sequence[Any], no_resend: Sequence[Any] = ()) -> None:
         self.components = list(components)
+        self._known = {id(c) for c in self.components}
         self._no_resend = {id(c) for c in no_resend}
         self._last: dict[int, Any] = {}
 
     def values(self, updates: dict[Any, Any]) -> list[Any]:
         """``updates`` maps components to new values; a None value means 'no new value'."""
-        known = {id(c) for c in self.components}
         for component, value in updates.items():
-            if id(component) not in known:
+            if id(component) not in self._known:
                 raise KeyError(f"{component!r} is not one of this event's outputs")
             if value is not None:
                 self._last[id(component)] = value
