@@ -26,8 +26,8 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from benchmarks.load_test import cpu_seconds
 from demo.runs import list_runs, load_run
+from servers.procs import children, cpu_seconds
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, AppProcess
 from tests.browser.test_race_page import OBSERVER_JS, start, tile_value, updates_per_s, wait_finished
 from tests.standin import Standin, StandinBehavior
@@ -35,22 +35,10 @@ from tests.standin import Standin, StandinBehavior
 TARGET_PER_S = 10.0
 
 
-def _children() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            kids.setdefault(ppid, []).append(int(entry.name))
-    return kids
-
-
 def browser_cpu_seconds(exclude: set[int]) -> float:
     """CPU seconds of this process's descendants (Playwright's driver, Chromium), less the
     subtrees of ``exclude`` (the app, the busy loops). Only processes alive now count."""
-    kids = _children()
+    kids = children()
     total, todo = 0.0, list(kids.get(os.getpid(), []))
     while todo:
         pid = todo.pop()

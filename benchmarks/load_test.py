@@ -38,7 +38,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
 import re
 import secrets
 import sys
@@ -52,6 +51,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, Field
 
+from servers.procs import cpu_seconds
 from tests.browser.conftest import AppProcess
 from tests.standin import Standin, StandinBehavior
 
@@ -144,15 +144,6 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
     loop (in a pytest session, the browser tests' session-wide Playwright keeps one running)."""
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a process (Linux /proc); None elsewhere."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class PageApi:

@@ -74,6 +74,23 @@ def is_running(pid: int, ticks: int | None = None) -> bool:
     return ticks is None or int(f[19]) == ticks
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds the process has used so far; None when it is gone."""
+    f = _stat_fields(pid)
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK") if f else None
+
+
+def children() -> dict[int, list[int]]:
+    """Each parent PID's child PIDs, over all processes now."""
+    kids: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            f = _stat_fields(int(entry.name))
+            if f:
+                kids.setdefault(int(f[1]), []).append(int(entry.name))
+    return kids
+
+
 def group_pids(pgid: int) -> list[int]:
     """Live PIDs whose process group is pgid (the server and the workers it forked)."""
     pids = []

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.load_test import cpu_seconds
 from demo.runs import list_runs, load_run
 from demo.settings import Settings
+from servers.procs import cpu_seconds
 from tests.browser.conftest import AppProcess, chromium, page, screenshot  # noqa: F401 - fixtures
 from tests.browser.test_race_page import OBSERVER_JS, choose, start, tile_value, updates_per_s, wait_finished
 
