@@ -215,8 +215,7 @@ def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
             if not chunk:
                 continue
             if shade and tokens != 1:
-                plural = "" if tokens == 1 else "s"
-                body.append(f'<span class="{burst_class(tokens)}" title="{tokens} token{plural} in one step">'
+                body.append(f'<span class="{burst_class(tokens)}" title="{tokens} tokens in one step">'
                             f"{esc(chunk)}</span>")
             else:
                 body.append(esc(chunk))
