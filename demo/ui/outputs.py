@@ -10,10 +10,12 @@ empty here, so the page does not redraw it either.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gradio as gr
+
+from demo.ui.handlers import Frame
 
 
 class StreamOutputs:
@@ -42,3 +44,20 @@ class StreamOutputs:
             else:
                 out.append(self._last.get(id(c), gr.skip()))
         return out
+
+
+def frame_updates(frame: Frame, panes: Mapping[str, tuple[Any, Any, Any]], speedup: Any, race_plot: Any,
+                  run_status: Any = None) -> dict[Any, Any]:
+    """A Frame as {component: new value or None}, for StreamOutputs.values. ``panes`` maps a side
+    to its (status, tiles, text) components; a quiet-server notice wins over the status line."""
+    out: dict[Any, Any] = {speedup: frame.speedup, race_plot: frame.race_figure}
+    if run_status is not None:
+        out[run_status] = frame.run_status
+    for side in ("baseline", "speculative"):
+        pane = getattr(frame, side)
+        if pane is not None:
+            status, tiles, text = panes[side]
+            out[status], out[tiles], out[text] = pane.status_html, pane.tiles_html, pane.text_html
+    for side, html in (frame.side_status or {}).items():
+        out[panes[side][0]] = html
+    return out

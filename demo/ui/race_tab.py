@@ -17,8 +17,8 @@ from demo.results import RaceResult
 from demo.server_info import ServerInfo, probe_servers
 from demo.settings import Settings
 from demo.ui import handlers
-from demo.ui.handlers import FREE_PROMPT, Frame
-from demo.ui.outputs import StreamOutputs
+from demo.ui.handlers import FREE_PROMPT
+from demo.ui.outputs import StreamOutputs, frame_updates
 from demo.ui.session import RaceRegistry
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,8 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
 
     # Every frame sets each of these (see demo.ui.outputs); the rest of the page is drawn
     # once the race is over, by on_finish.
-    live_outputs = [run_status, speedup, *[c for side in panes.values() for c in side[1:]], race_plot]
+    live_panes = {side: comps[1:] for side, comps in panes.items()}  # (status, tiles, text)
+    live_outputs = [run_status, speedup, *[c for comps in live_panes.values() for c in comps], race_plot]
 
     async def on_race(preset_name: str, prompt_text: str, temp: float, max_tok: float, mode_value: str,
                       request: gr.Request):
@@ -147,7 +148,7 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                 async for frame in handlers.race_frames(req, settings, control):
                     if frame.result is not None:
                         result = frame.result
-                    yield [*stream.values(_frame_updates(frame, panes, run_status, speedup, race_plot)),
+                    yield [*stream.values(frame_updates(frame, live_panes, speedup, race_plot, run_status)),
                            gr.skip()]
                 if result is None:  # race_frames has said why, in a final status
                     return
@@ -242,17 +243,3 @@ def _write_csv(rows: list[dict]) -> str:
                                      encoding="utf-8", newline="") as f:
         f.write(view.history_csv([view.HistoryRow(**r) for r in rows]))
     return str(Path(f.name))
-
-
-def _frame_updates(frame: Frame, panes: dict[str, tuple[Any, Any, Any, Any]], run_status: Any, speedup: Any,
-                   race_plot: Any) -> dict[Any, Any]:
-    """A Frame as {component: new value or None}."""
-    out: dict[Any, Any] = {run_status: frame.run_status, speedup: frame.speedup, race_plot: frame.race_figure}
-    for side in ("baseline", "speculative"):
-        pane = getattr(frame, side)
-        if pane is not None:
-            _title, status, tiles, text = panes[side]
-            out[status], out[tiles], out[text] = pane.status_html, pane.tiles_html, pane.text_html
-    for side, html in (frame.side_status or {}).items():  # a quiet-server notice wins
-        out[panes[side][1]] = html
-    return out

@@ -24,7 +24,7 @@ from demo.results import ChunkEvent, RaceResult, RaceSnapshot, Side
 from demo.runs import list_runs, load_run
 from demo.settings import Settings
 from demo.ui.handlers import frame_for, result_view
-from demo.ui.outputs import StreamOutputs
+from demo.ui.outputs import StreamOutputs, frame_updates
 
 FRAME_INTERVAL_S = 0.05  # at most ~20 page updates per second, as the live race
 CHART_INTERVAL_S = 0.25
@@ -176,13 +176,7 @@ def build(settings: Settings) -> None:
             with_chart = now - last_chart >= CHART_INTERVAL_S
             if with_chart:
                 last_chart = now
-            frame = frame_for(snapshot, with_chart)
-            updates: dict[Any, Any] = {speedup: frame.speedup, race_plot: frame.race_figure}
-            for side in ("baseline", "speculative"):
-                pane = getattr(frame, side)
-                st, tiles, text = panes[side]
-                updates[st], updates[tiles], updates[text] = pane.status_html, pane.tiles_html, pane.text_html
-            yield stream.values(updates)
+            yield stream.values(frame_updates(frame_for(snapshot, with_chart), panes, speedup, race_plot))
         end_view = result_view(result)
         yield stream.values({badge: end_view.badge, acc_plot: end_view.acceptance_figure,
                              chunk_plot: end_view.chunk_figure,
