@@ -51,6 +51,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, Field
 
+from demo.measure import percentile
 from servers.procs import cpu_seconds
 from tests.browser.conftest import AppProcess
 from tests.standin import Standin, StandinBehavior
@@ -302,13 +303,6 @@ def _latencies(outcomes: list[RaceOutcome], servers: dict[str, Standin]) -> list
     return lat
 
 
-def _pct(xs: list[float], q: float) -> float | None:
-    if not xs:
-        return None
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
-
-
 async def run_load(app: AppProcess, servers: dict[str, Standin], *, users: int, races: int,
                    max_tokens: int, concurrency: int, stop_every: int = 5, leave_every: int = 0,
                    race_timeout_s: float = 60.0) -> LoadReport:
@@ -340,8 +334,8 @@ async def run_load(app: AppProcess, servers: dict[str, Standin], *, users: int, 
         queued_races=sum(o.queued for o in outcomes),
         max_wait_s=max((o.wait_s or 0.0 for o in outcomes), default=0.0),
         tokens_delivered=tokens,
-        latency_p50_ms=None if not lat else _pct(lat, 0.5) * 1000,
-        latency_p95_ms=None if not lat else _pct(lat, 0.95) * 1000,
+        latency_p50_ms=None if not lat else percentile(lat, 50) * 1000,  # type: ignore[operator]
+        latency_p95_ms=None if not lat else percentile(lat, 95) * 1000,  # type: ignore[operator]
         latency_max_ms=None if not lat else max(lat) * 1000,
         app_cpu_s=cpu, app_cpu_ms_per_token=None if cpu is None or not tokens else cpu / tokens * 1000,
         standins={side: {"started": s.started, "completed": s.completed, "aborted": s.aborted,
