@@ -28,7 +28,6 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1280, "height": 720}
 
 
-
 # One Playwright and one Chromium per test process, whichever module asks first: the sync API
 # cannot nest, and tests/e2e imports these fixtures too (a second session fixture would nest).
 _shared: dict[str, object] = {}
