@@ -20,7 +20,7 @@ from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.report import VERDICT_CSS, esc, finalize, verdict_html, write_outputs
 from demo.sweep.runner import Progress, UnknownPresetError, new_result, resolve_presets, run_sweep
-from demo.ui.handlers import internal_error_text
+from demo.ui.race_stream import internal_error_text
 
 log = logging.getLogger(__name__)
 

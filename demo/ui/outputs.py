@@ -15,7 +15,7 @@ from typing import Any
 
 import gradio as gr
 
-from demo.ui.handlers import Frame
+from demo.ui.race_stream import Frame
 
 
 class StreamOutputs:

@@ -16,9 +16,9 @@ from demo.presets import Preset, load_presets
 from demo.results import RaceResult
 from demo.server_info import ServerInfo, probe_servers
 from demo.settings import Settings
-from demo.ui import handlers
-from demo.ui.handlers import FREE_PROMPT
+from demo.ui import race_stream
 from demo.ui.outputs import StreamOutputs, frame_updates
+from demo.ui.race_stream import FREE_PROMPT
 from demo.ui.session import RaceRegistry
 
 log = logging.getLogger(__name__)
@@ -44,13 +44,13 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
             preset_dd = gr.Dropdown(choices=_preset_choices(presets), value=first.name if first else FREE_PROMPT,
                                     label="Preset", elem_id="sd-preset")
             expect = gr.HTML(_expect_html(first), elem_id="sd-expect")
-            prompt = gr.Textbox(value=handlers.preset_user_text(first) if first else "", label="Prompt",
+            prompt = gr.Textbox(value=race_stream.preset_user_text(first) if first else "", label="Prompt",
                                 lines=4, max_lines=4, elem_id="sd-prompt")
             with gr.Row():
                 temperature = gr.Slider(0.0, 2.0, value=first.temperature if first else 0.0, step=0.1,
                                         label="Temperature", elem_id="sd-temperature", min_width=120)
                 # No minimum/maximum here: Gradio would refuse out-of-range input with a passing
-                # toast and leave the status on "waiting"; handlers.build_request says it on the page.
+                # toast and leave the status on "waiting"; race_stream.build_request says it on the page.
                 max_tokens = gr.Number(value=first.max_tokens if first else 256,
                                        precision=0, label="Max tokens", elem_id="sd-max-tokens", min_width=100)
             mode = gr.Radio([("Race", "race"), ("Sequential A/B", "sequential")],
@@ -75,7 +75,7 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                 for side in ("baseline", "speculative"):
                     with gr.Column(elem_id=f"sd-pane-{side}", min_width=360):
                         title = gr.HTML(view.pane_title_html("Baseline") if side == "baseline"
-                                        else handlers.spec_title(settings, None, None), elem_id=f"sd-title-{side}")
+                                        else race_stream.spec_title(settings, None, None), elem_id=f"sd-title-{side}")
                         status = gr.HTML("", elem_id=f"sd-status-{side}")
                         tiles = gr.HTML("", elem_id=f"sd-tiles-{side}")
                         text = gr.HTML(_placeholder(side), elem_id=f"sd-text-{side}")
@@ -104,7 +104,7 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
         preset = presets.get(name)
         if preset is None:  # free prompt: keep what is typed, clear the expectation
             return gr.skip(), gr.skip(), gr.skip(), _expect_html(None)
-        return (handlers.preset_user_text(preset), preset.temperature, preset.max_tokens,
+        return (race_stream.preset_user_text(preset), preset.temperature, preset.max_tokens,
                 _expect_html(preset))
 
     preset_dd.change(on_preset, inputs=[preset_dd], outputs=[prompt, temperature, max_tokens, expect],
@@ -120,7 +120,7 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
 
     async def on_arm(request: gr.Request) -> tuple[Any, ...]:
         registry.arm(_session(request))
-        start_view = handlers.result_view(None)
+        start_view = race_stream.result_view(None)
         return (view.run_status_html("waiting", f"this page runs {settings.max_concurrent_races} at a time"),
                 start_view.badge, start_view.acceptance_figure, start_view.chunk_figure, None)
 
@@ -139,25 +139,25 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                 yield {run_status: view.run_status_html("stopped", "before it started")}
                 return
             try:
-                req = handlers.build_request(presets, preset_name, prompt_text, temp, max_tok, mode_value)
+                req = race_stream.build_request(presets, preset_name, prompt_text, temp, max_tok, mode_value)
             except ValueError as e:
                 yield {run_status: view.run_status_html("error", str(e))}
                 return
             try:
                 result: RaceResult | None = None
-                async for frame in handlers.race_frames(req, settings, control):
+                async for frame in race_stream.race_frames(req, settings, control):
                     if frame.result is not None:
                         result = frame.result
                     yield [*stream.values(frame_updates(frame, live_panes, speedup, race_plot, run_status)),
                            gr.skip()]
                 if result is None:  # race_frames has said why, in a final status
                     return
-                saved = await handlers.save(result, settings)
+                saved = await race_stream.save(result, settings)
                 # The final status goes up with the rest (on_finish): "done" means all is drawn.
-                yield {finished: Finished(result, handlers.final_status(result, saved, control.stopped_because))}
+                yield {finished: Finished(result, race_stream.final_status(result, saved, control.stopped_because))}
             except Exception as e:  # a bug, not a server fault: say so where the presenter looks
                 log.exception("the race failed")
-                yield {run_status: view.run_status_html("error", handlers.internal_error_text(e))}
+                yield {run_status: view.run_status_html("error", race_stream.internal_error_text(e))}
         finally:
             registry.drop(session, control)
 
@@ -166,7 +166,7 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
             return {}
         result = end.result
         try:
-            shown = handlers.result_view(result)
+            shown = race_stream.result_view(result)
             rows = [*rows, view.history_row(result).model_dump()]
             out: dict[Any, Any] = {
                 run_status: end.status,
@@ -174,7 +174,7 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                 history: rows,
                 history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
                 download: _write_csv(rows),
-                panes["speculative"][0]: handlers.spec_title(settings, [ServerInfo(**i) for i in infos], result),
+                panes["speculative"][0]: race_stream.spec_title(settings, [ServerInfo(**i) for i in infos], result),
             }
             if result.baseline.error or result.speculative.error:
                 # A side failed: re-probe so the banner says which server is down and what to do.
@@ -183,7 +183,7 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
             return out
         except Exception as e:  # a bug: the race itself is shown and saved; say what is missing
             log.exception("drawing the race's result failed")
-            return {run_status: view.run_status_html("error", handlers.internal_error_text(e))}
+            return {run_status: view.run_status_html("error", race_stream.internal_error_text(e))}
 
     async def on_stop(request: gr.Request) -> None:
         registry.stop(_session(request))
@@ -233,7 +233,7 @@ def _expect_html(preset: Preset | None) -> str:
 
 def _server_outputs(infos: list[ServerInfo], settings: Settings) -> tuple[Any, ...]:
     return (view.server_banner_html(infos), view.server_panel_html(infos),
-            handlers.spec_title(settings, infos, None),
+            race_stream.spec_title(settings, infos, None),
             [i.model_dump() for i in infos])
 
 

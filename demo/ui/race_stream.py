@@ -1,4 +1,4 @@
-"""What the page's events do, without Gradio: build the request, run the race, turn each
+"""A race as the page shows it, without Gradio: build the request, run the race, turn each
 snapshot into a Frame of display values. demo.ui.race_tab maps Frames onto components.
 """
 

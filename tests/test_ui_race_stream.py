@@ -1,4 +1,4 @@
-"""demo/ui/handlers.py without a browser: frames, the final result, Stop, and the watchdog
+"""demo/ui/race_stream.py without a browser: frames, the final result, Stop, and the watchdog
 that aborts a race nobody reads any more (a closed tab). Real stand-in servers on 127.0.0.1.
 """
 
@@ -11,7 +11,7 @@ import pytest
 
 from demo.presets import Message, Preset
 from demo.settings import Settings
-from demo.ui import handlers
+from demo.ui import race_stream
 from demo.ui.session import RaceControl, RaceRegistry
 
 
@@ -20,7 +20,7 @@ def _settings(base, spec) -> Settings:  # type: ignore[no-untyped-def]
 
 
 def _req(max_tokens: int):  # type: ignore[no-untyped-def]
-    return handlers.build_request({}, None, "hello", 0.0, max_tokens, "race")
+    return race_stream.build_request({}, None, "hello", 0.0, max_tokens, "race")
 
 
 @pytest.mark.asyncio
@@ -28,12 +28,12 @@ async def test_every_race_ends_with_the_result_frame(standin_factory) -> None:  
     base = standin_factory(tokens_per_s=400)
     spec = standin_factory(speculative=True, tokens_per_s=800, chunk_sizes=[1, 3])
     for _ in range(5):  # the last snapshot used to be dropped when the race ended mid-yield
-        frames = [f async for f in handlers.race_frames(_req(30), _settings(base, spec), RaceControl())]
+        frames = [f async for f in race_stream.race_frames(_req(30), _settings(base, spec), RaceControl())]
         assert frames[-1].result is not None
         assert frames[-1].result.speculative.completion_tokens == 30
         assert sum(f.result is not None for f in frames) == 1
         assert frames[-1].race_figure is not None  # the final chart, whatever the redraw interval
-        shown = handlers.result_view(frames[-1].result)
+        shown = race_stream.result_view(frames[-1].result)
         assert 'data-identical="true"' in shown.badge  # greedy, and the stand-ins agree
         assert shown.chunk_figure.data  # tokens per chunk, both sides
 
@@ -45,7 +45,7 @@ async def test_stop_event_aborts_both_and_still_gives_a_cancelled_result(standin
     registry = RaceRegistry()
     control = registry.arm("s1")
     frames = []
-    async for f in handlers.race_frames(_req(500), _settings(base, spec), control):
+    async for f in race_stream.race_frames(_req(500), _settings(base, spec), control):
         frames.append(f)
         if f.speculative is not None and f.baseline is not None and "quick" in f.baseline.text_html:
             registry.stop("s1")
@@ -56,11 +56,11 @@ async def test_stop_event_aborts_both_and_still_gives_a_cancelled_result(standin
 
 @pytest.mark.asyncio
 async def test_unread_race_is_aborted(standin_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(handlers, "CONSUMER_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(race_stream, "CONSUMER_TIMEOUT_S", 0.5)
     base = standin_factory(tokens_per_s=20)
     spec = standin_factory(speculative=True, tokens_per_s=40)
     control = RaceControl()
-    gen = handlers.race_frames(_req(500), _settings(base, spec), control)
+    gen = race_stream.race_frames(_req(500), _settings(base, spec), control)
     for _ in range(3):
         await gen.__anext__()
     # Nobody reads on (as when Gradio stops pulling for a closed tab) and nobody closes `gen`.
@@ -74,7 +74,7 @@ async def test_unread_race_is_aborted(standin_factory, monkeypatch) -> None:  # 
     rest = [f async for f in gen]
     assert rest[-1].result is not None and rest[-1].result.cancelled
     assert control.stopped_because and "no update" in control.stopped_because
-    status = handlers.final_status(rest[-1].result, None, control.stopped_because)
+    status = race_stream.final_status(rest[-1].result, None, control.stopped_because)
     assert 'data-state="stopped"' in status and "no update" in status
 
 
@@ -82,10 +82,10 @@ async def test_unread_race_is_aborted(standin_factory, monkeypatch) -> None:  # 
 async def test_a_frozen_app_is_not_a_closed_tab(standin_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """The whole app stops for longer than the consumer timeout (a paused VM, a suspended
     laptop: here the event loop is blocked) while a frame is unread: the race goes on."""
-    monkeypatch.setattr(handlers, "CONSUMER_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(race_stream, "CONSUMER_TIMEOUT_S", 1.0)
     base = standin_factory(tokens_per_s=100)
     spec = standin_factory(speculative=True, tokens_per_s=200)
-    gen = handlers.race_frames(_req(200), _settings(base, spec), RaceControl())
+    gen = race_stream.race_frames(_req(200), _settings(base, spec), RaceControl())
     for _ in range(3):
         await gen.__anext__()
     asyncio.get_running_loop().call_soon(time.sleep, 2.5)  # freezes the loop, a frame unread
@@ -104,7 +104,7 @@ async def test_a_bug_in_the_race_ends_on_an_error_status(standin_factory, monkey
         raise RuntimeError("boom\nsecond line")
 
     monkeypatch.setattr("demo.race.compare", broken)
-    frames = [f async for f in handlers.race_frames(_req(20), _settings(base, spec), RaceControl())]
+    frames = [f async for f in race_stream.race_frames(_req(20), _settings(base, spec), RaceControl())]
     assert frames[-1].result is None
     assert 'data-state="error"' in frames[-1].run_status
     assert "internal error: RuntimeError: boom" in frames[-1].run_status
@@ -114,23 +114,23 @@ async def test_a_bug_in_the_race_ends_on_an_error_status(standin_factory, monkey
 def test_build_request_preset_or_free_prompt() -> None:
     p = Preset(name="json", title="J", expect="e", max_tokens=100,
                messages=[Message(role="system", content="sys"), Message(role="user", content="do it")])
-    req = handlers.build_request({"json": p}, "json", "do it", 0.0, 120, "sequential")
+    req = race_stream.build_request({"json": p}, "json", "do it", 0.0, 120, "sequential")
     assert req.preset == "json" and req.messages == p.messages and req.max_tokens == 120
     assert req.mode == "sequential"
-    edited = handlers.build_request({"json": p}, "json", "do it again", 0.5, 50, "race")
+    edited = race_stream.build_request({"json": p}, "json", "do it again", 0.5, 50, "race")
     assert edited.preset is None and edited.messages[0].content == "do it again"
     with pytest.raises(ValueError, match="max_tokens"):
-        handlers.build_request({}, None, "x", 0.0, 0, "race")
+        race_stream.build_request({}, None, "x", 0.0, 0, "race")
     with pytest.raises(ValueError, match="temperature"):
-        handlers.build_request({}, None, "x", 3.0, 10, "race")
+        race_stream.build_request({}, None, "x", 3.0, 10, "race")
 
 
 @pytest.mark.asyncio
 async def test_empty_prompt_says_so_and_sends_nothing(standin_factory) -> None:  # type: ignore[no-untyped-def]
     base = standin_factory()
     spec = standin_factory(speculative=True)
-    req = handlers.build_request({}, None, "   ", 0.0, 10, "race")
-    frames = [f async for f in handlers.race_frames(req, _settings(base, spec), RaceControl())]
+    req = race_stream.build_request({}, None, "   ", 0.0, 10, "race")
+    frames = [f async for f in race_stream.race_frames(req, _settings(base, spec), RaceControl())]
     assert 'data-state="error"' in frames[-1].run_status and "empty" in frames[-1].run_status
     assert base.started == 0 and spec.started == 0
 
@@ -140,7 +140,7 @@ async def test_a_stalled_server_is_announced_not_frozen(standin_factory) -> None
     base = standin_factory(tokens_per_s=100, fault="stall", fault_after_chunks=5, stall_s=30)
     spec = standin_factory(speculative=True, tokens_per_s=200)
     settings = Settings(baseline_url=base.url, speculative_url=spec.url, read_timeout_s=4, probe_timeout_s=2)
-    frames = [f async for f in handlers.race_frames(_req(40), settings, RaceControl())]
+    frames = [f async for f in race_stream.race_frames(_req(40), settings, RaceControl())]
     notices = [f.side_status["baseline"] for f in frames if f.side_status and "baseline" in f.side_status]
     assert notices, "no quiet-server notice while the baseline stalled"
     assert "nothing from the server for" in notices[0] and "gives up after 4 s" in notices[0]
