@@ -90,8 +90,7 @@ def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Bl
                 module = importlib.import_module(module_name)
                 with gr.Tab(label, id=label.lower()):
                     module.build(settings)
-        on_probe, server_outputs = race["probe"]
-        demo.load(on_probe, outputs=server_outputs, show_progress="hidden")
+        demo.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden")
 
     demo.queue(default_concurrency_limit=settings.max_concurrent_races)
     return demo
