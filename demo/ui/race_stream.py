@@ -25,7 +25,8 @@ from demo.ui.session import RaceControl
 log = logging.getLogger(__name__)
 
 FREE_PROMPT = "(free prompt)"
-# The race chart carries every chunk so far: redraw it less often than the tiles.
+# The race chart carries every chunk so far: redraw it less often than the tiles (twice a
+# second), live and in a replay alike.
 CHART_INTERVAL_S = 0.5
 # stream_race folds chunks into snapshots at most every this often: 10-20 UI updates/s.
 SNAPSHOT_INTERVAL_S = 0.05

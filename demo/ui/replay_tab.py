@@ -24,10 +24,9 @@ from demo.results import ChunkEvent, RaceResult, RaceSnapshot, Side
 from demo.runs import list_runs, load_run
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
-from demo.ui.race_stream import frame_for, result_view
+from demo.ui.race_stream import CHART_INTERVAL_S, frame_for, result_view
 
 FRAME_INTERVAL_S = 0.05  # at most ~20 page updates per second, as the live race
-CHART_INTERVAL_S = 0.25
 MAX_LISTED = 200
 _STAMP = re.compile(r"^(\d{8}T\d{6})\d*-(.+)-(race|sequential)$")
 
