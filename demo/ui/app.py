@@ -17,8 +17,21 @@ from demo.ui.theme import CSS, make_theme
 
 log = logging.getLogger(__name__)
 
-# Ctrl+Enter starts a race, Escape stops it, from anywhere on the page.
+# Ctrl+Enter starts a race, Escape stops it, from anywhere on the page. Start (the button or
+# the key) does nothing more while this page's race waits or runs, or was just asked for and
+# the app has not answered yet (the app refuses such a press too: demo.ui.session).
 KEYS_JS = """
+let sdPressed = null;  // [the status element when Start was last pressed, when]
+const sdBusy = () => {
+  const s = document.querySelector('#sd-run-status .sd-run-status');
+  if (s && (s.dataset.state === 'waiting' || s.dataset.state === 'running')) return true;
+  return sdPressed !== null && sdPressed[0] === s && Date.now() - sdPressed[1] < 5000;
+};
+document.addEventListener('click', (e) => {
+  if (!(e.target instanceof Element) || !e.target.closest('#sd-start')) return;
+  if (sdBusy()) { e.stopImmediatePropagation(); e.preventDefault(); return; }
+  sdPressed = [document.querySelector('#sd-run-status .sd-run-status'), Date.now()];
+}, true);
 document.addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
     document.getElementById('sd-start')?.click(); e.preventDefault();

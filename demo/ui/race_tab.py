@@ -4,7 +4,8 @@ servers and the run history below the fold.
 ``build`` lays the tab out in page order and wires its events; the events' handlers are the
 methods of ``RaceTab``, the tab's components. A race is three events in a chain: ``on_arm``
 (no queue: the status says "waiting" at once), ``on_race`` (queued, streams the frames) and
-``on_finish`` (draws the result once the race is over).
+``on_finish`` (draws the result once the race is over). One race at a time per page: Start
+pressed again while it waits or runs does nothing (see demo.ui.session).
 """
 
 from __future__ import annotations
@@ -84,7 +85,6 @@ class RaceTab:
     # session state
     history: gr.State  # list[dict]: HistoryRow dumps, oldest first
     infos: gr.State  # list[dict]: ServerInfo dumps from the last probe
-    finished: gr.State  # the race's end (a Finished), handed from on_race to on_finish
 
     # ------------------------------------------------------------ output lists
 
@@ -120,16 +120,20 @@ class RaceTab:
         infos = await probe_servers(self.settings)
         return _server_outputs(infos, self.settings)
 
-    async def on_arm(self, request: gr.Request) -> tuple[Any, ...]:
-        self.registry.arm(_session(request))
+    async def on_arm(self, status_html: str, badge_html: str, request: gr.Request) -> tuple[Any, ...]:
+        if self.registry.arm(_session(request)) is None:  # this page's race waits or runs
+            # As they are: gr.skip() would blank an HTML output (Gradio 6).
+            return status_html, badge_html, gr.skip(), gr.skip()
         start_view = race_stream.result_view(None)
         return (view.run_status_html("waiting", f"this page runs {self.settings.max_concurrent_races} at a time"),
-                start_view.badge, start_view.acceptance_figure, start_view.chunk_figure, None)
+                start_view.badge, start_view.acceptance_figure, start_view.chunk_figure)
 
     async def on_race(self, preset_name: str, prompt_text: str, temp: float, max_tok: float, mode_value: Mode,
                       request: gr.Request) -> AsyncIterator[Any]:
         session = _session(request)
-        control = self.registry.get(session) or self.registry.arm(session)
+        control = self.registry.claim(session)
+        if control is None:  # Start pressed again while this page's race waits or runs
+            return
         stream = StreamOutputs(self.live_outputs, no_resend=[self.race_plot])
         try:
             if control.stop.is_set():  # Stop was pressed while this race waited in the queue
@@ -146,22 +150,23 @@ class RaceTab:
                     if frame.result is not None:
                         result = frame.result
                     updates = frame_updates(frame, self.live_panes, self.speedup, self.race_plot, self.run_status)
-                    yield [*stream.values(updates), gr.skip()]
+                    yield stream.values(updates)
                 if result is None:  # race_frames has said why, in a final status
                     return
                 saved = await race_stream.save(result, self.settings)
                 # The final status goes up with the rest (on_finish): "done" means all is drawn.
                 status = race_stream.final_status(result, saved, control.stopped_because)
-                yield {self.finished: Finished(result, status)}
+                self.registry.hand_over(session, Finished(result, status))
             except Exception as e:  # a bug, not a server fault: say so where the presenter looks
                 log.exception("the race failed")
                 yield {self.run_status: view.run_status_html("error", race_stream.internal_error_text(e))}
         finally:
             self.registry.drop(session, control)
 
-    async def on_finish(self, end: Finished | None, rows: list[dict], infos: list[dict]) -> dict[Any, Any]:
-        if end is None:  # stopped before it started, refused, or failed: on_race has said so
-            return {}
+    async def on_finish(self, rows: list[dict], infos: list[dict], request: gr.Request) -> dict[Any, Any]:
+        end: Finished | None = self.registry.take(_session(request))
+        if end is None:  # stopped before it started, refused, failed, or drawn: on_race has said so
+            return {self.acc_plot: gr.skip()}  # not {}: Gradio takes that for one output's value
         result = end.result
         try:
             shown = race_stream.result_view(result)
@@ -206,7 +211,7 @@ def build(settings: Settings, registry: RaceRegistry) -> RaceTab:
         with gr.Column(scale=3):
             area = _race_area(settings)
     tab = RaceTab(settings=settings, registry=registry, presets=presets, **controls, **area,
-                  **_below_the_fold(), history=gr.State([]), infos=gr.State([]), finished=gr.State(None))
+                  **_below_the_fold(), history=gr.State([]), infos=gr.State([]))
     wire(tab)
     return tab
 
@@ -285,14 +290,15 @@ def wire(tab: RaceTab) -> None:
     tab.preset.change(tab.on_preset, inputs=[tab.preset],
                       outputs=[tab.prompt, tab.temperature, tab.max_tokens, tab.expect],
                       queue=False, show_progress="hidden")
-    (tab.start.click(tab.on_arm, outputs=[tab.run_status, tab.badge, tab.acc_plot, tab.chunk_plot, tab.finished],
+    (tab.start.click(tab.on_arm, inputs=[tab.run_status, tab.badge],
+                     outputs=[tab.run_status, tab.badge, tab.acc_plot, tab.chunk_plot],
                      queue=False, show_progress="hidden")
         .then(tab.on_race, inputs=[tab.preset, tab.prompt, tab.temperature, tab.max_tokens, tab.mode],
-              outputs=[*tab.live_outputs, tab.finished],
+              outputs=tab.live_outputs,
               concurrency_limit=tab.settings.max_concurrent_races, concurrency_id="race",
               # Our own status line says "waiting" / "racing": Gradio's overlay would dim it.
               show_progress="hidden")
-        .then(tab.on_finish, inputs=[tab.finished, tab.history, tab.infos], outputs=tab.finish_outputs,
+        .then(tab.on_finish, inputs=[tab.history, tab.infos], outputs=tab.finish_outputs,
               concurrency_limit=None, show_progress="hidden"))
     tab.stop.click(tab.on_stop, queue=False, show_progress="hidden")
     tab.refresh.click(tab.on_probe, outputs=tab.server_outputs, show_progress="minimal")
