@@ -8,14 +8,25 @@ from pathlib import Path
 from demo.results import RaceResult
 
 
-def save_run(result: RaceResult, runs_dir: Path) -> Path:
-    """Write the whole race (request, both event timelines, results); no secrets are in it."""
+class RunTooLarge(ValueError):
+    """A run over the size limit: it is not written."""
+
+
+def save_run(result: RaceResult, runs_dir: Path, max_bytes: int | None = None) -> Path:
+    """Write the whole race (request, both event timelines, results); no secrets are in it.
+
+    Raises RunTooLarge, writing nothing, when the record is over ``max_bytes``.
+    """
+    record = result.model_dump_json(indent=1).encode("utf-8")
+    if max_bytes is not None and len(record) > max_bytes:
+        raise RunTooLarge(f"the run's record is {len(record):,} bytes, over the limit of {max_bytes:,} "
+                          "(SPECDEMO_MAX_RUN_FILE_BYTES)")
     runs_dir.mkdir(parents=True, exist_ok=True)
     stamp = result.started_at.strftime("%Y%m%dT%H%M%S%f")
     name = re.sub(r"[^a-z0-9_-]", "", (result.preset or "prompt").lower()) or "prompt"
     path = runs_dir / f"{stamp}-{name}-{result.mode}.json"
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(result.model_dump_json(indent=1), encoding="utf-8")
+    tmp.write_bytes(record)
     tmp.replace(path)  # never leave a half-written record behind
     return path
 

@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     presets_dir: Path = ROOT / "presets"
     runs_dir: Path = ROOT / "runs"
     save_runs: bool = True
+    # Longest prompt sent (characters, all messages), checked before anything is sent.
+    max_prompt_chars: int = Field(200_000, ge=1)
+    # A run whose record is larger is not saved (the reason is logged and shown).
+    max_run_file_bytes: int = Field(10_000_000, ge=1)
 
     # What the speculative server does, for labels ("Speculative (ngram, k=4)"),
     # when the server itself cannot tell us. The launcher writes these.

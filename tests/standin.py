@@ -369,7 +369,8 @@ class Standin:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._server: uvicorn.Server | None = None
-        self.requests: list[RecordedRequest] = []
+        self.requests: list[RecordedRequest] = []  # generation requests
+        self.tokenized = 0  # /tokenize requests (the context check before a race)
         self.truth: list[Truth] = []
         self._counters = _Counters()  # replaced on every start()
         self._running: dict[int, Truth] = {}
@@ -528,6 +529,8 @@ class Standin:
 
     async def _tokenize(self, request: Request) -> Response:
         """vLLM's /tokenize shape: count (words, like the rejection rule) and max_model_len."""
+        with self._lock:
+            self.tokenized += 1
         if not self.behavior.tokenize:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
         body = await request.json()
@@ -795,7 +798,7 @@ class _Generation:
                 j += 1
             parts = [f"data: {self.role_chunk()}\n\n"] if i == 0 and self.chat else []
             chunk_texts = ["".join(texts[ends[c] - sizes[c]:ends[c]]) for c in range(i, j)]
-            for c, text in zip(range(i, j), chunk_texts):
+            for c, text in zip(range(i, j), chunk_texts, strict=True):
                 parts.append(f"data: {self.content_chunk(text, ends[c], c == last)}\n\n")
             await send({"type": "http.response.body", "body": "".join(parts).encode(), "more_body": True})
             self.s._sent(self.truth, b, sizes[i:j], chunk_texts, time.perf_counter())
@@ -861,7 +864,7 @@ class _Generation:
             await asyncio.sleep(max(0.0, self._due(self.truth.t_request, len(self.texts) - 1) - now))
         ends = list(itertools.accumulate(self.sizes))
         self.s._sent(self.truth, self.b, self.sizes, ["".join(self.texts[e - n:e]) for n, e in
-                                                      zip(self.sizes, ends)], time.perf_counter())
+                                                      zip(self.sizes, ends, strict=True)], time.perf_counter())
         n, text = self.truth.completion_tokens, self.truth.text
         usage = {**self._usage(n, False), "prompt_tokens_details": None}
         if self.chat:

@@ -5,11 +5,14 @@ that aborts a race nobody reads any more (a closed tab). Real stand-in servers o
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import pytest
 
 from demo.presets import Message, Preset
+from demo.race import validate_request
+from demo.runs import list_runs
 from demo.settings import Settings
 from demo.ui import race_stream
 from demo.ui.session import RaceControl, RaceRegistry
@@ -147,3 +150,39 @@ async def test_a_stalled_server_is_announced_not_frozen(standin_factory) -> None
     assert len(notices) >= 2  # it keeps counting, once a second
     final = frames[-1].result
     assert final is not None and final.baseline.error and final.speculative.complete
+
+
+@pytest.mark.asyncio
+async def test_a_prompt_over_the_size_limit_is_refused_before_anything_is_sent(  # type: ignore[no-untyped-def]
+        standin_factory) -> None:
+    base = standin_factory()
+    spec = standin_factory(speculative=True)
+    settings = _settings(base, spec)
+    req = race_stream.build_request({}, None, "x" * 2_000_000, 0.0, 10, "race")
+    with pytest.raises(ValueError, match=r"2,000,000 characters, over the limit of 200,000"):
+        validate_request(req, settings)  # what the page, its API and a workload loader call
+    frames = [f async for f in race_stream.race_frames(req, settings, RaceControl())]  # and the race itself
+    assert 'data-state="error"' in frames[-1].run_status and "SPECDEMO_MAX_PROMPT_CHARS" in frames[-1].run_status
+    assert (base.tokenized, spec.tokenized, base.started, spec.started) == (0, 0, 0, 0)
+    validate_request(race_stream.build_request({}, None, "x" * 200_000, 0.0, 10, "race"), settings)  # at it: fine
+
+
+@pytest.mark.asyncio
+async def test_a_run_over_the_size_limit_is_not_written_and_the_status_says_why(  # type: ignore[no-untyped-def]
+        standin_factory, tmp_path, caplog) -> None:
+    base = standin_factory(tokens_per_s=400)
+    spec = standin_factory(speculative=True, tokens_per_s=800)
+    frames = [f async for f in race_stream.race_frames(_req(20), _settings(base, spec), RaceControl())]
+    result = frames[-1].result
+    assert result is not None
+    size = len(result.model_dump_json(indent=1).encode())
+    small = Settings(runs_dir=tmp_path / "small", max_run_file_bytes=size - 1)
+    with caplog.at_level(logging.WARNING, logger="demo.ui.race_stream"):
+        saved = await race_stream.save(result, small)
+    assert saved.name is None and not list_runs(small.runs_dir)
+    assert saved.note and f"{size:,} bytes" in saved.note and "SPECDEMO_MAX_RUN_FILE_BYTES" in saved.note
+    assert [r.getMessage().count("\n") for r in caplog.records] == [0]  # one logged line
+    status = race_stream.final_status(result, saved.name, None, saved.note)
+    assert "run not saved" in status and "run saved" not in status.replace("run not saved", "")
+    fits = await race_stream.save(result, Settings(runs_dir=tmp_path / "fits", max_run_file_bytes=size))
+    assert fits.name is not None and len(list_runs(tmp_path / "fits")) == 1

@@ -9,6 +9,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from typing import NamedTuple
 
 import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -17,7 +18,7 @@ from demo import charts, view
 from demo.presets import Preset
 from demo.race import stream_race
 from demo.results import Message, Mode, RaceRequest, RaceResult, RaceSnapshot
-from demo.runs import save_run
+from demo.runs import RunTooLarge, save_run
 from demo.server_info import ServerInfo
 from demo.settings import Settings
 from demo.ui.session import RaceControl
@@ -247,9 +248,19 @@ def internal_error_text(exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}: {first} (the app's log has the details)"
 
 
-def final_status(result: RaceResult, saved: str | None, stopped_because: str | None = None) -> str:
+class Saved(NamedTuple):
+    """Where a run was saved (its file name), or why it was not (a note for the status line)."""
+
+    name: str | None = None
+    note: str | None = None
+
+
+def final_status(result: RaceResult, saved: str | None, stopped_because: str | None = None,
+                 save_note: str | None = None) -> str:
     state = result.outcome
     detail = view.MODE_LABELS[result.mode] + (" · run saved" if saved else "")
+    if save_note:
+        detail = f"{detail} · {save_note}"
     if state == "stopped" and stopped_because:
         detail = f"{stopped_because} · {detail}"
     if state == "error":
@@ -258,13 +269,16 @@ def final_status(result: RaceResult, saved: str | None, stopped_because: str | N
     return view.run_status_html(state, detail)
 
 
-async def save(result: RaceResult, settings: Settings) -> str | None:
+async def save(result: RaceResult, settings: Settings) -> Saved:
     """Save the run when settings say so; a failure to save is logged, never fatal on stage."""
     if not settings.save_runs:
-        return None
+        return Saved()
     try:
-        path = await asyncio.to_thread(save_run, result, settings.runs_dir)
+        path = await asyncio.to_thread(save_run, result, settings.runs_dir, settings.max_run_file_bytes)
+    except RunTooLarge as e:
+        log.warning("run not saved: %s", e)
+        return Saved(note=f"run not saved: {e}")
     except OSError as e:
         log.warning("could not save the run to %s: %s", settings.runs_dir, e)
-        return None
-    return path.name
+        return Saved()
+    return Saved(name=path.name)

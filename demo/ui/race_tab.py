@@ -21,6 +21,7 @@ import gradio as gr
 
 from demo import charts, view
 from demo.presets import Preset, PresetError, load_presets
+from demo.race import validate_request
 from demo.results import Mode, RaceResult
 from demo.server_info import ServerInfo, probe_servers
 from demo.settings import Settings
@@ -141,6 +142,7 @@ class RaceTab:
                 return
             try:
                 req = race_stream.build_request(self.presets, preset_name, prompt_text, temp, max_tok, mode_value)
+                validate_request(req, self.settings)  # what the race would refuse, said before "racing"
             except ValueError as e:
                 yield {self.run_status: view.run_status_html("error", str(e))}
                 return
@@ -155,7 +157,7 @@ class RaceTab:
                     return
                 saved = await race_stream.save(result, self.settings)
                 # The final status goes up with the rest (on_finish): "done" means all is drawn.
-                status = race_stream.final_status(result, saved, control.stopped_because)
+                status = race_stream.final_status(result, saved.name, control.stopped_because, saved.note)
                 self.registry.hand_over(session, Finished(result, status))
             except Exception as e:  # a bug, not a server fault: say so where the presenter looks
                 log.exception("the race failed")
