@@ -142,6 +142,7 @@ def pane_title(result: RaceResult, side: Side) -> str:
 
 PAGE_CSS = """
 :root{color-scheme:dark}
+[hidden]{display:none!important}
 body{margin:0;background:#0b0f17;color:#f2f4f8;font:16px/1.4 ui-sans-serif,system-ui,sans-serif}
 main{max-width:1500px;margin:0 auto;padding:14px 18px}
 .x-rec{border:3px solid #ff6b6b;padding:8px 14px;border-radius:8px;font-size:22px;font-weight:700}
@@ -173,7 +174,6 @@ details{background:#121826;border:1px solid #2a3446;border-radius:8px;padding:6p
 .sd-legend span{padding:0 5px;margin-left:3px;border-radius:3px}
 .sd-legend .b1{border:1px solid #2a3446}
 #final{display:flex;gap:24px;align-items:center;flex-wrap:wrap;margin:10px 0}
-#final[hidden]{display:none}
 .sd-speedup{text-align:center;min-width:230px}
 .sd-speedup-value{font-size:50px;font-weight:800;line-height:1}
 .sd-speedup.sd-win .sd-speedup-value{color:#4ade80} .sd-speedup.sd-loss .sd-speedup-value{color:#f87171}
