@@ -233,3 +233,11 @@ def test_cli_errors_are_one_line_and_exit_2(case: str, run_path: Path, tmp_path:
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], p.stderr
     assert "Traceback" not in p.stderr and not out.exists()
+
+
+def test_an_oversize_run_file_is_refused_before_it_is_read(run_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import demo.export
+
+    monkeypatch.setattr(demo.export, "MAX_EXPORT_BYTES", 1000)
+    with pytest.raises(ExportTooLarge, match=r"MB, over the export limit of 0.001 MB"):
+        demo.export.read_run(run_path)
