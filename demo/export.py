@@ -66,6 +66,12 @@ def side_timeline(saved: SideResult, cancelled: bool = False) -> dict[str, Any]:
         cls = view.burst_class(brought) if brought is not None and brought > 1 else ""
         chunks.append([ev.t_s, brought, running, cls, text])
     end_s = max((ev.t_s for ev in saved.events), default=0.0)
+    if not saved.events and saved.text:
+        # No timeline was saved: the answer is shown whole, and the status says why it did not stream.
+        return {"chunks": [[0.0, None, saved.completion_tokens, "", saved.text]], "end_s": 0.0,
+                "end_state": "done" if saved.complete else "error",
+                "end_text": "no timeline was saved with this run: the answer is shown whole",
+                "tokens_known": saved.completion_tokens is not None}
     if saved.complete:
         state, text = "done", "done"
     elif cancelled:

@@ -241,3 +241,11 @@ def test_an_oversize_run_file_is_refused_before_it_is_read(run_path: Path, monke
     monkeypatch.setattr(demo.export, "MAX_EXPORT_BYTES", 1000)
     with pytest.raises(ExportTooLarge, match=r"MB, over the export limit of 0.001 MB"):
         demo.export.read_run(run_path)
+
+
+def test_a_run_without_a_timeline_shows_its_answer_whole(result: RaceResult) -> None:
+    bare = result.baseline.model_copy(update={"events": []})
+    side = player_data(result.model_copy(update={"baseline": bare}))["sides"]["baseline"]
+    assert [c[4] for c in side["chunks"]] == [result.baseline.text]
+    assert side["chunks"][0][2] == result.baseline.completion_tokens
+    assert "no timeline was saved" in side["end_text"]
