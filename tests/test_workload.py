@@ -284,3 +284,31 @@ def test_sample_is_reproducible_on_10000_lines(tmp_path: Path) -> None:
 
 def test_load_issue_str_without_line() -> None:
     assert str(LoadIssue(file="a.txt", message="m")) == "a.txt: m"
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "workloads" / "example.jsonl"
+
+
+def test_example_workload_loads_clean_with_the_promised_mix() -> None:
+    s = Settings()
+    w = load_workload(EXAMPLE, max_bytes=s.workload_max_bytes, max_prompt_chars=CAP, strict=True)
+    assert 30 <= len(w.requests) <= 50
+    kinds: dict[str, list[str]] = {}
+    for r in w.requests:
+        kinds.setdefault(r.id.split("-")[0], []).append(r.id)
+    assert set(kinds) == {"extract", "edit", "sql", "chat", "creative"}
+    assert all(len(ids) >= 5 for ids in kinds.values())
+    by_kind = {k: [r for r in w.requests if r.id.startswith(k + "-")] for k in kinds}
+    assert all(r.temperature > 0 for r in by_kind["creative"])  # sampled
+    assert all(r.temperature == 0 for k in ("extract", "edit", "sql") for r in by_kind[k])
+    assert sum(r.max_tokens <= 200 for r in w.requests) >= 0.9 * len(w.requests)
+    assert len({r.max_tokens for r in w.requests}) > 5  # each request its own budget
+    assert {r.api for r in w.requests} == {"chat", "completions"}
+    assert any(m.role == "assistant" for r in w.requests for m in r.messages or [])  # a multi-turn chat
+    # The PEP passages are verbatim from the shipped document.
+    pep = (EXAMPLE.parent.parent / "presets" / "docs" / "pep-0001-extract.txt").read_text(encoding="utf-8")
+    for rid in ("extract-03", "extract-04"):
+        user = next(r for r in w.requests if r.id == rid).messages[-1].content  # type: ignore[index]
+        passage = user.split("\n\n", 1)[1]
+        assert len(passage) > 250 and passage in pep
+    assert [r.id for r in sample(w, 10, seed=1).requests] == [r.id for r in sample(w, 10, seed=1).requests]
