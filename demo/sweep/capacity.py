@@ -109,7 +109,6 @@ class Capacity(BaseModel):
     best: BestPoints = Field(default_factory=BestPoints)
     saving: Saving
     note: str  # no extrapolation beyond the measured concurrencies
-    na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- arithmetic
