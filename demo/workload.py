@@ -183,7 +183,10 @@ def _text_request(rid: str, text: str, line: int | None, text_api: Api, max_toke
 
 
 def _jsonl(text: str, name: str, max_prompt_chars: int) -> Iterator[WorkloadRequest | LoadIssue]:
-    for no, raw in enumerate(text.splitlines(), start=1):
+    # Split on "\n" only: str.splitlines() would also split inside a JSON string holding a raw U+2028
+    # or \x85 (json.dumps(ensure_ascii=False) writes them as is) and shift every line number after it.
+    for no, line in enumerate(text.split("\n"), start=1):
+        raw = line.removesuffix("\r")
         if not raw.strip():
             continue  # blank lines separate nothing and are not an error
 

@@ -100,6 +100,15 @@ def test_issue_messages_never_quote_the_prompt(tmp_path: Path) -> None:
     assert all(secret not in str(i) for i in w.issues)
 
 
+def test_line_numbers_count_newlines_only(tmp_path: Path) -> None:
+    # A raw U+2028 / NEL inside a JSON string is legal JSON and no line break; CRLF endings are fine too.
+    f = tmp_path / "w.jsonl"
+    f.write_text('{"prompt": "a\u2028b\x85c"}\r\n{bad\r\n{"prompt": "z"}\r\n', encoding="utf-8")
+    w = load(f)
+    assert [(r.id, r.prompt_text) for r in w.requests] == [("1", "a\u2028b\x85c"), ("3", "z")]
+    assert [i.line for i in w.issues] == [2]
+
+
 def test_strict_makes_any_issue_fatal_and_lists_them(tmp_path: Path) -> None:
     f = write_jsonl(tmp_path / "w.jsonl", [{"prompt": "ok"}, "{nope", {"prompt": "ok", "id": "1"}])
     assert len(load(f).requests) == 1
