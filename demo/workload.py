@@ -405,3 +405,18 @@ def sample(workload: Workload, n: int, seed: int) -> Workload:
         "requests": ranked[:n],
         "sample": SampleInfo(n=n, seed=seed, of_requests=len(workload.requests)),
     })
+
+
+def request_slices(requests: list[WorkloadRequest], concurrency: int, batches: int | None = None
+                   ) -> list[list[WorkloadRequest]]:
+    """The batches of a cell: each of ``concurrency`` streams takes the next request, in workload order.
+
+    ``batches`` None covers every request once (ceil(N / concurrency) batches). The sequence wraps
+    around, so every batch has exactly ``concurrency`` requests (the last one refills from the start).
+    Give both sides the same slices: the A/B compares the same traffic.
+    """
+    if concurrency < 1 or not requests:
+        raise ValueError("request_slices needs concurrency >= 1 and at least one request")
+    n = len(requests)
+    count = -(-n // concurrency) if batches is None else batches
+    return [[requests[(b * concurrency + i) % n] for i in range(concurrency)] for b in range(count)]

@@ -16,6 +16,7 @@ from demo.workload import (
     Workload,
     WorkloadError,
     load_workload,
+    request_slices,
     sample,
 )
 
@@ -321,3 +322,14 @@ def test_example_workload_loads_clean_with_the_promised_mix() -> None:
         passage = user.split("\n\n", 1)[1]
         assert len(passage) > 250 and passage in pep
     assert [r.id for r in sample(w, 10, seed=1).requests] == [r.id for r in sample(w, 10, seed=1).requests]
+
+
+def test_request_slices_take_the_next_requests_and_wrap(tmp_path: Path) -> None:
+    w = load(write_jsonl(tmp_path / "w.jsonl", [{"prompt": f"p{i}"} for i in range(5)]))
+    ids = [[r.id for r in batch] for batch in request_slices(w.requests, 2)]
+    assert ids == [["1", "2"], ["3", "4"], ["5", "1"]]  # every request once; the last batch refills
+    assert [[r.id for r in b] for b in request_slices(w.requests, 3, batches=3)] == [
+        ["1", "2", "3"], ["4", "5", "1"], ["2", "3", "4"]]
+    assert [[r.id for r in b] for b in request_slices(w.requests, 1)] == [["1"], ["2"], ["3"], ["4"], ["5"]]
+    with pytest.raises(ValueError):
+        request_slices(w.requests, 0)
