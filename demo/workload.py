@@ -380,7 +380,7 @@ def load_workload(path: Path | str, *, max_bytes: int, max_prompt_chars: int, st
         raise WorkloadError(f"{name}: {len(issues)} bad line(s), nothing was sent (strict): {_summary(issues)}",
                             issues)
     if not requests:
-        detail = f": {_summary(issues)}" if issues else ""
+        detail = f": {_summary(issues)}" if issues else ": the header has no rows under it"
         raise WorkloadError(f"{name} has no usable request{detail}", issues)
     stem = path.stem if fmt != "folder" else name
     return Workload(name=stem, source=str(path), format=fmt, requests=requests, issues=issues)

@@ -227,6 +227,13 @@ def test_csv_wrong_header_names_needed_and_found(tmp_path: Path, header: str, fo
                             f"temperature; found: {found}")
 
 
+def test_csv_header_only(tmp_path: Path) -> None:
+    f = tmp_path / "w.csv"
+    f.write_text("prompt,id\n\n", encoding="utf-8")
+    with pytest.raises(WorkloadError, match=r"^w\.csv has no usable request: the header has no rows under it$"):
+        load(f)
+
+
 def test_csv_prompt_longer_than_the_csv_modules_default_field_cap(tmp_path: Path) -> None:
     f = tmp_path / "w.csv"
     f.write_text("prompt\n" + "y" * 150_000 + "\n", encoding="utf-8")
