@@ -104,10 +104,6 @@ def request_outcome(req: WorkloadRequest, base: SideResult, spec: SideResult, *,
     return out
 
 
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
 def pool_outcomes(outcomes: Sequence[RequestOutcome]) -> list[RequestOutcome]:
     """Several measurements of the same request (repeats, concurrencies) -> one, by medians, first-seen order.
 
@@ -122,7 +118,8 @@ def pool_outcomes(outcomes: Sequence[RequestOutcome]) -> list[RequestOutcome]:
         out = RequestOutcome(id=rid, prompt_sha256=first.prompt_sha256, prompt_text=first.prompt_text,
                              error=next((g.error for g in group if g.error), None))
         for f in ("prompt_tokens", "output_tokens", "prefill_share", "speedup", "acceptance_rate", "copyness"):
-            value = _median([getattr(g, f) for g in group if getattr(g, f) is not None])
+            known = [getattr(g, f) for g in group if getattr(g, f) is not None]
+            value = statistics.median(known) if known else None
             if value is None:
                 out.na_reasons[f] = next((g.na_reasons[f] for g in group if f in g.na_reasons), "not measured")
             elif f in ("prompt_tokens", "output_tokens"):
