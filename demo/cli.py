@@ -156,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo", description="Speculative decoding demo")
     sub = parser.add_subparsers(dest="command", required=True)
     add_race_parser(sub)
+    from demo.export import add_export_parser  # one race as a self-contained HTML page
+    add_export_parser(sub)
     try:
         from demo.sweep.cli import add_sweep_parser  # the evaluator, when installed
     except ImportError:

@@ -26,6 +26,14 @@ def percentile(values: list[float], q: float) -> float | None:
     )
 
 
+def efficiency(speedup: float | None, mean_acceptance_length: float | None) -> float | None:
+    """Measured decode speedup over tokens per verification step: 1.0 is the bound for that
+    acceptance (every step cost no more than a plain decode step). None when either is unknown."""
+    if speedup is None or not mean_acceptance_length:
+        return None
+    return speedup / mean_acceptance_length
+
+
 def spec_stats_from_request(m: SpecPerRequest) -> SpecStats:
     """Acceptance figures from vLLM's per-request ``metrics.speculative_decoding``."""
     stats = SpecStats(

@@ -127,7 +127,8 @@ def side_tiles(snap: SideSnapshot, result: SideResult | None, speculative: bool)
     live = result is None
     pending = live and snap.status in ("waiting", "streaming")
     note = "live" if live and snap.status == "streaming" else None
-    if live:
+    elapsed: float | None
+    if result is None:
         rate, ttft, elapsed, tokens = snap.tokens_per_s, snap.ttft_s, snap.elapsed_s, snap.completion_tokens
     else:
         rate, ttft, elapsed, tokens = (
@@ -204,6 +205,18 @@ def burst_class(tokens: int) -> str:
     if tokens <= 0:
         return "b0"
     return f"b{min(tokens, 5)}"
+
+
+# Burst shading colours, one place: the page (demo/ui/theme.py) and exported races (demo/export.py).
+BURST_STYLES: dict[str, str] = {
+    "b2": "background: #3b2f0b;", "b3": "background: #5c4510;",
+    "b4": "background: #7a5a12;", "b5": "background: #a87a10; color: #0b0f17;",
+}
+
+
+def burst_css(scope: str) -> str:
+    """CSS rules for the burst classes inside ``scope`` (a selector)."""
+    return "\n".join(f"{scope} .{c} {{ {style} }}" for c, style in BURST_STYLES.items()) + "\n"
 
 
 def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
