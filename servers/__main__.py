@@ -15,7 +15,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from servers import launcher
+from servers import launcher, supervisor
 from servers.settings import COMMON, UP, CliGroup, LauncherSettings
 
 
@@ -110,20 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         s = _settings(args)
         if args.command == "up":
-            return launcher.up(s, detach=args.detach)
+            return supervisor.up(s, detach=args.detach)
         if args.command == "status":
             return launcher.print_status(s, as_json=args.json)
         return launcher.down(s)
-    except launcher.LauncherError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except ValidationError as e:
-        err = e.errors()[0]
-        print(f"error: setting {'.'.join(str(x) for x in err['loc'])}: {err['msg']}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted; the servers started by this run were stopped", file=sys.stderr)
-        return 130
+    except (launcher.LauncherError, ValidationError, KeyboardInterrupt) as e:
+        return launcher.report_error(e)
 
 
 if __name__ == "__main__":

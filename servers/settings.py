@@ -117,6 +117,17 @@ class LauncherSettings(BaseSettings):
     )
     stop_timeout_s: float = Field(20.0, gt=0)
 
+    # The supervisor (servers/supervisor.py): a server that exits, or that answered /health once and
+    # then fails it for health_timeout_s, is restarted after restart_backoff_s, doubled for each
+    # restart of that server in the last hour (at most restart_backoff_max_s), and at most
+    # max_restarts_per_hour times per hour (0: never restart). /health is checked every
+    # health_interval_s. A restarted server has startup_timeout_s to answer /health.
+    health_timeout_s: float = Field(30.0, gt=0)
+    health_interval_s: float = Field(1.0, ge=0.1, le=60)
+    restart_backoff_s: float = Field(2.0, ge=0.2)
+    restart_backoff_max_s: float = Field(120.0, ge=0.2)
+    max_restarts_per_hour: int = Field(5, ge=0)
+
     # Replaces "<python> -m vllm.entrypoints.openai.api_server" (the vLLM flags are still
     # appended). For tests and unusual installs, e.g. "python tests/standin.py" (tests/test_launcher.py
     # uses a smaller stand-in of its own). A hidden flag: --server-command.
@@ -146,3 +157,7 @@ class LauncherSettings(BaseSettings):
 
     def log_file(self, role: str) -> Path:
         return self.run_dir / f"{role}.log"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.run_dir / "supervisor.log"
