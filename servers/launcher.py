@@ -258,9 +258,13 @@ def already_running(s: LauncherSettings, out: TextIO) -> bool:
     """True (and says so, with the status) when servers of this run dir still run; a stale
     state file, whose processes are gone, is removed."""
     state = read_state(s.state_file)
-    live = _live(state)
-    if live:
-        print(f"already running, nothing to start ({', '.join(f'{r.role} PID {r.pid}' for r in live)}):", file=out)
+    who = [f"{r.role} PID {r.pid}" for r in _live(state)]
+    sup = state.supervisor if state else None
+    if sup and procs.is_running(sup.pid, sup.start_ticks):
+        # Its servers may be down for a restart, but they are still its own: never start a second pair.
+        who.append(f"supervisor PID {sup.pid}")
+    if who:
+        print(f"already running, nothing to start ({', '.join(who)}):", file=out)
         print_status(s, out)
         print("to restart them with other settings: python -m servers down, then up", file=out)
         return True
@@ -432,12 +436,13 @@ def down(s: LauncherSettings, out: TextIO = sys.stdout) -> int:
 
 
 def _stop_supervisor(s: LauncherSettings, state: LauncherState, out: TextIO) -> None:
-    """SIGTERM the supervisor and wait; SIGKILL if it does not go. A detached one exits at once
-    (the servers are ours to stop); a foreground `up` stops its servers first."""
+    """SIGTERM the supervisor and wait; SIGKILL if it does not go. A detached one exits at once,
+    or once it has stopped a failed server it was stopping (the servers are then ours to stop);
+    a foreground `up` stops both its servers first."""
     sup = state.supervisor
     assert sup is not None
     os.kill(sup.pid, signal.SIGTERM)
-    wait_s = 2 * s.stop_timeout_s + 5 if sup.mode == "foreground" else 10.0
+    wait_s = (2 if sup.mode == "foreground" else 1) * s.stop_timeout_s + 10
     deadline = time.monotonic() + wait_s
     while procs.is_running(sup.pid, sup.start_ticks) and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -273,7 +273,10 @@ def _up_detached(s: LauncherSettings, out: TextIO) -> int:
     finally:
         out.flush()
         sys.stderr.flush()
-        os.write(w, bytes([code]))
+        try:
+            os.write(w, bytes([code]))
+        except OSError:
+            pass  # the `up` that waited is gone (killed): supervise all the same
         os.close(w)
     if code:
         os._exit(code)

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Answers /health and /v1/models like vLLM. Its behaviour per role comes from FAKE_<ROLE>:
 # ok | crash (prints, exits 1) | never-healthy (serves 503) | ignore-term (needs SIGKILL) | forks
-# (spawns a grandchild that must die with it).
+# (spawns a grandchild that must die with it) | crash-on-restart (serves at its first start; every
+# later start, e.g. by the supervisor, exits with code 3).
 FAKE_SERVER = textwrap.dedent('''
     import http.server, json, os, signal, subprocess, sys, time
     args = sys.argv[1:]
@@ -39,6 +40,12 @@ FAKE_SERVER = textwrap.dedent('''
             print(f"fake {role}: log line {i}")
         print(f"fake {role}: RuntimeError: boom", flush=True)
         sys.exit(1)
+    if mode == "crash-on-restart":
+        marker = os.path.join(os.path.dirname(os.path.abspath(__file__)), role + ".started")
+        if os.path.exists(marker):
+            print(f"fake {role}: RuntimeError: crash on restart", flush=True)
+            sys.exit(3)
+        open(marker, "w").close()
     if mode == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if mode == "forks":
