@@ -215,9 +215,11 @@ def _marker(s: LauncherSettings, p: Plan) -> Path:
     return s.cache_dir / "compile-markers" / f"{p.role}-{p.cache_key}"
 
 
-def health_ok(url: str, timeout_s: float = 2.0) -> bool:
+def health_ok(url: str, timeout_s: float = 2.0, client: httpx.Client | None = None) -> bool:
+    """/health answers 200. A caller that checks often passes its own client: a new client per
+    call builds a TLS context, which costs many times the CPU of the request itself."""
     try:
-        return httpx.get(f"{url}/health", timeout=timeout_s).status_code == 200
+        return (client or httpx).get(f"{url}/health", timeout=timeout_s).status_code == 200
     except httpx.HTTPError:
         return False
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TextIO
 
+import httpx
+
 from servers import launcher, procs
 from servers.settings import ROOT, LauncherSettings
 from servers.state import LauncherState, ServerRecord, SupervisorRecord, clear_state, write_state
@@ -72,6 +74,7 @@ class Supervisor:
         now = time.monotonic()
         self.watches = [_Watch(p.record, p.proc, now, True, now) for p in pair]
         self.stopping = False
+        self.http = httpx.Client()  # one client for every check: cheap on a busy 2-core machine
 
     # ------------------------------------------------------------ the loop
 
@@ -110,7 +113,7 @@ class Supervisor:
         elif not procs.is_running(r.pid, r.start_ticks):
             self._failed(w, exit_cause(None))
             return
-        if launcher.health_ok(r.url, timeout_s=min(2.0, self.s.health_timeout_s)):
+        if launcher.health_ok(r.url, timeout_s=min(2.0, self.s.health_timeout_s), client=self.http):
             if not w.healthy:
                 r.time_to_healthy_s = round(now - w.started_mono, 1)
                 self._log(f"{r.role}: healthy again after {r.time_to_healthy_s} s (PID {r.pid})")
@@ -259,17 +262,25 @@ def _up_detached(s: LauncherSettings, out: TextIO) -> int:
         _, status = os.waitpid(pid, 0)  # the child died without a word
         return os.waitstatus_to_exitcode(status) or 1
     os.close(r)
-    code = 1
+    code, pair = 1, []
     try:
         me = _me("detached")
         pair = launcher.start_pair(s, out, supervisor=me)
         print("", file=out)
         launcher.print_status(s, out)
         print(f"\nservers run in the background, restarted if they fail by supervisor PID {me.pid} "
-              f"(log: {s.supervisor_log}); stop them with: python -m servers down", file=out)
+              f"(log: {s.supervisor_log}); stop them with: python -m servers down", file=out, flush=True)
+        os.setsid()  # before `up` returns: the terminal's Ctrl-C and hang-up no longer reach us
         code = 0
     except BaseException as e:  # noqa: BLE001 - every failure must reach the waiting parent as an exit code
-        code = launcher.report_error(e)
+        if pair:  # started, then interrupted: leave nothing behind
+            launcher.stop_records([p.record for p in pair], s.stop_timeout_s, out)
+            clear_state(s.state_file)
+        try:
+            code = launcher.report_error(e)
+        except BaseException:  # noqa: BLE001 - a bug: its traceback, and still an exit code for the parent
+            traceback.print_exc()
+            code = 1
     finally:
         out.flush()
         sys.stderr.flush()
@@ -281,7 +292,6 @@ def _up_detached(s: LauncherSettings, out: TextIO) -> int:
     if code:
         os._exit(code)
     _daemon_stdio(s)
-    os.setsid()  # out of the terminal's session: its Ctrl-C and hang-up no longer reach us
     sup = Supervisor(s, pair, me, sys.stdout)
     signal.signal(signal.SIGTERM, sup.request_stop)
     signal.signal(signal.SIGINT, sup.request_stop)
