@@ -1,7 +1,8 @@
 """python -m servers up [--detach] | status [--json] | down
 
 Starts the baseline and the speculative vLLM server (default: two CPU servers with SmolLM2-135M
-and n-gram speculation), shows their state, stops them. Every flag also has a setting
+and n-gram speculation) under a supervisor that restarts one that fails (servers/supervisor.py,
+docs/booth.md), shows their state, stops them. Every flag also has a setting
 (SPECDEMO_SERVERS_<NAME>, or a .env file); a flag wins over the setting.
 """
 

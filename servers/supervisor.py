@@ -88,7 +88,10 @@ class Supervisor:
             for w in self.watches:
                 if self.stopping:
                     break
-                self.check(w)
+                try:
+                    self.check(w)
+                except Exception:  # noqa: BLE001 - e.g. a full disk for the state file: log it, keep watching
+                    self._log(f"{w.record.role}: check failed:\n{traceback.format_exc()}")
             self._sleep(self.s.health_interval_s)
         self._log("stopping (asked to)")
 
