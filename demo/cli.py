@@ -8,23 +8,20 @@ import json
 import sys
 from typing import Any
 
+from demo.cli_args import UsageError, add_server_args, settings_from_args
 from demo.presets import load_presets
 from demo.race import run_race, validate_request
 from demo.results import Message, RaceRequest, RaceResult, SideResult
 from demo.runs import save_run
 from demo.settings import Settings
+from demo.sweep.cli import add_sweep_parser
 
 SIDE_KEYS = ("completion_tokens", "ttft_s", "decode_tokens_per_s", "e2e_s", "itl_p50_s", "itl_p95_s", "text", "error")
 
 
-class UsageError(Exception):
-    """Bad arguments: exit code 2 with this message."""
-
-
 def add_race_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("race", help="race one prompt on the baseline and the speculative server")
-    p.add_argument("--baseline-url", help="default: SPECDEMO_BASELINE_URL or http://127.0.0.1:8000")
-    p.add_argument("--speculative-url", help="default: SPECDEMO_SPECULATIVE_URL or http://127.0.0.1:8001")
+    add_server_args(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--preset", help="a preset name from presets/")
     src.add_argument("--prompt", help="a free prompt")
@@ -116,16 +113,19 @@ def result_table(r: RaceResult) -> str:
         ("ITL p50 / p95 (ms)",
          f"{_fmt(b.itl_p50_s and b.itl_p50_s * 1000, '', 1)} / {_fmt(b.itl_p95_s and b.itl_p95_s * 1000, '', 1)}",
          f"{_fmt(s.itl_p50_s and s.itl_p50_s * 1000, '', 1)} / {_fmt(s.itl_p95_s and s.itl_p95_s * 1000, '', 1)}"),
-        ("acceptance rate", "-", _fmt(spec.acceptance_rate * 100, " %", 1) if spec and spec.acceptance_rate is not None else "n/a"),
+        ("acceptance rate", "-",
+         _fmt(spec.acceptance_rate * 100, " %", 1) if spec and spec.acceptance_rate is not None else "n/a"),
         ("mean acceptance length", "-", _fmt(spec.mean_acceptance_length) if spec else "n/a"),
     ]
     lines = [f"Mode: {mode}" + (f"   preset: {r.preset}" if r.preset else ""), ""]
     lines.append(f"{'':26}{'baseline':>22}{'speculative':>22}")
     lines += [f"{name:26}{bv:>22}{sv:>22}" for name, bv, sv in rows]
     lines.append("")
-    lines.append(f"Speedup (decode tokens/s): {_fmt(r.speedup, 'x')}" + (f"  [n/a: {r.na_reasons['speedup']}]" if r.speedup is None else ""))
+    na_speedup = f"  [n/a: {r.na_reasons['speedup']}]" if r.speedup is None else ""
+    lines.append(f"Speedup (decode tokens/s): {_fmt(r.speedup, 'x')}" + na_speedup)
     lines.append(f"End-to-end speedup:        {_fmt(r.e2e_speedup, 'x')}")
-    ident = {True: "yes (lossless)", False: f"no, first difference at character {r.first_difference}", None: "n/a"}[r.identical_text]
+    ident = {True: "yes (lossless)", False: f"no, first difference at character {r.first_difference}",
+             None: "n/a"}[r.identical_text]
     lines.append(f"Identical text:            {ident}")
     if spec and spec.source == "metrics_delta":
         lines.append(f"Note: acceptance {spec.note}.")
@@ -136,8 +136,7 @@ def result_table(r: RaceResult) -> str:
 
 
 def cmd_race(args: argparse.Namespace) -> int:
-    overrides = {k: v for k, v in (("baseline_url", args.baseline_url), ("speculative_url", args.speculative_url)) if v}
-    settings = Settings(**overrides)
+    settings = settings_from_args(args)
     req = build_request(args, settings)
     result = asyncio.run(run_race(req, settings))
     if settings.save_runs and not args.no_save:
@@ -156,12 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo", description="Speculative decoding demo")
     sub = parser.add_subparsers(dest="command", required=True)
     add_race_parser(sub)
-    try:
-        from demo.sweep.cli import add_sweep_parser  # the evaluator, when installed
-    except ImportError:
-        pass
-    else:
-        add_sweep_parser(sub)
+    add_sweep_parser(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

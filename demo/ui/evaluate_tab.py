@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from demo.cli import UsageError
+from demo.cli_args import UsageError
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep import figures
