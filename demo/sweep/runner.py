@@ -26,7 +26,7 @@ import httpx
 from pydantic import BaseModel
 
 from demo.client import StreamError, discover_model, make_http_client, stream_completion
-from demo.measure import SideMeter, percentile
+from demo.measure import Acceptance, SideMeter, acceptance, percentile
 from demo.metrics import MetricsSample, scrape_metrics, spec_stats_from_delta
 from demo.presets import Preset, load_presets
 from demo.results import RaceRequest, Side, SideResult
@@ -179,6 +179,13 @@ def _pool_acceptance(stats: BatchStats, ok: list[SideResult], before: MetricsSam
     stats.acceptance_source = "metrics_delta"
 
 
+def pooled_acceptance(batches: list[BatchStats]) -> Acceptance:
+    """Acceptance over the speculative batches that counted their drafts (token counts summed, then divided)."""
+    counted = [b for b in batches if b.draft_tokens and b.accepted_tokens is not None]
+    return acceptance(sum(b.accepted_tokens or 0 for b in counted), sum(b.draft_tokens or 0 for b in counted),
+                      sum(b.drafts or 0 for b in counted))
+
+
 def side_cell(side: Side, batches: list[BatchStats]) -> SideCell:
     cell = SideCell(side=side, batches=batches)
     cell.requests = sum(b.requests for b in batches)
@@ -205,7 +212,7 @@ def assemble_cell(settings: CellSettings, base: list[BatchStats], spec: list[Bat
     """Side figures over the repeats, speedups per repeat (same conditions), pooled acceptance."""
     cell = CellResult(settings=settings, baseline=side_cell("baseline", base),
                       speculative=side_cell("speculative", spec), identical_text=identical_text)
-    pairs = list(zip(base, spec))
+    pairs = list(zip(base, spec, strict=False))
     cell.speedup = spread([s.output_tokens_per_s / b.output_tokens_per_s for b, s in pairs
                            if b.output_tokens_per_s and s.output_tokens_per_s])
     cell.decode_speedup = spread([s.decode_tokens_per_s_p50 / b.decode_tokens_per_s_p50 for b, s in pairs
@@ -221,10 +228,8 @@ def assemble_cell(settings: CellSettings, base: list[BatchStats], spec: list[Bat
                     cell.errors.append(msg)
     counted = [b for b in spec if b.draft_tokens and b.accepted_tokens is not None]
     if counted:
-        accepted = sum(b.accepted_tokens or 0 for b in counted)
-        cell.acceptance_rate = accepted / sum(b.draft_tokens or 0 for b in counted)
-        drafts = sum(b.drafts or 0 for b in counted)
-        cell.mean_acceptance_length = 1 + accepted / drafts if drafts else None
+        acc = pooled_acceptance(counted)
+        cell.acceptance_rate, cell.mean_acceptance_length = acc.rate, acc.tokens_per_step
         cell.num_spec_tokens = next((b.num_spec_tokens for b in counted if b.num_spec_tokens), None)
         sources = {b.acceptance_source for b in counted}
         cell.acceptance_source = "per_request" if sources == {"per_request"} else "metrics_delta"
