@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from demo.sweep.models import BatchStats, CellResult, CellSettings, SideCell, Spread, SweepResult, SweepSpec
-from demo.sweep.runner import expected_tokens_per_step
+from demo.sweep.pooling import expected_tokens_per_step
 from demo.sweep.verdict import decide, verdicts
 
 

@@ -18,8 +18,9 @@ from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_f
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep.models import CellResult, SweepSpec
+from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.report import DECISION_LABELS, finalize, write_outputs
-from demo.sweep.runner import Progress, UnknownPresetError, new_result, resolve_presets, run_sweep
+from demo.sweep.runner import Progress, new_result, run_sweep
 
 DEFAULT_CONCURRENCY = "1,4"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from plotly.offline import get_plotlyjs
 
 from demo.sweep.figures import all_figures
 from demo.sweep.models import CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadVerdict
-from demo.sweep.runner import assemble_cell
+from demo.sweep.pooling import assemble_cell
 from demo.sweep.verdict import verdicts
 
 DECISION_LABELS = {"enable": "ENABLE", "don't": "DON'T", "depends": "DEPENDS", "unknown": "NO VERDICT"}
@@ -29,7 +29,7 @@ def esc(x: object) -> str:
 def finalize(result: SweepResult) -> SweepResult:
     """Verdicts from the cells so far, and the end time (also for an interrupted sweep)."""
     result.verdicts = verdicts(result)
-    result.finished_at = datetime.now(timezone.utc)
+    result.finished_at = datetime.now(UTC)
     return result
 
 

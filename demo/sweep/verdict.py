@@ -12,7 +12,7 @@ baseline) at every concurrency tried; the checklist explains it.
 from __future__ import annotations
 
 from demo.sweep.models import CellResult, ChecklistItem, SweepResult, WorkloadVerdict
-from demo.sweep.runner import expected_tokens_per_step, pooled_acceptance
+from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance
 
 # At or above this at a concurrency, speculation "pays" there. n-gram speculation costs no second
 # model and little memory, so a 15% gain is worth one flag; a draft model asks for more.

@@ -18,8 +18,9 @@ from demo.settings import Settings
 from demo.sweep import figures
 from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
+from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.report import VERDICT_CSS, esc, finalize, verdict_html, write_outputs
-from demo.sweep.runner import Progress, UnknownPresetError, new_result, resolve_presets, run_sweep
+from demo.sweep.runner import Progress, new_result, run_sweep
 from demo.ui.handlers import internal_error_text
 
 log = logging.getLogger(__name__)
