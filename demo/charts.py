@@ -74,7 +74,7 @@ def race_figure(snapshot: RaceSnapshot | None) -> go.Figure:
                                line=dict(color=COLORS[side], width=4)))
     fig_layout: dict[str, object] = dict(_LAYOUT, title=dict(text=title),
                                          **_axes("seconds since the request", "tokens"))
-    if snapshot.mode == "sequential":
+    if snapshot.order == "sequential":
         fig_layout["annotations"] = [dict(
             text="sequential A/B: each side timed from its own start", showarrow=False,
             xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left", yanchor="bottom",

@@ -11,7 +11,7 @@ from typing import Any
 from demo.cli_args import UsageError, add_server_args, settings_from_args
 from demo.presets import load_presets
 from demo.race import run_race, validate_request
-from demo.results import Message, RaceRequest, RaceResult, SideResult
+from demo.results import LEGACY_ORDER, Message, RaceRequest, RaceResult, SideResult
 from demo.runs import save_run
 from demo.settings import Settings
 from demo.sweep.cli import add_sweep_parser
@@ -25,8 +25,10 @@ def add_race_parser(sub: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--preset", help="a preset name from presets/")
     src.add_argument("--prompt", help="a free prompt")
-    p.add_argument("--mode", choices=["race", "sequential"], default="race",
-                   help="race: both at once; sequential: one after the other (the fair A/B on one GPU)")
+    p.add_argument("--order", "--mode", dest="order", type=lambda v: LEGACY_ORDER.get(v, v),
+                   choices=["simultaneous", "sequential"], default="simultaneous",
+                   help="simultaneous (also: race): both at once; sequential: one after the other "
+                        "(the fair A/B on one GPU)")
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--temperature", type=float)
     p.add_argument("--api", choices=["chat", "completions"])
@@ -37,7 +39,7 @@ def add_race_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def build_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
-    fields: dict[str, Any] = {"mode": args.mode, "warmup": args.warmup}
+    fields: dict[str, Any] = {"order": args.order, "warmup": args.warmup}
     if args.preset:
         presets, _ = load_presets(settings.presets_dir)
         if args.preset not in presets:
@@ -82,7 +84,7 @@ def side_json(side: SideResult) -> dict[str, Any]:
 
 def result_json(r: RaceResult) -> dict[str, Any]:
     return {
-        "mode": r.mode,
+        "order": r.order,
         "preset": r.preset,
         "baseline": side_json(r.baseline),
         "speculative": side_json(r.speculative),
@@ -102,7 +104,7 @@ def _fmt(v: Any, unit: str = "", digits: int = 2) -> str:
 
 
 def result_table(r: RaceResult) -> str:
-    mode = "simultaneous race" if r.mode == "race" else "sequential A/B (each server alone)"
+    order = "simultaneous race" if r.order == "simultaneous" else "sequential A/B (each server alone)"
     b, s = r.baseline, r.speculative
     spec = s.spec
     rows = [
@@ -117,7 +119,7 @@ def result_table(r: RaceResult) -> str:
          _fmt(spec.acceptance_rate * 100, " %", 1) if spec and spec.acceptance_rate is not None else "n/a"),
         ("mean acceptance length", "-", _fmt(spec.mean_acceptance_length) if spec else "n/a"),
     ]
-    lines = [f"Mode: {mode}" + (f"   preset: {r.preset}" if r.preset else ""), ""]
+    lines = [f"Order: {order}" + (f"   preset: {r.preset}" if r.preset else ""), ""]
     lines.append(f"{'':26}{'baseline':>22}{'speculative':>22}")
     lines += [f"{name:26}{bv:>22}{sv:>22}" for name, bv, sv in rows]
     lines.append("")

@@ -13,7 +13,7 @@ def save_run(result: RaceResult, runs_dir: Path) -> Path:
     runs_dir.mkdir(parents=True, exist_ok=True)
     stamp = result.started_at.strftime("%Y%m%dT%H%M%S%f")
     name = re.sub(r"[^a-z0-9_-]", "", (result.preset or "prompt").lower()) or "prompt"
-    path = runs_dir / f"{stamp}-{name}-{result.mode}.json"
+    path = runs_dir / f"{stamp}-{name}-{result.order}.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(result.model_dump_json(indent=1), encoding="utf-8")
     tmp.replace(path)  # never leave a half-written record behind

@@ -17,18 +17,18 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from demo.results import Mode, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
+from demo.results import Order, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
 from demo.server_info import ServerInfo, down_message
 
 NA = "n/a"
 PENDING = "…"
 
-MODE_LABELS: dict[str, str] = {
-    "race": "Simultaneous race",
+ORDER_LABELS: dict[str, str] = {
+    "simultaneous": "Simultaneous race",
     "sequential": "Sequential A/B",
 }
-MODE_NOTES: dict[str, str] = {
-    "race": "Both servers run at the same time. On one GPU they compete for it, "
+ORDER_NOTES: dict[str, str] = {
+    "simultaneous": "Both servers run at the same time. On one GPU they compete for it, "
     "so both speeds are understated; sequential A/B is the fair comparison.",
     "sequential": "Baseline first, then speculative, same prompt: each server has the "
     "machine to itself. The fair comparison.",
@@ -261,9 +261,10 @@ def speedup_html(snapshot: RaceSnapshot | None) -> str:
             f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
 
 
-def mode_html(mode: Mode) -> str:
-    return (f'<div class="sd-mode" data-mode="{esc(mode)}"><div class="sd-mode-label">{esc(MODE_LABELS[mode])}</div>'
-            f'<div class="sd-mode-note">{esc(MODE_NOTES[mode])}</div></div>')
+def order_html(order: Order) -> str:
+    return (f'<div class="sd-mode" data-order="{esc(order)}">'
+            f'<div class="sd-mode-label">{esc(ORDER_LABELS[order])}</div>'
+            f'<div class="sd-mode-note">{esc(ORDER_NOTES[order])}</div></div>')
 
 
 def identical_badge_html(result: RaceResult | None) -> str:
@@ -334,7 +335,7 @@ def run_status_html(state: str, detail: str = "") -> str:
 class HistoryRow(BaseModel):
     started_at: str
     preset: str
-    mode: str
+    order: str
     temperature: float
     baseline_tokens_per_s: float | None
     speculative_tokens_per_s: float | None
@@ -345,7 +346,7 @@ class HistoryRow(BaseModel):
     status: str
 
 
-HISTORY_HEADERS = ["time (UTC)", "preset", "mode", "T", "baseline tok/s", "speculative tok/s",
+HISTORY_HEADERS = ["time (UTC)", "preset", "order", "T", "baseline tok/s", "speculative tok/s",
                    "speedup", "acceptance", "tokens/step", "identical", "status"]
 
 
@@ -356,7 +357,7 @@ def history_row(result: RaceResult) -> HistoryRow:
     return HistoryRow(
         started_at=result.started_at.strftime("%H:%M:%S"),
         preset=result.preset or "(free prompt)",
-        mode=MODE_LABELS[result.mode],
+        order=ORDER_LABELS[result.order],
         temperature=result.request.temperature,
         baseline_tokens_per_s=result.baseline.decode_tokens_per_s,
         speculative_tokens_per_s=result.speculative.decode_tokens_per_s,
@@ -373,7 +374,7 @@ def history_table(rows: list[HistoryRow]) -> list[list[str]]:
     def s(x: str | None) -> str:
         return NA if x is None else x
     return [
-        [r.started_at, r.preset, r.mode, f"{r.temperature:g}", s(fmt_rate(r.baseline_tokens_per_s)),
+        [r.started_at, r.preset, r.order, f"{r.temperature:g}", s(fmt_rate(r.baseline_tokens_per_s)),
          s(fmt_rate(r.speculative_tokens_per_s)), s(fmt_speedup(r.speedup)),
          s(fmt_percent(r.acceptance_rate)), s(fmt_length(r.mean_acceptance_length)), r.identical, r.status]
         for r in reversed(rows)

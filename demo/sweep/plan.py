@@ -44,4 +44,4 @@ def cell_label(c: CellSettings) -> str:
 
 def cell_request(cell: CellSettings, preset: Preset) -> RaceRequest:
     return RaceRequest(preset=preset.name, messages=preset.messages, api=cell.api,
-                       temperature=cell.temperature, max_tokens=cell.max_tokens, mode="sequential")
+                       temperature=cell.temperature, max_tokens=cell.max_tokens, order="sequential")
