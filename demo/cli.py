@@ -8,7 +8,10 @@ import json
 import sys
 from typing import Any
 
+from pydantic import ValidationError
+
 from demo.cli_args import UsageError, add_server_args, settings_from_args
+from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
 from demo.presets import load_presets
 from demo.race import run_race, validate_request
 from demo.results import LEGACY_ORDER, Message, RaceRequest, RaceResult, SideResult
@@ -56,14 +59,11 @@ def build_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
     try:
         req = RaceRequest(**fields)
         validate_request(req)
-    except ValueError as e:  # pydantic's ValidationError is a ValueError
-        raise UsageError(str(e).splitlines()[0] if "validation error" not in str(e) else _short(e)) from e
+    except ValidationError as e:
+        raise UsageError(validation_summary(e)) from e
+    except ValueError as e:
+        raise UsageError(str(e).splitlines()[0]) from e
     return req
-
-
-def _short(e: Exception) -> str:
-    lines = str(e).splitlines()
-    return f"{lines[1].strip()}: {lines[2].strip()}" if len(lines) > 2 else lines[0]
 
 
 def side_json(side: SideResult) -> dict[str, Any]:
@@ -95,12 +95,8 @@ def result_json(r: RaceResult) -> dict[str, Any]:
     }
 
 
-def _fmt(v: Any, unit: str = "", digits: int = 2) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}{unit}"
-    return f"{v}{unit}"
+def _fmt(v: float | None, unit: str = "", digits: int = 2) -> str:
+    return or_na(fmt_number(v, digits, unit))
 
 
 def result_table(r: RaceResult) -> str:
@@ -116,7 +112,7 @@ def result_table(r: RaceResult) -> str:
          f"{_fmt(b.itl_p50_s and b.itl_p50_s * 1000, '', 1)} / {_fmt(b.itl_p95_s and b.itl_p95_s * 1000, '', 1)}",
          f"{_fmt(s.itl_p50_s and s.itl_p50_s * 1000, '', 1)} / {_fmt(s.itl_p95_s and s.itl_p95_s * 1000, '', 1)}"),
         ("acceptance rate", "-",
-         _fmt(spec.acceptance_rate * 100, " %", 1) if spec and spec.acceptance_rate is not None else "n/a"),
+         or_na(fmt_percent(spec.acceptance_rate, 1) if spec else None)),
         ("mean acceptance length", "-", _fmt(spec.mean_acceptance_length) if spec else "n/a"),
     ]
     lines = [f"Order: {order}" + (f"   preset: {r.preset}" if r.preset else ""), ""]
@@ -124,8 +120,8 @@ def result_table(r: RaceResult) -> str:
     lines += [f"{name:26}{bv:>22}{sv:>22}" for name, bv, sv in rows]
     lines.append("")
     na_speedup = f"  [n/a: {r.na_reasons['speedup']}]" if r.speedup is None else ""
-    lines.append(f"Speedup (decode tokens/s): {_fmt(r.speedup, 'x')}" + na_speedup)
-    lines.append(f"End-to-end speedup:        {_fmt(r.e2e_speedup, 'x')}")
+    lines.append(f"Speedup (decode tokens/s): {or_na(fmt_speedup(r.speedup))}" + na_speedup)
+    lines.append(f"End-to-end speedup:        {or_na(fmt_speedup(r.e2e_speedup))}")
     ident = {True: "yes (lossless)", False: f"no, first difference at character {r.first_difference}",
              None: "n/a"}[r.identical_text]
     lines.append(f"Identical text:            {ident}")

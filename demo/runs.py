@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from demo.files import atomic_write
 from demo.results import RaceResult
 
 
@@ -14,9 +15,7 @@ def save_run(result: RaceResult, runs_dir: Path) -> Path:
     stamp = result.started_at.strftime("%Y%m%dT%H%M%S%f")
     name = re.sub(r"[^a-z0-9_-]", "", (result.preset or "prompt").lower()) or "prompt"
     path = runs_dir / f"{stamp}-{name}-{result.order}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(result.model_dump_json(indent=1), encoding="utf-8")
-    tmp.replace(path)  # never leave a half-written record behind
+    atomic_write(path, result.model_dump_json(indent=1))  # never a half-written record
     return path
 
 

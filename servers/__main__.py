@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from demo.fmt import validation_summary
 from servers import launcher
 from servers.settings import LauncherSettings
 
@@ -116,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     except ValidationError as e:
-        err = e.errors()[0]
-        print(f"error: setting {'.'.join(str(x) for x in err['loc'])}: {err['msg']}", file=sys.stderr)
+        print(f"error: setting {validation_summary(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; the servers started by this run were stopped", file=sys.stderr)

@@ -15,6 +15,7 @@ from typing import TextIO
 from pydantic import ValidationError
 
 from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_from_args
+from demo.fmt import validation_summary
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep.models import CellResult, SweepSpec
@@ -97,8 +98,7 @@ def make_spec(settings: Settings, presets: list[str], concurrency: str, temperat
                          presets=presets, concurrency=conc, temperatures=temps, repeats=repeats, warmup=warmup,
                          max_tokens=max_tokens, order=order)
     except ValidationError as e:
-        err = e.errors()[0]
-        raise UsageError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise UsageError(validation_summary(e)) from None
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -11,6 +11,8 @@ baseline) at every concurrency tried; the checklist explains it.
 
 from __future__ import annotations
 
+from demo.fmt import fmt_percent as pct
+from demo.fmt import fmt_speedup as times
 from demo.sweep.models import CellResult, ChecklistItem, SweepResult, WorkloadVerdict
 from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance
 
@@ -27,14 +29,6 @@ PREFILL_LIGHT = 0.2
 # Speculation cannot speed decoding beyond the tokens each step delivers: a measured gain above
 # that (by this margin) is noise from a busy machine, and counts only up to that bound.
 NOISE_MARGIN = 1.1
-
-
-def pct(x: float) -> str:
-    return f"{x * 100:.0f}%"
-
-
-def times(x: float) -> str:
-    return f"{x:.2f}x"
 
 
 def _label(preset: str, temperature: float) -> str:

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from demo import charts, view
+from demo.fmt import validation_summary
 from demo.presets import Preset
 from demo.race import stream_race
 from demo.results import Message, Order, RaceRequest, RaceResult, RaceSnapshot
@@ -91,9 +92,7 @@ def build_request(presets: dict[str, Preset], preset_name: str | None, prompt: s
                            max_tokens=tokens, order=order)
     except (ValidationError, TypeError) as e:
         if isinstance(e, ValidationError):
-            err = e.errors()[0]
-            field = ".".join(str(p) for p in err["loc"])
-            raise ValueError(f"Invalid {field}: {err['msg']}.") from e
+            raise ValueError(f"Invalid {validation_summary(e)}.") from e
         raise ValueError(f"Invalid input: {e}.") from e
 
 

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from pydantic import ValidationError
 
 from demo import charts, view
+from demo.fmt import validation_summary
 from demo.measure import SideMeter
 from demo.results import LEGACY_ORDER, ChunkEvent, RaceResult, RaceSnapshot, Side
 from demo.runs import list_runs, load_run
@@ -46,8 +48,8 @@ def run_label(path: Path) -> str:
 
 def timeline(result: RaceResult) -> list[tuple[float, Side, ChunkEvent]]:
     """Both sides' saved events in arrival order (each side timed from its own request)."""
-    events = [(ev.t_s, side, ev) for side in ("baseline", "speculative")
-              for ev in getattr(result, side).events]
+    sides: tuple[Side, Side] = ("baseline", "speculative")
+    events = [(ev.t_s, side, ev) for side in sides for ev in getattr(result, side).events]
     return sorted(events, key=lambda e: e[0])
 
 
@@ -160,8 +162,8 @@ def build(settings: Settings) -> None:
         try:
             result = load_run(Path(path))
         except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
-            yield {status: view.run_status_html("error", f"cannot read {Path(path).name}: "
-                                                f"{str(e).splitlines()[0]}")}
+            why = validation_summary(e) if isinstance(e, ValidationError) else str(e).splitlines()[0]
+            yield {status: view.run_status_html("error", f"cannot read {Path(path).name}: {why}")}
             return
         # Every frame sets every output (see demo.ui.outputs): the first frame all of them.
         stream = StreamOutputs(outputs, no_resend=[race_plot])
