@@ -1,4 +1,5 @@
-"""Saved races: one JSON record per race, read back by the evaluator and the replay."""
+"""Saved races: one JSON record per race under the runs folder, read back by the Replay tab.
+(The evaluator, ``python -m demo sweep``, measures afresh and does not read them.)"""
 
 from __future__ import annotations
 

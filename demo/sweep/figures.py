@@ -1,5 +1,5 @@
 """Plotly figures of a sweep, shared by report.html and the Evaluate tab. They plot the
-figures the runner pooled; the one subtraction here (decode time = e2e p50 - TTFT p50)
+figures demo.sweep.pooling pooled; the one subtraction here (decode time = e2e p50 - TTFT p50)
 splits a bar into its two parts.
 """
 
