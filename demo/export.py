@@ -29,6 +29,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from demo import view
+from demo.files import atomic_write
+from demo.fmt import validation_summary
 from demo.measure import SideMeter, efficiency
 from demo.results import RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
 from demo.runs import run_stem
@@ -311,10 +313,10 @@ def export_html(result: RaceResult, *, made_at: datetime | None = None,
     """The whole page as text. Raises ExportTooLarge when it would exceed ``max_bytes``."""
     made_at = made_at or datetime.now(UTC)
     req = result.request
-    order = view.MODE_LABELS[result.mode]
+    order = view.ORDER_LABELS[result.order]
     what = (f"{result.preset or 'free prompt'} · {order} · T={req.temperature:g} · max {req.max_tokens} tokens"
             f" · exported {_when(made_at)}")
-    snapshot = RaceSnapshot(mode=result.mode, baseline=SideSnapshot(side="baseline"),
+    snapshot = RaceSnapshot(order=result.order, baseline=SideSnapshot(side="baseline"),
                             speculative=SideSnapshot(side="speculative"), result=result)
     data = embed_json({"format": "specdemo-race-export/1", "run": result.model_dump(mode="json"),
                        "player": player_data(result)})
@@ -329,10 +331,10 @@ def export_html(result: RaceResult, *, made_at: datetime | None = None,
 </head>
 <body>
 <main>
-<div class="x-rec" role="status" data-recording="true" data-order="{view.esc(result.mode)}">● RECORDING of \
+<div class="x-rec" role="status" data-recording="true" data-order="{view.esc(result.order)}">● RECORDING of \
 {view.esc(_when(result.started_at))}, not live<div class="x-rec-sub">{view.esc(what)}</div></div>
 <div class="x-bar"><button id="replay" type="button">▶ Replay</button>\
-<button id="skip" class="x-alt" type="button">Skip to the end</button>{view.mode_html(result.mode)}</div>
+<button id="skip" class="x-alt" type="button">Skip to the end</button>{view.order_html(result.order)}</div>
 <details><summary>Prompt</summary><div id="prompt"></div></details>
 <div id="final" hidden>{view.speedup_html(snapshot)}{view.identical_badge_html(result)}{efficiency_html(result)}</div>
 <div class="x-panes">{_pane_html(result, "baseline")}{_pane_html(result, "speculative")}</div>
@@ -354,12 +356,9 @@ Made with <code>python -m demo export</code>. This file contains the prompt and 
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)  # never a half-written page
+        atomic_write(path, text)  # never a half-written page
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise ExportError(f"cannot write {path}: {e.strerror or e}") from e
 
 
@@ -378,18 +377,6 @@ def export_file(result: RaceResult, dir: Path) -> Path:
 # --------------------------------------------------------------------------- command line
 
 
-def _first_problem(e: ValidationError) -> str:
-    errs = e.errors()
-    if not errs:
-        return str(e).splitlines()[0]
-    first = errs[0]
-    if first.get("type") == "json_invalid":
-        return f"not valid JSON ({first.get('msg')})"
-    loc = ".".join(str(p) for p in first.get("loc", ())) or "the top level"
-    more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
-    return f"{loc}: {first.get('msg')}{more}"
-
-
 def read_run(path: Path) -> RaceResult:
     """A saved run, validated; ExportError with one line when it is missing, oversize or not a run."""
     if not path.exists():
@@ -406,7 +393,7 @@ def read_run(path: Path) -> RaceResult:
     try:
         return RaceResult.model_validate_json(raw)
     except ValidationError as e:
-        raise ExportError(f"{path} is not a saved race: {_first_problem(e)}") from e
+        raise ExportError(f"{path} is not a saved race: {validation_summary(e, count_rest=True)}") from e
 
 
 def add_export_parser(sub: argparse._SubParsersAction) -> None:

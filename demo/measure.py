@@ -9,6 +9,8 @@ from __future__ import annotations
 import statistics
 import time
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from demo.results import ChunkEvent, Side, SideResult, SideSnapshot, SpecPerRequest, SpecStats
 
@@ -34,6 +36,30 @@ def efficiency(speedup: float | None, mean_acceptance_length: float | None) -> f
     return speedup / mean_acceptance_length
 
 
+@dataclass(frozen=True)
+class Acceptance:
+    """Acceptance figures; None where a divisor is zero (nothing was drafted)."""
+
+    rate: float | None  # accepted / drafted tokens
+    tokens_per_step: float | None  # 1 + accepted / drafts: tokens per verification step, bonus token included
+    per_position: list[float] | None  # rate at which draft position i was accepted, per draft
+
+
+def acceptance(accepted: float, drafted: float, drafts: float,
+               accepted_per_position: Sequence[float] | None = None) -> Acceptance:
+    """The acceptance formula, for one request, a /metrics window, a batch, a cell or a workload.
+
+    ``accepted`` draft tokens kept out of ``drafted`` proposed over ``drafts`` verification steps
+    that had a draft; ``accepted_per_position[i]``: drafts whose position i was accepted.
+    """
+    return Acceptance(
+        rate=accepted / drafted if drafted else None,
+        tokens_per_step=1 + accepted / drafts if drafts else None,
+        per_position=[a / drafts for a in accepted_per_position] if accepted_per_position is not None and drafts
+        else None,
+    )
+
+
 def spec_stats_from_request(m: SpecPerRequest) -> SpecStats:
     """Acceptance figures from vLLM's per-request ``metrics.speculative_decoding``."""
     stats = SpecStats(
@@ -49,19 +75,19 @@ def spec_stats_from_request(m: SpecPerRequest) -> SpecStats:
         reason = "no drafts were proposed for this request (nothing to verify)"
         stats.na_reasons.update(acceptance_rate=reason, mean_acceptance_length=reason, per_position_acceptance=reason)
         return stats
-    stats.acceptance_rate = accepted / drafted
-    stats.mean_acceptance_length = 1 + accepted / steps  # the bonus token included
     # Position i was accepted in every step that accepted more than i tokens.
+    per_position: list[int] | None = None
     if m.acceptance_histogram:
         hist = m.acceptance_histogram
-        stats.per_position_acceptance = [sum(hist[i + 1 :]) / steps for i in range(len(hist) - 1)]
+        per_position = [sum(hist[i + 1 :]) for i in range(len(hist) - 1)]
     elif m.per_step_accepted:
         k = m.num_spec_tokens or max(m.per_step_accepted)
-        stats.per_position_acceptance = [
-            sum(1 for a in m.per_step_accepted if a > i) / steps for i in range(k)
-        ]
+        per_position = [sum(1 for a in m.per_step_accepted if a > i) for i in range(k)]
     else:
         stats.na_reasons["per_position_acceptance"] = "the server sent no histogram or per-step counts"
+    acc = acceptance(accepted, drafted, steps, per_position)
+    stats.acceptance_rate, stats.mean_acceptance_length = acc.rate, acc.tokens_per_step
+    stats.per_position_acceptance = acc.per_position
     return stats
 
 

@@ -160,7 +160,7 @@ def fmt(x, spec):
     return "n/a" if x is None else format(x, spec)
 
 
-print("preset %s, mode %s" % (r.get("preset"), r.get("mode")))
+print("preset %s, order %s" % (r.get("preset"), r.get("order")))
 for name, d in (("baseline", b), ("speculative", s)):
     print("%-11s decode %s tok/s, ttft %s s, %s tokens" % (
         name, fmt(d.get("decode_tokens_per_s"), ".1f"), fmt(d.get("ttft_s"), ".3f"), d.get("completion_tokens")))

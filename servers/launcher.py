@@ -23,6 +23,7 @@ from typing import Literal, TextIO
 import httpx
 from pydantic import ValidationError
 
+from demo.fmt import validation_summary
 from servers import procs
 from servers.config import COMMON_ENV, Role, ServerConfig
 from servers.progress import Progress
@@ -45,8 +46,7 @@ def report_error(e: BaseException, err: TextIO | None = None) -> int:
         print(f"error: {e}", file=err)
         return 1
     if isinstance(e, ValidationError):
-        first = e.errors()[0]
-        print(f"error: setting {'.'.join(str(x) for x in first['loc'])}: {first['msg']}", file=err)
+        print(f"error: setting {validation_summary(e)}", file=err)
         return 2
     if isinstance(e, KeyboardInterrupt):
         print("interrupted; the servers started by this run were stopped", file=err)

@@ -3,13 +3,13 @@ the supervisor did to them (restarts, their last cause), so `status` can say it.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
+from demo.files import atomic_write
 from servers.config import Role
 
 
@@ -70,9 +70,7 @@ def read_state(path: Path) -> LauncherState | None:
 
 def write_state(path: Path, state: LauncherState) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(state.model_dump_json(indent=2))
-    os.replace(tmp, path)  # atomic: `status` never reads half a file
+    atomic_write(path, state.model_dump_json(indent=2))  # `status` never reads half a file
 
 
 def clear_state(path: Path) -> None:

@@ -43,7 +43,7 @@ MADE_AT = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 def make_run(out_dir: Path, base_url: str | None = None, max_tokens: int = 40) -> Path:
     """A real race against stand-ins whose answer and prompt carry an HTML/script payload; saved."""
     req = RaceRequest(preset="json_reformat", messages=[Message(role="user", content="Repeat " + EVIL)],
-                      max_tokens=max_tokens, mode="race")
+                      max_tokens=max_tokens, order="simultaneous")
     base_b = StandinBehavior(tokens_per_s=100, ttft_s=0.05, pieces=PIECES)
     spec_b = StandinBehavior(tokens_per_s=250, ttft_s=0.05, pieces=PIECES, speculative=True, chunk_sizes=[3, 1, 4])
     with Standin(base_b) as base, Standin(spec_b) as spec:
@@ -138,7 +138,7 @@ def test_labels_say_recording_when_and_order(result: RaceResult) -> None:
     assert f"RECORDING of {when}, not live" in html
     assert "exported 2026-11-30 12:00:00 UTC" in html
     assert "Simultaneous race" in html and 'data-order="race"' in html
-    seq = result.model_copy(update={"mode": "sequential"})
+    seq = result.model_copy(update={"order": "sequential"})
     assert "Sequential A/B" in export_html(seq, made_at=MADE_AT)
 
 
@@ -216,7 +216,7 @@ def test_cli_errors_are_one_line_and_exit_2(case: str, run_path: Path, tmp_path:
     expect = {
         "missing": "no such file",
         "not-json": "is not a saved race: not valid JSON",
-        "not-a-run": "is not a saved race: mode: Field required",
+        "not-a-run": "is not a saved race: order: Field required",
         "folder": "is not a file",
         "unwritable": "cannot write",
     }[case]
