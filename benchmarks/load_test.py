@@ -194,7 +194,7 @@ async def _events(http: httpx.AsyncClient, fn_index: int, data: list[Any], sessi
 async def race_once(http: httpx.AsyncClient, page: PageApi, out: RaceOutcome, max_tokens: int,
                     timeout_s: float) -> None:
     session = secrets.token_hex(8)
-    data = [None, out.prompt, 0.0, max_tokens, "race"]
+    data = [None, out.prompt, 0.0, max_tokens, "simultaneous"]
     assert len(data) == page.n_inputs, "the race event's inputs changed: update the load test"
     t_join = time.perf_counter()
     status: str | None = None
@@ -286,10 +286,10 @@ def _latencies(outcomes: list[RaceOutcome], servers: dict[str, Standin]) -> list
         # Requests and truths are appended in the same order (no await between them).
         assert len(s.requests) == len(s.truth), f"{side}: a request was refused before it streamed"
         sent[side] = {}
-        for req, truth in zip(s.requests, s.truth):
+        for req, truth in zip(s.requests, s.truth, strict=True):
             prompt = req.body["messages"][-1]["content"]
             # One send time per chunk: each of the chunk's tokens left at that time.
-            sent[side][prompt] = [t for n, t in zip(truth.chunk_sizes_sent, truth.chunk_send_times)
+            sent[side][prompt] = [t for n, t in zip(truth.chunk_sizes_sent, truth.chunk_send_times, strict=False)
                                   for _ in range(n)]
     lat: list[float] = []
     for out in outcomes:

@@ -11,8 +11,9 @@ import pytest
 
 from demo.settings import ROOT, Settings
 from demo.sweep.models import SweepSpec
+from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
-from demo.sweep.runner import new_result, resolve_presets, run_sweep
+from demo.sweep.runner import new_result, run_sweep
 from tests.standin import Standin, StandinBehavior
 
 pytestmark = pytest.mark.browser
@@ -69,7 +70,7 @@ def open_in_chromium(report: Path) -> tuple[list[str], list[str]]:
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             page = context.new_page()
 
-            def route(r):  # type: ignore[no-untyped-def]
+            def route(r):
                 if not r.request.url.startswith("file://"):
                     requests.append(r.request.url)
                     r.abort()

@@ -18,8 +18,9 @@ import pytest
 from demo.cli import main
 from demo.settings import ROOT, Settings
 from demo.sweep.models import CellResult, SweepResult, SweepSpec
+from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
-from demo.sweep.runner import new_result, resolve_presets, run_sweep
+from demo.sweep.runner import Progress, new_result, run_sweep
 from tests.signals import interruptible
 from tests.standin import Standin, StandinBehavior, Truth
 
@@ -31,7 +32,7 @@ MAX_TOKENS = 60
 def sweep(base: Standin, spec: Standin, out: Path | None = None, on_cell=None, **fields: object) -> SweepResult:
     spec_fields = dict(presets=["json_reformat"], concurrency=[1, 2], repeats=2, warmup=0, max_tokens=MAX_TOKENS)
     spec_fields.update(fields)
-    sw = SweepSpec(baseline_url=base.url, speculative_url=spec.url, **spec_fields)  # type: ignore[arg-type]
+    sw = SweepSpec(baseline_url=base.url, speculative_url=spec.url, **spec_fields)
     settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False, read_timeout_s=10)
     presets = resolve_presets(sw.presets, settings.presets_dir)
     result = new_result(sw, presets)
@@ -49,8 +50,16 @@ def batches(truths: list[Truth], size: int) -> list[list[Truth]]:
 
 def throughput(batch: list[Truth]) -> float:
     """The truth of a batch's aggregate output tokens/s: tokens over first request to last token."""
-    wall = max(t.t_last_token_sent for t in batch) - min(t.t_request for t in batch)  # type: ignore[type-var]
+    ends = [t.t_last_token_sent for t in batch if t.t_last_token_sent is not None]
+    assert len(ends) == len(batch)  # every request sent its last token
+    wall = max(ends) - min(t.t_request for t in batch)
     return sum(t.completion_tokens for t in batch) / wall
+
+
+def decode_rates(batch: list[Truth]) -> list[float]:
+    rates = [t.decode_tokens_per_s for t in batch if t.decode_tokens_per_s is not None]
+    assert len(rates) == len(batch)  # every request decoded more than one token
+    return rates
 
 
 def report_value(html: str, concurrency: int, key: str) -> float:
@@ -73,17 +82,17 @@ def test_speedups_and_acceptance_match_the_truth(tmp_path: Path, per_request: bo
     csv_rows = (tmp_path / "results.csv").read_text().splitlines()
     assert len(csv_rows) == 3  # header + one row per cell
     start = (0, 0)
-    for cell, mark in zip(saved.cells, marks):
+    for cell, mark in zip(saved.cells, marks, strict=True):
         c = cell.settings.concurrency
         bt = batches(base_truth[start[0]:mark[0]], c)
         st = batches(spec_truth[start[1]:mark[1]], c)
         start = mark
         assert len(bt) == len(st) == 2  # two repeats, each a batch of c requests per side
         assert all(t.completion_tokens == MAX_TOKENS for b in bt + st for t in b)
-        true_speedup = statistics.median(throughput(s) / throughput(b) for b, s in zip(bt, st))
+        true_speedup = statistics.median(throughput(s) / throughput(b) for b, s in zip(bt, st, strict=True))
         true_decode = statistics.median(
-            statistics.median(t.decode_tokens_per_s for t in s) / statistics.median(t.decode_tokens_per_s for t in b)
-            for b, s in zip(bt, st))
+            statistics.median(decode_rates(s)) / statistics.median(decode_rates(b))
+            for b, s in zip(bt, st, strict=True))
         spec_all = [t for b in st for t in b]
         true_acceptance = sum(t.accepted for t in spec_all) / sum(t.draft_tokens for t in spec_all)
         true_length = 1 + sum(t.accepted for t in spec_all) / sum(t.drafts for t in spec_all)
@@ -212,7 +221,7 @@ def test_simultaneous_order_starts_both_batches_together() -> None:
 
 
 def test_progress_counts_every_batch() -> None:
-    seen = []
+    seen: list[Progress] = []
     with Standin(BASE) as base, Standin(SPEC) as spec:
         sw = SweepSpec(baseline_url=base.url, speculative_url=spec.url, presets=["poetry"], concurrency=[1, 2],
                        repeats=2, warmup=1, max_tokens=8)
@@ -228,7 +237,6 @@ def test_terminal_progress_bar_redraws_one_line() -> None:
     import io
 
     from demo.sweep.cli import ProgressBar
-    from demo.sweep.runner import Progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -23,7 +23,7 @@ def _settings(base, spec) -> Settings:  # type: ignore[no-untyped-def]
 
 
 def _req(max_tokens: int):  # type: ignore[no-untyped-def]
-    return race_stream.build_request({}, None, "hello", 0.0, max_tokens, "race")
+    return race_stream.build_request({}, None, "hello", 0.0, max_tokens, "simultaneous")
 
 
 @pytest.mark.asyncio
@@ -119,20 +119,20 @@ def test_build_request_preset_or_free_prompt() -> None:
                messages=[Message(role="system", content="sys"), Message(role="user", content="do it")])
     req = race_stream.build_request({"json": p}, "json", "do it", 0.0, 120, "sequential")
     assert req.preset == "json" and req.messages == p.messages and req.max_tokens == 120
-    assert req.mode == "sequential"
-    edited = race_stream.build_request({"json": p}, "json", "do it again", 0.5, 50, "race")
+    assert req.order == "sequential"
+    edited = race_stream.build_request({"json": p}, "json", "do it again", 0.5, 50, "simultaneous")
     assert edited.preset is None and edited.messages[0].content == "do it again"
     with pytest.raises(ValueError, match="max_tokens"):
-        race_stream.build_request({}, None, "x", 0.0, 0, "race")
+        race_stream.build_request({}, None, "x", 0.0, 0, "simultaneous")
     with pytest.raises(ValueError, match="temperature"):
-        race_stream.build_request({}, None, "x", 3.0, 10, "race")
+        race_stream.build_request({}, None, "x", 3.0, 10, "simultaneous")
 
 
 @pytest.mark.asyncio
 async def test_empty_prompt_says_so_and_sends_nothing(standin_factory) -> None:  # type: ignore[no-untyped-def]
     base = standin_factory()
     spec = standin_factory(speculative=True)
-    req = race_stream.build_request({}, None, "   ", 0.0, 10, "race")
+    req = race_stream.build_request({}, None, "   ", 0.0, 10, "simultaneous")
     frames = [f async for f in race_stream.race_frames(req, _settings(base, spec), RaceControl())]
     assert 'data-state="error"' in frames[-1].run_status and "empty" in frames[-1].run_status
     assert base.started == 0 and spec.started == 0
@@ -158,13 +158,14 @@ async def test_a_prompt_over_the_size_limit_is_refused_before_anything_is_sent( 
     base = standin_factory()
     spec = standin_factory(speculative=True)
     settings = _settings(base, spec)
-    req = race_stream.build_request({}, None, "x" * 2_000_000, 0.0, 10, "race")
+    req = race_stream.build_request({}, None, "x" * 2_000_000, 0.0, 10, "simultaneous")
     with pytest.raises(ValueError, match=r"2,000,000 characters, over the limit of 200,000"):
         validate_request(req, settings)  # what the page, its API and a workload loader call
     frames = [f async for f in race_stream.race_frames(req, settings, RaceControl())]  # and the race itself
     assert 'data-state="error"' in frames[-1].run_status and "SPECDEMO_MAX_PROMPT_CHARS" in frames[-1].run_status
     assert (base.tokenized, spec.tokenized, base.started, spec.started) == (0, 0, 0, 0)
-    validate_request(race_stream.build_request({}, None, "x" * 200_000, 0.0, 10, "race"), settings)  # at it: fine
+    at_limit = race_stream.build_request({}, None, "x" * 200_000, 0.0, 10, "simultaneous")
+    validate_request(at_limit, settings)  # at the limit: fine
 
 
 @pytest.mark.asyncio

@@ -1,5 +1,5 @@
 """Plotly figures of a sweep, shared by report.html and the Evaluate tab. They plot the
-figures the runner pooled; the one subtraction here (decode time = e2e p50 - TTFT p50)
+figures demo.sweep.pooling pooled; the one subtraction here (decode time = e2e p50 - TTFT p50)
 splits a bar into its two parts.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from demo.charts import COLORS, empty_figure, layout
+from demo.fmt import fmt_percent, fmt_speedup
 from demo.sweep.models import CellResult, SweepResult
 
 PALETTE = ["#ffb000", "#4ea1ff", "#3ccf91", "#ff6b6b", "#c58cff", "#f2f4f8", "#9aa4b2"]
@@ -40,7 +41,7 @@ def speedup_figure(result: SweepResult) -> go.Figure:
         fig.add_trace(go.Bar(
             name=name, x=[str(c.settings.concurrency) for c in mine], y=med,
             marker_color=PALETTE[i % len(PALETTE)],
-            text=[f"{m:.2f}x" for m in med], textposition="outside",
+            text=[fmt_speedup(m) for m in med], textposition="outside",
             error_y=dict(type="data", symmetric=False,
                          array=[c.speedup.max - c.speedup.median for c in mine],  # type: ignore[union-attr]
                          arrayminus=[c.speedup.median - c.speedup.min for c in mine]),  # type: ignore[union-attr]
@@ -64,7 +65,7 @@ def acceptance_figure(result: SweepResult) -> go.Figure:
         mine = sorted((v for v in points if v.preset == p), key=lambda v: v.temperature)
         fig.add_trace(go.Scatter(
             name=p, x=[v.temperature for v in mine], y=[v.acceptance_rate * 100 for v in mine],  # type: ignore[operator]
-            mode="lines+markers+text", text=[f"{v.acceptance_rate * 100:.0f}%" for v in mine],  # type: ignore[operator]
+            mode="lines+markers+text", text=[fmt_percent(v.acceptance_rate) for v in mine],
             textposition="top center", marker=dict(size=12), line=dict(width=3, color=PALETTE[i % len(PALETTE)]),
         ))
     fig.update_layout(title=title, xaxis_title="temperature", yaxis_title="accepted drafted tokens (%)",

@@ -6,22 +6,21 @@ print these objects and compute nothing of their own.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from demo.results import Api, Side
+from demo.results import Api, Order, Side
 from demo.server_info import ServerInfo
 
 SCHEMA_VERSION = 1
-Order = Literal["sequential", "simultaneous"]
 CellStatus = Literal["ok", "partial", "failed", "interrupted"]
 Decision = Literal["enable", "don't", "depends", "unknown"]
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class SweepSpec(BaseModel):

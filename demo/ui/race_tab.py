@@ -22,7 +22,7 @@ import gradio as gr
 from demo import charts, view
 from demo.presets import Preset, PresetError, load_presets
 from demo.race import validate_request
-from demo.results import Mode, RaceResult
+from demo.results import Order, RaceResult
 from demo.server_info import ServerInfo, probe_servers
 from demo.settings import Settings
 from demo.ui import race_stream
@@ -129,7 +129,7 @@ class RaceTab:
         return (view.run_status_html("waiting", f"this page runs {self.settings.max_concurrent_races} at a time"),
                 start_view.badge, start_view.acceptance_figure, start_view.chunk_figure)
 
-    async def on_race(self, preset_name: str, prompt_text: str, temp: float, max_tok: float, mode_value: Mode,
+    async def on_race(self, preset_name: str, prompt_text: str, temp: float, max_tok: float, mode_value: Order,
                       request: gr.Request) -> AsyncIterator[Any]:
         session = _session(request)
         control = self.registry.claim(session)
@@ -232,8 +232,8 @@ def _controls(presets: dict[str, Preset], first: Preset | None) -> dict[str, Any
         # toast and leave the status on "waiting"; race_stream.build_request says it on the page.
         c["max_tokens"] = gr.Number(value=first.max_tokens if first else 256, precision=0,
                                     label="Max tokens", elem_id="sd-max-tokens", min_width=100)
-    c["mode"] = gr.Radio([("Race", "race"), ("Sequential A/B", "sequential")],
-                         value="race", label="Mode", elem_id="sd-mode")
+    c["mode"] = gr.Radio([("Race", "simultaneous"), ("Sequential A/B", "sequential")],
+                         value="simultaneous", label="Mode", elem_id="sd-mode")
     with gr.Row():
         c["start"] = gr.Button("▶ Start", variant="primary", elem_id="sd-start", min_width=100)
         c["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop", min_width=100)
@@ -247,7 +247,7 @@ def _race_area(settings: Settings) -> dict[str, Any]:
         with gr.Column(scale=0, min_width=290):
             a["speedup"] = gr.HTML(view.speedup_html(None), elem_id="sd-speedup")
         with gr.Column(scale=3, min_width=300):
-            a["mode_label"] = gr.HTML(view.mode_html("race"), elem_id="sd-mode-label")
+            a["mode_label"] = gr.HTML(view.order_html("simultaneous"), elem_id="sd-mode-label")
             a["run_status"] = gr.HTML(view.run_status_html("idle"), elem_id="sd-run-status")
         with gr.Column(scale=0, min_width=230):
             a["badge"] = gr.HTML(view.identical_badge_html(None), elem_id="sd-badge")
@@ -304,7 +304,7 @@ def wire(tab: RaceTab) -> None:
               concurrency_limit=None, show_progress="hidden"))
     tab.stop.click(tab.on_stop, queue=False, show_progress="hidden")
     tab.refresh.click(tab.on_probe, outputs=tab.server_outputs, show_progress="minimal")
-    tab.mode.change(lambda m: view.mode_html(m), inputs=[tab.mode], outputs=[tab.mode_label], queue=False,
+    tab.mode.change(lambda m: view.order_html(m), inputs=[tab.mode], outputs=[tab.mode_label], queue=False,
                     show_progress="hidden")
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gradio as gr
 
+from demo.view import burst_css
+
+
 def make_theme() -> gr.themes.Base:
     return gr.themes.Base(
         primary_hue=gr.themes.colors.amber,
@@ -70,7 +73,8 @@ footer { display: none !important; }
 #sd-pane-speculative .sd-pane-title { color: #ffb000; }
 .sd-tiles { display: grid; grid-template-columns: repeat(3, minmax(0, 1fr)); gap: 6px; }
 .sd-tile-note.sd-live { position: absolute; top: 3px; right: 6px; color: #4ade80; font-weight: 700; }
-.sd-tile { position: relative; min-width: 0; background: #1a2233; border: 1px solid #2a3446; border-radius: 8px; padding: 2px 8px; }
+.sd-tile { position: relative; min-width: 0; background: #1a2233; border: 1px solid #2a3446; border-radius: 8px;
+  padding: 2px 8px; }
 .sd-tile-label { font-size: 13px; color: #c9d1dd; text-transform: uppercase; letter-spacing: .04em; }
 .sd-tile-value { font-size: 28px; font-weight: 800; color: #f2f4f8; line-height: 1.1;
   font-variant-numeric: tabular-nums; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
@@ -85,18 +89,15 @@ footer { display: none !important; }
 /* column-reverse keeps the view pinned to the newest text while it streams */
 /* pin short text to the top (in column-reverse the free space is below) */
 .sd-text > .sd-text-body, .sd-idle > .sd-text-body { margin-bottom: auto !important; margin-top: 0 !important; }
-.sd-text, .sd-idle { height: 232px; overflow-y: auto; display: flex; flex-direction: column-reverse; white-space: pre-wrap; word-break: break-word;
+.sd-text, .sd-idle { height: 232px; overflow-y: auto; display: flex; flex-direction: column-reverse;
+  white-space: pre-wrap; word-break: break-word;
   font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 16px; line-height: 1.35;
   background: #0f1522; color: #f2f4f8; border: 1px solid #2a3446; border-radius: 8px; padding: 6px 8px; }
-.sd-text .b2 { background: #3b2f0b; } .sd-text .b3 { background: #5c4510; }
-.sd-text .b4 { background: #7a5a12; } .sd-text .b5 { background: #a87a10; color: #0b0f17; }
 .sd-placeholder { color: #64748b; font-style: italic; }
 .sd-legend { font-size: 12px; color: #c9d1dd; }
 .sd-legend span { padding: 0 5px; margin-left: 3px; border-radius: 3px; }
-.sd-legend .b1 { border: 1px solid #2a3446; } .sd-legend .b2 { background: #3b2f0b; }
-.sd-legend .b3 { background: #5c4510; } .sd-legend .b4 { background: #7a5a12; }
-.sd-legend .b5 { background: #a87a10; color: #0b0f17; }
+.sd-legend .b1 { border: 1px solid #2a3446; }
 .sd-servers { width: 100%; font-size: 15px; border-collapse: collapse; }
 .sd-servers td, .sd-servers th { padding: 4px 8px; border-bottom: 1px solid #2a3446; text-align: left; }
 .sd-ok { color: #4ade80; font-weight: 700; } .sd-bad { color: #f87171; font-weight: 700; }
-"""
+""" + burst_css(".sd-text") + burst_css(".sd-legend")
