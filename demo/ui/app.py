@@ -21,16 +21,26 @@ log = logging.getLogger(__name__)
 # the key) does nothing more while this page's race waits or runs, or was just asked for and
 # the app has not answered yet (the app refuses such a press too: demo.ui.session).
 KEYS_JS = """
-let sdPressed = null;  // [the status element when Start was last pressed, when]
+let sdChanges = 0;  // updates of the status line seen so far
+let sdPressed = null;  // [sdChanges when Start was last let through, when]
+const sdWatch = () => {
+  const el = document.getElementById('sd-run-status');
+  if (el && !el.sdWatched) {
+    el.sdWatched = true;
+    new MutationObserver(() => { sdChanges += 1; })
+      .observe(el, {childList: true, subtree: true, characterData: true, attributes: true});
+  }
+};
 const sdBusy = () => {
   const s = document.querySelector('#sd-run-status .sd-run-status');
   if (s && (s.dataset.state === 'waiting' || s.dataset.state === 'running')) return true;
-  return sdPressed !== null && sdPressed[0] === s && Date.now() - sdPressed[1] < 5000;
+  return sdPressed !== null && sdPressed[0] === sdChanges && Date.now() - sdPressed[1] < 5000;
 };
 document.addEventListener('click', (e) => {
   if (!(e.target instanceof Element) || !e.target.closest('#sd-start')) return;
+  sdWatch();
   if (sdBusy()) { e.stopImmediatePropagation(); e.preventDefault(); return; }
-  sdPressed = [document.querySelector('#sd-run-status .sd-run-status'), Date.now()];
+  sdPressed = [sdChanges, Date.now()];
 }, true);
 document.addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
