@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     spec_method: str | None = None
     spec_num_tokens: int | None = None
 
+    # Grafana with the pair's dashboards (compose profile `monitoring`: http://127.0.0.1:3000);
+    # when set, the server panel links to it.
+    grafana_url: str | None = Field(None, pattern=r"^https?://[^\s\"'<>]+$", max_length=2000)
+
     @model_validator(mode="after")
     def _spec_from_launcher(self) -> Settings:
         """Label the speculative pane from the launcher's record when nothing says otherwise.
