@@ -136,11 +136,8 @@ def test_prometheus_counters_give_the_races_per_request_acceptance(
     assert drafted > 0
     assert (accepted, drafted, drafts) == (spec.accepted_tokens, spec.draft_tokens, spec.drafts)
     assert spec.acceptance_rate == pytest.approx(accepted / drafted, abs=1e-9)
-    # The same figure as the dashboards compute it, over the race's window, from Prometheus itself.
-    window = f"{max(2, int(time.time() - t0) + 2)}s"
-    rate = prometheus.scalar(f'sum(increase({ACCEPTED}{{role="speculative"}}[{window}])) '
-                             f'/ sum(increase({DRAFTED}{{role="speculative"}}[{window}]))')
-    assert rate == pytest.approx(accepted / drafted, rel=1e-6)
+    # (Not compared: rate()/increase() over the race, which Prometheus extrapolates to the window's
+    # edges; the raw counters above are the exact record.)
 
 
 def test_every_dashboard_metric_is_in_the_live_servers_metrics(real_servers: Settings) -> None:
