@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +51,15 @@ class Settings(BaseSettings):
     # when the server itself cannot tell us. The launcher writes these.
     spec_method: str | None = None
     spec_num_tokens: int | None = None
+
+    # Grafana with the pair's dashboards (compose profile `monitoring`: http://127.0.0.1:3000);
+    # when set, the server panel links to it.
+    grafana_url: str | None = Field(None, pattern=r"^https?://[^\s\"'<>]+$", max_length=2000)
+
+    @field_validator("grafana_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, v: object) -> object:
+        return None if v == "" else v
 
     @model_validator(mode="after")
     def _spec_from_launcher(self) -> Settings:

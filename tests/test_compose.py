@@ -610,6 +610,8 @@ if args[0] == "compose":
 cmd = args[0]
 if cmd in ("version", "info"):
     print("fake docker"); sys.exit(0)
+if cmd == "config" and "--images" in args:
+    print("specdemo-app:local"); print("vllm/vllm-openai:v0.32.0"); sys.exit(0)
 if cmd == "up":
     for svc, port in ports.items():
         if os.environ.get("FAKE_DOCKER_CRASH") == svc:
@@ -663,6 +665,7 @@ def _run_smoke(tmp_path: Path, crash: str | None = None) -> tuple[subprocess.Com
         "SMOKE_BASELINE_URL": f"http://127.0.0.1:{ports[0]}", "SMOKE_SPECULATIVE_URL": f"http://127.0.0.1:{ports[1]}",
         "SMOKE_POLL_S": "0.5", "SMOKE_TIMEOUT_S": "60", "HF_TOKEN": "hf_dummy",
         "SPECDEMO_RUNS_DIR": str(tmp_path / "runs"), "SPECDEMO_SAVE_RUNS": "false",
+        "SMOKE_RECORD": str(tmp_path / "record.json"),
     }
     if crash:
         env["FAKE_DOCKER_CRASH"] = crash
@@ -687,6 +690,18 @@ def test_gpu_smoke_script_runs_the_race_and_tears_down(tmp_path: Path) -> None:
     calls = (state / "calls.log").read_text()
     assert "up -d --build" in calls and "down --remove-orphans" in calls
     assert (state / "down").exists(), "the trap must tear the stack down"
+    # The one-screen summary, then the JSON record as the last line of stdout (and in SMOKE_RECORD).
+    assert "GPU smoke: PASS" in done.stderr and "healthy after: baseline " in done.stderr
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record == json.loads((tmp_path / "record.json").read_text())
+    assert record["result"] == "pass" and record["reason"] is None
+    # From .env when the checkout has one, else compose's own default (the fake `config --images`).
+    assert record["image"].startswith("vllm/vllm-openai:") and record["pair"] in PROFILES
+    assert record["preset"] == "json_reformat" and record["gpu"].startswith("unknown")
+    assert all(isinstance(record["time_to_healthy_s"][r], int) for r in ("baseline", "speculative"))
+    assert record["speedup_decode"] > 1 and 0 < record["acceptance_rate"] <= 1
+    assert record["mean_acceptance_length"] >= 1 and record["total_s"] >= 0
+    assert set(record["decode_tokens_per_s"]) == {"baseline", "speculative"}
 
 
 def test_gpu_smoke_script_fails_clearly_when_a_server_dies(tmp_path: Path) -> None:
@@ -696,6 +711,10 @@ def test_gpu_smoke_script_fails_clearly_when_a_server_dies(tmp_path: Path) -> No
     assert "baseline is 'exited'" in out and "CUDA out of memory" in out and "docs/gpu-compose.md" in out, out
     assert "racing" not in out
     assert (state / "down").exists(), "a failed start must still tear the stack down"
+    assert "GPU smoke: FAIL" in done.stderr
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record["result"] == "fail" and "baseline is 'exited'" in record["reason"]
+    assert record["time_to_healthy_s"] == {"baseline": None, "speculative": None} and "speedup_decode" not in record
 
 
 def _compose_cli() -> list[str] | None:

@@ -38,3 +38,16 @@ def test_spec_label_from_the_launcher_record_only_for_its_server(monkeypatch: py
     assert (other.spec_method, other.spec_num_tokens) == (None, None)
     explicit = Settings(spec_method="eagle3", spec_num_tokens=3)
     assert (explicit.spec_method, explicit.spec_num_tokens) == ("eagle3", 3)
+
+
+def test_grafana_url_from_the_environment_must_be_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    monkeypatch.setenv("SPECDEMO_GRAFANA_URL", "http://127.0.0.1:3000/d/specdemo-pair")
+    assert Settings(_env_file=None).grafana_url == "http://127.0.0.1:3000/d/specdemo-pair"
+    for bad in ("javascript:alert(1)", 'http://x/"><b>', "ftp://host/"):
+        monkeypatch.setenv("SPECDEMO_GRAFANA_URL", bad)
+        with pytest.raises(ValidationError, match="grafana_url"):
+            Settings(_env_file=None)
+    monkeypatch.setenv("SPECDEMO_GRAFANA_URL", "")  # compose passes an empty value through
+    assert Settings(_env_file=None).grafana_url is None
