@@ -179,7 +179,8 @@ def _apply(old: str | None, value: Any, diffed: bool) -> str | None:
     return old
 
 
-async def _events(http: httpx.AsyncClient, fn_index: int, data: list[Any], session: str) -> AsyncIterator[tuple[float, dict]]:
+async def _events(http: httpx.AsyncClient, fn_index: int, data: list[Any],
+                  session: str) -> AsyncIterator[tuple[float, dict]]:
     """Join the queue for one event and yield (arrival time, message) from the session's stream."""
     r = await http.post("/gradio_api/queue/join", json={"data": data, "fn_index": fn_index,
                                                          "session_hash": session, "event_data": None,
@@ -286,10 +287,10 @@ def _latencies(outcomes: list[RaceOutcome], servers: dict[str, Standin]) -> list
         # Requests and truths are appended in the same order (no await between them).
         assert len(s.requests) == len(s.truth), f"{side}: a request was refused before it streamed"
         sent[side] = {}
-        for req, truth in zip(s.requests, s.truth):
+        for req, truth in zip(s.requests, s.truth, strict=True):
             prompt = req.body["messages"][-1]["content"]
             # One send time per chunk: each of the chunk's tokens left at that time.
-            sent[side][prompt] = [t for n, t in zip(truth.chunk_sizes_sent, truth.chunk_send_times)
+            sent[side][prompt] = [t for n, t in zip(truth.chunk_sizes_sent, truth.chunk_send_times, strict=True)
                                   for _ in range(n)]
     lat: list[float] = []
     for out in outcomes:

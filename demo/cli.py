@@ -116,16 +116,19 @@ def result_table(r: RaceResult) -> str:
         ("ITL p50 / p95 (ms)",
          f"{_fmt(b.itl_p50_s and b.itl_p50_s * 1000, '', 1)} / {_fmt(b.itl_p95_s and b.itl_p95_s * 1000, '', 1)}",
          f"{_fmt(s.itl_p50_s and s.itl_p50_s * 1000, '', 1)} / {_fmt(s.itl_p95_s and s.itl_p95_s * 1000, '', 1)}"),
-        ("acceptance rate", "-", _fmt(spec.acceptance_rate * 100, " %", 1) if spec and spec.acceptance_rate is not None else "n/a"),
+        ("acceptance rate", "-",
+         _fmt(spec.acceptance_rate * 100, " %", 1) if spec and spec.acceptance_rate is not None else "n/a"),
         ("mean acceptance length", "-", _fmt(spec.mean_acceptance_length) if spec else "n/a"),
     ]
     lines = [f"Mode: {mode}" + (f"   preset: {r.preset}" if r.preset else ""), ""]
     lines.append(f"{'':26}{'baseline':>22}{'speculative':>22}")
     lines += [f"{name:26}{bv:>22}{sv:>22}" for name, bv, sv in rows]
     lines.append("")
-    lines.append(f"Speedup (decode tokens/s): {_fmt(r.speedup, 'x')}" + (f"  [n/a: {r.na_reasons['speedup']}]" if r.speedup is None else ""))
+    lines.append(f"Speedup (decode tokens/s): {_fmt(r.speedup, 'x')}"
+                 + (f"  [n/a: {r.na_reasons['speedup']}]" if r.speedup is None else ""))
     lines.append(f"End-to-end speedup:        {_fmt(r.e2e_speedup, 'x')}")
-    ident = {True: "yes (lossless)", False: f"no, first difference at character {r.first_difference}", None: "n/a"}[r.identical_text]
+    ident = {True: "yes (lossless)", False: f"no, first difference at character {r.first_difference}",
+             None: "n/a"}[r.identical_text]
     lines.append(f"Identical text:            {ident}")
     if spec and spec.source == "metrics_delta":
         lines.append(f"Note: acceptance {spec.note}.")

@@ -42,7 +42,8 @@ def parse_metrics(text: str) -> MetricsSample:
                 elif s.name.startswith("vllm:"):
                     totals[s.name] = totals.get(s.name, 0.0) + s.value
     except (ValueError, TypeError, KeyError) as e:
-        return MetricsSample(ok=False, error=f"/metrics is malformed: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return MetricsSample(ok=False, error=f"/metrics is malformed: {why}")
     sample.spec_drafts = totals.get(_SPEC + "num_drafts_total")
     sample.spec_draft_tokens = totals.get(_SPEC + "num_draft_tokens_total")
     sample.spec_accepted_tokens = totals.get(_SPEC + "num_accepted_tokens_total")
@@ -69,7 +70,8 @@ def spec_stats_from_delta(before: MetricsSample | None, after: MetricsSample | N
     """Acceptance over the window between two scrapes; None when the server has no spec counters."""
     why = None
     if before is None or after is None or not before.ok or not after.ok:
-        why = (after.error if after and not after.ok else before.error if before and not before.ok else None) or "no /metrics scrape"
+        why = ((after.error if after and not after.ok else before.error if before and not before.ok else None)
+               or "no /metrics scrape")
     elif after.spec_drafts is None or before.spec_drafts is None:
         return None
     if why:

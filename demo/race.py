@@ -34,7 +34,7 @@ def first_difference(a: str, b: str) -> int | None:
     """Index of the first differing character, None when equal."""
     if a == b:
         return None
-    for i, (x, y) in enumerate(zip(a, b)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
         if x != y:
             return i
     return min(len(a), len(b))

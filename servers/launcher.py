@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
@@ -63,7 +63,8 @@ def check_runtime(s: LauncherSettings) -> None:
                 f"the vLLM venv is missing ({s.python} not found); create it with: {SETUP_COMMAND}"
             )
         raise LauncherError(
-            f"no python at {s.python}; point --vllm-python (SPECDEMO_SERVERS_VLLM_PYTHON) at a python with vllm installed"
+            f"no python at {s.python}; point --vllm-python (SPECDEMO_SERVERS_VLLM_PYTHON) "
+            "at a python with vllm installed"
         )
 
 
@@ -94,7 +95,8 @@ def resolve_model(s: LauncherSettings, out: TextIO) -> str:
     except subprocess.TimeoutExpired:
         raise LauncherError("model conversion took over 20 min; see the messages above") from None
     if done.returncode != 0 or not done.stdout.strip():
-        raise LauncherError(f"model preparation failed (exit {done.returncode}); see the messages above, or rerun {SETUP_COMMAND}")
+        raise LauncherError(f"model preparation failed (exit {done.returncode}); "
+                            f"see the messages above, or rerun {SETUP_COMMAND}")
     return done.stdout.strip().splitlines()[-1]
 
 
@@ -148,7 +150,8 @@ def plan(s: LauncherSettings, model: str) -> list[Plan]:
         env = server_env(s, role)
         args = cfg.vllm_args()
         # The compile cache depends on the flags and the core binding, not on the port.
-        key_src = json.dumps([s.device, cfg.model_copy(update={"port": 0}).vllm_args(), env.get("VLLM_CPU_OMP_THREADS_BIND")])
+        key_src = json.dumps([s.device, cfg.model_copy(update={"port": 0}).vllm_args(),
+                              env.get("VLLM_CPU_OMP_THREADS_BIND")])
         key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
         plans.append(Plan(role, cfg, base + args, env, s.log_file(role), key))
     return plans
@@ -256,17 +259,18 @@ def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
             for p in group:
                 kinds[p.role] = "warm" if _marker(s, p).exists() else "cold"
                 with open(p.log_path, "w") as f:  # one log per start; the previous one is replaced
-                    f.write(f"# {datetime.now(timezone.utc).isoformat()} {shlex.join(p.cmd)}\n")
+                    f.write(f"# {datetime.now(UTC).isoformat()} {shlex.join(p.cmd)}\n")
                 proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT, keep_fds=(locks[p.role],))
                 rec = ServerRecord(
                     role=p.role, url=p.url, pid=proc.pid, pgid=proc.pid,
                     start_ticks=procs.start_ticks(proc.pid) or 0, log_path=p.log_path,
                     served_model_name=p.config.served_model_name, model=p.config.model,
-                    command=p.cmd, started_at=datetime.now(timezone.utc), start_kind=kinds[p.role],  # type: ignore[arg-type]
+                    command=p.cmd, started_at=datetime.now(UTC), start_kind=kinds[p.role],  # type: ignore[arg-type]
                 )
                 records.append(rec)
                 started.append((p, proc, rec))
-                print(f"started {p.role} ({kinds[p.role]} start) PID {proc.pid} on {p.url}; log: {p.log_path}", file=out, flush=True)
+                print(f"started {p.role} ({kinds[p.role]} start) PID {proc.pid} on {p.url}; log: {p.log_path}",
+                      file=out, flush=True)
             write_state(s.state_file, LauncherState(launcher_pid=os.getpid(), device=s.device, servers=records))
             _wait_healthy(s, started, out)
             write_state(s.state_file, LauncherState(launcher_pid=os.getpid(), device=s.device, servers=records))
@@ -293,7 +297,8 @@ def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
     return _foreground(s, records, out)
 
 
-def _wait_healthy(s: LauncherSettings, started: list[tuple[Plan, subprocess.Popen[bytes], ServerRecord]], out: TextIO) -> None:
+def _wait_healthy(s: LauncherSettings, started: list[tuple[Plan, subprocess.Popen[bytes], ServerRecord]],
+                  out: TextIO) -> None:
     t0 = time.monotonic()
     progress = Progress(out)
     pending = {p.role: (p, proc, rec) for p, proc, rec in started}

@@ -183,7 +183,8 @@ PROFILES: dict[str, Profile] = {
         Profile(
             name="llama-ngram",
             device="gpu",
-            summary="Llama-3.1-8B-Instruct + n-gram prompt lookup: no second model; wins only where the answer copies the prompt.",
+            summary="Llama-3.1-8B-Instruct + n-gram prompt lookup: no second model; "
+                    "wins only where the answer copies the prompt.",
             model="meta-llama/Llama-3.1-8B-Instruct",
             served_model_name="llama-3.1-8b-instruct",
             speculative_config=dict(NGRAM_CONFIG),

@@ -795,7 +795,7 @@ class _Generation:
                 j += 1
             parts = [f"data: {self.role_chunk()}\n\n"] if i == 0 and self.chat else []
             chunk_texts = ["".join(texts[ends[c] - sizes[c]:ends[c]]) for c in range(i, j)]
-            for c, text in zip(range(i, j), chunk_texts):
+            for c, text in zip(range(i, j), chunk_texts, strict=True):
                 parts.append(f"data: {self.content_chunk(text, ends[c], c == last)}\n\n")
             await send({"type": "http.response.body", "body": "".join(parts).encode(), "more_body": True})
             self.s._sent(self.truth, b, sizes[i:j], chunk_texts, time.perf_counter())
@@ -861,7 +861,7 @@ class _Generation:
             await asyncio.sleep(max(0.0, self._due(self.truth.t_request, len(self.texts) - 1) - now))
         ends = list(itertools.accumulate(self.sizes))
         self.s._sent(self.truth, self.b, self.sizes, ["".join(self.texts[e - n:e]) for n, e in
-                                                      zip(self.sizes, ends)], time.perf_counter())
+                                                      zip(self.sizes, ends, strict=True)], time.perf_counter())
         n, text = self.truth.completion_tokens, self.truth.text
         usage = {**self._usage(n, False), "prompt_tokens_details": None}
         if self.chat:

@@ -535,7 +535,10 @@ if args[:3] == ["-m", "servers.model", "prepare"]:
     stub.chmod(0o755)
     script = prep["command"][0].replace("/cache", str(cache))
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path)}
-    run = lambda: subprocess.run(["bash", "-ec", script], cwd=src, env=env, capture_output=True, text=True, timeout=60)
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-ec", script], cwd=src, env=env, capture_output=True, text=True, timeout=60)
+
     done = run()
     assert done.returncode == 0, done.stderr
     calls = log.read_text().splitlines()
@@ -614,7 +617,8 @@ if cmd == "up":
     for svc, port in ports.items():
         if os.environ.get("FAKE_DOCKER_CRASH") == svc:
             (state / f"{{svc}}.exited").touch(); continue
-        extra = ["--speculative", "--chunk-sizes", "1,3,4", "--tokens-per-s", "3000"] if svc == "speculative" else ["--tokens-per-s", "1000"]
+        extra = (["--speculative", "--chunk-sizes", "1,3,4", "--tokens-per-s", "3000"] if svc == "speculative"
+                 else ["--tokens-per-s", "1000"])
         p = subprocess.Popen([sys.executable, "-m", "tests.standin", "--port", port, "--model", "llama", *extra],
                              cwd={root!r}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         (state / f"{{svc}}.pid").write_text(str(p.pid))
@@ -713,7 +717,8 @@ def test_real_compose_cli_agrees_with_our_interpolation(tmp_path: Path) -> None:
         env_file = tmp_path / f"{profile.name}.env"
         env_file.write_text(env_file_text(profile))
         done = subprocess.run(
-            [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "--profile", "cpu", "config", "--format", "json"],
+            [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "--profile", "cpu",
+             "config", "--format", "json"],
             capture_output=True, text=True, timeout=120, env={"PATH": os.environ.get("PATH", "")},
         )
         assert done.returncode == 0, done.stderr
@@ -727,7 +732,8 @@ def test_real_compose_cli_agrees_with_our_interpolation(tmp_path: Path) -> None:
 
 def test_schema_check_catches_a_misspelt_key() -> None:
     doc = compose()
-    doc["services"]["baseline"]["healthcheck"]["start_perod"] = doc["services"]["baseline"]["healthcheck"].pop("start_period")
+    health = doc["services"]["baseline"]["healthcheck"]
+    health["start_perod"] = health.pop("start_period")
     assert any("start_perod" in p for p in check_schema(doc))
     doc = compose()
     doc["services"]["speculative"]["depends_on"]["baseline"]["condition"] = "service_healty"

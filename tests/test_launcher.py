@@ -150,7 +150,7 @@ def test_up_status_down_starts_and_stops_exactly_its_processes(env: Env) -> None
     st = env.run("status", "--json")
     assert st.returncode == 0, st.stderr
     rows = {r["role"]: r for r in json.loads(st.stdout)}
-    for role, port in zip(("baseline", "speculative"), env.ports):
+    for role, port in zip(("baseline", "speculative"), env.ports, strict=True):
         r = rows[role]
         assert r["healthy"] and r["managed"] and r["pid"] == pids[role]
         assert r["url"] == f"http://127.0.0.1:{port}"
@@ -196,7 +196,8 @@ def test_second_launcher_cannot_take_ports_of_a_pair_still_starting(env: Env) ->
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         up = env.run("up", "--detach")
     assert up.returncode == 1
-    assert f"port {env.ports[0]} (baseline) is reserved by a server another `python -m servers up` is starting" in up.stderr
+    assert (f"port {env.ports[0]} (baseline) is reserved by a server another `python -m servers up` is starting"
+            in up.stderr)
     assert env.leftovers() == []
     # Released with its holder: the next start works and its servers hold the lock themselves.
     assert env.run("up", "--detach").returncode == 0

@@ -13,8 +13,8 @@ from demo.results import Message, RaceRequest, RaceResult
 from demo.runs import load_run, save_run
 from demo.settings import Settings
 from demo.ui.replay_tab import recording_banner_html, replay_snapshots, run_label, timeline
-from tests.standin import Standin, StandinBehavior
 from tests.ports import free_port
+from tests.standin import Standin, StandinBehavior
 
 REQ = RaceRequest(preset="json_reformat", messages=[Message(role="user", content="Reformat <b>this</b>")],
                   max_tokens=40, mode="race")

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.load_test import RaceOutcome, race_once, PageApi, run_async
+from benchmarks.load_test import PageApi, RaceOutcome, race_once, run_async
 from demo.presets import load_presets
 from tests.browser.conftest import AppProcess
 from tests.standin import Standin, StandinBehavior

@@ -9,7 +9,6 @@ from demo.settings import Settings
 from tests.ports import free_port
 
 
-
 def test_probe_reports_model_context_kv_and_spec_config(standin_factory) -> None:  # type: ignore[no-untyped-def]
     base = standin_factory(max_model_len=4096)
     spec = standin_factory(speculative=True, metrics_mode="malformed")

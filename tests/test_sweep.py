@@ -73,17 +73,17 @@ def test_speedups_and_acceptance_match_the_truth(tmp_path: Path, per_request: bo
     csv_rows = (tmp_path / "results.csv").read_text().splitlines()
     assert len(csv_rows) == 3  # header + one row per cell
     start = (0, 0)
-    for cell, mark in zip(saved.cells, marks):
+    for cell, mark in zip(saved.cells, marks, strict=True):
         c = cell.settings.concurrency
         bt = batches(base_truth[start[0]:mark[0]], c)
         st = batches(spec_truth[start[1]:mark[1]], c)
         start = mark
         assert len(bt) == len(st) == 2  # two repeats, each a batch of c requests per side
         assert all(t.completion_tokens == MAX_TOKENS for b in bt + st for t in b)
-        true_speedup = statistics.median(throughput(s) / throughput(b) for b, s in zip(bt, st))
+        true_speedup = statistics.median(throughput(s) / throughput(b) for b, s in zip(bt, st, strict=True))
         true_decode = statistics.median(
             statistics.median(t.decode_tokens_per_s for t in s) / statistics.median(t.decode_tokens_per_s for t in b)
-            for b, s in zip(bt, st))
+            for b, s in zip(bt, st, strict=True))
         spec_all = [t for b in st for t in b]
         true_acceptance = sum(t.accepted for t in spec_all) / sum(t.draft_tokens for t in spec_all)
         true_length = 1 + sum(t.accepted for t in spec_all) / sum(t.drafts for t in spec_all)

@@ -7,8 +7,7 @@ import io
 import re
 
 from demo import view
-from demo.results import (RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot,
-                          SpecStats)
+from demo.results import RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot, SpecStats
 
 EVIL = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
 

@@ -6,7 +6,7 @@ print these objects and compute nothing of their own.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -21,7 +21,7 @@ Decision = Literal["enable", "don't", "depends", "unknown"]
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class SweepSpec(BaseModel):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ def esc(x: object) -> str:
 def finalize(result: SweepResult) -> SweepResult:
     """Verdicts from the cells so far, and the end time (also for an interrupted sweep)."""
     result.verdicts = verdicts(result)
-    result.finished_at = datetime.now(timezone.utc)
+    result.finished_at = datetime.now(UTC)
     return result
 
 

@@ -205,7 +205,7 @@ def assemble_cell(settings: CellSettings, base: list[BatchStats], spec: list[Bat
     """Side figures over the repeats, speedups per repeat (same conditions), pooled acceptance."""
     cell = CellResult(settings=settings, baseline=side_cell("baseline", base),
                       speculative=side_cell("speculative", spec), identical_text=identical_text)
-    pairs = list(zip(base, spec))
+    pairs = list(zip(base, spec, strict=True))
     cell.speedup = spread([s.output_tokens_per_s / b.output_tokens_per_s for b, s in pairs
                            if b.output_tokens_per_s and s.output_tokens_per_s])
     cell.decode_speedup = spread([s.decode_tokens_per_s_p50 / b.decode_tokens_per_s_p50 for b, s in pairs

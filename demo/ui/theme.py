@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+
 def make_theme() -> gr.themes.Base:
     return gr.themes.Base(
         primary_hue=gr.themes.colors.amber,
@@ -70,7 +71,8 @@ footer { display: none !important; }
 #sd-pane-speculative .sd-pane-title { color: #ffb000; }
 .sd-tiles { display: grid; grid-template-columns: repeat(3, minmax(0, 1fr)); gap: 6px; }
 .sd-tile-note.sd-live { position: absolute; top: 3px; right: 6px; color: #4ade80; font-weight: 700; }
-.sd-tile { position: relative; min-width: 0; background: #1a2233; border: 1px solid #2a3446; border-radius: 8px; padding: 2px 8px; }
+.sd-tile { position: relative; min-width: 0; background: #1a2233; border: 1px solid #2a3446; border-radius: 8px;
+  padding: 2px 8px; }
 .sd-tile-label { font-size: 13px; color: #c9d1dd; text-transform: uppercase; letter-spacing: .04em; }
 .sd-tile-value { font-size: 28px; font-weight: 800; color: #f2f4f8; line-height: 1.1;
   font-variant-numeric: tabular-nums; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
@@ -85,7 +87,8 @@ footer { display: none !important; }
 /* column-reverse keeps the view pinned to the newest text while it streams */
 /* pin short text to the top (in column-reverse the free space is below) */
 .sd-text > .sd-text-body, .sd-idle > .sd-text-body { margin-bottom: auto !important; margin-top: 0 !important; }
-.sd-text, .sd-idle { height: 232px; overflow-y: auto; display: flex; flex-direction: column-reverse; white-space: pre-wrap; word-break: break-word;
+.sd-text, .sd-idle { height: 232px; overflow-y: auto; display: flex; flex-direction: column-reverse;
+  white-space: pre-wrap; word-break: break-word;
   font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 16px; line-height: 1.35;
   background: #0f1522; color: #f2f4f8; border: 1px solid #2a3446; border-radius: 8px; padding: 6px 8px; }
 .sd-text .b2 { background: #3b2f0b; } .sd-text .b3 { background: #5c4510; }

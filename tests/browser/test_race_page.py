@@ -319,7 +319,8 @@ def test_closing_the_tab_aborts_both_requests(chromium, app, servers) -> None:  
     open_page(pg, app)
     choose(pg, PRESET_TITLE, max_tokens=600)
     start(pg)
-    pg.wait_for_function("() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10")
+    pg.wait_for_function(
+        "() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10")
     t_close = time.monotonic()
     context.close()
     deadline = time.monotonic() + 20
@@ -341,7 +342,8 @@ def test_a_page_that_hears_nothing_says_so(page, servers, tmp_path: Path) -> Non
         open_page(page, app)
         choose(page, PRESET_TITLE, max_tokens=600)
         start(page)
-        page.wait_for_function("() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10")
+        page.wait_for_function(
+            "() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10")
         assert page.locator("#sd-stall").count() == 0  # a healthy race shows no notice
         os.kill(app.proc.pid, signal.SIGSTOP)
         try:
@@ -389,7 +391,8 @@ def test_second_viewer_waits_visibly_for_a_free_slot(chromium, servers, tmp_path
             open_page(pg, app)
             choose(pg, PRESET_TITLE, max_tokens=120)
         start(first)
-        first.wait_for_function("() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
+        first.wait_for_function(
+            "() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
         start(second)
         second.wait_for_selector('#sd-run-status .sd-run-status[data-state="waiting"]', timeout=5_000)
         time.sleep(0.5)
@@ -402,7 +405,8 @@ def test_second_viewer_waits_visibly_for_a_free_slot(chromium, servers, tmp_path
         # Stop pressed while waiting: the race never reaches the servers.
         started = (base.started, spec.started)
         start(first)
-        first.wait_for_function("() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
+        first.wait_for_function(
+            "() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
         start(second)
         second.wait_for_selector('#sd-run-status .sd-run-status[data-state="waiting"]', timeout=5_000)
         second.click("#sd-stop")

@@ -32,9 +32,9 @@ REQ = RaceRequest(messages=[Message(role="user", content="Count from 1 to 500, o
 async def _scrape(http: httpx.AsyncClient, settings: Settings) -> dict[str, MetricsSample]:
     urls = {"baseline": settings.baseline_url, "speculative": settings.speculative_url}
     samples = await asyncio.gather(*(scrape_metrics(http, u, settings) for u in urls.values()))
-    for side, s in zip(urls, samples):
+    for side, s in zip(urls, samples, strict=True):
         assert s.ok and s.num_requests_running is not None and s.generation_tokens_total is not None, (side, s)
-    return dict(zip(urls, samples))
+    return dict(zip(urls, samples, strict=True))
 
 
 async def _wait_idle(http: httpx.AsyncClient, settings: Settings, timeout_s: float) -> tuple[float, dict]:

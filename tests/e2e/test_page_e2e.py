@@ -23,7 +23,7 @@ def _cpu_times() -> list[int]:
 
 def _machine_figures(before: list[int], after: list[int]) -> str:
     """How busy the machine was meanwhile: a page that redraws seldom is a starved one."""
-    d = [b - a for a, b in zip(before, after)]
+    d = [b - a for a, b in zip(before, after, strict=True)]
     total = sum(d) or 1
     return (f"machine busy {100 * (total - d[3] - d[4]) / total:.0f}%, steal {100 * d[7] / total:.0f}%, "
             f"load average {Path('/proc/loadavg').read_text().split()[0]}")
