@@ -65,7 +65,7 @@ def race_figure(snapshot: RaceSnapshot | None) -> go.Figure:
     title = "Tokens over time"
     if snapshot is None or not (snapshot.baseline.bursts or snapshot.speculative.bursts):
         return empty_figure(title, "Press Start: both answers will race here")
-    traces = []
+    traces: list[dict[str, object]] = []
     for side in ("baseline", "speculative"):
         snap: SideSnapshot = getattr(snapshot, side)
         if snap.bursts:
@@ -93,9 +93,9 @@ def acceptance_figure(result: RaceResult | None) -> go.Figure:
         reason = (spec.na_reasons.get("per_position_acceptance") if spec else None) or (
             result.speculative.na_reasons.get("spec") or "the server did not report it")
         return empty_figure(title, f"n/a ({reason})")
-    bars = dict(type="bar", x=[str(i + 1) for i in range(len(rates))], y=[r * 100 for r in rates],
-                marker=dict(color=COLORS["speculative"]), text=[f"{r * 100:.0f}%" for r in rates],
-                textposition="outside")
+    bars: dict[str, object] = dict(
+        type="bar", x=[str(i + 1) for i in range(len(rates))], y=[r * 100 for r in rates],
+        marker=dict(color=COLORS["speculative"]), text=[f"{r * 100:.0f}%" for r in rates], textposition="outside")
     return _figure([bars], dict(_LAYOUT, title=dict(text=title),
                                 **_axes("draft position", "accepted (%)", range=[0, 110])))
 
@@ -105,7 +105,7 @@ def chunk_figure(result: RaceResult | None) -> go.Figure:
     title = "Tokens per chunk"
     if result is None:
         return empty_figure(title, "After a run: how many tokens each step delivered")
-    bars = []
+    bars: list[dict[str, object]] = []
     for side in ("baseline", "speculative"):
         dist = getattr(result, side).tokens_per_chunk
         if dist:

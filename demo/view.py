@@ -127,7 +127,8 @@ def side_tiles(snap: SideSnapshot, result: SideResult | None, speculative: bool)
     live = result is None
     pending = live and snap.status in ("waiting", "streaming")
     note = "live" if live and snap.status == "streaming" else None
-    if live:
+    elapsed: float | None
+    if result is None:
         rate, ttft, elapsed, tokens = snap.tokens_per_s, snap.ttft_s, snap.elapsed_s, snap.completion_tokens
     else:
         rate, ttft, elapsed, tokens = (

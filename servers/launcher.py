@@ -265,7 +265,7 @@ def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
                     role=p.role, url=p.url, pid=proc.pid, pgid=proc.pid,
                     start_ticks=procs.start_ticks(proc.pid) or 0, log_path=p.log_path,
                     served_model_name=p.config.served_model_name, model=p.config.model,
-                    command=p.cmd, started_at=datetime.now(UTC), start_kind=kinds[p.role],  # type: ignore[arg-type]
+                    command=p.cmd, started_at=datetime.now(UTC), start_kind=kinds[p.role],
                 )
                 records.append(rec)
                 started.append((p, proc, rec))
@@ -464,5 +464,5 @@ def print_status(s: LauncherSettings, out: TextIO = sys.stdout, as_json: bool = 
             print(f"{'':<12} log: {row['log_path']}", file=out)
         pss = [r["memory_pss_bytes"] for r in rows if isinstance(r["memory_pss_bytes"], int)]
         if len(pss) == 2:
-            print(f"{'pair':<12} memory: {_gb(sum(pss))} PSS", file=out)  # type: ignore[arg-type]
+            print(f"{'pair':<12} memory: {_gb(sum(pss))} PSS", file=out)
     return 0 if all(r["healthy"] for r in rows) else 1

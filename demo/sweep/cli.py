@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from demo.cli import UsageError
 from demo.presets import load_presets
 from demo.settings import Settings
-from demo.sweep.models import SweepSpec
+from demo.sweep.models import CellResult, SweepSpec
 from demo.sweep.report import DECISION_LABELS, finalize, write_outputs
 from demo.sweep.runner import Progress, UnknownPresetError, new_result, resolve_presets, run_sweep
 
@@ -105,7 +105,7 @@ def make_spec(settings: Settings, presets: list[str], concurrency: str, temperat
     try:
         return SweepSpec(baseline_url=settings.baseline_url, speculative_url=settings.speculative_url,
                          presets=presets, concurrency=conc, temperatures=temps, repeats=repeats, warmup=warmup,
-                         max_tokens=max_tokens, order=order)  # type: ignore[arg-type]
+                         max_tokens=max_tokens, order=order)
     except ValidationError as e:
         err = e.errors()[0]
         raise UsageError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
@@ -122,9 +122,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     out: Path = args.out
     result = new_result(spec, presets)
     bar = ProgressBar(sys.stderr, enabled=not args.no_progress)
+
+    def save(_cell: CellResult) -> None:
+        write_outputs(finalize(result), out)
+
     try:
-        asyncio.run(run_sweep(spec, settings, result, presets, on_progress=bar.update,
-                              on_cell=lambda _cell: write_outputs(finalize(result), out)))
+        asyncio.run(run_sweep(spec, settings, result, presets, on_progress=bar.update, on_cell=save))
     except KeyboardInterrupt:
         bar.close()
         result.interrupted = True

@@ -46,8 +46,8 @@ def run_label(path: Path) -> str:
 
 def timeline(result: RaceResult) -> list[tuple[float, Side, ChunkEvent]]:
     """Both sides' saved events in arrival order (each side timed from its own request)."""
-    events = [(ev.t_s, side, ev) for side in ("baseline", "speculative")
-              for ev in getattr(result, side).events]
+    sides: tuple[Side, ...] = ("baseline", "speculative")
+    events = [(ev.t_s, side, ev) for side in sides for ev in getattr(result, side).events]
     return sorted(events, key=lambda e: e[0])
 
 
