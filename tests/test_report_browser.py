@@ -69,7 +69,7 @@ def open_in_chromium(report: Path) -> tuple[list[str], list[str]]:
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             page = context.new_page()
 
-            def route(r):  # type: ignore[no-untyped-def]
+            def route(r):
                 if not r.request.url.startswith("file://"):
                     requests.append(r.request.url)
                     r.abort()

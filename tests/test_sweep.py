@@ -19,7 +19,7 @@ from demo.cli import main
 from demo.settings import ROOT, Settings
 from demo.sweep.models import CellResult, SweepResult, SweepSpec
 from demo.sweep.report import finalize, write_outputs
-from demo.sweep.runner import new_result, resolve_presets, run_sweep
+from demo.sweep.runner import Progress, new_result, resolve_presets, run_sweep
 from tests.signals import interruptible
 from tests.standin import Standin, StandinBehavior, Truth
 
@@ -31,7 +31,7 @@ MAX_TOKENS = 60
 def sweep(base: Standin, spec: Standin, out: Path | None = None, on_cell=None, **fields: object) -> SweepResult:
     spec_fields = dict(presets=["json_reformat"], concurrency=[1, 2], repeats=2, warmup=0, max_tokens=MAX_TOKENS)
     spec_fields.update(fields)
-    sw = SweepSpec(baseline_url=base.url, speculative_url=spec.url, **spec_fields)  # type: ignore[arg-type]
+    sw = SweepSpec(baseline_url=base.url, speculative_url=spec.url, **spec_fields)
     settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False, read_timeout_s=10)
     presets = resolve_presets(sw.presets, settings.presets_dir)
     result = new_result(sw, presets)
@@ -49,8 +49,17 @@ def batches(truths: list[Truth], size: int) -> list[list[Truth]]:
 
 def throughput(batch: list[Truth]) -> float:
     """The truth of a batch's aggregate output tokens/s: tokens over first request to last token."""
-    wall = max(t.t_last_token_sent for t in batch) - min(t.t_request for t in batch)  # type: ignore[type-var]
+    last = [t.t_last_token_sent for t in batch if t.t_last_token_sent is not None]
+    assert len(last) == len(batch), "a request of the batch sent no token"
+    wall = max(last) - min(t.t_request for t in batch)
     return sum(t.completion_tokens for t in batch) / wall
+
+
+def decode_rates(batch: list[Truth]) -> list[float]:
+    """The true decode tokens/s of each request of a batch."""
+    rates = [t.decode_tokens_per_s for t in batch if t.decode_tokens_per_s is not None]
+    assert len(rates) == len(batch), "a request of the batch has no decode rate"
+    return rates
 
 
 def report_value(html: str, concurrency: int, key: str) -> float:
@@ -82,7 +91,7 @@ def test_speedups_and_acceptance_match_the_truth(tmp_path: Path, per_request: bo
         assert all(t.completion_tokens == MAX_TOKENS for b in bt + st for t in b)
         true_speedup = statistics.median(throughput(s) / throughput(b) for b, s in zip(bt, st, strict=True))
         true_decode = statistics.median(
-            statistics.median(t.decode_tokens_per_s for t in s) / statistics.median(t.decode_tokens_per_s for t in b)
+            statistics.median(decode_rates(s)) / statistics.median(decode_rates(b))
             for b, s in zip(bt, st, strict=True))
         spec_all = [t for b in st for t in b]
         true_acceptance = sum(t.accepted for t in spec_all) / sum(t.draft_tokens for t in spec_all)
@@ -212,7 +221,7 @@ def test_simultaneous_order_starts_both_batches_together() -> None:
 
 
 def test_progress_counts_every_batch() -> None:
-    seen = []
+    seen: list[Progress] = []
     with Standin(BASE) as base, Standin(SPEC) as spec:
         sw = SweepSpec(baseline_url=base.url, speculative_url=spec.url, presets=["poetry"], concurrency=[1, 2],
                        repeats=2, warmup=1, max_tokens=8)

@@ -67,7 +67,7 @@ def test_stop_mid_stream_makes_vllm_abort_both_requests(real_servers: Settings) 
             assert final is not None and final.cancelled
             received = {s: getattr(final, s).completion_tokens or 0 for s in ("baseline", "speculative")}
             took, after = await _wait_idle(http, settings, timeout_s=5)
-            grown = {s: after[s].generation_tokens_total - before[s].generation_tokens_total  # type: ignore[operator]
+            grown = {s: after[s].generation_tokens_total - before[s].generation_tokens_total
                      for s in after}
             print(f"\n[abort] received {received} tokens before Stop; num_requests_running 0 after "
                   f"{took:.1f} s; generation_tokens_total grew {grown} (max_tokens {MAX_TOKENS})")

@@ -29,7 +29,7 @@ def _machine_figures(before: list[int], after: list[int]) -> str:
             f"load average {Path('/proc/loadavg').read_text().split()[0]}")
 
 
-def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Path) -> None:  # noqa: F811
     env = {"SPECDEMO_BASELINE_URL": real_servers.baseline_url,
            "SPECDEMO_SPECULATIVE_URL": real_servers.speculative_url,
            "SPECDEMO_RUNS_DIR": str(tmp_path / "runs"), "SPECDEMO_READ_TIMEOUT_S": "120"}

@@ -43,7 +43,7 @@ def request(settings: Settings, name: str, **over: object) -> RaceRequest:
         fields = dict(messages=[Message(role="user", content=prompt)], temperature=temperature, max_tokens=max_tokens)
     fields.update(mode="sequential")
     fields.update(over)
-    return RaceRequest(**fields)  # type: ignore[arg-type]
+    return RaceRequest(**fields)
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +97,7 @@ def test_token_counts_are_exact(json_race: RaceResult, real_servers: Settings, s
 def test_speculative_side_counts_more_tokens_per_chunk(json_race: RaceResult) -> None:
     """What chunk counting would get wrong: the speculative stream carries several tokens per chunk."""
     s, b = json_race.speculative, json_race.baseline
+    assert s.completion_tokens is not None and b.completion_tokens is not None
     spec_per_chunk = s.completion_tokens / s.chunks
     # The baseline sends ~1 token per chunk (vLLM may merge a few steps when the reader lags).
     base_per_chunk = b.completion_tokens / b.chunks
