@@ -103,7 +103,7 @@ class _SideRun:
             return  # the server cannot tell: it will refuse with its own message if needed
         count, limit = counted
         if limit is None:
-            return  # no context length either: the server refuses with its own message if needed
+            return  # no max_model_len reported: the server refuses with its own message if needed
         if count >= limit:
             raise StreamError(
                 f"The prompt is {count} tokens but {self.url} serves at most {limit} (max_model_len): "
