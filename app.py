@@ -7,6 +7,7 @@ import sys
 
 from pydantic import ValidationError
 
+from demo.fmt import validation_errors
 from demo.server_info import probe_servers, terminal_report
 from demo.settings import Settings
 from demo.ui.app import build_app, exposure_warning, launch_kwargs
@@ -16,9 +17,9 @@ def main() -> int:
     try:
         settings = Settings()
     except ValidationError as e:
-        err = e.errors()[0]
-        name = "SPECDEMO_" + "_".join(str(p) for p in err["loc"]).upper()
-        print(f"error: setting {name} is invalid: {err['msg']} (fix the variable or .env)", file=sys.stderr)
+        loc, msg = validation_errors(e)[0]
+        name = "SPECDEMO_" + loc.replace(".", "_").upper()
+        print(f"error: setting {name} is invalid: {msg} (fix the variable or .env)", file=sys.stderr)
         return 2
     print("Speculative decoding demo: checking the servers…", flush=True)
     infos = asyncio.run(probe_servers(settings))

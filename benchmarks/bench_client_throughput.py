@@ -27,7 +27,7 @@ def main() -> None:
     a = ap.parse_args()
     base_b = StandinBehavior(tokens_per_s=a.tokens_per_s, ttft_s=0.01, max_model_len=100000)
     spec_b = base_b.model_copy(update={"speculative": True, "chunk_sizes": [1, 3, 5, 2]})
-    req = RaceRequest(messages=[Message(role="user", content="go")], max_tokens=a.tokens, mode="race")
+    req = RaceRequest(messages=[Message(role="user", content="go")], max_tokens=a.tokens, order="simultaneous")
     errors: list[float] = []
     print(f"{'run':>4} {'side':>12} {'tokens':>7} {'true tok/s':>11} {'measured':>10} {'error %':>8}")
     with Standin(base_b) as base, Standin(spec_b) as spec:

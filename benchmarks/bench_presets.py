@@ -1,10 +1,10 @@
 """Baseline vs speculative decode speed per preset, on the servers that are running now.
 
-    python -m benchmarks.bench_presets                     # every preset, sequential mode
+    python -m benchmarks.bench_presets                     # every preset, sequential order
     python -m benchmarks.bench_presets --presets json_reformat rag_long --repeat 3
     python -m benchmarks.bench_presets --restart           # also time a warm restart of the pair
 
-Sequential mode (one request at a time on an idle server) is the fair A/B. Prints per preset:
+Sequential order (one request at a time on an idle server) is the fair A/B. Prints per preset:
 tokens, decode tokens/s of each side, speedup, end-to-end speedup, acceptance, identical text;
 then each server's time to healthy (cold/warm) and memory, from `python -m servers status`.
 """
@@ -32,7 +32,7 @@ def _request(settings: Settings, name: str, max_tokens: int | None, warmup: bool
     presets, _ = load_presets(settings.presets_dir)
     p = presets[name]
     return RaceRequest(preset=p.name, messages=p.messages, temperature=p.temperature, api=p.api,
-                       max_tokens=max_tokens or p.max_tokens, mode="sequential", warmup=warmup)
+                       max_tokens=max_tokens or p.max_tokens, order="sequential", warmup=warmup)
 
 
 def _row(name: str, runs: list[RaceResult]) -> dict[str, Any]:
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     restart_s = restart_pair() if args.restart else None
-    print(f"baseline {settings.baseline_url} vs speculative {settings.speculative_url}, sequential mode\n")
+    print(f"baseline {settings.baseline_url} vs speculative {settings.speculative_url}, sequential order\n")
     rows = []
     for i, name in enumerate(args.presets):
         runs = []

@@ -10,6 +10,7 @@ from itertools import accumulate
 
 import plotly.graph_objects as go
 
+from demo.fmt import fmt_percent
 from demo.results import RaceResult, RaceSnapshot, SideSnapshot
 
 COLORS = {"baseline": "#9aa4b2", "speculative": "#ffb000"}
@@ -74,7 +75,7 @@ def race_figure(snapshot: RaceSnapshot | None) -> go.Figure:
                                line=dict(color=COLORS[side], width=4)))
     fig_layout: dict[str, object] = dict(_LAYOUT, title=dict(text=title),
                                          **_axes("seconds since the request", "tokens"))
-    if snapshot.mode == "sequential":
+    if snapshot.order == "sequential":
         fig_layout["annotations"] = [dict(
             text="sequential A/B: each side timed from its own start", showarrow=False,
             xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left", yanchor="bottom",
@@ -95,7 +96,7 @@ def acceptance_figure(result: RaceResult | None) -> go.Figure:
         return empty_figure(title, f"n/a ({reason})")
     bars: dict[str, object] = dict(
         type="bar", x=[str(i + 1) for i in range(len(rates))], y=[r * 100 for r in rates],
-        marker=dict(color=COLORS["speculative"]), text=[f"{r * 100:.0f}%" for r in rates], textposition="outside")
+        marker=dict(color=COLORS["speculative"]), text=[fmt_percent(r) for r in rates], textposition="outside")
     return _figure([bars], dict(_LAYOUT, title=dict(text=title),
                                 **_axes("draft position", "accepted (%)", range=[0, 110])))
 

@@ -8,28 +8,31 @@ import json
 import sys
 from typing import Any
 
+from pydantic import ValidationError
+
+from demo.cli_args import UsageError, add_server_args, settings_from_args
+from demo.export import add_export_parser
+from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
 from demo.presets import load_presets
 from demo.race import run_race, validate_request
-from demo.results import Message, RaceRequest, RaceResult, SideResult
+from demo.results import LEGACY_ORDER, Message, RaceRequest, RaceResult, SideResult
 from demo.runs import save_run
 from demo.settings import Settings
+from demo.sweep.cli import add_sweep_parser
 
 SIDE_KEYS = ("completion_tokens", "ttft_s", "decode_tokens_per_s", "e2e_s", "itl_p50_s", "itl_p95_s", "text", "error")
 
 
-class UsageError(Exception):
-    """Bad arguments: exit code 2 with this message."""
-
-
 def add_race_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("race", help="race one prompt on the baseline and the speculative server")
-    p.add_argument("--baseline-url", help="default: SPECDEMO_BASELINE_URL or http://127.0.0.1:8000")
-    p.add_argument("--speculative-url", help="default: SPECDEMO_SPECULATIVE_URL or http://127.0.0.1:8001")
+    add_server_args(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--preset", help="a preset name from presets/")
     src.add_argument("--prompt", help="a free prompt")
-    p.add_argument("--mode", choices=["race", "sequential"], default="race",
-                   help="race: both at once; sequential: one after the other (the fair A/B on one GPU)")
+    p.add_argument("--order", "--mode", dest="order", type=lambda v: LEGACY_ORDER.get(v, v),
+                   choices=["simultaneous", "sequential"], default="simultaneous",
+                   help="simultaneous (also: race): both at once; sequential: one after the other "
+                        "(the fair A/B on one GPU)")
     p.add_argument("--max-tokens", type=int)
     p.add_argument("--temperature", type=float)
     p.add_argument("--api", choices=["chat", "completions"])
@@ -40,7 +43,7 @@ def add_race_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def build_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
-    fields: dict[str, Any] = {"mode": args.mode, "warmup": args.warmup}
+    fields: dict[str, Any] = {"order": args.order, "warmup": args.warmup}
     if args.preset:
         presets, _ = load_presets(settings.presets_dir)
         if args.preset not in presets:
@@ -57,14 +60,11 @@ def build_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
     try:
         req = RaceRequest(**fields)
         validate_request(req)
-    except ValueError as e:  # pydantic's ValidationError is a ValueError
-        raise UsageError(str(e).splitlines()[0] if "validation error" not in str(e) else _short(e)) from e
+    except ValidationError as e:
+        raise UsageError(validation_summary(e)) from e
+    except ValueError as e:
+        raise UsageError(str(e).splitlines()[0]) from e
     return req
-
-
-def _short(e: Exception) -> str:
-    lines = str(e).splitlines()
-    return f"{lines[1].strip()}: {lines[2].strip()}" if len(lines) > 2 else lines[0]
 
 
 def side_json(side: SideResult) -> dict[str, Any]:
@@ -85,7 +85,7 @@ def side_json(side: SideResult) -> dict[str, Any]:
 
 def result_json(r: RaceResult) -> dict[str, Any]:
     return {
-        "mode": r.mode,
+        "order": r.order,
         "preset": r.preset,
         "baseline": side_json(r.baseline),
         "speculative": side_json(r.speculative),
@@ -96,16 +96,12 @@ def result_json(r: RaceResult) -> dict[str, Any]:
     }
 
 
-def _fmt(v: Any, unit: str = "", digits: int = 2) -> str:
-    if v is None:
-        return "n/a"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}{unit}"
-    return f"{v}{unit}"
+def _fmt(v: float | None, unit: str = "", digits: int = 2) -> str:
+    return or_na(fmt_number(v, digits, unit))
 
 
 def result_table(r: RaceResult) -> str:
-    mode = "simultaneous race" if r.mode == "race" else "sequential A/B (each server alone)"
+    order = "simultaneous race" if r.order == "simultaneous" else "sequential A/B (each server alone)"
     b, s = r.baseline, r.speculative
     spec = s.spec
     rows = [
@@ -117,16 +113,16 @@ def result_table(r: RaceResult) -> str:
          f"{_fmt(b.itl_p50_s and b.itl_p50_s * 1000, '', 1)} / {_fmt(b.itl_p95_s and b.itl_p95_s * 1000, '', 1)}",
          f"{_fmt(s.itl_p50_s and s.itl_p50_s * 1000, '', 1)} / {_fmt(s.itl_p95_s and s.itl_p95_s * 1000, '', 1)}"),
         ("acceptance rate", "-",
-         _fmt(spec.acceptance_rate * 100, " %", 1) if spec and spec.acceptance_rate is not None else "n/a"),
+         or_na(fmt_percent(spec.acceptance_rate, 1) if spec else None)),
         ("mean acceptance length", "-", _fmt(spec.mean_acceptance_length) if spec else "n/a"),
     ]
-    lines = [f"Mode: {mode}" + (f"   preset: {r.preset}" if r.preset else ""), ""]
+    lines = [f"Order: {order}" + (f"   preset: {r.preset}" if r.preset else ""), ""]
     lines.append(f"{'':26}{'baseline':>22}{'speculative':>22}")
     lines += [f"{name:26}{bv:>22}{sv:>22}" for name, bv, sv in rows]
     lines.append("")
-    lines.append(f"Speedup (decode tokens/s): {_fmt(r.speedup, 'x')}"
-                 + (f"  [n/a: {r.na_reasons['speedup']}]" if r.speedup is None else ""))
-    lines.append(f"End-to-end speedup:        {_fmt(r.e2e_speedup, 'x')}")
+    na_speedup = f"  [n/a: {r.na_reasons['speedup']}]" if r.speedup is None else ""
+    lines.append(f"Speedup (decode tokens/s): {or_na(fmt_speedup(r.speedup))}" + na_speedup)
+    lines.append(f"End-to-end speedup:        {or_na(fmt_speedup(r.e2e_speedup))}")
     ident = {True: "yes (lossless)", False: f"no, first difference at character {r.first_difference}",
              None: "n/a"}[r.identical_text]
     lines.append(f"Identical text:            {ident}")
@@ -139,8 +135,7 @@ def result_table(r: RaceResult) -> str:
 
 
 def cmd_race(args: argparse.Namespace) -> int:
-    overrides = {k: v for k, v in (("baseline_url", args.baseline_url), ("speculative_url", args.speculative_url)) if v}
-    settings = Settings(**overrides)
+    settings = settings_from_args(args)
     req = build_request(args, settings)
     result = asyncio.run(run_race(req, settings))
     if settings.save_runs and not args.no_save:
@@ -159,12 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo", description="Speculative decoding demo")
     sub = parser.add_subparsers(dest="command", required=True)
     add_race_parser(sub)
-    try:
-        from demo.sweep.cli import add_sweep_parser  # the evaluator, when installed
-    except ImportError:
-        pass
-    else:
-        add_sweep_parser(sub)
+    add_export_parser(sub)
+    add_sweep_parser(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

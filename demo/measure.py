@@ -9,6 +9,8 @@ from __future__ import annotations
 import statistics
 import time
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from demo.results import ChunkEvent, Side, SideResult, SideSnapshot, SpecPerRequest, SpecStats
 
@@ -23,6 +25,38 @@ def percentile(values: list[float], q: float) -> float | None:
         return values[0]
     return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if 1 <= q <= 99 else (
         min(values) if q <= 0 else max(values)
+    )
+
+
+def efficiency(speedup: float | None, mean_acceptance_length: float | None) -> float | None:
+    """Measured decode speedup over tokens per verification step: 1.0 is the bound for that
+    acceptance (every step cost no more than a plain decode step). None when either is unknown."""
+    if speedup is None or not mean_acceptance_length:
+        return None
+    return speedup / mean_acceptance_length
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Acceptance figures; None where a divisor is zero (nothing was drafted)."""
+
+    rate: float | None  # accepted / drafted tokens
+    tokens_per_step: float | None  # 1 + accepted / drafts: tokens per verification step, bonus token included
+    per_position: list[float] | None  # rate at which draft position i was accepted, per draft
+
+
+def acceptance(accepted: float, drafted: float, drafts: float,
+               accepted_per_position: Sequence[float] | None = None) -> Acceptance:
+    """The acceptance formula, for one request, a /metrics window, a batch, a cell or a workload.
+
+    ``accepted`` draft tokens kept out of ``drafted`` proposed over ``drafts`` verification steps
+    that had a draft; ``accepted_per_position[i]``: drafts whose position i was accepted.
+    """
+    return Acceptance(
+        rate=accepted / drafted if drafted else None,
+        tokens_per_step=1 + accepted / drafts if drafts else None,
+        per_position=[a / drafts for a in accepted_per_position] if accepted_per_position is not None and drafts
+        else None,
     )
 
 
@@ -41,19 +75,19 @@ def spec_stats_from_request(m: SpecPerRequest) -> SpecStats:
         reason = "no drafts were proposed for this request (nothing to verify)"
         stats.na_reasons.update(acceptance_rate=reason, mean_acceptance_length=reason, per_position_acceptance=reason)
         return stats
-    stats.acceptance_rate = accepted / drafted
-    stats.mean_acceptance_length = 1 + accepted / steps  # the bonus token included
     # Position i was accepted in every step that accepted more than i tokens.
+    per_position: list[int] | None = None
     if m.acceptance_histogram:
         hist = m.acceptance_histogram
-        stats.per_position_acceptance = [sum(hist[i + 1 :]) / steps for i in range(len(hist) - 1)]
+        per_position = [sum(hist[i + 1 :]) for i in range(len(hist) - 1)]
     elif m.per_step_accepted:
         k = m.num_spec_tokens or max(m.per_step_accepted)
-        stats.per_position_acceptance = [
-            sum(1 for a in m.per_step_accepted if a > i) / steps for i in range(k)
-        ]
+        per_position = [sum(1 for a in m.per_step_accepted if a > i) for i in range(k)]
     else:
         stats.na_reasons["per_position_acceptance"] = "the server sent no histogram or per-step counts"
+    acc = acceptance(accepted, drafted, steps, per_position)
+    stats.acceptance_rate, stats.mean_acceptance_length = acc.rate, acc.tokens_per_step
+    stats.per_position_acceptance = acc.per_position
     return stats
 
 
@@ -238,3 +272,39 @@ class SideMeter:
             events=list(self.events),
             na_reasons=na,
         )
+
+
+# --------------------------------------------------------------------------- copy-ness
+
+COPY_NGRAM = 3  # word 3-grams: long enough that "of the" does not count as copying
+_WORD = r"\w+|[^\w\s]"
+
+
+def words(text: str) -> list[str]:
+    """Tokenizer-free word tokens: runs of letters/digits/underscore, and each other non-space character.
+
+    Case is kept (the n-gram drafter matches exact tokens) and punctuation counts, so JSON and code
+    (``"id": 7,``) are tokens too.
+    """
+    import re  # here, not at the top: keeps this section one self-contained hunk (re caches the pattern)
+
+    return re.findall(_WORD, text)
+
+
+def copyness(prompt: str, answer: str, n: int = COPY_NGRAM) -> tuple[float | None, str | None]:
+    """Fraction of the answer's word n-grams that also appear in the prompt (0..1), with an n/a reason.
+
+    Counted over the answer's n-gram positions (a repeated n-gram counts each time), against the set
+    of the prompt's n-grams. It measures copying from the prompt only: the n-gram drafter also
+    matches the answer's own earlier text, which this figure does not count. Deterministic and
+    independent of any model's tokenizer.
+    """
+    a = words(answer)
+    if not a:
+        return None, "the answer is empty"
+    if len(a) < n:
+        return None, f"the answer has fewer than {n} words"
+    p = words(prompt)
+    seen = {tuple(p[i : i + n]) for i in range(len(p) - n + 1)}
+    grams = [tuple(a[i : i + n]) for i in range(len(a) - n + 1)]
+    return sum(1 for g in grams if g in seen) / len(grams), None

@@ -10,6 +10,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import BaseModel, Field
 
+from demo.measure import acceptance
 from demo.results import SpecStats
 from demo.settings import Settings
 
@@ -42,8 +43,8 @@ def parse_metrics(text: str) -> MetricsSample:
                 elif s.name.startswith("vllm:"):
                     totals[s.name] = totals.get(s.name, 0.0) + s.value
     except (ValueError, TypeError, KeyError) as e:
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return MetricsSample(ok=False, error=f"/metrics is malformed: {why}")
+        what = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return MetricsSample(ok=False, error=f"/metrics is malformed: {what}")
     sample.spec_drafts = totals.get(_SPEC + "num_drafts_total")
     sample.spec_draft_tokens = totals.get(_SPEC + "num_draft_tokens_total")
     sample.spec_accepted_tokens = totals.get(_SPEC + "num_accepted_tokens_total")
@@ -70,8 +71,8 @@ def spec_stats_from_delta(before: MetricsSample | None, after: MetricsSample | N
     """Acceptance over the window between two scrapes; None when the server has no spec counters."""
     why = None
     if before is None or after is None or not before.ok or not after.ok:
-        why = ((after.error if after and not after.ok else before.error if before and not before.ok else None)
-               or "no /metrics scrape")
+        failed = after if after and not after.ok else before if before and not before.ok else None
+        why = (failed.error if failed else None) or "no /metrics scrape"
     elif after.spec_drafts is None or before.spec_drafts is None:
         return None
     if why:
@@ -94,12 +95,11 @@ def spec_stats_from_delta(before: MetricsSample | None, after: MetricsSample | N
         reason = "no drafts were proposed in the window"
         stats.na_reasons.update(acceptance_rate=reason, mean_acceptance_length=reason, per_position_acceptance=reason)
         return stats
-    stats.acceptance_rate = accepted / draft_tokens
-    stats.mean_acceptance_length = 1 + accepted / drafts
     positions = sorted(after.accepted_per_pos)
+    per_position = [after.accepted_per_pos[p] - before.accepted_per_pos.get(p, 0.0) for p in positions]
+    acc = acceptance(accepted, draft_tokens, drafts, per_position or None)
+    stats.acceptance_rate, stats.mean_acceptance_length = acc.rate, acc.tokens_per_step
     if positions:
         stats.num_spec_tokens = len(positions)
-        stats.per_position_acceptance = [
-            (after.accepted_per_pos[p] - before.accepted_per_pos.get(p, 0.0)) / drafts for p in positions
-        ]
+        stats.per_position_acceptance = acc.per_position
     return stats

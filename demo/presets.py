@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from demo.fmt import validation_summary
 from demo.results import Api, Message
 
 
@@ -60,10 +61,7 @@ def load_presets(folder: Path) -> tuple[dict[str, Preset], list[PresetError]]:
         try:
             preset = _load_one(path)
         except ValidationError as e:
-            where = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in e.errors()
-            )
-            errors.append(PresetError(file=path.name, message=where))
+            errors.append(PresetError(file=path.name, message=validation_summary(e, every=True)))
             continue
         except yaml.YAMLError as e:
             errors.append(PresetError(file=path.name, message=_yaml_message(e)))

@@ -1,7 +1,7 @@
 """The race: one prompt to the baseline and the speculative server, measured side by side.
 
-``mode="race"`` starts both requests at the same instant (on one GPU they compete);
-``mode="sequential"`` runs the baseline, then the speculative server, each alone: the
+``order="simultaneous"`` starts both requests at the same instant (on one GPU they compete);
+``order="sequential"`` runs the baseline, then the speculative server, each alone: the
 fair A/B. Live snapshots stream out while the answers arrive; the last one holds the result.
 """
 
@@ -44,7 +44,7 @@ def first_difference(a: str, b: str) -> int | None:
 def compare(req: RaceRequest, base: SideResult, spec: SideResult, *, cancelled: bool = False) -> RaceResult:
     """Put two sides together; speedups only from figures both sides really have."""
     result = RaceResult(
-        mode=req.mode, preset=req.preset, request=req, baseline=base, speculative=spec, cancelled=cancelled
+        order=req.order, preset=req.preset, request=req, baseline=base, speculative=spec, cancelled=cancelled
     )
     b, s = base.decode_tokens_per_s, spec.decode_tokens_per_s
     if b and s and not base.error and not spec.error:
@@ -168,11 +168,11 @@ async def stream_race(
         live = None
         if base.tokens_per_s and spec.tokens_per_s and not base.error and not spec.error:
             live = spec.tokens_per_s / base.tokens_per_s
-        return RaceSnapshot(mode=req.mode, baseline=base, speculative=spec, live_speedup=live, result=result)
+        return RaceSnapshot(order=req.order, baseline=base, speculative=spec, live_speedup=live, result=result)
 
     async def drive() -> None:
         await asyncio.gather(*(s.prepare(req) for s in sides.values()))
-        if req.mode == "race":
+        if req.order == "simultaneous":
             await asyncio.gather(*(s.scrape_before() for s in sides.values()))
             t0 = time.perf_counter()
             await asyncio.gather(*(s.run(req, t0) for s in sides.values()))

@@ -8,13 +8,30 @@ cannot be known is None and its reason is in ``na_reasons[field]``; never a gues
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 Side = Literal["baseline", "speculative"]
-Mode = Literal["race", "sequential"]
+# simultaneous: both servers at the same instant (on one GPU they compete); sequential: the
+# baseline, then the speculative server, each alone (the fair A/B). The race, the sweep, the
+# CLI flags, saved records and the page all use these two words.
+Order = Literal["simultaneous", "sequential"]
 Api = Literal["chat", "completions"]
+LEGACY_ORDER = {"race": "simultaneous"}  # the race's old word for simultaneous
+
+
+def legacy_order(data: Any) -> Any:
+    """A record saved before the one vocabulary (``"mode": "race" | "sequential"``) as it is now
+    (``"order": "simultaneous" | "sequential"``); anything else unchanged."""
+    if not isinstance(data, dict) or ("mode" not in data and data.get("order") not in LEGACY_ORDER):
+        return data
+    data = dict(data)
+    if "mode" in data and "order" not in data:
+        data["order"] = data.pop("mode")
+    if data.get("order") in LEGACY_ORDER:
+        data["order"] = LEGACY_ORDER[data["order"]]
+    return data
 
 
 class Message(BaseModel):
@@ -91,7 +108,16 @@ class SideResult(BaseModel):
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
-class RaceRequest(BaseModel):
+class _Ordered(BaseModel):
+    """A record with an ``order``: also reads the records saved with the old ``mode``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_order(cls, data: Any) -> Any:
+        return legacy_order(data)
+
+
+class RaceRequest(_Ordered):
     """What one race sends to both servers."""
 
     preset: str | None = None
@@ -100,13 +126,13 @@ class RaceRequest(BaseModel):
     api: Api = "chat"
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     max_tokens: int = Field(256, ge=1, le=32768)
-    mode: Mode = "race"
+    order: Order = "simultaneous"
     warmup: bool = False
     seed: int | None = None
 
 
-class RaceResult(BaseModel):
-    mode: Mode
+class RaceResult(_Ordered):
+    order: Order
     preset: str | None = None
     request: RaceRequest
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
@@ -145,8 +171,8 @@ class SideSnapshot(BaseModel):
     status: str = "waiting"  # waiting | streaming | done | error | cancelled
 
 
-class RaceSnapshot(BaseModel):
-    mode: Mode
+class RaceSnapshot(_Ordered):
+    order: Order
     baseline: SideSnapshot
     speculative: SideSnapshot
     # Speculative live decode tokens/s over the baseline's so far (the final figure is in result).

@@ -3,7 +3,7 @@
 The page shows exactly what the measurement core computed (demo/measure.py, demo/race.py);
 this module only rounds numbers for display and builds markup. No Gradio here, so every
 function is unit-tested on its own. Model output and preset text are untrusted: everything
-that did not come from this file goes through ``html.escape`` before it lands in HTML. Each
+that did not come from this file goes through ``esc`` (demo/fmt.py) before it lands in HTML. Each
 shown figure also carries its exact value in ``data-value`` so tests can compare the page
 with the saved RaceResult without rounding.
 """
@@ -12,70 +12,31 @@ from __future__ import annotations
 
 import csv
 import io
-from html import escape
 from typing import Literal
 
 from pydantic import BaseModel
 
-from demo.results import Mode, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
+from demo.fmt import NA, csv_cell, esc, fmt_int, fmt_length, fmt_percent, fmt_rate, fmt_seconds, fmt_speedup, or_na
+from demo.results import Order, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
 from demo.server_info import ServerInfo, down_message
 
-NA = "n/a"
 PENDING = "…"
 
-MODE_LABELS: dict[str, str] = {
-    "race": "Simultaneous race",
+ORDER_LABELS: dict[str, str] = {
+    "simultaneous": "Simultaneous race",
     "sequential": "Sequential A/B",
 }
-MODE_NOTES: dict[str, str] = {
-    "race": "Both servers run at the same time. On one GPU they compete for it, "
+ORDER_NOTES: dict[str, str] = {
+    "simultaneous": "Both servers run at the same time. On one GPU they compete for it, "
     "so both speeds are understated; sequential A/B is the fair comparison.",
     "sequential": "Baseline first, then speculative, same prompt: each server has the "
     "machine to itself. The fair comparison.",
 }
 
 
-def esc(text: object) -> str:
-    """Escape anything for HTML text and attribute values (quotes included)."""
-    return escape(str(text), quote=True)
-
-
 def na_label(reason: str | None) -> str:
     """'n/a (reason)', or plain 'n/a' when nobody said why."""
     return f"{NA} ({reason})" if reason else NA
-
-
-# ---------------------------------------------------------------- number formats
-
-
-def fmt_rate(tokens_per_s: float | None) -> str | None:
-    if tokens_per_s is None:
-        return None
-    return f"{tokens_per_s:.0f}" if tokens_per_s >= 100 else f"{tokens_per_s:.1f}"
-
-
-def fmt_seconds(seconds: float | None) -> str | None:
-    if seconds is None:
-        return None
-    if seconds < 1.0:
-        return f"{seconds * 1000:.0f} ms"
-    return f"{seconds:.2f} s" if seconds < 10 else f"{seconds:.1f} s"
-
-
-def fmt_int(n: int | None) -> str | None:
-    return None if n is None else f"{n:d}"
-
-
-def fmt_percent(fraction: float | None) -> str | None:
-    return None if fraction is None else f"{fraction * 100:.0f}%"
-
-
-def fmt_length(x: float | None) -> str | None:
-    return None if x is None else f"{x:.2f}"
-
-
-def fmt_speedup(x: float | None) -> str | None:
-    return None if x is None else f"{x:.2f}×"
 
 
 # ---------------------------------------------------------------- tiles
@@ -207,6 +168,18 @@ def burst_class(tokens: int) -> str:
     return f"b{min(tokens, 5)}"
 
 
+# Burst shading colours, one place: the page (demo/ui/theme.py) and exported races (demo/export.py).
+BURST_STYLES: dict[str, str] = {
+    "b2": "background: #3b2f0b;", "b3": "background: #5c4510;",
+    "b4": "background: #7a5a12;", "b5": "background: #a87a10; color: #0b0f17;",
+}
+
+
+def burst_css(scope: str) -> str:
+    """CSS rules for the burst classes inside ``scope`` (a selector)."""
+    return "\n".join(f"{scope} .{c} {{ {style} }}" for c, style in BURST_STYLES.items()) + "\n"
+
+
 def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
     """The streamed text, escaped; with ``shade``, each multi-token chunk in a span classed by its
     burst size. Single-token chunks stay plain text: the markup stays small on long answers."""
@@ -262,9 +235,10 @@ def speedup_html(snapshot: RaceSnapshot | None) -> str:
             f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
 
 
-def mode_html(mode: Mode) -> str:
-    return (f'<div class="sd-mode" data-mode="{esc(mode)}"><div class="sd-mode-label">{esc(MODE_LABELS[mode])}</div>'
-            f'<div class="sd-mode-note">{esc(MODE_NOTES[mode])}</div></div>')
+def order_html(order: Order) -> str:
+    return (f'<div class="sd-mode" data-order="{esc(order)}">'
+            f'<div class="sd-mode-label">{esc(ORDER_LABELS[order])}</div>'
+            f'<div class="sd-mode-note">{esc(ORDER_NOTES[order])}</div></div>')
 
 
 def identical_badge_html(result: RaceResult | None) -> str:
@@ -316,9 +290,10 @@ def pane_title_html(title: str, note: str | None = None) -> str:
     return f'<div class="sd-pane-title" title="{hover}">{esc(title)}{small}</div>'
 
 
-def run_status_html(state: str, detail: str = "") -> str:
-    """Page-level status: idle | waiting | running | done | stopped | error."""
-    text = {
+def run_status_html(state: str, detail: str = "", text: str | None = None) -> str:
+    """Page-level status: idle | waiting | running | done | stopped | error, in the state's own
+    words unless ``text`` says it (the Evaluate tab's)."""
+    text = text if text is not None else {
         "idle": "Ready: pick a preset and press Start",
         "waiting": "Waiting for a free race slot…",
         "running": "Racing…",
@@ -335,7 +310,7 @@ def run_status_html(state: str, detail: str = "") -> str:
 class HistoryRow(BaseModel):
     started_at: str
     preset: str
-    mode: str
+    order: str
     temperature: float
     baseline_tokens_per_s: float | None
     speculative_tokens_per_s: float | None
@@ -346,7 +321,7 @@ class HistoryRow(BaseModel):
     status: str
 
 
-HISTORY_HEADERS = ["time (UTC)", "preset", "mode", "T", "baseline tok/s", "speculative tok/s",
+HISTORY_HEADERS = ["time (UTC)", "preset", "order", "T", "baseline tok/s", "speculative tok/s",
                    "speedup", "acceptance", "tokens/step", "identical", "status"]
 
 
@@ -357,7 +332,7 @@ def history_row(result: RaceResult) -> HistoryRow:
     return HistoryRow(
         started_at=result.started_at.strftime("%H:%M:%S"),
         preset=result.preset or "(free prompt)",
-        mode=MODE_LABELS[result.mode],
+        order=ORDER_LABELS[result.order],
         temperature=result.request.temperature,
         baseline_tokens_per_s=result.baseline.decode_tokens_per_s,
         speculative_tokens_per_s=result.speculative.decode_tokens_per_s,
@@ -371,28 +346,12 @@ def history_row(result: RaceResult) -> HistoryRow:
 
 def history_table(rows: list[HistoryRow]) -> list[list[str]]:
     """Rows for the on-page table: rounded, n/a where unknown, newest first."""
-    def s(x: str | None) -> str:
-        return NA if x is None else x
     return [
-        [r.started_at, r.preset, r.mode, f"{r.temperature:g}", s(fmt_rate(r.baseline_tokens_per_s)),
-         s(fmt_rate(r.speculative_tokens_per_s)), s(fmt_speedup(r.speedup)),
-         s(fmt_percent(r.acceptance_rate)), s(fmt_length(r.mean_acceptance_length)), r.identical, r.status]
+        [r.started_at, r.preset, r.order, f"{r.temperature:g}", or_na(fmt_rate(r.baseline_tokens_per_s)),
+         or_na(fmt_rate(r.speculative_tokens_per_s)), or_na(fmt_speedup(r.speedup)),
+         or_na(fmt_percent(r.acceptance_rate)), or_na(fmt_length(r.mean_acceptance_length)), r.identical, r.status]
         for r in reversed(rows)
     ]
-
-
-def _csv_cell(value: object) -> str:
-    text = "" if value is None else str(value)
-    # Spreadsheets run cells that start with these as formulas: neutralise them.
-    return "'" + text if text[:1] in ("=", "+", "-", "@") and not _is_number(text) else text
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def history_csv(rows: list[HistoryRow]) -> str:
@@ -403,7 +362,7 @@ def history_csv(rows: list[HistoryRow]) -> str:
     writer.writerow(fields)
     for r in rows:
         data = r.model_dump()
-        writer.writerow([_csv_cell(data[f]) for f in fields])
+        writer.writerow([csv_cell(data[f]) for f in fields])
     return out.getvalue()
 
 

@@ -117,7 +117,7 @@ $("${COMPOSE[@]}" logs --tail 30 --no-log-prefix "$svc" 2>&1)"
             exited*|dead*|*unhealthy)
                 die "$svc is '$state'; last log lines:
 $("${COMPOSE[@]}" logs --tail 40 --no-log-prefix "$svc" 2>&1)
-(see README.md, 'When a server is unhealthy')" ;;
+(see docs/gpu-compose.md, 'When a server is unhealthy')" ;;
         esac
         last="$("${COMPOSE[@]}" logs --tail 1 --no-log-prefix "$svc" 2>/dev/null | cut -c1-110)"
         log "waiting for $svc ($state, $(( now - start )) s): ${last:-no output yet}"
@@ -160,7 +160,7 @@ def fmt(x, spec):
     return "n/a" if x is None else format(x, spec)
 
 
-print("preset %s, mode %s" % (r.get("preset"), r.get("mode")))
+print("preset %s, order %s" % (r.get("preset"), r.get("order")))
 for name, d in (("baseline", b), ("speculative", s)):
     print("%-11s decode %s tok/s, ttft %s s, %s tokens" % (
         name, fmt(d.get("decode_tokens_per_s"), ".1f"), fmt(d.get("ttft_s"), ".3f"), d.get("completion_tokens")))

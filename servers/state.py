@@ -1,14 +1,15 @@
-"""The state file: which processes this launcher started, so `down` stops exactly those."""
+"""The state file: which processes this launcher started, so `down` stops exactly those, and what
+the supervisor did to them (restarts, their last cause), so `status` can say it."""
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
+from demo.files import atomic_write
 from servers.config import Role
 
 
@@ -29,11 +30,32 @@ class ServerRecord(BaseModel):
     # cold: no compile cache for these flags yet; warm: the cache from an earlier start was there.
     start_kind: Literal["cold", "warm"] | None = None
 
+    # Written by the supervisor (servers/supervisor.py).
+    restarts: int = 0
+    # When the supervisor restarted this server within the last hour: the restart cap counts these.
+    restart_times: list[datetime] = []
+    # Why it last failed ("exit code 1", "killed by SIGKILL", "no /health answer for 30 s") and when.
+    last_cause: str | None = None
+    last_cause_at: datetime | None = None
+    # A restart is due at this time (backoff); None while the server runs.
+    next_restart_at: datetime | None = None
+    # Why the supervisor is not restarting it now (the hourly cap, a port taken), else None.
+    held: str | None = None
+
+
+class SupervisorRecord(BaseModel):
+    pid: int
+    start_ticks: int
+    started_at: datetime
+    # detached: `up --detach` left it in the background; foreground: the `up` in a terminal.
+    mode: Literal["detached", "foreground"]
+
 
 class LauncherState(BaseModel):
     launcher_pid: int
     device: str
     servers: list[ServerRecord]
+    supervisor: SupervisorRecord | None = None
 
 
 def read_state(path: Path) -> LauncherState | None:
@@ -48,9 +70,7 @@ def read_state(path: Path) -> LauncherState | None:
 
 def write_state(path: Path, state: LauncherState) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(state.model_dump_json(indent=2))
-    os.replace(tmp, path)  # atomic: `status` never reads half a file
+    atomic_write(path, state.model_dump_json(indent=2))  # `status` never reads half a file
 
 
 def clear_state(path: Path) -> None:

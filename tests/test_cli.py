@@ -25,11 +25,11 @@ def test_json_output_is_one_object_with_the_documented_keys(tmp_path: Path) -> N
     spec_b = StandinBehavior(tokens_per_s=300, ttft_s=0.01, speculative=True, chunk_sizes=[1, 3, 5])
     with Standin.pair(StandinBehavior(tokens_per_s=150, ttft_s=0.01), spec_b) as (base, spec):
         p = run_cli("--baseline-url", base.url, "--speculative-url", spec.url, "--preset", "json_reformat",
-                    "--max-tokens", "50", "--mode", "sequential", "--json", runs_dir=tmp_path)
+                    "--max-tokens", "50", "--order", "sequential", "--json", runs_dir=tmp_path)
         truth = spec.last_truth
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)  # exactly one JSON object: anything else fails to parse
-    assert out["mode"] == "sequential" and out["preset"] == "json_reformat"
+    assert out["order"] == "sequential" and out["preset"] == "json_reformat"
     assert SIDE_KEYS <= set(out["baseline"]) and SPEC_KEYS <= set(out["speculative"])
     assert out["speculative"]["completion_tokens"] == 50
     assert abs(out["speculative"]["acceptance_rate"] - truth.acceptance_rate) < 1e-9

@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Answers /health and /v1/models like vLLM. Its behaviour per role comes from FAKE_<ROLE>:
 # ok | crash (prints, exits 1) | never-healthy (serves 503) | ignore-term (needs SIGKILL) | forks
-# (spawns a grandchild that must die with it).
+# (spawns a grandchild that must die with it) | crash-on-restart (serves at its first start; every
+# later start, e.g. by the supervisor, exits with code 3).
 FAKE_SERVER = textwrap.dedent('''
     import http.server, json, os, signal, subprocess, sys, time
     args = sys.argv[1:]
@@ -39,6 +40,12 @@ FAKE_SERVER = textwrap.dedent('''
             print(f"fake {role}: log line {i}")
         print(f"fake {role}: RuntimeError: boom", flush=True)
         sys.exit(1)
+    if mode == "crash-on-restart":
+        marker = os.path.join(os.path.dirname(os.path.abspath(__file__)), role + ".started")
+        if os.path.exists(marker):
+            print(f"fake {role}: RuntimeError: crash on restart", flush=True)
+            sys.exit(3)
+        open(marker, "w").close()
     if mode == "ignore-term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if mode == "forks":
@@ -411,3 +418,28 @@ def test_gpu_device_starts_the_speculative_server_after_the_baseline_is_healthy(
     assert "--gpu-memory-utilization" in " ".join(rec["baseline"]["command"])
     assert env.run("down").returncode == 0
     assert env.wait_no_leftovers() == []
+
+
+def test_cli_flags_are_the_settings_fields_marked_for_the_cli() -> None:
+    """The parser is built from LauncherSettings: every flag sets the field of its name (two keep a
+    shorter spelling), and the spellings users and scripts know stay exactly these."""
+    from servers.__main__ import _parser, _settings
+
+    choices = next(a for a in _parser()._actions if a.dest == "command").choices
+    assert isinstance(choices, dict)  # the subparsers action maps each subcommand to its parser
+    up = choices["up"]
+    flags = {o for a in up._actions for o in a.option_strings if o.startswith("--")}
+    assert flags == {
+        "--help", "--detach", "--profile", "--host", "--baseline-port", "--speculative-port", "--run-dir",
+        "--device", "--model", "--served-model-name", "--speculative-config", "--per-request-spec-metrics",
+        "--dtype", "--max-model-len", "--baseline-cores", "--speculative-cores", "--kv-space",
+        "--gpu-memory-utilization", "--extra-args", "--vllm-venv", "--vllm-python", "--cache-dir",
+        "--startup-timeout", "--server-command",
+    }
+    s = _settings(_parser().parse_args(["up", "--kv-space", "3", "--startup-timeout", "7.5", "--baseline-port", "9001",
+                                        "--per-request-spec-metrics", "off", "--run-dir", "/tmp/x"]))
+    assert (s.kvcache_space_gib, s.startup_timeout_s, s.baseline_port) == (3, 7.5, 9001)
+    assert s.per_request_spec_metrics == "off"
+    assert str(s.run_dir) == "/tmp/x"
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["up", "--device", "tpu"])

@@ -26,7 +26,7 @@ def test_multi_token_chunks_measured_right(per_request: bool) -> None:
     spec_b = StandinBehavior(tokens_per_s=300, ttft_s=0.02, speculative=True, chunk_sizes=[1, 3, 5, 2],
                              per_request_metrics=per_request)
     with Standin(base_b) as base, Standin(spec_b) as spec:
-        result = race(base, spec, REQ.model_copy(update={"mode": "sequential"}))
+        result = race(base, spec, REQ.model_copy(update={"order": "sequential"}))
         bt, st = base.last_truth, spec.last_truth
     b, s = result.baseline, result.speculative
     assert b.error is None and s.error is None
@@ -64,9 +64,9 @@ def test_chunk_counting_would_have_failed() -> None:
 
 def test_race_mode_starts_both_together_and_sequential_one_after_the_other() -> None:
     with Standin.pair(StandinBehavior(tokens_per_s=400, ttft_s=0.01)) as (base, spec):
-        race(base, spec, REQ.model_copy(update={"mode": "race", "max_tokens": 60}))
+        race(base, spec, REQ.model_copy(update={"order": "simultaneous", "max_tokens": 60}))
         assert abs(base.last_truth.t_request - spec.last_truth.t_request) < 0.05
-        race(base, spec, REQ.model_copy(update={"mode": "sequential", "max_tokens": 60}))
+        race(base, spec, REQ.model_copy(update={"order": "sequential", "max_tokens": 60}))
         base_last = base.last_truth.t_last_token_sent
         assert base_last is not None and spec.last_truth.t_request >= base_last
 

@@ -192,7 +192,7 @@ def test_prompt_over_the_context_is_refused_before_sending() -> None:
 def test_sequential_second_side_waits_at_zero_elapsed() -> None:
     async def go(base: Standin, spec: Standin) -> list:
         settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
-        req = REQ.model_copy(update={"max_tokens": 30, "mode": "sequential"})
+        req = REQ.model_copy(update={"max_tokens": 30, "order": "sequential"})
         return [snap async for snap in stream_race(req, settings)]
 
     with Standin.pair(StandinBehavior(tokens_per_s=60, ttft_s=0.01)) as (base, spec):

@@ -17,7 +17,7 @@ from tests.ports import free_port
 from tests.standin import Standin, StandinBehavior
 
 REQ = RaceRequest(preset="json_reformat", messages=[Message(role="user", content="Reformat <b>this</b>")],
-                  max_tokens=40, mode="race")
+                  max_tokens=40, order="simultaneous")
 
 
 def saved_race(tmp_path: Path, base_url: str | None = None) -> Path:

@@ -11,8 +11,9 @@ import pytest
 
 from demo.settings import ROOT, Settings
 from demo.sweep.models import SweepSpec
+from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
-from demo.sweep.runner import new_result, resolve_presets, run_sweep
+from demo.sweep.runner import new_result, run_sweep
 from tests.standin import Standin, StandinBehavior
 
 pytestmark = pytest.mark.browser

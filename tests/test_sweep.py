@@ -18,8 +18,9 @@ import pytest
 from demo.cli import main
 from demo.settings import ROOT, Settings
 from demo.sweep.models import CellResult, SweepResult, SweepSpec
+from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
-from demo.sweep.runner import Progress, new_result, resolve_presets, run_sweep
+from demo.sweep.runner import Progress, new_result, run_sweep
 from tests.signals import interruptible
 from tests.standin import Standin, StandinBehavior, Truth
 
@@ -49,16 +50,15 @@ def batches(truths: list[Truth], size: int) -> list[list[Truth]]:
 
 def throughput(batch: list[Truth]) -> float:
     """The truth of a batch's aggregate output tokens/s: tokens over first request to last token."""
-    last = [t.t_last_token_sent for t in batch if t.t_last_token_sent is not None]
-    assert len(last) == len(batch), "a request of the batch sent no token"
-    wall = max(last) - min(t.t_request for t in batch)
+    ends = [t.t_last_token_sent for t in batch if t.t_last_token_sent is not None]
+    assert len(ends) == len(batch)  # every request sent its last token
+    wall = max(ends) - min(t.t_request for t in batch)
     return sum(t.completion_tokens for t in batch) / wall
 
 
 def decode_rates(batch: list[Truth]) -> list[float]:
-    """The true decode tokens/s of each request of a batch."""
     rates = [t.decode_tokens_per_s for t in batch if t.decode_tokens_per_s is not None]
-    assert len(rates) == len(batch), "a request of the batch has no decode rate"
+    assert len(rates) == len(batch)  # every request decoded more than one token
     return rates
 
 
@@ -237,7 +237,6 @@ def test_terminal_progress_bar_redraws_one_line() -> None:
     import io
 
     from demo.sweep.cli import ProgressBar
-    from demo.sweep.runner import Progress
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

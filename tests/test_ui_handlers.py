@@ -20,7 +20,7 @@ def _settings(base, spec) -> Settings:
 
 
 def _req(max_tokens: int):
-    return handlers.build_request({}, None, "hello", 0.0, max_tokens, "race")
+    return handlers.build_request({}, None, "hello", 0.0, max_tokens, "simultaneous")
 
 
 @pytest.mark.asyncio
@@ -117,20 +117,20 @@ def test_build_request_preset_or_free_prompt() -> None:
                messages=[Message(role="system", content="sys"), Message(role="user", content="do it")])
     req = handlers.build_request({"json": p}, "json", "do it", 0.0, 120, "sequential")
     assert req.preset == "json" and req.messages == p.messages and req.max_tokens == 120
-    assert req.mode == "sequential"
-    edited = handlers.build_request({"json": p}, "json", "do it again", 0.5, 50, "race")
+    assert req.order == "sequential"
+    edited = handlers.build_request({"json": p}, "json", "do it again", 0.5, 50, "simultaneous")
     assert edited.preset is None and edited.messages is not None and edited.messages[0].content == "do it again"
     with pytest.raises(ValueError, match="max_tokens"):
-        handlers.build_request({}, None, "x", 0.0, 0, "race")
+        handlers.build_request({}, None, "x", 0.0, 0, "simultaneous")
     with pytest.raises(ValueError, match="temperature"):
-        handlers.build_request({}, None, "x", 3.0, 10, "race")
+        handlers.build_request({}, None, "x", 3.0, 10, "simultaneous")
 
 
 @pytest.mark.asyncio
 async def test_empty_prompt_says_so_and_sends_nothing(standin_factory) -> None:
     base = standin_factory()
     spec = standin_factory(speculative=True)
-    req = handlers.build_request({}, None, "   ", 0.0, 10, "race")
+    req = handlers.build_request({}, None, "   ", 0.0, 10, "simultaneous")
     frames = [f async for f in handlers.race_frames(req, _settings(base, spec), RaceControl())]
     status = frames[-1].run_status
     assert status is not None and 'data-state="error"' in status and "empty" in status

@@ -44,7 +44,7 @@ async def test_a_race_frame_leaves_out_at_most_the_race_chart(standin_factory) -
     elem = [c.elem_id for c in race.outputs]
     chart_at, finished_at = elem.index("sd-race-plot"), len(elem) - 1
     request = SimpleNamespace(session_hash="t-outputs")
-    frames = [f async for f in race.fn(None, "Say hello.", 0.0, 40, "race", request)]
+    frames = [f async for f in race.fn(None, "Say hello.", 0.0, 40, "simultaneous", request)]
     live = [f for f in frames if isinstance(f, list)]
     assert len(live) >= 5, frames
     for frame in live[1:]:  # the first frame comes before anything is known

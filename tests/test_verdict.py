@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from demo.sweep.models import BatchStats, CellResult, CellSettings, SideCell, Spread, SweepResult, SweepSpec
-from demo.sweep.runner import expected_tokens_per_step
+from demo.sweep.pooling import expected_tokens_per_step
 from demo.sweep.verdict import decide, verdicts
 
 
@@ -45,8 +45,8 @@ def test_theory_formula() -> None:
 def test_structured_output_that_pays_everywhere_is_enable() -> None:
     v = decide([cell("json_reformat", 1, 2.1), cell("json_reformat", 4, 2.0)], "JSON")
     assert v.decision == "enable"
-    assert v.headline.startswith("json_reformat (T=0) at concurrency 1: 2.10x, acceptance 70%")
-    assert "at concurrency 4 still 2.00x" in v.headline
+    assert v.headline.startswith("json_reformat (T=0) at concurrency 1: 2.10×, acceptance 70%")
+    assert "at concurrency 4 still 2.00×" in v.headline
     items = {i.name: i for i in v.checklist}
     assert items["structuredness"].status == "good" and "acceptance 70%" in items["structuredness"].text
     assert items["memory headroom"].status == "good" and "20%" in items["memory headroom"].text
@@ -61,10 +61,10 @@ def test_structured_output_that_pays_everywhere_is_enable() -> None:
 def test_gain_that_falls_with_concurrency_is_depends_and_says_where() -> None:
     v = decide([cell("json_reformat", 1, 2.1), cell("json_reformat", 4, 1.5), cell("json_reformat", 16, 1.1)], "JSON")
     assert v.decision == "depends"
-    assert "at concurrency 1: 2.10x, acceptance 70%; at concurrency 16 the gain falls to 1.10x" in v.headline
+    assert "at concurrency 1: 2.10×, acceptance 70%; at concurrency 16 the gain falls to 1.10×" in v.headline
     assert "Enable for concurrency up to 4, not beyond" in v.headline
     conc = next(i for i in v.checklist if i.name == "concurrency")
-    assert conc.status == "mixed" and "2.10x at 1, 1.50x at 4, 1.10x at 16" in conc.text
+    assert conc.status == "mixed" and "2.10× at 1, 1.50× at 4, 1.10× at 16" in conc.text
 
 
 def test_free_form_text_with_no_gain_is_dont() -> None:
@@ -87,7 +87,7 @@ def test_prefill_heavy_workload_says_why_the_gain_is_small() -> None:
     assert v.decision == "depends"
     pre = next(i for i in v.checklist if i.name == "prefill share")
     assert pre.status == "bad" and "70%" in pre.text
-    assert "a decode gain of 1.32x shows as 1.10x end to end" in pre.text
+    assert "a decode gain of 1.32× shows as 1.10× end to end" in pre.text
 
 
 def test_no_figures_is_unknown_with_the_error() -> None:
@@ -123,5 +123,5 @@ def test_a_gain_beyond_the_tokens_per_step_is_noise_and_not_counted() -> None:
     v = decide([cell("poetry", 1, 1.28, temperature=1.0, accepted=0, drafted=52, drafts=13),
                 cell("poetry", 2, 0.86, temperature=1.0, accepted=0, drafted=172, drafts=43)], "Poetry")
     assert v.decision == "don't"
-    assert "at concurrency 1: 1.00x, acceptance 0%" in v.headline
-    assert "1.28x measured at concurrency 1 is more than the 1.00 tokens per step" in v.headline
+    assert "at concurrency 1: 1.00×, acceptance 0%" in v.headline
+    assert "1.28× measured at concurrency 1 is more than the 1.00 tokens per step" in v.headline

@@ -22,7 +22,7 @@ def _result(**kw) -> RaceResult:
                       spec=SpecStats(source="per_request", acceptance_rate=0.7123,
                                      mean_acceptance_length=3.85, num_spec_tokens=4,
                                      per_position_acceptance=[0.9, 0.7, 0.5, 0.3]))
-    fields = dict(mode="race", preset="json", request=RaceRequest(temperature=0.0), baseline=base,
+    fields = dict(order="simultaneous", preset="json", request=RaceRequest(temperature=0.0), baseline=base,
                   speculative=spec, speedup=2.9137, e2e_speedup=2.88, identical_text=True)
     fields.update(kw)
     return RaceResult(**fields)
@@ -35,7 +35,7 @@ def _snapshot(result: RaceResult | None = None, **side_kw) -> RaceSnapshot:
     s = SideSnapshot(side="speculative", status="streaming", text="abcd", completion_tokens=4,
                      elapsed_s=0.5, ttft_s=0.06, tokens_per_s=90.0,
                      bursts=[(0.06, 1, "a"), (0.09, 3, "bcd")], **side_kw)
-    return RaceSnapshot(mode="race", baseline=b, speculative=s, result=result)
+    return RaceSnapshot(order="simultaneous", baseline=b, speculative=s, result=result)
 
 
 def test_escape_model_output_in_text_and_bursts() -> None:
@@ -127,8 +127,8 @@ def test_errors_and_titles_are_escaped() -> None:
 
 
 def test_mode_labels() -> None:
-    assert "compete" in view.mode_html("race")
-    assert "Sequential A/B" in view.mode_html("sequential")
+    assert "compete" in view.order_html("simultaneous")
+    assert "Sequential A/B" in view.order_html("sequential")
 
 
 def test_history_rows_and_csv() -> None:

@@ -14,24 +14,16 @@ from typing import TextIO
 
 from pydantic import ValidationError
 
-from demo.cli import UsageError
+from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_from_args
+from demo.fmt import validation_summary
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep.models import CellResult, SweepSpec
+from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.report import DECISION_LABELS, finalize, write_outputs
-from demo.sweep.runner import Progress, UnknownPresetError, new_result, resolve_presets, run_sweep
+from demo.sweep.runner import Progress, new_result, run_sweep
 
 DEFAULT_CONCURRENCY = "1,4"
-
-
-def parse_numbers(text: str, kind: type, what: str) -> list:
-    try:
-        values = [kind(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UsageError(f"--{what} must be comma-separated numbers, got {text!r}") from None
-    if not values:
-        raise UsageError(f"--{what} is empty")
-    return values
 
 
 def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
@@ -39,8 +31,7 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
                        description="Sequential A/B per cell (baseline batch, then speculative batch, same "
                                    "prompts, same concurrency), with warm-up and repeats; writes results.json, "
                                    "results.csv and report.html with a verdict per workload.")
-    p.add_argument("--baseline-url", help="default: SPECDEMO_BASELINE_URL or http://127.0.0.1:8000")
-    p.add_argument("--speculative-url", help="default: SPECDEMO_SPECULATIVE_URL or http://127.0.0.1:8001")
+    add_server_args(p)
     p.add_argument("--presets", help="comma-separated preset names (default: every preset)")
     p.add_argument("--concurrency", default=DEFAULT_CONCURRENCY,
                    help=f"concurrent requests per batch, comma-separated (default {DEFAULT_CONCURRENCY})")
@@ -107,13 +98,11 @@ def make_spec(settings: Settings, presets: list[str], concurrency: str, temperat
                          presets=presets, concurrency=conc, temperatures=temps, repeats=repeats, warmup=warmup,
                          max_tokens=max_tokens, order=order)
     except ValidationError as e:
-        err = e.errors()[0]
-        raise UsageError(f"{'.'.join(map(str, err['loc']))}: {err['msg']}") from None
+        raise UsageError(validation_summary(e)) from None
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    overrides = {k: v for k, v in (("baseline_url", args.baseline_url), ("speculative_url", args.speculative_url)) if v}
-    settings = Settings(**overrides)
+    settings = settings_from_args(args)
     spec = build_spec(args, settings)
     try:
         presets = resolve_presets(spec.presets, settings.presets_dir)
@@ -123,11 +112,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     result = new_result(spec, presets)
     bar = ProgressBar(sys.stderr, enabled=not args.no_progress)
 
-    def save(_cell: CellResult) -> None:
+    def write_so_far(_cell: CellResult) -> None:
         write_outputs(finalize(result), out)
 
     try:
-        asyncio.run(run_sweep(spec, settings, result, presets, on_progress=bar.update, on_cell=save))
+        asyncio.run(run_sweep(spec, settings, result, presets, on_progress=bar.update, on_cell=write_so_far))
     except KeyboardInterrupt:
         bar.close()
         result.interrupted = True

@@ -1,5 +1,5 @@
 """Plotly figures of a sweep, shared by report.html and the Evaluate tab. They plot the
-figures the runner pooled; the one subtraction here (decode time = e2e p50 - TTFT p50)
+figures demo.sweep.pooling pooled; the one subtraction here (decode time = e2e p50 - TTFT p50)
 splits a bar into its two parts.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from demo.charts import COLORS, empty_figure, layout
+from demo.fmt import fmt_percent, fmt_speedup
 from demo.sweep.models import CellResult, SweepResult
 
 PALETTE = ["#ffb000", "#4ea1ff", "#3ccf91", "#ff6b6b", "#c58cff", "#f2f4f8", "#9aa4b2"]
@@ -41,7 +42,7 @@ def speedup_figure(result: SweepResult) -> go.Figure:
         fig.add_trace(go.Bar(
             name=name, x=[str(c.settings.concurrency) for c in mine], y=med,
             marker_color=PALETTE[i % len(PALETTE)],
-            text=[f"{m:.2f}x" for m in med], textposition="outside",
+            text=[fmt_speedup(m) for m in med], textposition="outside",
             error_y=dict(type="data", symmetric=False,
                          array=[s.max - s.median for s in spans],
                          arrayminus=[s.median - s.min for s in spans]),
@@ -63,10 +64,10 @@ def acceptance_figure(result: SweepResult) -> go.Figure:
     presets = list(dict.fromkeys(v.preset for v in points))
     for i, p in enumerate(presets):
         mine = sorted((v for v in points if v.preset == p), key=lambda v: v.temperature)
-        pcts = [r * 100 for v in mine if (r := v.acceptance_rate) is not None]  # all of them: filtered above
+        rates = [r for v in mine if (r := v.acceptance_rate) is not None]  # all of them: filtered above
         fig.add_trace(go.Scatter(
-            name=p, x=[v.temperature for v in mine], y=pcts,
-            mode="lines+markers+text", text=[f"{pct:.0f}%" for pct in pcts],
+            name=p, x=[v.temperature for v in mine], y=[r * 100 for r in rates],
+            mode="lines+markers+text", text=[fmt_percent(r) for r in rates],
             textposition="top center", marker=dict(size=12), line=dict(width=3, color=PALETTE[i % len(PALETTE)]),
         ))
     fig.update_layout(title=title, xaxis_title="temperature", yaxis_title="accepted drafted tokens (%)",

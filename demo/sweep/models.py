@@ -11,11 +11,10 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from demo.results import Api, Side
+from demo.results import Api, Order, Side
 from demo.server_info import ServerInfo
 
 SCHEMA_VERSION = 1
-Order = Literal["sequential", "simultaneous"]
 CellStatus = Literal["ok", "partial", "failed", "interrupted"]
 Decision = Literal["enable", "don't", "depends", "unknown"]
 

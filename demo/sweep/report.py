@@ -7,23 +7,20 @@ from __future__ import annotations
 import csv
 import io
 from datetime import UTC, datetime
-from html import escape
 from pathlib import Path
 from typing import Any
 
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from demo.files import atomic_write
+from demo.fmt import TIMES, csv_cell, esc, fmt_percent, fmt_speedup
 from demo.sweep.figures import all_figures
 from demo.sweep.models import CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadVerdict
-from demo.sweep.runner import assemble_cell
+from demo.sweep.pooling import assemble_cell
 from demo.sweep.verdict import verdicts
 
 DECISION_LABELS = {"enable": "ENABLE", "don't": "DON'T", "depends": "DEPENDS", "unknown": "NO VERDICT"}
-
-
-def esc(x: object) -> str:
-    return escape(str(x), quote=True)
 
 
 def finalize(result: SweepResult) -> SweepResult:
@@ -33,19 +30,14 @@ def finalize(result: SweepResult) -> SweepResult:
     return result
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)  # a reader (or a Ctrl-C) never sees half a file
-
-
 def write_outputs(result: SweepResult, out_dir: Path) -> dict[str, Path]:
     """Write results.json, results.csv and report.html; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "results.json", "csv": out_dir / "results.csv", "html": out_dir / "report.html"}
-    _atomic_write(paths["json"], result.model_dump_json(indent=1))
-    _atomic_write(paths["csv"], results_csv(result))
-    _atomic_write(paths["html"], report_html(result))
+    # Each file whole or not at all: a reader (or a Ctrl-C) never sees half of one.
+    atomic_write(paths["json"], result.model_dump_json(indent=1))
+    atomic_write(paths["csv"], results_csv(result))
+    atomic_write(paths["html"], report_html(result))
     return paths
 
 
@@ -84,12 +76,6 @@ def cell_row(c: CellResult) -> dict[str, Any]:
     return row
 
 
-def _csv_cell(v: object) -> str:
-    text = "" if v is None else str(v)
-    # Spreadsheets run a cell that starts with these as a formula (errors hold server text).
-    return "'" + text if text[:1] in ("=", "+", "-", "@") and not isinstance(v, (int, float)) else text
-
-
 def results_csv(result: SweepResult) -> str:
     out = io.StringIO()
     rows = [cell_row(c) for c in result.cells]
@@ -97,7 +83,7 @@ def results_csv(result: SweepResult) -> str:
     w = csv.writer(out)
     w.writerow(fields)
     for r in rows:
-        w.writerow([_csv_cell(r[f]) for f in fields])
+        w.writerow([csv_cell(r[f]) for f in fields])
     return out.getvalue()
 
 
@@ -146,13 +132,13 @@ def _num(v: float | int | None, fmt: str, unit: str = "") -> str:
 
 
 def _pct(v: float | None) -> str:
-    return '<td class="na">n/a</td>' if v is None else f'<td data-value="{esc(repr(v))}">{v * 100:.0f}%</td>'
+    return '<td class="na">n/a</td>' if v is None else f'<td data-value="{esc(repr(v))}">{fmt_percent(v)}</td>'
 
 
 def _spread(s: Spread | None, key: str) -> str:
     if s is None:
         return f'<td class="na" data-key="{esc(key)}">n/a</td>'
-    return (f'<td data-key="{esc(key)}" data-value="{esc(repr(s.median))}">{s.median:.2f}x'
+    return (f'<td data-key="{esc(key)}" data-value="{esc(repr(s.median))}">{fmt_speedup(s.median)}'
             f'<br><span class="muted">{s.min:.2f}-{s.max:.2f}</span></td>')
 
 
@@ -216,7 +202,7 @@ def cells_table(result: SweepResult) -> str:
             f'<td class="l">{esc(st.preset)}</td><td>{esc(format(st.temperature, "g"))}</td><td>{st.concurrency}</td>'
             f'<td class="l">{esc(c.status)}</td>'
             + _spread(c.speedup, "speedup") + _spread(c.decode_speedup, "decode_speedup")
-            + _num(c.e2e_speedup, ".2f", "x") + _pct(c.acceptance_rate) + _num(c.mean_acceptance_length, ".2f")
+            + _num(c.e2e_speedup, ".2f", TIMES) + _pct(c.acceptance_rate) + _num(c.mean_acceptance_length, ".2f")
             + _num(c.expected_tokens_per_step, ".2f") + _side_cols(c.baseline) + _side_cols(c.speculative) + "</tr>")
     return f'<div class="scroll"><table class="cells">{head1}{head2}{"".join(rows)}</table></div>'
 

@@ -3,8 +3,10 @@
 A cell sends ``concurrency`` identical requests at once to one server (a batch), then the
 same batch to the other: baseline first, speculative second (``order="sequential"``, each
 server alone: the fair A/B), ``repeats`` times, after ``warmup`` untimed batches. Every
-request is streamed by demo.client and measured by demo.measure.SideMeter: this module
-only pools per-request figures into batch, side and cell figures (medians and spread).
+request is streamed by demo.client and measured by demo.measure.SideMeter; demo.sweep.pooling
+turns those per-request figures into batch, side and cell figures. This module runs the cells
+(orchestration and I/O); the plan comes from demo.sweep.plan, the machine's description from
+demo.sweep.machine.
 
 A failing server never stops the sweep: its requests' one-line errors land in the cell.
 Cancellation (Ctrl-C) records the cell in progress as ``interrupted`` before it propagates.
@@ -13,43 +15,26 @@ Cancellation (Ctrl-C) records the cell in progress as ``interrupted`` before it 
 from __future__ import annotations
 
 import asyncio
-import os
-import platform
-import shutil
-import statistics
-import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import httpx
 from pydantic import BaseModel
 
 from demo.client import StreamError, discover_model, make_http_client, stream_completion
-from demo.measure import SideMeter, percentile
-from demo.metrics import MetricsSample, scrape_metrics, spec_stats_from_delta
-from demo.presets import Preset, load_presets
+from demo.measure import SideMeter
+from demo.metrics import scrape_metrics
+from demo.presets import Preset
 from demo.results import RaceRequest, Side, SideResult
 from demo.server_info import probe_server
 from demo.settings import Settings
-from demo.sweep.models import (
-    BatchStats,
-    CellResult,
-    CellSettings,
-    MachineInfo,
-    SideCell,
-    Spread,
-    SweepResult,
-    SweepSpec,
-)
+from demo.sweep.machine import machine_info, server_version
+from demo.sweep.models import BatchStats, CellResult, CellSettings, SweepResult, SweepSpec
+from demo.sweep.plan import cell_label, cell_request, plan_cells
+from demo.sweep.pooling import assemble_cell, batch_stats
 
-SAMPLE_CHARS = 300
 WARMUP_MAX_TOKENS = 16  # warm-up batches only need to touch every code path once
 KV_SAMPLE_INTERVAL_S = 0.1
-
-
-class UnknownPresetError(ValueError):
-    """A preset name that is not in the presets folder."""
 
 
 class Progress(BaseModel):
@@ -60,196 +45,6 @@ class Progress(BaseModel):
 
 ProgressFn = Callable[[Progress], None]
 CellFn = Callable[[CellResult], None]
-
-
-# --------------------------------------------------------------------------- planning
-
-
-def resolve_presets(names: list[str], presets_dir: Path) -> dict[str, Preset]:
-    """The named presets; raises UnknownPresetError naming the known ones."""
-    presets, _errors = load_presets(presets_dir)
-    unknown = [n for n in names if n not in presets]
-    if unknown:
-        known = ", ".join(sorted(presets)) or "none found in " + str(presets_dir)
-        raise UnknownPresetError(f"unknown preset {', '.join(map(repr, unknown))}; known presets: {known}")
-    return {n: presets[n] for n in names}
-
-
-def plan_cells(spec: SweepSpec, presets: dict[str, Preset]) -> list[CellSettings]:
-    cells = []
-    for name in spec.presets:
-        p = presets[name]
-        for t in spec.temperatures if spec.temperatures is not None else [p.temperature]:
-            for c in spec.concurrency:
-                cells.append(CellSettings(
-                    preset=name, temperature=t, concurrency=c, max_tokens=spec.max_tokens or p.max_tokens,
-                    api=p.api, repeats=spec.repeats, warmup=spec.warmup, order=spec.order,
-                    baseline_url=spec.baseline_url, speculative_url=spec.speculative_url))
-    return cells
-
-
-def cell_label(c: CellSettings) -> str:
-    return f"{c.preset} T={c.temperature:g} c={c.concurrency}"
-
-
-def cell_request(cell: CellSettings, preset: Preset) -> RaceRequest:
-    return RaceRequest(preset=preset.name, messages=preset.messages, api=cell.api,
-                       temperature=cell.temperature, max_tokens=cell.max_tokens, mode="sequential")
-
-
-# --------------------------------------------------------------------------- pooling
-
-
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def spread(values: list[float]) -> Spread | None:
-    if not values:
-        return None
-    return Spread(median=statistics.median(values), min=min(values), max=max(values), n=len(values))
-
-
-def expected_tokens_per_step(a: float | None, k: int | None) -> float | None:
-    """Leviathan et al.: expected tokens per target pass for acceptance a and k drafted tokens."""
-    if a is None or k is None:
-        return None
-    if a >= 1.0:
-        return float(k + 1)
-    return (1 - a ** (k + 1)) / (1 - a)
-
-
-def batch_stats(side: Side, results: list[SideResult], wall_s: float | None, kv_peak: float | None,
-                before: MetricsSample | None, after: MetricsSample | None) -> BatchStats:
-    """Pool one batch's per-request results (all figures come from SideMeter)."""
-    stats = BatchStats(side=side, requests=len(results), wall_s=wall_s, kv_cache_usage_peak_perc=kv_peak)
-    for r in results:
-        if r.error and r.error not in stats.errors:
-            stats.errors.append(r.error)
-    ok = [r for r in results if r.complete]
-    stats.ok_requests = len(ok)
-    if not ok:
-        why = "no request finished" + (f": {stats.errors[0]}" if stats.errors else "")
-        for f in ("output_tokens_per_s", "decode_tokens_per_s_p50", "ttft_p50_s", "e2e_p50_s"):
-            stats.na_reasons[f] = why
-        return stats
-    stats.completion_tokens_total = sum(r.completion_tokens or 0 for r in ok)
-    if wall_s and stats.completion_tokens_total:
-        stats.output_tokens_per_s = stats.completion_tokens_total / wall_s
-    else:
-        stats.na_reasons["output_tokens_per_s"] = "no tokens counted (the server sent no usage)"
-    stats.decode_tokens_per_s_p50 = _median([r.decode_tokens_per_s for r in ok if r.decode_tokens_per_s])
-    if stats.decode_tokens_per_s_p50 is None:
-        stats.na_reasons["decode_tokens_per_s_p50"] = next(
-            (r.na_reasons["decode_tokens_per_s"] for r in ok if "decode_tokens_per_s" in r.na_reasons), "not measured")
-    ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
-    e2es = [r.e2e_s for r in ok if r.e2e_s is not None]
-    stats.ttft_p50_s, stats.ttft_p95_s = percentile(ttfts, 50), percentile(ttfts, 95)
-    stats.e2e_p50_s, stats.e2e_p95_s = percentile(e2es, 50), percentile(e2es, 95)
-    stats.itl_p50_s = _median([r.itl_p50_s for r in ok if r.itl_p50_s is not None])
-    stats.itl_p95_s = _median([r.itl_p95_s for r in ok if r.itl_p95_s is not None])
-    stats.sample_text = ok[0].text[:SAMPLE_CHARS]
-    if side == "speculative":
-        _pool_acceptance(stats, ok, before, after)
-    return stats
-
-
-def _pool_acceptance(stats: BatchStats, ok: list[SideResult], before: MetricsSample | None,
-                     after: MetricsSample | None) -> None:
-    """Per-request acceptance summed over the batch; else the /metrics delta around the batch."""
-    per = [r.spec for r in ok]
-    counts = [(s.accepted_tokens, s.draft_tokens, s.drafts) for s in per
-              if s is not None and s.source == "per_request" and s.draft_tokens is not None
-              and s.accepted_tokens is not None and s.drafts is not None]
-    if len(counts) == len(per):  # every request reported all three
-        stats.accepted_tokens = sum(a for a, _, _ in counts)
-        stats.draft_tokens = sum(d for _, d, _ in counts)
-        stats.drafts = sum(n for _, _, n in counts)
-        stats.num_spec_tokens = next((s.num_spec_tokens for s in per if s and s.num_spec_tokens), None)
-        stats.acceptance_source = "per_request"
-        return
-    delta = spec_stats_from_delta(before, after)
-    if delta is None:
-        stats.na_reasons["acceptance_rate"] = "the server reports no speculative metrics (is it speculating?)"
-        return
-    if delta.accepted_tokens is None or not delta.draft_tokens:
-        stats.na_reasons["acceptance_rate"] = (delta.na_reasons.get("acceptance_rate")
-                                               or "no drafts were proposed in the batch")
-        return
-    stats.accepted_tokens, stats.draft_tokens, stats.drafts = delta.accepted_tokens, delta.draft_tokens, delta.drafts
-    stats.num_spec_tokens = delta.num_spec_tokens
-    stats.acceptance_source = "metrics_delta"
-
-
-def side_cell(side: Side, batches: list[BatchStats]) -> SideCell:
-    cell = SideCell(side=side, batches=batches)
-    cell.requests = sum(b.requests for b in batches)
-    cell.ok_requests = sum(b.ok_requests for b in batches)
-    cell.output_tokens_per_s = spread([b.output_tokens_per_s for b in batches if b.output_tokens_per_s])
-    cell.decode_tokens_per_s = spread([b.decode_tokens_per_s_p50 for b in batches if b.decode_tokens_per_s_p50])
-    for f in ("ttft_p50_s", "ttft_p95_s", "itl_p50_s", "itl_p95_s", "e2e_p50_s", "e2e_p95_s"):
-        setattr(cell, f, _median([getattr(b, f) for b in batches if getattr(b, f) is not None]))
-    if cell.ttft_p50_s is not None and cell.e2e_p50_s:
-        cell.prefill_share = cell.ttft_p50_s / cell.e2e_p50_s
-    kv = [b.kv_cache_usage_peak_perc for b in batches if b.kv_cache_usage_peak_perc is not None]
-    cell.kv_cache_usage_peak_perc = max(kv) if kv else None
-    if not kv:
-        cell.na_reasons["kv_cache_usage_peak_perc"] = "the server's /metrics gave no KV-cache usage"
-    cell.sample_text = next((b.sample_text for b in batches if b.sample_text), "")
-    for b in batches:
-        for f, why in b.na_reasons.items():
-            cell.na_reasons.setdefault(f, why)
-    return cell
-
-
-def assemble_cell(settings: CellSettings, base: list[BatchStats], spec: list[BatchStats],
-                  identical_text: bool | None = None) -> CellResult:
-    """Side figures over the repeats, speedups per repeat (same conditions), pooled acceptance."""
-    cell = CellResult(settings=settings, baseline=side_cell("baseline", base),
-                      speculative=side_cell("speculative", spec), identical_text=identical_text)
-    pairs = list(zip(base, spec, strict=True))
-    cell.speedup = spread([s.output_tokens_per_s / b.output_tokens_per_s for b, s in pairs
-                           if b.output_tokens_per_s and s.output_tokens_per_s])
-    cell.decode_speedup = spread([s.decode_tokens_per_s_p50 / b.decode_tokens_per_s_p50 for b, s in pairs
-                                  if b.decode_tokens_per_s_p50 and s.decode_tokens_per_s_p50])
-    bc, sc = cell.baseline, cell.speculative
-    if bc.e2e_p50_s and sc.e2e_p50_s:
-        cell.e2e_speedup = bc.e2e_p50_s / sc.e2e_p50_s
-    for side_name, batches in (("baseline", base), ("speculative", spec)):
-        for b in batches:
-            for e in b.errors:
-                msg = f"{side_name}: {e}"
-                if msg not in cell.errors:
-                    cell.errors.append(msg)
-    counted = [b for b in spec if b.draft_tokens and b.accepted_tokens is not None]
-    if counted:
-        accepted = sum(b.accepted_tokens or 0 for b in counted)
-        cell.acceptance_rate = accepted / sum(b.draft_tokens or 0 for b in counted)
-        drafts = sum(b.drafts or 0 for b in counted)
-        cell.mean_acceptance_length = 1 + accepted / drafts if drafts else None
-        cell.num_spec_tokens = next((b.num_spec_tokens for b in counted if b.num_spec_tokens), None)
-        sources = {b.acceptance_source for b in counted}
-        cell.acceptance_source = "per_request" if sources == {"per_request"} else "metrics_delta"
-        cell.expected_tokens_per_step = expected_tokens_per_step(cell.acceptance_rate, cell.num_spec_tokens)
-        if cell.num_spec_tokens is None:
-            cell.na_reasons["expected_tokens_per_step"] = "k (num_speculative_tokens) is unknown"
-    else:
-        why = next((b.na_reasons["acceptance_rate"] for b in spec if "acceptance_rate" in b.na_reasons),
-                   "no speculative batch finished")
-        cell.na_reasons["acceptance_rate"] = cell.na_reasons["expected_tokens_per_step"] = why
-    if cell.speedup is None:
-        cell.na_reasons["speedup"] = (cell.errors[0] if cell.errors else
-                                      bc.na_reasons.get("output_tokens_per_s")
-                                      or sc.na_reasons.get("output_tokens_per_s") or "not measured")
-    if cell.decode_speedup is None:
-        cell.na_reasons["decode_speedup"] = (bc.na_reasons.get("decode_tokens_per_s_p50")
-                                             or sc.na_reasons.get("decode_tokens_per_s_p50")
-                                             or cell.na_reasons.get("speedup", "not measured"))
-    if cell.speedup is None:
-        cell.status = "failed"
-    elif cell.errors:
-        cell.status = "partial"
-    return cell
 
 
 # --------------------------------------------------------------------------- measuring
@@ -389,36 +184,6 @@ async def run_cell(http: httpx.AsyncClient, cell: CellSettings, preset: Preset, 
 
 
 # --------------------------------------------------------------------------- the sweep
-
-
-def machine_info() -> MachineInfo:
-    mem = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = round(int(line.split()[1]) / 1024 / 1024, 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    gpus: list[str] = []
-    if shutil.which("nvidia-smi"):
-        try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=5, check=False)
-            gpus = [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return MachineInfo(platform=platform.platform(), python=platform.python_version(),
-                       cpu_count=os.cpu_count(), memory_total_gb=mem, gpus=gpus)
-
-
-async def server_version(http: httpx.AsyncClient, url: str, settings: Settings) -> str | None:
-    """vLLM's version from GET /version; None when the server does not say."""
-    try:
-        resp = await http.get(url.rstrip("/") + "/version", timeout=settings.probe_timeout_s)
-        version = resp.json().get("version") if resp.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return None
-    return str(version) if version else None
 
 
 def new_result(spec: SweepSpec, presets: dict[str, Preset]) -> SweepResult:

@@ -11,8 +11,10 @@ baseline) at every concurrency tried; the checklist explains it.
 
 from __future__ import annotations
 
+from demo.fmt import fmt_percent as pct
+from demo.fmt import fmt_speedup as times
 from demo.sweep.models import CellResult, ChecklistItem, SweepResult, WorkloadVerdict
-from demo.sweep.runner import expected_tokens_per_step
+from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance
 
 # At or above this at a concurrency, speculation "pays" there. n-gram speculation costs no second
 # model and little memory, so a 15% gain is worth one flag; a draft model asks for more.
@@ -29,32 +31,15 @@ PREFILL_LIGHT = 0.2
 NOISE_MARGIN = 1.1
 
 
-def pct(x: float) -> str:
-    return f"{x * 100:.0f}%"
-
-
-def times(x: float) -> str:
-    return f"{x:.2f}x"
-
-
 def _label(preset: str, temperature: float) -> str:
     return f"{preset} (T={temperature:g})"
 
 
 def _pooled_acceptance(cells: list[CellResult]) -> tuple[float | None, float | None, int | None]:
     """Acceptance rate, tokens per step and k over every speculative batch of the workload."""
-    accepted = drafted = drafts = 0
-    k = None
-    for c in cells:
-        for b in c.speculative.batches:
-            if b.draft_tokens and b.accepted_tokens is not None:
-                accepted += b.accepted_tokens
-                drafted += b.draft_tokens
-                drafts += b.drafts or 0
-                k = k or b.num_spec_tokens
-    if not drafted:
-        return None, None, k
-    return accepted / drafted, (1 + accepted / drafts) if drafts else None, k
+    batches = [b for c in cells for b in c.speculative.batches if b.draft_tokens and b.accepted_tokens is not None]
+    acc = pooled_acceptance(batches)
+    return acc.rate, acc.tokens_per_step, next((b.num_spec_tokens for b in batches if b.num_spec_tokens), None)
 
 
 def _structuredness(a: float | None, measured: float | None, expected: float | None, k: int | None,

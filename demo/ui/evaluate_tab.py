@@ -12,15 +12,18 @@ from typing import Any
 
 import gradio as gr
 
-from demo.cli import UsageError
+from demo.cli_args import UsageError
+from demo.fmt import fmt_percent, fmt_speedup, or_na
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep import figures
 from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
-from demo.sweep.report import VERDICT_CSS, esc, finalize, verdict_html, write_outputs
-from demo.sweep.runner import Progress, UnknownPresetError, new_result, resolve_presets, run_sweep
+from demo.sweep.plan import UnknownPresetError, resolve_presets
+from demo.sweep.report import VERDICT_CSS, finalize, verdict_html, write_outputs
+from demo.sweep.runner import Progress, new_result, run_sweep
 from demo.ui.handlers import internal_error_text
+from demo.view import run_status_html
 
 log = logging.getLogger(__name__)
 
@@ -29,14 +32,6 @@ MAX_BATCHES = 48
 DEFAULT_PRESETS = ["json_reformat", "poetry"]
 TABLE_HEADERS = ["preset", "T", "concurrency", "status", "speedup", "decode speedup", "acceptance",
                  "tokens/step (theory)", "baseline tok/s", "speculative tok/s", "prefill share", "errors"]
-
-
-def _x(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.2f}x"
-
-
-def _pct(v: float | None) -> str:
-    return "n/a" if v is None else f"{v * 100:.0f}%"
 
 
 def cells_table(result: SweepResult) -> list[list[str]]:
@@ -48,10 +43,11 @@ def cells_table(result: SweepResult) -> list[list[str]]:
             if c.expected_tokens_per_step is not None else f"{c.mean_acceptance_length:.2f}")
         b, s = c.baseline.output_tokens_per_s, c.speculative.output_tokens_per_s
         rows.append([st.preset, f"{st.temperature:g}", str(st.concurrency), c.status,
-                     _x(c.speedup.median if c.speedup else None),
-                     _x(c.decode_speedup.median if c.decode_speedup else None), _pct(c.acceptance_rate), steps,
+                     or_na(fmt_speedup(c.speedup.median if c.speedup else None)),
+                     or_na(fmt_speedup(c.decode_speedup.median if c.decode_speedup else None)),
+                     or_na(fmt_percent(c.acceptance_rate)), steps,
                      "n/a" if b is None else f"{b.median:.1f}", "n/a" if s is None else f"{s.median:.1f}",
-                     _pct(c.baseline.prefill_share), " | ".join(c.errors)])
+                     or_na(fmt_percent(c.baseline.prefill_share)), " | ".join(c.errors)])
     return rows
 
 
@@ -60,10 +56,6 @@ def verdicts_html(result: SweepResult) -> str:
     note = ('<p class="sv-muted">Interrupted: the verdict uses the cells measured so far.</p>'
             if result.interrupted else "")
     return f"<style>{VERDICT_CSS}</style><div class=\"sd-eval-verdicts\">{note}{body}</div>"
-
-
-def status_html(text: str, state: str = "idle") -> str:
-    return f'<div class="sd-run-status" data-state="{esc(state)}">{esc(text)}</div>'
 
 
 def build(settings: Settings) -> None:
@@ -78,7 +70,7 @@ def build(settings: Settings) -> None:
         "batch first, then the speculative batch (each server alone: the fair A/B), repeated. "
         "The verdict follows the checklist: structured output (acceptance), memory headroom (KV cache), "
         "concurrency, and how much of the time is prefill. For a full sweep use "
-        "`python -m demo sweep` (see the README's evaluator section).")
+        "`python -m demo sweep` (see docs/evaluator.md).")
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=280):
             preset_cb = gr.CheckboxGroup(choices=choices, value=default, label="Presets", elem_id="sd-eval-presets")
@@ -95,7 +87,8 @@ def build(settings: Settings) -> None:
             with gr.Row():
                 run = gr.Button("▶ Run sweep", variant="primary", elem_id="sd-eval-run", min_width=120)
                 stop = gr.Button("■ Stop", variant="stop", elem_id="sd-eval-stop", min_width=100)
-            status = gr.HTML(status_html("Ready: pick presets and press Run sweep"), elem_id="sd-eval-status")
+            status = gr.HTML(run_status_html("idle", text="Ready: pick presets and press Run sweep"),
+                             elem_id="sd-eval-status")
             report = gr.File(label="Full report (report.html, results.json, results.csv)", file_count="multiple",
                              interactive=False, elem_id="sd-eval-report")
         with gr.Column(scale=3):
@@ -117,12 +110,13 @@ def build(settings: Settings) -> None:
             chosen = resolve_presets(spec.presets, settings.presets_dir)
         except (UsageError, UnknownPresetError, ValueError) as e:
             msg = str(e) if names else "Pick at least one preset."
-            return (status_html(msg, "error"), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
+            return (run_status_html("error", text=msg),
+                    gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
         n_temps = len(spec.temperatures) if spec.temperatures else 1
         batches = len(spec.presets) * n_temps * len(spec.concurrency) * spec.repeats * 2
         if batches > MAX_BATCHES:
-            return (status_html(f"That sweep has {batches} batches; the page runs at most {MAX_BATCHES}. "
-                                "Use fewer cells or repeats, or `python -m demo sweep`.", "error"),
+            return (run_status_html("error", text=f"That sweep has {batches} batches; the page runs at most "
+                                    f"{MAX_BATCHES}. Use fewer cells or repeats, or `python -m demo sweep`."),
                     gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
         result = new_result(spec, chosen)
 
@@ -136,11 +130,11 @@ def build(settings: Settings) -> None:
             paths = write_outputs(result, out)
         except Exception as e:  # a bug or a full disk: said where the user looks, traceback in the log
             log.exception("the sweep failed")
-            return (status_html(internal_error_text(e), "error"),
+            return (run_status_html("error", text=internal_error_text(e)),
                     gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
         failed = sum(c.status == "failed" for c in result.cells)
         done = f"Done: {len(result.cells)} cell(s)" + (f", {failed} failed (see the table)" if failed else "")
-        return (status_html(done, "done" if not failed else "error"), verdicts_html(result),
+        return (run_status_html("done" if not failed else "error", text=done), verdicts_html(result),
                 figures.speedup_figure(result), figures.acceptance_figure(result),
                 figures.time_split_figure(result), cells_table(result),
                 [str(paths["html"]), str(paths["json"]), str(paths["csv"])])
@@ -149,7 +143,8 @@ def build(settings: Settings) -> None:
                       outputs=[status, verdict, speedup_plot, acc_plot, split_plot, table, report],
                       concurrency_limit=1, concurrency_id="sweep", show_progress="full",
                       show_progress_on=[status])
-    stop.click(lambda: status_html("Stopped: the sweep was cancelled (both servers' requests closed).", "stopped"),
+    stop.click(lambda: run_status_html("stopped",
+                                       text="Stopped: the sweep was cancelled (both servers' requests closed)."),
                outputs=[status], cancels=[event], queue=False)
 
 

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from demo import charts, view
+from demo.fmt import validation_summary
 from demo.presets import Preset
 from demo.race import stream_race
 from demo.results import Message, RaceRequest, RaceResult, RaceSnapshot
@@ -76,10 +77,10 @@ def preset_user_text(preset: Preset) -> str:
 
 
 def build_request(presets: dict[str, Preset], preset_name: str | None, prompt: str,
-                  temperature: float, max_tokens: float, mode: str) -> RaceRequest:
+                  temperature: float, max_tokens: float, order: str) -> RaceRequest:
     """The preset's messages when its prompt is unchanged; an edited prompt is a free prompt.
 
-    Every argument is page input, validated here (``mode`` by RaceRequest). Raises ValueError
+    Every argument is page input, validated here (``order`` by RaceRequest). Raises ValueError
     with a one-line message for input the servers should never see.
     """
     preset = presets.get(preset_name or "")
@@ -87,14 +88,12 @@ def build_request(presets: dict[str, Preset], preset_name: str | None, prompt: s
         tokens = int(max_tokens)
         if preset is not None and prompt == preset_user_text(preset):
             return RaceRequest(preset=preset.name, messages=preset.messages, api=preset.api,
-                               temperature=temperature, max_tokens=tokens, mode=mode)
+                               temperature=temperature, max_tokens=tokens, order=order)
         return RaceRequest(messages=[Message(role="user", content=prompt)], temperature=temperature,
-                           max_tokens=tokens, mode=mode)
+                           max_tokens=tokens, order=order)
     except (ValidationError, TypeError) as e:
         if isinstance(e, ValidationError):
-            err = e.errors()[0]
-            field = ".".join(str(p) for p in err["loc"])
-            raise ValueError(f"Invalid {field}: {err['msg']}.") from e
+            raise ValueError(f"Invalid {validation_summary(e)}.") from e
         raise ValueError(f"Invalid input: {e}.") from e
 
 
@@ -169,7 +168,7 @@ async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl
                     pump_task.cancel()
                 return
 
-    yield Frame(run_status=view.run_status_html("running", view.MODE_LABELS[req.mode]))
+    yield Frame(run_status=view.run_status_html("running", view.ORDER_LABELS[req.order]))
     control.pump = asyncio.create_task(pump())
     guard = asyncio.create_task(watchdog(control.pump))
     last_chart = 0.0
@@ -249,7 +248,7 @@ def internal_error_text(exc: BaseException) -> str:
 
 def final_status(result: RaceResult, saved: str | None, stopped_because: str | None = None) -> str:
     state = result.outcome
-    detail = view.MODE_LABELS[result.mode] + (" · run saved" if saved else "")
+    detail = view.ORDER_LABELS[result.order] + (" · run saved" if saved else "")
     if state == "stopped" and stopped_because:
         detail = f"{stopped_because} · {detail}"
     if state == "error":

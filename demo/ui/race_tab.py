@@ -53,8 +53,8 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                 # toast and leave the status on "waiting"; handlers.build_request says it on the page.
                 max_tokens = gr.Number(value=first.max_tokens if first else 256,
                                        precision=0, label="Max tokens", elem_id="sd-max-tokens", min_width=100)
-            mode = gr.Radio([("Race", "race"), ("Sequential A/B", "sequential")],
-                            value="race", label="Mode", elem_id="sd-mode")
+            mode = gr.Radio([("Race", "simultaneous"), ("Sequential A/B", "sequential")],
+                            value="simultaneous", label="Mode", elem_id="sd-mode")
             with gr.Row():
                 start = gr.Button("▶ Start", variant="primary", elem_id="sd-start", min_width=100)
                 stop = gr.Button("■ Stop", variant="stop", elem_id="sd-stop", min_width=100)
@@ -66,7 +66,7 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                 with gr.Column(scale=0, min_width=290):
                     speedup = gr.HTML(view.speedup_html(None), elem_id="sd-speedup")
                 with gr.Column(scale=3, min_width=300):
-                    mode_box = gr.HTML(view.mode_html("race"), elem_id="sd-mode-label")
+                    mode_box = gr.HTML(view.order_html("simultaneous"), elem_id="sd-mode-label")
                     run_status = gr.HTML(view.run_status_html("idle"), elem_id="sd-run-status")
                 with gr.Column(scale=0, min_width=230):
                     badge = gr.HTML(view.identical_badge_html(None), elem_id="sd-badge")
@@ -201,7 +201,7 @@ def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
                     concurrency_limit=None, show_progress="hidden")
     stop.click(on_stop, queue=False, show_progress="hidden")
     refresh.click(on_probe, outputs=server_outputs, show_progress="minimal")
-    mode.change(lambda m: view.mode_html(m), inputs=[mode], outputs=[mode_box], queue=False,
+    mode.change(lambda m: view.order_html(m), inputs=[mode], outputs=[mode_box], queue=False,
                 show_progress="hidden")
 
     return {"probe": (on_probe, server_outputs), "race_event": race_event, "start": start, "stop": stop}

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from pydantic import ValidationError
 
 from demo import charts, view
+from demo.fmt import validation_summary
 from demo.measure import SideMeter
-from demo.results import ChunkEvent, RaceResult, RaceSnapshot, Side
+from demo.results import LEGACY_ORDER, ChunkEvent, RaceResult, RaceSnapshot, Side
 from demo.runs import list_runs, load_run
 from demo.settings import Settings
 from demo.ui.handlers import frame_for, result_view
@@ -29,7 +31,7 @@ from demo.ui.outputs import StreamOutputs, frame_updates
 FRAME_INTERVAL_S = 0.05  # at most ~20 page updates per second, as the live race
 CHART_INTERVAL_S = 0.25
 MAX_LISTED = 200
-_STAMP = re.compile(r"^(\d{8}T\d{6})\d*-(.+)-(race|sequential)$")
+_STAMP = re.compile(r"^(\d{8}T\d{6})\d*-(.+)-(simultaneous|sequential|race)$")  # race: an older name
 
 
 # --------------------------------------------------------------------------- playback (no Gradio)
@@ -41,12 +43,12 @@ def run_label(path: Path) -> str:
     if not m:
         return path.name
     when = datetime.strptime(m.group(1), "%Y%m%dT%H%M%S").strftime("%Y-%m-%d %H:%M:%S UTC")
-    return f"{when} · {m.group(2)} · {view.MODE_LABELS.get(m.group(3), m.group(3))}"
+    return f"{when} · {m.group(2)} · {view.ORDER_LABELS[LEGACY_ORDER.get(m.group(3), m.group(3))]}"
 
 
 def timeline(result: RaceResult) -> list[tuple[float, Side, ChunkEvent]]:
     """Both sides' saved events in arrival order (each side timed from its own request)."""
-    sides: tuple[Side, ...] = ("baseline", "speculative")
+    sides: tuple[Side, Side] = ("baseline", "speculative")
     events = [(ev.t_s, side, ev) for side in sides for ev in getattr(result, side).events]
     return sorted(events, key=lambda e: e[0])
 
@@ -64,7 +66,7 @@ async def replay_snapshots(result: RaceResult, interval_s: float = FRAME_INTERVA
     failed: set[Side] = set()
 
     def snap(final: bool = False) -> RaceSnapshot:
-        return RaceSnapshot(mode=result.mode, baseline=meters["baseline"].snapshot(),
+        return RaceSnapshot(order=result.order, baseline=meters["baseline"].snapshot(),
                             speculative=meters["speculative"].snapshot(), result=result if final else None)
 
     def settle(now: float) -> None:
@@ -104,7 +106,7 @@ def recording_banner_html(result: RaceResult | None) -> str:
                 "Play: it is played back at its real timing, labelled as a recording.</div>")
     when = result.started_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     req = result.request
-    what = f"{result.preset or 'free prompt'} · {view.MODE_LABELS[result.mode]} · T={req.temperature:g} · " \
+    what = f"{result.preset or 'free prompt'} · {view.ORDER_LABELS[result.order]} · T={req.temperature:g} · " \
            f"max {req.max_tokens} tokens"
     return (f'<div class="sd-banner sd-recording" role="status" data-recording="true" '
             f'style="border:3px solid #ff6b6b;padding:10px 14px;border-radius:8px;font-size:22px;font-weight:700">'
@@ -160,13 +162,13 @@ def build(settings: Settings) -> None:
         try:
             result = load_run(Path(path))
         except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
-            yield {status: view.run_status_html("error", f"cannot read {Path(path).name}: "
-                                                f"{str(e).splitlines()[0]}")}
+            why = validation_summary(e) if isinstance(e, ValidationError) else str(e).splitlines()[0]
+            yield {status: view.run_status_html("error", f"cannot read {Path(path).name}: {why}")}
             return
         # Every frame sets every output (see demo.ui.outputs): the first frame all of them.
         stream = StreamOutputs(outputs, no_resend=[race_plot])
         start_view = result_view(None)
-        yield stream.values({banner: recording_banner_html(result), mode_box: view.mode_html(result.mode),
+        yield stream.values({banner: recording_banner_html(result), mode_box: view.order_html(result.order),
                              status: view.run_status_html("running", "playing the recording"),
                              badge: start_view.badge, acc_plot: start_view.acceptance_figure,
                              chunk_plot: start_view.chunk_figure})

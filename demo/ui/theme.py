@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from demo.view import burst_css
+
 
 def make_theme() -> gr.themes.Base:
     return gr.themes.Base(
@@ -91,15 +93,11 @@ footer { display: none !important; }
   white-space: pre-wrap; word-break: break-word;
   font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 16px; line-height: 1.35;
   background: #0f1522; color: #f2f4f8; border: 1px solid #2a3446; border-radius: 8px; padding: 6px 8px; }
-.sd-text .b2 { background: #3b2f0b; } .sd-text .b3 { background: #5c4510; }
-.sd-text .b4 { background: #7a5a12; } .sd-text .b5 { background: #a87a10; color: #0b0f17; }
 .sd-placeholder { color: #64748b; font-style: italic; }
 .sd-legend { font-size: 12px; color: #c9d1dd; }
 .sd-legend span { padding: 0 5px; margin-left: 3px; border-radius: 3px; }
-.sd-legend .b1 { border: 1px solid #2a3446; } .sd-legend .b2 { background: #3b2f0b; }
-.sd-legend .b3 { background: #5c4510; } .sd-legend .b4 { background: #7a5a12; }
-.sd-legend .b5 { background: #a87a10; color: #0b0f17; }
+.sd-legend .b1 { border: 1px solid #2a3446; }
 .sd-servers { width: 100%; font-size: 15px; border-collapse: collapse; }
 .sd-servers td, .sd-servers th { padding: 4px 8px; border-bottom: 1px solid #2a3446; text-align: left; }
 .sd-ok { color: #4ade80; font-weight: 700; } .sd-bad { color: #f87171; font-weight: 700; }
-"""
+""" + burst_css(".sd-text") + burst_css(".sd-legend")

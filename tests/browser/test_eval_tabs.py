@@ -25,7 +25,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AppProcess
     base = Standin(StandinBehavior(tokens_per_s=300, ttft_s=0.02)).start()
     spec = Standin(StandinBehavior(tokens_per_s=700, ttft_s=0.02, speculative=True, chunk_sizes=[1, 4, 2])).start()
     settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
-    req = RaceRequest(preset="poetry", prompt="Write <b>a poem</b>", max_tokens=60, mode="sequential")
+    req = RaceRequest(preset="poetry", prompt="Write <b>a poem</b>", max_tokens=60, order="sequential")
     # Playwright's session-wide browser holds an event loop in this thread: race in another one.
     with ThreadPoolExecutor(1) as pool:
         race = pool.submit(asyncio.run, run_race(req, settings)).result()

@@ -87,7 +87,7 @@ def open_page(page, app: AppProcess) -> None:
     page.wait_for_selector("#sd-servers table", timeout=15_000)  # the load-time probe answered
 
 
-def choose(page, preset_title: str, max_tokens: int, mode: str = "race") -> None:
+def choose(page, preset_title: str, max_tokens: int, order: str = "simultaneous") -> None:
     if page.input_value("#sd-preset input") != preset_title:
         before = page.text_content("#sd-expect")
         page.click("#sd-preset input")
@@ -97,7 +97,7 @@ def choose(page, preset_title: str, max_tokens: int, mode: str = "race") -> None
         page.wait_for_timeout(200)
     page.fill("#sd-max-tokens input", str(max_tokens))
     page.press("#sd-max-tokens input", "Tab")
-    if mode == "sequential":
+    if order == "sequential":
         page.get_by_label("Sequential A/B").check()
 
 
@@ -294,8 +294,8 @@ def test_model_output_and_preset_text_are_escaped(page, servers, tmp_path: Path)
     try:
         open_page(page, app)
         assert "<script>" in page.text_content("#sd-expect")  # shown literally
-        page.get_by_label("Sequential A/B").check()  # and the sequential mode on the way
-        page.wait_for_selector('#sd-mode-label [data-mode="sequential"]', timeout=5_000)
+        page.get_by_label("Sequential A/B").check()  # and the sequential order on the way
+        page.wait_for_selector('#sd-mode-label [data-order="sequential"]', timeout=5_000)
         start(page)
         assert wait_finished(page) == "done"
         screenshot(page, "escape-1-literal-text")

@@ -40,7 +40,7 @@ def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Pat
         page.goto(app.url, timeout=30_000)
         page.wait_for_selector("#sd-servers table", timeout=30_000)
         assert not page.locator("#sd-banner .sd-banner").count(), page.text_content("#sd-banner")
-        choose(page, "JSON reformat (copy-heavy)", max_tokens=160, mode="sequential")
+        choose(page, "JSON reformat (copy-heavy)", max_tokens=160, order="sequential")
         page.evaluate(OBSERVER_JS)
         machine0, app_cpu0 = _cpu_times(), cpu_seconds(app.proc.pid)
         start(page)
@@ -68,7 +68,7 @@ def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Pat
             print(f"\n[e2e ui-rate] {figures}")
             if sent.chunks >= 5 and span >= 1.0:
                 assert shown >= 2, f"the page showed the text only when complete: {figures}; {machine}"
-        assert result.mode == "sequential" and result.preset == "json_reformat"
+        assert result.order == "sequential" and result.preset == "json_reformat"
         assert float(page.get_attribute("#sd-speedup .sd-speedup", "data-value")) == result.speedup
         assert tile_value(page, "speculative", "tokens_per_s") == result.speculative.decode_tokens_per_s
         assert tile_value(page, "baseline", "tokens_per_s") == result.baseline.decode_tokens_per_s

@@ -41,7 +41,7 @@ def request(settings: Settings, name: str, **over: object) -> RaceRequest:
     else:
         prompt, temperature, max_tokens = FALLBACK[name]
         fields = dict(messages=[Message(role="user", content=prompt)], temperature=temperature, max_tokens=max_tokens)
-    fields.update(mode="sequential")
+    fields.update(order="sequential")
     fields.update(over)
     return RaceRequest(**fields)
 
@@ -117,7 +117,7 @@ def test_acceptance_comes_from_the_real_server(json_race: RaceResult) -> None:
 
 def test_speculative_decode_is_at_least_1_5x_faster_on_json(json_race: RaceResult) -> None:
     b, s = json_race.baseline, json_race.speculative
-    assert json_race.mode == "sequential"
+    assert json_race.order == "sequential"
     assert json_race.speedup is not None, json_race.na_reasons
     print(f"\n[e2e] json_reformat decode: baseline {b.decode_tokens_per_s:.1f} tok/s, "
           f"speculative {s.decode_tokens_per_s:.1f} tok/s, speedup {json_race.speedup:.2f}x")
@@ -136,16 +136,16 @@ def test_creative_text_at_t1_accepts_less_than_json(json_race: RaceResult, poetr
 
 
 def test_cli_race_prints_one_json_object(real_servers: Settings) -> None:
-    """The README's race command, as a user runs it, against the real servers."""
+    """The documented race command (docs/cli-and-configuration.md), as a user runs it, against the real servers."""
     done = subprocess.run(
         [sys.executable, "-m", "demo", "race", "--baseline-url", real_servers.baseline_url,
          "--speculative-url", real_servers.speculative_url, "--prompt", "List the numbers 1 to 20, comma separated.",
-         "--max-tokens", "48", "--mode", "race", "--no-save", "--json"],
+         "--max-tokens", "48", "--order", "simultaneous", "--no-save", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    assert out["mode"] == "race" and out["baseline"]["error"] is None and out["speculative"]["error"] is None
+    assert out["order"] == "simultaneous" and out["baseline"]["error"] is None and out["speculative"]["error"] is None
     # Both at once, greedy, float32: still the same text token for token.
     assert out["identical_text"] is True
     assert out["baseline"]["completion_tokens"] == out["speculative"]["completion_tokens"] <= 48

@@ -1,0 +1,418 @@
+"""One race as a file: a self-contained HTML page that replays a saved run at its real timing.
+
+``python -m demo export RUN.json --out race.html`` (and :func:`export_file` for the page's
+buttons) writes one HTML file for slides and follow-up emails. It holds:
+
+- the run itself (the whole RaceResult) as JSON in a ``<script type="application/json">``
+  block, escaped so that nothing in model output or prompts can close the block;
+- the playback timeline, built here by feeding the saved ChunkEvents through the same
+  SideMeter the live race uses (so a chunk's token count and its burst class are the page's);
+- the final figures, rendered here by the page's own formatters (demo.view), shown at the end;
+- a small inline player (no library, no network) that appends each chunk when its time comes,
+  with the live token count and elapsed time per pane. It computes nothing else.
+
+A strict Content-Security-Policy allows only this script and this stylesheet, by hash. Model
+and prompt text reach the page only through ``textContent`` (or ``esc`` in the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from demo import view
+from demo.files import atomic_write
+from demo.fmt import validation_summary
+from demo.measure import SideMeter, efficiency
+from demo.results import RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
+from demo.runs import run_stem
+
+# Refuse runs that would make a page too large to mail (and a saved run too large to read).
+MAX_EXPORT_BYTES = 10_000_000
+SIDES: tuple[Side, Side] = ("baseline", "speculative")
+
+
+class ExportError(Exception):
+    """The export cannot be made: the message is one line saying what failed and what to do."""
+
+
+class ExportTooLarge(ExportError):
+    pass
+
+
+# --------------------------------------------------------------------------- the data
+
+
+def side_timeline(saved: SideResult, cancelled: bool = False) -> dict[str, Any]:
+    """One pane's playback: chunks ``[t_s, tokens brought, running tokens, burst class, text]``
+    (token counts None when the server sent no running usage), its end time and how it ended."""
+    meter = SideMeter(saved.side, saved.url, t0=0.0)
+    chunks: list[list[Any]] = []
+    for ev in saved.events:
+        parts, before = len(meter.text_parts), meter.tokens
+        meter.feed(ev)
+        text = "".join(meter.text_parts[parts:])
+        running = meter.tokens if meter.has_usage else None
+        brought = None if running is None else running - before
+        if not text and not brought:
+            continue
+        # As on the page (view.text_html): single-token chunks stay plain, larger ones are shaded.
+        cls = view.burst_class(brought) if brought is not None and brought > 1 else ""
+        chunks.append([ev.t_s, brought, running, cls, text])
+    end_s = max((ev.t_s for ev in saved.events), default=0.0)
+    if not saved.events and saved.text:
+        # No timeline was saved: the answer is shown whole, and the status says why it did not stream.
+        return {"chunks": [[0.0, None, saved.completion_tokens, "", saved.text]], "end_s": 0.0,
+                "end_state": "done" if saved.complete else "error",
+                "end_text": "no timeline was saved with this run: the answer is shown whole",
+                "tokens_known": saved.completion_tokens is not None}
+    if saved.complete:
+        state, text = "done", "done"
+    elif cancelled:
+        state, text = "stopped", f"stopped: {saved.error or 'the race was stopped'}"
+    elif saved.error:
+        state, text = "error", f"{saved.side.capitalize()} failed: {saved.error}"
+    else:
+        state, text = "error", "the stream ended without finishing"
+    return {"chunks": chunks, "end_s": end_s, "end_state": state, "end_text": text,
+            "tokens_known": any(c[2] is not None for c in chunks)}
+
+
+def prompt_lines(result: RaceResult) -> list[list[str]]:
+    req = result.request
+    if req.messages:
+        return [[m.role, m.content] for m in req.messages]
+    return [["prompt", req.prompt or ""]]
+
+
+def player_data(result: RaceResult) -> dict[str, Any]:
+    sides = {side: side_timeline(getattr(result, side), result.cancelled) for side in SIDES}
+    return {"prompt": prompt_lines(result), "sides": sides,
+            "duration_s": max(s["end_s"] for s in sides.values())}
+
+
+def embed_json(data: object) -> str:
+    """JSON safe inside a <script> block: no '<', '>' or '&' outside escapes, so no '</script>'."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    for ch, sub in (("&", "\\u0026"), ("<", "\\u003c"), (">", "\\u003e"),
+                    ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(ch, sub)
+    return text
+
+
+def csp_hash(source: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+# --------------------------------------------------------------------------- the figures
+
+
+def _when(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def efficiency_html(result: RaceResult) -> str:
+    spec = result.speculative.spec
+    length = spec.mean_acceptance_length if spec else None
+    value = efficiency(result.speedup, length)
+    if value is not None:
+        return (f'<div class="x-eff" data-key="efficiency" data-value="{view.esc(repr(value))}">efficiency '
+                f"<b>{value:.2f}</b> (decode speedup ÷ tokens per step; 1.0 is the bound)</div>")
+    if result.speedup is None:
+        why = result.na_reasons.get("speedup") or "the speedup is unknown"
+    else:
+        why = (spec.na_reasons.get("mean_acceptance_length") if spec else None) or "tokens per step unknown"
+    return f'<div class="x-eff sd-na" data-key="efficiency">efficiency {view.esc(view.na_label(why))}</div>'
+
+
+def final_tiles_html(result: RaceResult, side: Side) -> str:
+    saved: SideResult = getattr(result, side)
+    snap = SideSnapshot(side=side, status="done" if saved.complete else "error")
+    return view.tiles_html(side, view.side_tiles(snap, saved, side == "speculative"))
+
+
+def pane_title(result: RaceResult, side: Side) -> str:
+    saved: SideResult = getattr(result, side)
+    title = f"{side.capitalize()} · {saved.model or view.na_label('model not reported')}"
+    k = saved.spec.num_spec_tokens if saved.spec else None
+    return title + (f" · k={k}" if k is not None else "")
+
+
+# --------------------------------------------------------------------------- the page
+
+PAGE_CSS = """
+:root{color-scheme:dark}
+[hidden]{display:none!important}
+body{margin:0;background:#0b0f17;color:#f2f4f8;font:16px/1.4 ui-sans-serif,system-ui,sans-serif}
+main{max-width:1500px;margin:0 auto;padding:14px 18px}
+.x-rec{border:3px solid #ff6b6b;padding:8px 14px;border-radius:8px;font-size:22px;font-weight:700}
+.x-rec-sub{font-size:15px;font-weight:400;color:#c9d1dd}
+.x-bar{display:flex;gap:10px;align-items:center;margin:10px 0;flex-wrap:wrap}
+button{background:#ffb000;color:#0b0f17;border:0;border-radius:6px;padding:6px 16px;font-size:16px;
+  font-weight:700;cursor:pointer}
+button.x-alt{background:#1a2233;color:#f2f4f8;border:1px solid #2a3446}
+details{background:#121826;border:1px solid #2a3446;border-radius:8px;padding:6px 10px;margin:8px 0}
+#prompt{white-space:pre-wrap;word-break:break-word;max-height:160px;overflow-y:auto;font-size:14px}
+.x-panes{display:grid;grid-template-columns:1fr 1fr;gap:14px}
+.sd-pane-title{font-size:20px;font-weight:800;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.x-pane[data-side="speculative"] .sd-pane-title{color:#ffb000}
+.x-status{font-size:14px;color:#c9d1dd;min-height:1.4em}
+.x-status[data-state="error"],.x-status[data-state="stopped"]{background:#7f1d1d;color:#fff;padding:2px 8px;
+  border-radius:6px}
+.sd-tiles{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:6px;margin:4px 0}
+.sd-tile{background:#1a2233;border:1px solid #2a3446;border-radius:8px;padding:2px 8px;min-width:0}
+.sd-tile-label{font-size:13px;color:#c9d1dd;text-transform:uppercase;letter-spacing:.04em}
+.sd-tile-value{font-size:26px;font-weight:800;font-variant-numeric:tabular-nums;white-space:nowrap;
+  overflow:hidden;text-overflow:ellipsis}
+.sd-tile[data-key="tokens_per_s"] .sd-tile-value{color:#ffd37a}
+.sd-tile.sd-na .sd-tile-value,.sd-na{color:#94a3b8}
+.sd-tile-note{font-size:12px;color:#94a3b8;overflow-wrap:anywhere}
+.sd-text{height:300px;overflow-y:auto;white-space:pre-wrap;word-break:break-word;
+  font:16px/1.35 ui-monospace,'DejaVu Sans Mono',monospace;background:#0f1522;border:1px solid #2a3446;
+  border-radius:8px;padding:6px 8px}
+.sd-legend{font-size:12px;color:#c9d1dd;margin:6px 0}
+.sd-legend span{padding:0 5px;margin-left:3px;border-radius:3px}
+.sd-legend .b1{border:1px solid #2a3446}
+#final{display:flex;gap:24px;align-items:center;flex-wrap:wrap;margin:10px 0}
+.sd-speedup{text-align:center;min-width:230px}
+.sd-speedup-value{font-size:50px;font-weight:800;line-height:1}
+.sd-speedup.sd-win .sd-speedup-value{color:#4ade80} .sd-speedup.sd-loss .sd-speedup-value{color:#f87171}
+.sd-speedup-label{font-size:14px;color:#c9d1dd}
+.sd-mode-label{font-size:18px;font-weight:700;color:#ffb000} .sd-mode-note{font-size:13px;color:#c9d1dd}
+.sd-badge{font-size:16px;font-weight:700;padding:4px 10px;border-radius:8px}
+.sd-badge-ok{background:#14532d;color:#dcfce7} .sd-badge-warn{background:#7c2d12;color:#ffedd5}
+.sd-badge-neutral{background:#1e293b;color:#e2e8f0} .sd-badge-sub{font-size:12px;font-weight:400}
+.sd-diff{font-size:13px;font-weight:400;display:flex;flex-direction:column;white-space:pre-wrap}
+.x-eff{font-size:16px}
+footer{margin-top:14px;font-size:13px;color:#94a3b8}
+""" + view.burst_css(".sd-text") + view.burst_css(".sd-legend")
+
+# The player. Constant text (its hash is in the CSP): the data comes only from #race-data.
+PLAYER_JS = """
+(() => {
+  "use strict";
+  const data = JSON.parse(document.getElementById("race-data").textContent);
+  const player = data.player;
+  const SIDES = ["baseline", "speculative"];
+  const $ = (id) => document.getElementById(id);
+  const next = {};
+  let timer = 0, t0 = 0, run = 0;
+
+  function seconds(s) {
+    if (s < 1) return Math.round(s * 1000) + " ms";
+    return (s < 10 ? s.toFixed(2) : s.toFixed(1)) + " s";
+  }
+  function status(side, state, text) {
+    const el = $("status-" + side);
+    el.dataset.state = state;
+    el.textContent = text;
+  }
+  function reset() {
+    clearTimeout(timer);
+    for (const side of SIDES) {
+      $("text-" + side).replaceChildren();
+      next[side] = 0;
+      $("tokens-" + side).textContent = player.sides[side].tokens_known ? "0" : "n/a";
+      $("elapsed-" + side).textContent = seconds(0);
+      status(side, "waiting", "waiting for the first token\\u2026");
+      $("live-" + side).hidden = false;
+      $("final-" + side).hidden = true;
+    }
+    $("final").hidden = true;
+    document.documentElement.dataset.state = "playing";
+  }
+  function step(now) {
+    for (const side of SIDES) {
+      const sd = player.sides[side], body = $("text-" + side);
+      let i = next[side];
+      while (i < sd.chunks.length && sd.chunks[i][0] <= now) {
+        const [, tokens, running, cls, text] = sd.chunks[i];
+        if (text && cls) {
+          const span = document.createElement("span");
+          span.className = cls;
+          span.title = tokens + " tokens in one step";
+          span.textContent = text;
+          body.append(span);
+        } else if (text) {
+          body.append(document.createTextNode(text));
+        }
+        if (running !== null) $("tokens-" + side).textContent = String(running);
+        i += 1;
+      }
+      if (i > next[side]) body.scrollTop = body.scrollHeight;
+      next[side] = i;
+      $("elapsed-" + side).textContent = seconds(Math.min(now, sd.end_s));
+      if (now >= sd.end_s) status(side, sd.end_state, sd.end_text);
+      else if (i > 0) status(side, "streaming", "streaming");
+    }
+  }
+  function finish() {
+    clearTimeout(timer);
+    step(Infinity);
+    for (const side of SIDES) {
+      $("live-" + side).hidden = true;
+      $("final-" + side).hidden = false;
+    }
+    $("final").hidden = false;
+    document.documentElement.dataset.state = "finished";
+  }
+  function tick(id) {
+    if (id !== run) return;
+    const now = (performance.now() - t0) / 1000;
+    if (now >= player.duration_s) { finish(); return; }
+    step(now);
+    timer = setTimeout(() => tick(id), 30);
+  }
+  function play() {
+    run += 1;
+    reset();
+    t0 = performance.now();
+    tick(run);
+  }
+  for (const [role, content] of player.prompt) {
+    const line = document.createElement("div");
+    const who = document.createElement("b");
+    who.textContent = role + ": ";
+    line.append(who, document.createTextNode(content));
+    $("prompt").append(line);
+  }
+  $("replay").addEventListener("click", play);
+  $("skip").addEventListener("click", () => { run += 1; finish(); });
+  play();
+})();
+"""
+
+
+def content_security_policy() -> str:
+    return (f"default-src 'none'; script-src {csp_hash(PLAYER_JS)}; style-src {csp_hash(PAGE_CSS)}; "
+            "base-uri 'none'; form-action 'none'")
+
+
+def _pane_html(result: RaceResult, side: Side) -> str:
+    live = (f'<div class="sd-tiles" id="live-{side}">'
+            f'<div class="sd-tile"><div class="sd-tile-label">tokens</div>'
+            f'<div class="sd-tile-value" id="tokens-{side}">0</div></div>'
+            f'<div class="sd-tile"><div class="sd-tile-label">elapsed</div>'
+            f'<div class="sd-tile-value" id="elapsed-{side}">0 ms</div></div></div>')
+    return (f'<section class="x-pane" data-side="{side}">{view.pane_title_html(pane_title(result, side))}'
+            f'<div class="x-status" id="status-{side}" data-state="waiting"></div>{live}'
+            f'<div id="final-{side}" hidden>{final_tiles_html(result, side)}</div>'
+            f'<div class="sd-text" id="text-{side}" data-side="{side}"></div></section>')
+
+
+def export_html(result: RaceResult, *, made_at: datetime | None = None,
+                max_bytes: int = MAX_EXPORT_BYTES) -> str:
+    """The whole page as text. Raises ExportTooLarge when it would exceed ``max_bytes``."""
+    made_at = made_at or datetime.now(UTC)
+    req = result.request
+    order = view.ORDER_LABELS[result.order]
+    what = (f"{result.preset or 'free prompt'} · {order} · T={req.temperature:g} · max {req.max_tokens} tokens"
+            f" · exported {_when(made_at)}")
+    snapshot = RaceSnapshot(order=result.order, baseline=SideSnapshot(side="baseline"),
+                            speculative=SideSnapshot(side="speculative"), result=result)
+    data = embed_json({"format": "specdemo-race-export/1", "run": result.model_dump(mode="json"),
+                       "player": player_data(result)})
+    page = f"""<!DOCTYPE html>
+<html lang="en" data-state="loading">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{view.esc(content_security_policy())}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Recording: speculative decoding race of {view.esc(_when(result.started_at))}</title>
+<style>{PAGE_CSS}</style>
+</head>
+<body>
+<main>
+<div class="x-rec" role="status" data-recording="true" data-order="{view.esc(result.order)}">● RECORDING of \
+{view.esc(_when(result.started_at))}, not live<div class="x-rec-sub">{view.esc(what)}</div></div>
+<div class="x-bar"><button id="replay" type="button">▶ Replay</button>\
+<button id="skip" class="x-alt" type="button">Skip to the end</button>{view.order_html(result.order)}</div>
+<details><summary>Prompt</summary><div id="prompt"></div></details>
+<div id="final" hidden>{view.speedup_html(snapshot)}{view.identical_badge_html(result)}{efficiency_html(result)}</div>
+<div class="x-panes">{_pane_html(result, "baseline")}{_pane_html(result, "speculative")}</div>
+{view.burst_legend_html()}
+<footer>Played back at the recorded timing, each side from the moment its request was sent. The figures \
+are those measured during the race and saved with it; this page only re-times the saved chunks. \
+Made with <code>python -m demo export</code>. This file contains the prompt and the answers.</footer>
+</main>
+<script type="application/json" id="race-data">{data}</script>
+<script>{PLAYER_JS}</script>
+</body>
+</html>
+"""
+    size = len(page.encode("utf-8"))
+    if size > max_bytes:
+        raise ExportTooLarge(f"this race makes a {size / 1e6:.1f} MB page, over the export limit of "
+                             f"{max_bytes / 1e6:g} MB: export a shorter race (fewer max_tokens)")
+    return page
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        atomic_write(path, text)  # never a half-written page
+    except OSError as e:
+        raise ExportError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+def export_file(result: RaceResult, dir: Path) -> Path:
+    """Write the page under ``dir`` (made if missing) as '<run stem>.html'; returns its path.
+    Raises ExportError (ExportTooLarge for an oversize run) with a one-line message."""
+    try:
+        dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ExportError(f"cannot create the folder {dir}: {e.strerror or e}") from e
+    path = dir / f"{run_stem(result)}.html"
+    _write(path, export_html(result))
+    return path
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def read_run(path: Path) -> RaceResult:
+    """A saved run, validated; ExportError with one line when it is missing, oversize or not a run."""
+    if not path.exists():
+        raise ExportError(f"{path}: no such file (saved races are under runs/)")
+    if not path.is_file():
+        raise ExportError(f"{path} is not a file: give one saved race (a .json under runs/)")
+    size = path.stat().st_size
+    if size > MAX_EXPORT_BYTES:
+        raise ExportTooLarge(f"{path} is {size / 1e6:.1f} MB, over the export limit of {MAX_EXPORT_BYTES / 1e6:g} MB")
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise ExportError(f"cannot read {path}: {e.strerror or e}") from e
+    try:
+        return RaceResult.model_validate_json(raw)
+    except ValidationError as e:
+        raise ExportError(f"{path} is not a saved race: {validation_summary(e, count_rest=True)}") from e
+
+
+def add_export_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="write one saved race as a self-contained HTML page that replays it")
+    p.add_argument("run", type=Path, metavar="RUN.json", help="a saved race (runs/*.json)")
+    p.add_argument("--out", type=Path,
+                   help="the page to write, or a folder for it (default: RUN's name with .html, here)")
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    try:
+        result = read_run(args.run)
+        out: Path = args.out if args.out is not None else Path(args.run.stem + ".html")
+        if out.is_dir():
+            out = out / f"{run_stem(result)}.html"
+        _write(out, export_html(result))
+    except ExportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB): opens offline in any browser and replays the race")
+    return 0

@@ -1,0 +1,174 @@
+"""Pooling: per-request figures into batch figures, batches into a side of a cell, the two
+sides into a cell (medians and spread over repeats, speedups per repeat, pooled acceptance).
+Pure arithmetic over demo.measure's per-request results; the runner, the verdict and the
+report all use it.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from demo.measure import Acceptance, acceptance, percentile
+from demo.metrics import MetricsSample, spec_stats_from_delta
+from demo.results import Side, SideResult
+from demo.sweep.models import BatchStats, CellResult, CellSettings, SideCell, Spread
+
+SAMPLE_CHARS = 300
+
+
+def median(values: list[float]) -> float | None:
+    """The median; None for no values."""
+    return statistics.median(values) if values else None
+
+
+def spread(values: list[float]) -> Spread | None:
+    if not values:
+        return None
+    return Spread(median=statistics.median(values), min=min(values), max=max(values), n=len(values))
+
+
+def expected_tokens_per_step(a: float | None, k: int | None) -> float | None:
+    """Leviathan et al.: expected tokens per target pass for acceptance a and k drafted tokens."""
+    if a is None or k is None:
+        return None
+    if a >= 1.0:
+        return float(k + 1)
+    return (1 - a ** (k + 1)) / (1 - a)
+
+
+def batch_stats(side: Side, results: list[SideResult], wall_s: float | None, kv_peak: float | None,
+                before: MetricsSample | None, after: MetricsSample | None) -> BatchStats:
+    """Pool one batch's per-request results (all figures come from SideMeter)."""
+    stats = BatchStats(side=side, requests=len(results), wall_s=wall_s, kv_cache_usage_peak_perc=kv_peak)
+    for r in results:
+        if r.error and r.error not in stats.errors:
+            stats.errors.append(r.error)
+    ok = [r for r in results if r.complete]
+    stats.ok_requests = len(ok)
+    if not ok:
+        why = "no request finished" + (f": {stats.errors[0]}" if stats.errors else "")
+        for f in ("output_tokens_per_s", "decode_tokens_per_s_p50", "ttft_p50_s", "e2e_p50_s"):
+            stats.na_reasons[f] = why
+        return stats
+    stats.completion_tokens_total = sum(r.completion_tokens or 0 for r in ok)
+    if wall_s and stats.completion_tokens_total:
+        stats.output_tokens_per_s = stats.completion_tokens_total / wall_s
+    else:
+        stats.na_reasons["output_tokens_per_s"] = "no tokens counted (the server sent no usage)"
+    stats.decode_tokens_per_s_p50 = median([r.decode_tokens_per_s for r in ok if r.decode_tokens_per_s])
+    if stats.decode_tokens_per_s_p50 is None:
+        stats.na_reasons["decode_tokens_per_s_p50"] = next(
+            (r.na_reasons["decode_tokens_per_s"] for r in ok if "decode_tokens_per_s" in r.na_reasons), "not measured")
+    ttfts = [r.ttft_s for r in ok if r.ttft_s is not None]
+    e2es = [r.e2e_s for r in ok if r.e2e_s is not None]
+    stats.ttft_p50_s, stats.ttft_p95_s = percentile(ttfts, 50), percentile(ttfts, 95)
+    stats.e2e_p50_s, stats.e2e_p95_s = percentile(e2es, 50), percentile(e2es, 95)
+    stats.itl_p50_s = median([r.itl_p50_s for r in ok if r.itl_p50_s is not None])
+    stats.itl_p95_s = median([r.itl_p95_s for r in ok if r.itl_p95_s is not None])
+    stats.sample_text = ok[0].text[:SAMPLE_CHARS]
+    if side == "speculative":
+        _pool_acceptance(stats, ok, before, after)
+    return stats
+
+
+def _pool_acceptance(stats: BatchStats, ok: list[SideResult], before: MetricsSample | None,
+                     after: MetricsSample | None) -> None:
+    """Per-request acceptance summed over the batch; else the /metrics delta around the batch."""
+    per = [r.spec for r in ok]
+    counts = [(s.accepted_tokens, s.draft_tokens, s.drafts) for s in per
+              if s is not None and s.source == "per_request" and s.draft_tokens is not None
+              and s.accepted_tokens is not None and s.drafts is not None]
+    if len(counts) == len(per):  # every request reported all three
+        stats.accepted_tokens = sum(a for a, _, _ in counts)
+        stats.draft_tokens = sum(d for _, d, _ in counts)
+        stats.drafts = sum(n for _, _, n in counts)
+        stats.num_spec_tokens = next((s.num_spec_tokens for s in per if s and s.num_spec_tokens), None)
+        stats.acceptance_source = "per_request"
+        return
+    delta = spec_stats_from_delta(before, after)
+    if delta is None:
+        stats.na_reasons["acceptance_rate"] = "the server reports no speculative metrics (is it speculating?)"
+        return
+    if delta.accepted_tokens is None or not delta.draft_tokens:
+        stats.na_reasons["acceptance_rate"] = (delta.na_reasons.get("acceptance_rate")
+                                               or "no drafts were proposed in the batch")
+        return
+    stats.accepted_tokens, stats.draft_tokens, stats.drafts = delta.accepted_tokens, delta.draft_tokens, delta.drafts
+    stats.num_spec_tokens = delta.num_spec_tokens
+    stats.acceptance_source = "metrics_delta"
+
+
+def pooled_acceptance(batches: list[BatchStats]) -> Acceptance:
+    """Acceptance over the speculative batches that counted their drafts (token counts summed, then divided)."""
+    counted = [b for b in batches if b.draft_tokens and b.accepted_tokens is not None]
+    return acceptance(sum(b.accepted_tokens or 0 for b in counted), sum(b.draft_tokens or 0 for b in counted),
+                      sum(b.drafts or 0 for b in counted))
+
+
+def side_cell(side: Side, batches: list[BatchStats]) -> SideCell:
+    cell = SideCell(side=side, batches=batches)
+    cell.requests = sum(b.requests for b in batches)
+    cell.ok_requests = sum(b.ok_requests for b in batches)
+    cell.output_tokens_per_s = spread([b.output_tokens_per_s for b in batches if b.output_tokens_per_s])
+    cell.decode_tokens_per_s = spread([b.decode_tokens_per_s_p50 for b in batches if b.decode_tokens_per_s_p50])
+    for f in ("ttft_p50_s", "ttft_p95_s", "itl_p50_s", "itl_p95_s", "e2e_p50_s", "e2e_p95_s"):
+        setattr(cell, f, median([getattr(b, f) for b in batches if getattr(b, f) is not None]))
+    if cell.ttft_p50_s is not None and cell.e2e_p50_s:
+        cell.prefill_share = cell.ttft_p50_s / cell.e2e_p50_s
+    kv = [b.kv_cache_usage_peak_perc for b in batches if b.kv_cache_usage_peak_perc is not None]
+    cell.kv_cache_usage_peak_perc = max(kv) if kv else None
+    if not kv:
+        cell.na_reasons["kv_cache_usage_peak_perc"] = "the server's /metrics gave no KV-cache usage"
+    cell.sample_text = next((b.sample_text for b in batches if b.sample_text), "")
+    for b in batches:
+        for f, why in b.na_reasons.items():
+            cell.na_reasons.setdefault(f, why)
+    return cell
+
+
+def assemble_cell(settings: CellSettings, base: list[BatchStats], spec: list[BatchStats],
+                  identical_text: bool | None = None) -> CellResult:
+    """Side figures over the repeats, speedups per repeat (same conditions), pooled acceptance."""
+    cell = CellResult(settings=settings, baseline=side_cell("baseline", base),
+                      speculative=side_cell("speculative", spec), identical_text=identical_text)
+    pairs = list(zip(base, spec, strict=True))
+    cell.speedup = spread([s.output_tokens_per_s / b.output_tokens_per_s for b, s in pairs
+                           if b.output_tokens_per_s and s.output_tokens_per_s])
+    cell.decode_speedup = spread([s.decode_tokens_per_s_p50 / b.decode_tokens_per_s_p50 for b, s in pairs
+                                  if b.decode_tokens_per_s_p50 and s.decode_tokens_per_s_p50])
+    bc, sc = cell.baseline, cell.speculative
+    if bc.e2e_p50_s and sc.e2e_p50_s:
+        cell.e2e_speedup = bc.e2e_p50_s / sc.e2e_p50_s
+    for side_name, batches in (("baseline", base), ("speculative", spec)):
+        for b in batches:
+            for e in b.errors:
+                msg = f"{side_name}: {e}"
+                if msg not in cell.errors:
+                    cell.errors.append(msg)
+    counted = [b for b in spec if b.draft_tokens and b.accepted_tokens is not None]
+    if counted:
+        acc = pooled_acceptance(counted)
+        cell.acceptance_rate, cell.mean_acceptance_length = acc.rate, acc.tokens_per_step
+        cell.num_spec_tokens = next((b.num_spec_tokens for b in counted if b.num_spec_tokens), None)
+        sources = {b.acceptance_source for b in counted}
+        cell.acceptance_source = "per_request" if sources == {"per_request"} else "metrics_delta"
+        cell.expected_tokens_per_step = expected_tokens_per_step(cell.acceptance_rate, cell.num_spec_tokens)
+        if cell.num_spec_tokens is None:
+            cell.na_reasons["expected_tokens_per_step"] = "k (num_speculative_tokens) is unknown"
+    else:
+        why = next((b.na_reasons["acceptance_rate"] for b in spec if "acceptance_rate" in b.na_reasons),
+                   "no speculative batch finished")
+        cell.na_reasons["acceptance_rate"] = cell.na_reasons["expected_tokens_per_step"] = why
+    if cell.speedup is None:
+        cell.na_reasons["speedup"] = (cell.errors[0] if cell.errors else
+                                      bc.na_reasons.get("output_tokens_per_s")
+                                      or sc.na_reasons.get("output_tokens_per_s") or "not measured")
+    if cell.decode_speedup is None:
+        cell.na_reasons["decode_speedup"] = (bc.na_reasons.get("decode_tokens_per_s_p50")
+                                             or sc.na_reasons.get("decode_tokens_per_s_p50")
+                                             or cell.na_reasons.get("speedup", "not measured"))
+    if cell.speedup is None:
+        cell.status = "failed"
+    elif cell.errors:
+        cell.status = "partial"
+    return cell

@@ -1,0 +1,251 @@
+"""One race as a file (demo/export.py): escaping, the embedded data, the CSP, the size cap,
+export_file for the page's buttons, and ``python -m demo export`` run as a process."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from demo.export import (
+    MAX_EXPORT_BYTES,
+    ExportError,
+    ExportTooLarge,
+    efficiency_html,
+    embed_json,
+    export_file,
+    export_html,
+    player_data,
+)
+from demo.measure import SideMeter, efficiency
+from demo.race import run_race
+from demo.results import Message, RaceRequest, RaceResult
+from demo.runs import load_run, run_stem, save_run
+from demo.settings import Settings
+from tests.ports import free_port
+from tests.standin import Standin, StandinBehavior
+
+ROOT = Path(__file__).resolve().parent.parent
+EVIL = '</script><img src=x onerror="window.__pwned=1"><!--'
+PIECES = [" <b>bold</b>", " " + EVIL, " &amp;", " done", "."]
+MADE_AT = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+
+
+def make_run(out_dir: Path, base_url: str | None = None, max_tokens: int = 40) -> Path:
+    """A real race against stand-ins whose answer and prompt carry an HTML/script payload; saved."""
+    req = RaceRequest(preset="json_reformat", messages=[Message(role="user", content="Repeat " + EVIL)],
+                      max_tokens=max_tokens, order="simultaneous")
+    base_b = StandinBehavior(tokens_per_s=100, ttft_s=0.05, pieces=PIECES)
+    spec_b = StandinBehavior(tokens_per_s=250, ttft_s=0.05, pieces=PIECES, speculative=True, chunk_sizes=[3, 1, 4])
+    with Standin(base_b) as base, Standin(spec_b) as spec:
+        settings = Settings(baseline_url=base_url or base.url, speculative_url=spec.url, save_runs=False)
+        result = asyncio.run(run_race(req, settings))
+    return save_run(result, out_dir)
+
+
+@pytest.fixture(scope="module")
+def run_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_run(tmp_path_factory.mktemp("runs"))
+
+
+@pytest.fixture(scope="module")
+def result(run_path: Path) -> RaceResult:
+    r = load_run(run_path)
+    assert EVIL in r.baseline.text and EVIL in r.speculative.text  # the payload really is in the answers
+    return r
+
+
+def data_block(html: str) -> str:
+    m = re.search(r'<script type="application/json" id="race-data">(.*?)</script>', html, re.S)
+    assert m, "no data block"
+    return m.group(1)
+
+
+def sha256_source(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def test_model_output_and_prompt_cannot_break_out(result: RaceResult) -> None:
+    html = export_html(result, made_at=MADE_AT)
+    assert EVIL not in html
+    assert "<img" not in html and "onerror=\"window" not in html  # the page itself has no <img> at all
+    assert html.count("</script>") == 2  # the data block's and the player's own
+    assert html.count("<script") == 2
+    block = data_block(html)
+    assert "<" not in block and ">" not in block and "&" not in block
+    # U+2028/9 end a line in older JavaScript: escaped too, and the JSON still reads back the same.
+    odd = {"t": "a\u2028b\u2029</SCRIPT >"}
+    assert json.loads(embed_json(odd)) == odd and "\u2028" not in embed_json(odd) and "<" not in embed_json(odd)
+    # A label built from untrusted text (the preset name) is escaped too.
+    bad = result.model_copy(update={"preset": "<script>alert(1)</script>"})
+    assert "<script>alert(1)" not in export_html(bad, made_at=MADE_AT)
+
+
+def test_embedded_data_round_trips_to_the_saved_run(result: RaceResult) -> None:
+    data = json.loads(data_block(export_html(result, made_at=MADE_AT)))
+    assert RaceResult.model_validate(data["run"]) == result  # the whole run, exactly
+    for side in ("baseline", "speculative"):
+        saved = getattr(result, side)
+        chunks = data["player"]["sides"][side]["chunks"]
+        assert "".join(c[4] for c in chunks) == saved.text  # the panes end on the final texts
+        assert [c[0] for c in chunks] == sorted(c[0] for c in chunks)
+        assert chunks[-1][2] == saved.completion_tokens  # running count ends on the server's usage
+        assert data["player"]["sides"][side]["end_state"] == "done"
+    assert data["player"]["prompt"] == [["user", "Repeat " + EVIL]]
+
+
+def test_chunk_tokens_and_shading_are_the_live_meters(result: RaceResult) -> None:
+    spec = player_data(result)["sides"]["speculative"]
+    meter = SideMeter("speculative", result.speculative.url, t0=0.0)
+    for ev in result.speculative.events:
+        meter.feed(ev)
+    bursts = [(t, n) for t, n, _ in meter.snapshot().bursts]
+    assert [(c[0], c[1]) for c in spec["chunks"] if c[1]] == bursts
+    classes = {c[3] for c in spec["chunks"]}
+    assert {"b3", "b4"} <= classes  # chunk_sizes [3, 1, 4]
+    assert all(c[3] == "" for c in spec["chunks"] if c[1] == 1)  # single tokens stay plain, as on the page
+    base = player_data(result)["sides"]["baseline"]
+    assert {c[3] for c in base["chunks"]} == {""}  # one token a chunk: no shading
+
+
+def test_csp_is_strict_and_its_hashes_match(result: RaceResult) -> None:
+    html = export_html(result, made_at=MADE_AT)
+    m = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', html)
+    assert m
+    csp = dict(d.strip().split(" ", 1) for d in m.group(1).replace("&#x27;", "'").split(";"))
+    assert csp["default-src"] == "'none'"
+    assert "unsafe" not in m.group(1)
+    script = re.search(r"<script>(.*?)</script>", html, re.S)
+    style = re.search(r"<style>(.*?)</style>", html, re.S)
+    assert script and style
+    assert csp["script-src"] == sha256_source(script.group(1))
+    assert csp["style-src"] == sha256_source(style.group(1))
+    assert " style=" not in html  # no style attribute the CSP would block
+
+
+def test_labels_say_recording_when_and_order(result: RaceResult) -> None:
+    html = export_html(result, made_at=MADE_AT)
+    when = result.started_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert f"RECORDING of {when}, not live" in html
+    assert "exported 2026-11-30 12:00:00 UTC" in html
+    assert "Simultaneous race" in html and 'data-order="race"' in html
+    seq = result.model_copy(update={"order": "sequential"})
+    assert "Sequential A/B" in export_html(seq, made_at=MADE_AT)
+
+
+def test_final_figures_are_the_saved_ones(result: RaceResult) -> None:
+    html = export_html(result, made_at=MADE_AT)
+    assert result.speedup is not None
+    assert f'data-state="final" data-value="{result.speedup!r}"' in html
+    for side in ("baseline", "speculative"):
+        rate = getattr(result, side).decode_tokens_per_s
+        assert f'data-key="tokens_per_s" data-side="{side}" data-value="{rate!r}"' in html
+    spec = result.speculative.spec
+    assert spec and spec.acceptance_rate is not None
+    assert f'data-key="acceptance_rate" data-side="speculative" data-value="{spec.acceptance_rate!r}"' in html
+    eff = efficiency(result.speedup, spec.mean_acceptance_length)
+    assert eff is not None and f'data-key="efficiency" data-value="{eff!r}"' in html
+
+
+def test_efficiency_and_its_na_reason() -> None:
+    assert efficiency(2.0, 4.0) == 0.5
+    assert efficiency(None, 3.0) is None and efficiency(2.0, None) is None and efficiency(2.0, 0.0) is None
+
+
+def test_a_failed_side_says_so_and_figures_say_na(tmp_path: Path) -> None:
+    r = load_run(make_run(tmp_path, base_url=f"http://127.0.0.1:{free_port()}"))
+    assert r.baseline.error and r.speedup is None
+    side = player_data(r)["sides"]["baseline"]
+    assert side["chunks"] == [] and side["end_state"] == "error" and r.baseline.error in side["end_text"]
+    html = export_html(r, made_at=MADE_AT)
+    assert 'data-state="na"' in html  # the headline speedup is n/a, with its reason
+    assert "efficiency n/a (" in efficiency_html(r)
+
+
+def test_oversize_runs_are_refused_with_a_clear_message(result: RaceResult) -> None:
+    with pytest.raises(ExportTooLarge, match=r"over the export limit of 0.001 MB"):
+        export_html(result, max_bytes=1000)
+    assert len(export_html(result).encode()) < MAX_EXPORT_BYTES
+
+
+def test_export_file_writes_where_the_ui_asks(result: RaceResult, tmp_path: Path) -> None:
+    path = export_file(result, tmp_path / "exports" / "new")
+    assert path == tmp_path / "exports" / "new" / f"{run_stem(result)}.html"
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    assert RaceResult.model_validate(json.loads(data_block(text))["run"]) == result
+    assert not list(path.parent.glob("*.tmp"))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(ExportError, match="cannot create the folder"):
+        export_file(result, blocker / "sub")
+
+
+# --------------------------------------------------------------------------- the command, as a process
+
+
+def run_export(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "demo", "export", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_cli_writes_a_page_that_holds_the_run(run_path: Path, result: RaceResult, tmp_path: Path) -> None:
+    out = tmp_path / "race.html"
+    p = run_export(str(run_path), "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert str(out) in p.stdout and p.stderr == ""
+    assert RaceResult.model_validate(json.loads(data_block(out.read_text()))["run"]) == result
+    p = run_export(str(run_path), "--out", str(tmp_path))  # a folder: the run's own name in it
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / f"{run_stem(result)}.html").is_file()
+
+
+@pytest.mark.parametrize("case", ["missing", "not-json", "not-a-run", "folder", "unwritable"])
+def test_cli_errors_are_one_line_and_exit_2(case: str, run_path: Path, tmp_path: Path) -> None:
+    target, out = tmp_path / "run.json", tmp_path / "race.html"
+    expect = {
+        "missing": "no such file",
+        "not-json": "is not a saved race: not valid JSON",
+        "not-a-run": "is not a saved race: order: Field required",
+        "folder": "is not a file",
+        "unwritable": "cannot write",
+    }[case]
+    if case == "not-json":
+        target.write_text("this is { not json")
+    elif case == "not-a-run":
+        target.write_text('{"preset": "x"}')
+    elif case == "folder":
+        target = tmp_path
+    elif case == "unwritable":
+        target, out = run_path, tmp_path / "no-such-folder" / "race.html"
+    p = run_export(str(target), "--out", str(out))
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expect in lines[0], p.stderr
+    assert "Traceback" not in p.stderr and not out.exists()
+
+
+def test_an_oversize_run_file_is_refused_before_it_is_read(run_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import demo.export
+
+    monkeypatch.setattr(demo.export, "MAX_EXPORT_BYTES", 1000)
+    with pytest.raises(ExportTooLarge, match=r"MB, over the export limit of 0.001 MB"):
+        demo.export.read_run(run_path)
+
+
+def test_a_run_without_a_timeline_shows_its_answer_whole(result: RaceResult) -> None:
+    bare = result.baseline.model_copy(update={"events": []})
+    side = player_data(result.model_copy(update={"baseline": bare}))["sides"]["baseline"]
+    assert [c[4] for c in side["chunks"]] == [result.baseline.text]
+    assert side["chunks"][0][2] == result.baseline.completion_tokens
+    assert "no timeline was saved" in side["end_text"]

@@ -1,0 +1,100 @@
+"""Records written before the one simultaneous/sequential vocabulary still load, with the new words.
+
+The fixtures were written by the code of that time (tests/fixtures/README.md): a saved race with
+``"mode": "race"`` and an evaluator results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from demo.cli import add_race_parser
+from demo.results import RaceRequest, RaceResult, RaceSnapshot, SideSnapshot
+from demo.runs import load_run, save_run
+from demo.sweep.models import SweepResult
+from demo.ui.replay_tab import run_label
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LEGACY_RUN = FIXTURES / "legacy-run-mode-race.json"
+
+
+def test_a_race_saved_with_mode_race_loads_as_simultaneous(tmp_path: Path) -> None:
+    raw = json.loads(LEGACY_RUN.read_text())
+    assert raw["mode"] == "race" and raw["request"]["mode"] == "race" and "order" not in raw  # truly old
+    result = load_run(LEGACY_RUN)
+    assert result.order == "simultaneous" and result.request.order == "simultaneous"
+    assert result.preset == raw["preset"] and result.speedup == raw["speedup"]
+    assert result.speculative.text == raw["speculative"]["text"]
+    assert len(result.speculative.events) == len(raw["speculative"]["events"]) > 0
+    # Saved again, it is written in the new words only, and reads back the same.
+    again = save_run(result, tmp_path)
+    assert again.name.endswith("-simultaneous.json")
+    rewritten = json.loads(again.read_text())
+    assert rewritten["order"] == "simultaneous" and "mode" not in rewritten and "mode" not in rewritten["request"]
+    assert load_run(again) == result
+
+
+def test_a_sequential_race_saved_with_mode_loads_as_sequential(tmp_path: Path) -> None:
+    raw = json.loads(LEGACY_RUN.read_text())
+    raw["mode"] = raw["request"]["mode"] = "sequential"
+    path = tmp_path / "20261130T153449761253-json_reformat-sequential.json"
+    path.write_text(json.dumps(raw))
+    result = load_run(path)
+    assert result.order == "sequential" and result.request.order == "sequential"
+
+
+@pytest.mark.parametrize("old", [{"mode": "race"}, {"order": "race"}, {"mode": "sequential"}])
+def test_the_old_key_and_value_are_accepted_everywhere(old: dict[str, str]) -> None:
+    want = "sequential" if "sequential" in old.values() else "simultaneous"
+    assert RaceRequest.model_validate(old).order == want
+    side = SideSnapshot(side="baseline")
+    assert RaceSnapshot.model_validate({**old, "baseline": side, "speculative": side}).order == want
+
+
+def test_an_unknown_order_is_still_refused() -> None:
+    with pytest.raises(ValueError, match="order"):
+        RaceRequest.model_validate({"mode": "fast"})
+    with pytest.raises(ValueError, match="order"):
+        RaceResult.model_validate_json(LEGACY_RUN.read_text().replace('"mode": "race"', '"mode": "parallel"', 1))
+
+
+def test_an_old_run_file_name_is_labelled_in_the_new_words() -> None:
+    old = run_label(Path("20261130T153449761253-json_reformat-race.json"))
+    assert old.endswith("· json_reformat · Simultaneous race")
+    assert run_label(Path("20261130T153449-json_reformat-simultaneous.json")).endswith("· Simultaneous race")
+
+
+def test_an_old_results_json_loads() -> None:
+    raw = json.loads((FIXTURES / "legacy-results.json").read_text())
+    result = SweepResult.model_validate(raw)
+    assert result.schema_version == raw["schema_version"] == 1
+    assert result.spec.order == "sequential" and [c.settings.order for c in result.cells] == ["sequential"]
+    speedup = result.cells[0].speedup
+    assert speedup is not None and speedup.median == raw["cells"][0]["speedup"]["median"]
+    assert result.verdicts and result.verdicts[0].headline == raw["verdicts"][0]["headline"]
+
+
+@pytest.mark.parametrize(("flags", "want"), [
+    ([], "simultaneous"),
+    (["--order", "simultaneous"], "simultaneous"),
+    (["--order", "sequential"], "sequential"),
+    (["--mode", "race"], "simultaneous"),  # the old flag and value
+    (["--mode", "sequential"], "sequential"),
+    (["--order", "race"], "simultaneous"),
+])
+def test_the_race_command_takes_order_and_the_old_mode_flag(flags: list[str], want: str) -> None:
+    parser = argparse.ArgumentParser()
+    add_race_parser(parser.add_subparsers())
+    assert parser.parse_args(["race", "--prompt", "x", *flags]).order == want
+
+
+def test_the_race_command_refuses_an_unknown_order(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser()
+    add_race_parser(parser.add_subparsers())
+    with pytest.raises(SystemExit):
+        parser.parse_args(["race", "--prompt", "x", "--order", "fast"])
+    assert "invalid choice: 'fast'" in capsys.readouterr().err
