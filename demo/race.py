@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from typing import Any
 
 import httpx
 
@@ -98,9 +99,11 @@ class _SideRun:
         """Refuse before sending a prompt the server says is over its context length."""
         assert self.model is not None
         counted = await count_prompt_tokens(self.http, self.url, self.model, req, self.settings.probe_timeout_s + 2)
-        if counted is None or counted[1] is None:
+        if counted is None:
             return  # the server cannot tell: it will refuse with its own message if needed
         count, limit = counted
+        if limit is None:
+            return  # no max_model_len reported: the server refuses with its own message if needed
         if count >= limit:
             raise StreamError(
                 f"The prompt is {count} tokens but {self.url} serves at most {limit} (max_model_len): "
@@ -141,7 +144,7 @@ async def stream_race(
     http: httpx.AsyncClient | None = None,
     interval_s: float = 0.05,
     stop: asyncio.Event | None = None,
-) -> AsyncIterator[RaceSnapshot]:
+) -> AsyncGenerator[RaceSnapshot, None]:
     """Run a race and yield snapshots at most every ``interval_s``; the last holds ``.result``.
 
     Setting ``stop`` (or cancelling the consumer) closes both streams, so the servers abort
@@ -183,7 +186,7 @@ async def stream_race(
         task = asyncio.create_task(drive())
         stop_wait = asyncio.create_task(stop.wait()) if stop else None
         while not task.done():
-            waiters: set[asyncio.Future[object]] = {task, asyncio.ensure_future(changed.wait())}
+            waiters: set[asyncio.Future[Any]] = {task, asyncio.ensure_future(changed.wait())}
             if stop_wait:
                 waiters.add(stop_wait)
             # The timeout is a heartbeat: elapsed time keeps moving while a server is silent.
@@ -199,8 +202,8 @@ async def stream_race(
             changed.clear()
             yield snap()
             await asyncio.sleep(interval_s)  # throttle: many chunks fold into one snapshot
-        if task.done() and not task.cancelled() and task.exception() is not None:
-            raise task.exception()  # a bug, not a server fault: never swallow it
+        if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
+            raise exc  # a bug, not a server fault: never swallow it
         if cancelled:
             for s in sides.values():
                 s.meter.cancel()

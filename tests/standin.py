@@ -33,7 +33,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -96,6 +96,9 @@ class StandinBehavior(BaseModel):
         return self
 
 
+Outcome = Literal["running", "completed", "aborted", "faulted"]
+
+
 class Truth(BaseModel):
     """What the stand-in really did for one generation request."""
 
@@ -115,7 +118,7 @@ class Truth(BaseModel):
     chunk_send_times: list[float] = Field(default_factory=list)
     text: str = ""
     finish_reason: str | None = None
-    outcome: Literal["running", "completed", "aborted", "faulted"] = "running"
+    outcome: Outcome = "running"
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -303,8 +306,8 @@ class _Counters:
                     continue
                 for p in range(k):
                     lab = labels_s.replace('position="0"', f'position="{p}"')
-                    v = per_pos[p] if name.endswith("_total") else float(value)
-                    out.append(f"{name}{{{lab}}} {float(v)!r}")
+                    pv = per_pos[p] if name.endswith("_total") else float(value)
+                    out.append(f"{name}{{{lab}}} {float(pv)!r}")
                 continue
             if name == "vllm:request_success_total":
                 v: float | None = self.success.get(labels.get("finished_reason", ""), 0)
@@ -329,7 +332,7 @@ class _Cut(Exception):
 class _SSE(Response):
     """Streams what an emitter sends; a client disconnect cancels the emitter (= abort)."""
 
-    def __init__(self, emit: Callable[[Send], Awaitable[None]], end: Callable[[str], None]) -> None:
+    def __init__(self, emit: Callable[[Send], Awaitable[None]], end: Callable[[Outcome], None]) -> None:
         super().__init__(status_code=200)
         self._emit, self._end = emit, end  # end("aborted" | "faulted"); no-op once finished
 
@@ -348,9 +351,9 @@ class _SSE(Response):
                 self._end("aborted")
             watcher.cancel()
             await asyncio.gather(emit, watcher, return_exceptions=True)
-        if not emit.cancelled() and emit.exception() is not None:
+        if not emit.cancelled() and (exc := emit.exception()) is not None:
             self._end("faulted")
-            raise emit.exception()  # type: ignore[misc]  # uvicorn logs it and drops the connection
+            raise exc  # uvicorn logs it and drops the connection
 
 
 _SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8")]
@@ -394,11 +397,11 @@ class Standin:
         config = uvicorn.Config(self._asgi, host=self.host, port=self.port, log_level=self._log_level,
                                 lifespan="off", access_log=False, http="h11", loop="asyncio",
                                 interface="asgi3", proxy_headers=False)
-        self._server = uvicorn.Server(config)
+        self._server = server = uvicorn.Server(config)
         ready = threading.Event()
 
         def serve() -> None:
-            asyncio.run(self._server.serve())  # type: ignore[union-attr]
+            asyncio.run(server.serve())
             ready.set()
 
         self._thread = threading.Thread(target=serve, name=f"standin:{self.port}", daemon=True)
@@ -548,6 +551,7 @@ class Standin:
         b = self.behavior.model_copy()  # one request sees one consistent behaviour
         chat = request.url.path.endswith("/chat/completions")
         raw = await request.body()
+        bad_json: ValueError | None
         try:
             body = json.loads(raw)
         except ValueError as exc:
@@ -644,14 +648,16 @@ class Standin:
                     for pos in range(acc):
                         per_pos[pos] += 1
                     c.add_step(acc, k)
-            if n > 1 and t > truth.t_first_token_sent:  # type: ignore[operator]
-                truth.decode_tokens_per_s = (n - 1) / (t - truth.t_first_token_sent)  # type: ignore[operator]
+            t1 = truth.t_first_token_sent
+            assert t1 is not None  # set by the first burst, above
+            if n > 1 and t > t1:
+                truth.decode_tokens_per_s = (n - 1) / (t - t1)
 
-    def _finish(self, truth: Truth, outcome: str, finish_reason: str | None = None) -> None:
+    def _finish(self, truth: Truth, outcome: Outcome, finish_reason: str | None = None) -> None:
         with self._lock:
             if truth.outcome != "running":
                 return
-            truth.outcome = outcome  # type: ignore[assignment]
+            truth.outcome = outcome
             truth.finish_reason = finish_reason
             self._running.pop(id(truth), None)
             if outcome == "completed":
@@ -718,7 +724,8 @@ class _Generation:
         # The hot path at thousands of tokens/s: the same bytes as json.dumps, from a template
         # cut at placeholders (text, total_tokens, completion_tokens, in that order).
         if self._tmpl is None:
-            marked = _dumps(self._content_dict("@@T@@", "@@N@@", "@@U@@", False))  # type: ignore[arg-type]
+            marked = _dumps(self._content_dict(
+                "@@T@@", "@@N@@", "@@U@@", False))  # type: ignore[arg-type]  # str placeholders where the ints go
             self._tmpl = re.split(r'"@@[TUN]@@"', marked)
         t = self._tmpl
         if len(t) == 2:  # no usage on content chunks
@@ -795,7 +802,7 @@ class _Generation:
                 j += 1
             parts = [f"data: {self.role_chunk()}\n\n"] if i == 0 and self.chat else []
             chunk_texts = ["".join(texts[ends[c] - sizes[c]:ends[c]]) for c in range(i, j)]
-            for c, text in zip(range(i, j), chunk_texts):
+            for c, text in zip(range(i, j), chunk_texts, strict=True):
                 parts.append(f"data: {self.content_chunk(text, ends[c], c == last)}\n\n")
             await send({"type": "http.response.body", "body": "".join(parts).encode(), "more_body": True})
             self.s._sent(self.truth, b, sizes[i:j], chunk_texts, time.perf_counter())
@@ -819,7 +826,8 @@ class _Generation:
         raise _Cut("fault=cut")  # no transport: uvicorn closes the connection on an exception
 
     async def _replay(self, send: Send) -> None:
-        path = Path(self.b.replay_fixture)  # type: ignore[arg-type]
+        assert self.b.replay_fixture is not None  # only the replay fault gets here, and it names a fixture
+        path = Path(self.b.replay_fixture)
         events = [ln[len("data: "):] for ln in path.read_text().split("\n") if ln.startswith("data: ")]
         times = [float(x) for x in path.with_suffix(".times").read_text().split()]
         if len(times) != len(events):
@@ -861,7 +869,7 @@ class _Generation:
             await asyncio.sleep(max(0.0, self._due(self.truth.t_request, len(self.texts) - 1) - now))
         ends = list(itertools.accumulate(self.sizes))
         self.s._sent(self.truth, self.b, self.sizes, ["".join(self.texts[e - n:e]) for n, e in
-                                                      zip(self.sizes, ends)], time.perf_counter())
+                                                      zip(self.sizes, ends, strict=True)], time.perf_counter())
         n, text = self.truth.completion_tokens, self.truth.text
         usage = {**self._usage(n, False), "prompt_tokens_details": None}
         if self.chat:
@@ -905,7 +913,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chunk-sizes", default="1", help="comma-separated, e.g. 1,3,5")
     p.add_argument("--pieces-file", type=Path, help="JSON list of token texts, or one text per line")
     p.add_argument("--stop-at-end-of-pieces", action="store_true")
-    p.add_argument("--fault", choices=list(Fault.__args__))  # type: ignore[attr-defined]
+    p.add_argument("--fault", choices=list(get_args(Fault)))
     p.add_argument("--fault-after-chunks", type=int, default=5)
     p.add_argument("--stall-s", type=float, default=30.0)
     p.add_argument("--metrics-mode", choices=["ok", "missing", "malformed", "slow"], default="ok")

@@ -27,7 +27,8 @@ def test_environment_wins_and_the_key_stays_secret(monkeypatch: pytest.MonkeyPat
     assert "k-123" not in repr(s) and "k-123" not in s.model_dump_json()
 
 
-def test_spec_label_from_the_launcher_record_only_for_its_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_spec_label_from_the_launcher_record_only_for_its_server(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
     record = tmp_path / "client.env"
     record.write_text("SPECDEMO_BASELINE_URL=http://127.0.0.1:8000\nSPECDEMO_SPECULATIVE_URL=http://127.0.0.1:8001\n"
                       "SPECDEMO_SPEC_METHOD=ngram\nSPECDEMO_SPEC_NUM_TOKENS=4\n")

@@ -120,7 +120,8 @@ def test_errors_and_titles_are_escaped() -> None:
     assert view.spec_pane_title("ngram", 4) == "Speculative (ngram, k=4)"
     assert view.spec_title_note("ngram", 4) is None
     assert view.spec_pane_title(None, None) == "Speculative (n/a, k n/a)"
-    assert "SPECDEMO_SPEC_METHOD" in view.spec_title_note(None, 4)
+    note = view.spec_title_note(None, 4)
+    assert note is not None and "SPECDEMO_SPEC_METHOD" in note
     html = view.pane_title_html("Speculative (<m>, k=4)", "why <x>")
     assert "&lt;m&gt;" in html and "n/a: why &lt;x&gt;" in html and "<m>" not in html
 

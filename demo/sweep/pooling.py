@@ -75,11 +75,13 @@ def _pool_acceptance(stats: BatchStats, ok: list[SideResult], before: MetricsSam
                      after: MetricsSample | None) -> None:
     """Per-request acceptance summed over the batch; else the /metrics delta around the batch."""
     per = [r.spec for r in ok]
-    if all(s is not None and s.source == "per_request" and s.draft_tokens is not None
-           and s.accepted_tokens is not None and s.drafts is not None for s in per):
-        stats.accepted_tokens = sum(s.accepted_tokens for s in per)  # type: ignore[misc,union-attr]
-        stats.draft_tokens = sum(s.draft_tokens for s in per)  # type: ignore[misc,union-attr]
-        stats.drafts = sum(s.drafts for s in per)  # type: ignore[misc,union-attr]
+    counts = [(s.accepted_tokens, s.draft_tokens, s.drafts) for s in per
+              if s is not None and s.source == "per_request" and s.draft_tokens is not None
+              and s.accepted_tokens is not None and s.drafts is not None]
+    if len(counts) == len(per):  # every request reported all three
+        stats.accepted_tokens = sum(a for a, _, _ in counts)
+        stats.draft_tokens = sum(d for _, d, _ in counts)
+        stats.drafts = sum(n for _, _, n in counts)
         stats.num_spec_tokens = next((s.num_spec_tokens for s in per if s and s.num_spec_tokens), None)
         stats.acceptance_source = "per_request"
         return
@@ -129,7 +131,7 @@ def assemble_cell(settings: CellSettings, base: list[BatchStats], spec: list[Bat
     """Side figures over the repeats, speedups per repeat (same conditions), pooled acceptance."""
     cell = CellResult(settings=settings, baseline=side_cell("baseline", base),
                       speculative=side_cell("speculative", spec), identical_text=identical_text)
-    pairs = list(zip(base, spec, strict=False))
+    pairs = list(zip(base, spec, strict=True))
     cell.speedup = spread([s.output_tokens_per_s / b.output_tokens_per_s for b, s in pairs
                            if b.output_tokens_per_s and s.output_tokens_per_s])
     cell.decode_speedup = spread([s.decode_tokens_per_s_p50 / b.decode_tokens_per_s_p50 for b, s in pairs

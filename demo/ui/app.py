@@ -24,7 +24,9 @@ OPTIONAL_TABS = [("Evaluate", "demo.ui.evaluate_tab"), ("Replay", "demo.ui.repla
 # Ctrl+Enter starts a race, Escape stops it, from anywhere on the page.
 KEYS_JS = """
 document.addEventListener('keydown', (e) => {
-  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { document.getElementById('sd-start')?.click(); e.preventDefault(); }
+  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+    document.getElementById('sd-start')?.click(); e.preventDefault();
+  }
   else if (e.key === 'Escape') { document.getElementById('sd-stop')?.click(); }
 });
 """
