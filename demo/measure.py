@@ -264,3 +264,39 @@ class SideMeter:
             events=list(self.events),
             na_reasons=na,
         )
+
+
+# --------------------------------------------------------------------------- copy-ness
+
+COPY_NGRAM = 3  # word 3-grams: long enough that "of the" does not count as copying
+_WORD = r"\w+|[^\w\s]"
+
+
+def words(text: str) -> list[str]:
+    """Tokenizer-free word tokens: runs of letters/digits/underscore, and each other non-space character.
+
+    Case is kept (the n-gram drafter matches exact tokens) and punctuation counts, so JSON and code
+    (``"id": 7,``) are tokens too.
+    """
+    import re  # here, not at the top: keeps this section one self-contained hunk (re caches the pattern)
+
+    return re.findall(_WORD, text)
+
+
+def copyness(prompt: str, answer: str, n: int = COPY_NGRAM) -> tuple[float | None, str | None]:
+    """Fraction of the answer's word n-grams that also appear in the prompt (0..1), with an n/a reason.
+
+    Counted over the answer's n-gram positions (a repeated n-gram counts each time), against the set
+    of the prompt's n-grams. It measures copying from the prompt only: the n-gram drafter also
+    matches the answer's own earlier text, which this figure does not count. Deterministic and
+    independent of any model's tokenizer.
+    """
+    a = words(answer)
+    if not a:
+        return None, "the answer is empty"
+    if len(a) < n:
+        return None, f"the answer has fewer than {n} words"
+    p = words(prompt)
+    seen = {tuple(p[i : i + n]) for i in range(len(p) - n + 1)}
+    grams = [tuple(a[i : i + n]) for i in range(len(a) - n + 1)]
+    return sum(1 for g in grams if g in seen) / len(grams), None

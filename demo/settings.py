@@ -42,6 +42,11 @@ class Settings(BaseSettings):
     runs_dir: Path = ROOT / "runs"
     save_runs: bool = True
 
+    # A workload file (or a folder's .txt/.md files together) larger than this is refused before reading.
+    workload_max_bytes: int = Field(20_000_000, ge=1)
+    # Price of one GPU-hour for the evaluator's cost per million output tokens; None: no cost shown.
+    gpu_hour_price: float | None = Field(None, gt=0)
+
     # What the speculative server does, for labels ("Speculative (ngram, k=4)"),
     # when the server itself cannot tell us. The launcher writes these.
     spec_method: str | None = None

@@ -117,7 +117,7 @@ $("${COMPOSE[@]}" logs --tail 30 --no-log-prefix "$svc" 2>&1)"
             exited*|dead*|*unhealthy)
                 die "$svc is '$state'; last log lines:
 $("${COMPOSE[@]}" logs --tail 40 --no-log-prefix "$svc" 2>&1)
-(see README.md, 'When a server is unhealthy')" ;;
+(see docs/gpu-compose.md, 'When a server is unhealthy')" ;;
         esac
         last="$("${COMPOSE[@]}" logs --tail 1 --no-log-prefix "$svc" 2>/dev/null | cut -c1-110)"
         log "waiting for $svc ($state, $(( now - start )) s): ${last:-no output yet}"

@@ -693,7 +693,7 @@ def test_gpu_smoke_script_fails_clearly_when_a_server_dies(tmp_path: Path) -> No
     done, state = _run_smoke(tmp_path, crash="baseline")
     out = done.stdout + done.stderr
     assert done.returncode != 0
-    assert "baseline is 'exited'" in out and "CUDA out of memory" in out and "README.md" in out, out
+    assert "baseline is 'exited'" in out and "CUDA out of memory" in out and "docs/gpu-compose.md" in out, out
     assert "racing" not in out
     assert (state / "down").exists(), "a failed start must still tear the stack down"
 

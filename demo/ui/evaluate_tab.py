@@ -79,7 +79,7 @@ def build(settings: Settings) -> None:
         "batch first, then the speculative batch (each server alone: the fair A/B), repeated. "
         "The verdict follows the checklist: structured output (acceptance), memory headroom (KV cache), "
         "concurrency, and how much of the time is prefill. For a full sweep use "
-        "`python -m demo sweep` (see the README's evaluator section).")
+        "`python -m demo sweep` (see docs/evaluator.md).")
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=280):
             preset_cb = gr.CheckboxGroup(choices=choices, value=default, label="Presets", elem_id="sd-eval-presets")

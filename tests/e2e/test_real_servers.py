@@ -132,7 +132,7 @@ def test_creative_text_at_t1_accepts_less_than_json(json_race: RaceResult, poetr
 
 
 def test_cli_race_prints_one_json_object(real_servers: Settings) -> None:
-    """The README's race command, as a user runs it, against the real servers."""
+    """The documented race command (docs/cli-and-configuration.md), as a user runs it, against the real servers."""
     done = subprocess.run(
         [sys.executable, "-m", "demo", "race", "--baseline-url", real_servers.baseline_url,
          "--speculative-url", real_servers.speculative_url, "--prompt", "List the numbers 1 to 20, comma separated.",

@@ -1,0 +1,209 @@
+"""A workload's profile and its per-request ranking: which of the customer's prompts gain.
+
+Pure functions on per-request figures the sweep measured (``RequestOutcome``, one per request of
+the workload): the distribution of prompt and output tokens (from the server's usage), the
+prefill share, copy-ness (demo.measure.copyness) next to the measured acceptance, and the 5
+requests that gain most and the 5 that gain least. With ``redact`` no prompt text is kept; ids,
+token counts and the prompt's sha256 stay.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from demo.measure import copyness, percentile
+from demo.race import compare
+from demo.results import SideResult
+from demo.workload import WorkloadRequest
+
+RANKED = 5  # requests listed as gaining most, and as gaining least
+PREVIEW_CHARS = 120
+
+
+class RequestOutcome(BaseModel):
+    """One workload request, both sides measured (speedup and acceptance per request)."""
+
+    id: str
+    prompt_sha256: str
+    prompt_text: str | None = None  # None when redacted
+    prompt_tokens: int | None = None  # baseline usage.prompt_tokens
+    output_tokens: int | None = None  # baseline usage.completion_tokens
+    prefill_share: float | None = None  # baseline ttft_s / e2e_s
+    speedup: float | None = None  # speculative decode tokens/s over the baseline's (demo.race.compare)
+    acceptance_rate: float | None = None  # speculative accepted / drafted tokens
+    copyness: float | None = None  # word 3-gram overlap of the prompt and the baseline's answer
+    error: str | None = None
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
+class Distribution(BaseModel):
+    p50: float
+    p95: float
+    max: float
+    n: int
+
+
+class RankedRequest(BaseModel):
+    id: str
+    speedup: float
+    acceptance_rate: float | None = None
+    copyness: float | None = None
+    prompt_sha256: str
+    prompt_preview: str | None = None  # the prompt's opening, one line; None when redacted (escape before HTML)
+
+
+class WorkloadProfile(BaseModel):
+    requests: int
+    prompt_tokens: Distribution | None = None
+    output_tokens: Distribution | None = None
+    prefill_share: Distribution | None = None
+    copyness: Distribution | None = None
+    acceptance_rate: Distribution | None = None
+    # Pearson correlation of copy-ness and acceptance over the requests that have both.
+    copyness_acceptance_r: float | None = None
+    gain_most: list[RankedRequest] = Field(default_factory=list)  # highest speedup first
+    gain_least: list[RankedRequest] = Field(default_factory=list)  # lowest speedup first
+    unranked: list[str] = Field(default_factory=list)  # ids without a speedup (failed or not measured)
+    redacted: bool = False
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- per request
+
+
+def request_outcome(req: WorkloadRequest, base: SideResult, spec: SideResult, *, redact: bool = False
+                    ) -> RequestOutcome:
+    """One request's two sides -> its outcome. Copy-ness is computed here, before any text is dropped."""
+    race = compare(req.to_race_request(), base, spec)
+    out = RequestOutcome(id=req.id, prompt_sha256=req.prompt_sha256,
+                         prompt_text=None if redact else req.prompt_text,
+                         prompt_tokens=base.prompt_tokens, output_tokens=base.completion_tokens,
+                         speedup=race.speedup,
+                         error=base.error or spec.error)
+    if race.speedup is None:
+        out.na_reasons["speedup"] = race.na_reasons.get("speedup", "not measured")
+    if base.ttft_s is not None and base.e2e_s:
+        out.prefill_share = base.ttft_s / base.e2e_s
+    else:
+        out.na_reasons["prefill_share"] = base.na_reasons.get("e2e_s") or base.na_reasons.get("ttft_s") or (
+            base.error or "not measured")
+    if spec.spec is not None and spec.spec.acceptance_rate is not None:
+        out.acceptance_rate = spec.spec.acceptance_rate
+    else:
+        out.na_reasons["acceptance_rate"] = (spec.spec.na_reasons.get("acceptance_rate") if spec.spec else None) or (
+            spec.error or "the speculative server reported no per-request acceptance")
+    if base.complete:
+        out.copyness, why = copyness(req.prompt_text, base.text)
+        if why:
+            out.na_reasons["copyness"] = why
+    else:
+        out.na_reasons["copyness"] = "the baseline answer did not finish"
+    return out
+
+
+def pool_outcomes(outcomes: Sequence[RequestOutcome]) -> list[RequestOutcome]:
+    """Several measurements of the same request (repeats, concurrencies) -> one, by medians, first-seen order.
+
+    Token counts and copy-ness take the median too (equal at T=0; at T>0 the answers differ).
+    """
+    groups: dict[str, list[RequestOutcome]] = {}
+    for o in outcomes:
+        groups.setdefault(o.id, []).append(o)
+    pooled: list[RequestOutcome] = []
+    for rid, group in groups.items():
+        first = group[0]
+        out = RequestOutcome(id=rid, prompt_sha256=first.prompt_sha256, prompt_text=first.prompt_text,
+                             error=next((g.error for g in group if g.error), None))
+        for f in ("prompt_tokens", "output_tokens", "prefill_share", "speedup", "acceptance_rate", "copyness"):
+            known = [getattr(g, f) for g in group if getattr(g, f) is not None]
+            value = statistics.median(known) if known else None
+            if value is None:
+                out.na_reasons[f] = next((g.na_reasons[f] for g in group if f in g.na_reasons), "not measured")
+            elif f in ("prompt_tokens", "output_tokens"):
+                setattr(out, f, round(value))
+            else:
+                setattr(out, f, value)
+        pooled.append(out)
+    return pooled
+
+
+# --------------------------------------------------------------------------- the profile
+
+
+def distribution(values: Sequence[float | int | None]) -> Distribution | None:
+    """p50, p95 (interpolated, demo.measure.percentile) and max of the known values; None when none."""
+    known = [float(v) for v in values if v is not None]
+    p50, p95 = percentile(known, 50), percentile(known, 95)
+    if p50 is None or p95 is None:
+        return None
+    return Distribution(p50=p50, p95=p95, max=max(known), n=len(known))
+
+
+def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Pearson's r; None for fewer than 3 pairs or a constant series."""
+    if len(xs) != len(ys) or len(xs) < 3:
+        return None
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    if sxx == 0 or syy == 0:
+        return None
+    return float(sxy / (sxx * syy) ** 0.5)
+
+
+def _preview(text: str | None) -> str | None:
+    if text is None:
+        return None
+    one_line = " ".join(text.split())
+    return one_line if len(one_line) <= PREVIEW_CHARS else one_line[: PREVIEW_CHARS - 1] + "…"
+
+
+def _ranked(o: RequestOutcome) -> RankedRequest:
+    return RankedRequest(id=o.id, speedup=o.speedup or 0.0, acceptance_rate=o.acceptance_rate, copyness=o.copyness,
+                         prompt_sha256=o.prompt_sha256, prompt_preview=_preview(o.prompt_text))
+
+
+def rank_requests(outcomes: Sequence[RequestOutcome], n: int = RANKED
+                  ) -> tuple[list[RankedRequest], list[RankedRequest], list[str]]:
+    """(gain most, gain least, unranked ids). Ties by id; no request is in both lists.
+
+    Most: the n highest speedups, highest first. Least: the n lowest of the rest, lowest first
+    (with fewer than 2n measured requests the least list is shorter).
+    """
+    measured = [o for o in outcomes if o.speedup is not None]
+    unranked = [o.id for o in outcomes if o.speedup is None]
+    by_gain = sorted(measured, key=lambda o: (-(o.speedup or 0.0), o.id))
+    most = by_gain[:n]
+    rest = by_gain[len(most):]
+    least = sorted(rest, key=lambda o: (o.speedup or 0.0, o.id))[:n]
+    return [_ranked(o) for o in most], [_ranked(o) for o in least], unranked
+
+
+def workload_profile(outcomes: Sequence[RequestOutcome], *, redacted: bool = False) -> WorkloadProfile:
+    """The profile of one workload from its requests' outcomes (pool repeats first: pool_outcomes)."""
+    ids = [o.id for o in outcomes]
+    if len(ids) != len(set(ids)):
+        raise ValueError("one outcome per request: pool repeated measurements with pool_outcomes first")
+    prof = WorkloadProfile(requests=len(outcomes), redacted=redacted)
+    for f in ("prompt_tokens", "output_tokens", "prefill_share", "copyness", "acceptance_rate"):
+        d = distribution([getattr(o, f) for o in outcomes])
+        setattr(prof, f, d)
+        if d is None:
+            prof.na_reasons[f] = next((o.na_reasons[f] for o in outcomes if f in o.na_reasons), "no request")
+    pairs = [(o.copyness, o.acceptance_rate) for o in outcomes if o.copyness is not None
+             and o.acceptance_rate is not None]
+    prof.copyness_acceptance_r = pearson([p[0] for p in pairs], [p[1] for p in pairs])
+    if prof.copyness_acceptance_r is None:
+        prof.na_reasons["copyness_acceptance_r"] = (
+            f"{len(pairs)} request(s) have both copy-ness and acceptance; 3 are needed" if len(pairs) < 3
+            else "copy-ness or acceptance is the same for every request")
+    if redacted:
+        outcomes = [o.model_copy(update={"prompt_text": None}) for o in outcomes]
+    prof.gain_most, prof.gain_least, prof.unranked = rank_requests(outcomes)
+    if not prof.gain_most:
+        prof.na_reasons["gain_most"] = prof.na_reasons["gain_least"] = "no request has a speedup"
+    return prof
