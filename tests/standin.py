@@ -363,9 +363,11 @@ class Standin:
     """A stand-in vLLM server on 127.0.0.1, run by uvicorn in a background thread."""
 
     def __init__(self, behavior: StandinBehavior | None = None, *, port: int = 0,
-                 host: str = "127.0.0.1", log_level: str = "warning") -> None:
+                 host: str = "127.0.0.1", log_level: str = "warning",
+                 ssl_keyfile: Path | None = None, ssl_certfile: Path | None = None) -> None:
         self.behavior = behavior or StandinBehavior()
         self.host, self.port, self._log_level = host, port, log_level
+        self._ssl = (ssl_keyfile, ssl_certfile)  # both set: serve https (TLS tests)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._server: uvicorn.Server | None = None
@@ -386,14 +388,16 @@ class Standin:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self._ssl[1] else 'http'}://{self.host}:{self.port}"
 
     def start(self) -> Standin:
         """Start serving. A (re)start resets /metrics like a fresh vLLM process; records stay."""
         self._counters = _Counters()
         config = uvicorn.Config(self._asgi, host=self.host, port=self.port, log_level=self._log_level,
                                 lifespan="off", access_log=False, http="h11", loop="asyncio",
-                                interface="asgi3", proxy_headers=False)
+                                interface="asgi3", proxy_headers=False,
+                                ssl_keyfile=self._ssl[0] and str(self._ssl[0]),
+                                ssl_certfile=self._ssl[1] and str(self._ssl[1]))
         self._server = uvicorn.Server(config)
         ready = threading.Event()
 

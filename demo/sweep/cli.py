@@ -14,7 +14,7 @@ from typing import TextIO
 
 from pydantic import ValidationError
 
-from demo.cli import UsageError
+from demo.cli import UsageError, add_endpoint_args, settings_from_args
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep.models import SweepSpec
@@ -39,8 +39,7 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
                        description="Sequential A/B per cell (baseline batch, then speculative batch, same "
                                    "prompts, same concurrency), with warm-up and repeats; writes results.json, "
                                    "results.csv and report.html with a verdict per workload.")
-    p.add_argument("--baseline-url", help="default: SPECDEMO_BASELINE_URL or http://127.0.0.1:8000")
-    p.add_argument("--speculative-url", help="default: SPECDEMO_SPECULATIVE_URL or http://127.0.0.1:8001")
+    add_endpoint_args(p)
     p.add_argument("--presets", help="comma-separated preset names (default: every preset)")
     p.add_argument("--concurrency", default=DEFAULT_CONCURRENCY,
                    help=f"concurrent requests per batch, comma-separated (default {DEFAULT_CONCURRENCY})")
@@ -112,8 +111,7 @@ def make_spec(settings: Settings, presets: list[str], concurrency: str, temperat
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    overrides = {k: v for k, v in (("baseline_url", args.baseline_url), ("speculative_url", args.speculative_url)) if v}
-    settings = Settings(**overrides)
+    settings = settings_from_args(args)
     spec = build_spec(args, settings)
     try:
         presets = resolve_presets(spec.presets, settings.presets_dir)
