@@ -37,8 +37,8 @@ def test_each_side_gets_its_own_key_headers_and_model() -> None:
         result = asyncio.run(run_race(REQ, settings))
         assert result.baseline.complete and result.speculative.complete
         (b,), (s,) = _generation_requests(base), _generation_requests(spec)
-        assert (b.headers["authorization"], b.headers["x-tenant"], b.body["model"]) == ("Bearer base-key", "blue", "m-base")
-        assert (s.headers["authorization"], s.headers["x-tenant"], s.body["model"]) == ("Bearer spec-key", "green", "m-spec")
+        sent = [(q.headers["authorization"], q.headers["x-tenant"], q.body["model"]) for q in (b, s)]
+        assert sent == [("Bearer base-key", "blue", "m-base"), ("Bearer spec-key", "green", "m-spec")]
         # the server panel's probes go with each side's own key too
         infos = asyncio.run(probe_servers(settings))
         assert all(i.healthy for i in infos), [i.error for i in infos]
