@@ -83,6 +83,11 @@ class StandinBehavior(BaseModel):
     tokenize: bool = True  # serve /tokenize (vLLM does); False answers 404 like older servers
     replay_fixture: Path | None = None  # a captured .sse file, sent byte-exactly with its .times timing
     replay_speed: float = Field(1.0, gt=0)  # 2.0 = replay twice as fast
+    # Per-request variety (workload tests): a prompt containing a marker gets that marker's chunk sizes.
+    chunk_sizes_by_marker: dict[str, list[int]] = Field(default_factory=dict)
+    # Load (capacity tests): with r requests already running, a new one gets ttft_s * (1 + x*r)
+    # and tokens_per_s / (1 + x*r): latency grows and per-request speed falls with concurrency.
+    slowdown_per_running: float = Field(0.0, ge=0)
 
     @model_validator(mode="after")
     def _check_chunks(self) -> StandinBehavior:
@@ -363,9 +368,11 @@ class Standin:
     """A stand-in vLLM server on 127.0.0.1, run by uvicorn in a background thread."""
 
     def __init__(self, behavior: StandinBehavior | None = None, *, port: int = 0,
-                 host: str = "127.0.0.1", log_level: str = "warning") -> None:
+                 host: str = "127.0.0.1", log_level: str = "warning",
+                 ssl_keyfile: Path | None = None, ssl_certfile: Path | None = None) -> None:
         self.behavior = behavior or StandinBehavior()
         self.host, self.port, self._log_level = host, port, log_level
+        self._ssl = (ssl_keyfile, ssl_certfile)  # both set: serve https (TLS tests)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._server: uvicorn.Server | None = None
@@ -386,14 +393,16 @@ class Standin:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self._ssl[1] else 'http'}://{self.host}:{self.port}"
 
     def start(self) -> Standin:
         """Start serving. A (re)start resets /metrics like a fresh vLLM process; records stay."""
         self._counters = _Counters()
         config = uvicorn.Config(self._asgi, host=self.host, port=self.port, log_level=self._log_level,
                                 lifespan="off", access_log=False, http="h11", loop="asyncio",
-                                interface="asgi3", proxy_headers=False)
+                                interface="asgi3", proxy_headers=False,
+                                ssl_keyfile=self._ssl[0] and str(self._ssl[0]),
+                                ssl_certfile=self._ssl[1] and str(self._ssl[1]))
         self._server = uvicorn.Server(config)
         ready = threading.Event()
 
@@ -587,6 +596,15 @@ class Standin:
                 return _Dropped()
             return _error(503, "Service unavailable (fault=refuse).", "ServiceUnavailableError", None)
 
+        prompt_text = json.dumps(body.get("messages") if chat else body.get("prompt"))
+        for marker, marker_sizes in b.chunk_sizes_by_marker.items():
+            if marker in prompt_text:
+                b.chunk_sizes = marker_sizes
+                break
+        if b.slowdown_per_running:
+            with self._lock:
+                factor = 1 + b.slowdown_per_running * len(self._running)
+            b.ttft_s, b.tokens_per_s = b.ttft_s * factor, b.tokens_per_s / factor
         room = max(1, b.max_model_len - prompt_tokens)
         n = min(max_tokens or room, room)
         pieces = b.pieces or DEFAULT_PIECES

@@ -51,10 +51,11 @@ CellFn = Callable[[CellResult], None]
 
 
 class _Server:
-    """One server of the pair: its URL, its served model (discovered once), its side."""
+    """One server of the pair: its side, URL, HTTP client (its key and headers) and served model
+    (discovered once)."""
 
-    def __init__(self, side: Side, url: str, model: str | None) -> None:
-        self.side, self.url, self.model = side, url, model
+    def __init__(self, side: Side, url: str, model: str | None, http: httpx.AsyncClient) -> None:
+        self.side, self.url, self.model, self.http = side, url, model, http
 
     async def ensure_model(self, http: httpx.AsyncClient, settings: Settings) -> str:
         if self.model is None:
@@ -136,7 +137,7 @@ async def _warm_up(http: httpx.AsyncClient, server: _Server, req: RaceRequest, c
             return  # the server fails: the measured batches will record why
 
 
-async def run_cell(http: httpx.AsyncClient, cell: CellSettings, preset: Preset, servers: dict[Side, _Server],
+async def run_cell(cell: CellSettings, preset: Preset, servers: dict[Side, _Server],
                    settings: Settings, step: Callable[[str, bool], None],
                    on_interrupt: CellFn) -> CellResult:
     """Measure one cell. When cancelled, hands the repeats done so far to ``on_interrupt``
@@ -150,12 +151,12 @@ async def run_cell(http: httpx.AsyncClient, cell: CellSettings, preset: Preset, 
         for side in ("baseline", "speculative"):
             if cell.warmup:
                 step(f"{cell_label(cell)}: warm-up {side}", False)
-                await _warm_up(http, servers[side], req, cell.concurrency, settings, cell.warmup)
+                await _warm_up(servers[side].http, servers[side], req, cell.concurrency, settings, cell.warmup)
 
         async def one(side: Side, r: int) -> None:
             label = f"{cell_label(cell)}: {side}, repeat {r + 1}/{cell.repeats}"
             step(label, False)
-            stats, text = await run_batch(http, servers[side], req, cell.concurrency, settings)
+            stats, text = await run_batch(servers[side].http, servers[side], req, cell.concurrency, settings)
             (base if side == "baseline" else spec).append(stats)
             if texts[side] is None:
                 texts[side] = text
@@ -204,11 +205,11 @@ async def run_sweep(
     """Run every cell, appending to ``result.cells`` as each one ends (so a caller that is
     interrupted still holds every finished cell, and the interrupted one)."""
     cells = plan_cells(spec, presets)
-    own = http is None
-    http = http or make_http_client(settings)
+    # Each side gets its own client (its own key and headers) unless the caller shares one.
+    urls: dict[Side, str] = {"baseline": spec.baseline_url, "speculative": spec.speculative_url}
     servers: dict[Side, _Server] = {
-        "baseline": _Server("baseline", spec.baseline_url, settings.model),
-        "speculative": _Server("speculative", spec.speculative_url, settings.model),
+        side: _Server(side, url, settings.endpoint(side).model, http or make_http_client(settings, side))
+        for side, url in urls.items()
     }
     total = len(cells) * spec.repeats * 2
     done = 0
@@ -221,14 +222,13 @@ async def run_sweep(
 
     try:
         result.servers = list(await asyncio.gather(
-            probe_server(http, "baseline", spec.baseline_url, settings),
-            probe_server(http, "speculative", spec.speculative_url, settings)))
+            *(probe_server(s.http, s.side, s.url, settings) for s in servers.values())))
         for side, server in servers.items():
-            if (version := await server_version(http, server.url, settings)) is not None:
+            if (version := await server_version(server.http, server.url, settings)) is not None:
                 result.server_versions[side] = version
         for cell in cells:
             try:
-                cell_result = await run_cell(http, cell, presets[cell.preset], servers, settings, step,
+                cell_result = await run_cell(cell, presets[cell.preset], servers, settings, step,
                                              result.cells.append)
             except asyncio.CancelledError:
                 result.interrupted = True
@@ -237,6 +237,6 @@ async def run_sweep(
             if on_cell is not None:
                 on_cell(cell_result)
     finally:
-        if own:
-            await http.aclose()
+        if http is None:
+            await asyncio.gather(*(s.http.aclose() for s in servers.values()))
     return result
