@@ -79,6 +79,8 @@ class Settings(BaseSettings):
 
     # A workload file (or a folder's .txt/.md files together) larger than this is refused before reading.
     workload_max_bytes: int = Field(20_000_000, ge=1)
+    # The longest prompt the app sends (a pasted prompt, a workload request, the API), checked before sending.
+    max_prompt_chars: int = Field(200_000, ge=1)
     # Price of one GPU-hour for the evaluator's cost per million output tokens; None: no cost shown.
     gpu_hour_price: float | None = Field(None, gt=0)
 

@@ -12,7 +12,8 @@ baseline) at every concurrency tried; the checklist explains it.
 from __future__ import annotations
 
 from demo.sweep.models import CellResult, ChecklistItem, SweepResult, WorkloadVerdict
-from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance
+from demo.sweep.plan import temperature_label
+from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance, workload_groups
 
 # At or above this at a concurrency, speculation "pays" there. n-gram speculation costs no second
 # model and little memory, so a 15% gain is worth one flag; a draft model asks for more.
@@ -37,8 +38,8 @@ def times(x: float) -> str:
     return f"{x:.2f}x"
 
 
-def _label(preset: str, temperature: float) -> str:
-    return f"{preset} (T={temperature:g})"
+def _label(preset: str, temperature: float | None) -> str:
+    return f"{preset} ({temperature_label(temperature)})"
 
 
 def _pooled_acceptance(cells: list[CellResult]) -> tuple[float | None, float | None, int | None]:
@@ -198,8 +199,5 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
 
 
 def verdicts(result: SweepResult) -> list[WorkloadVerdict]:
-    """One verdict per (preset, temperature), in the order the sweep ran them."""
-    groups: dict[tuple[str, float], list[CellResult]] = {}
-    for c in result.cells:
-        groups.setdefault((c.settings.preset, c.settings.temperature), []).append(c)
-    return [decide(cells, result.preset_titles.get(p, p)) for (p, _t), cells in groups.items()]
+    """One verdict per workload (a preset at a temperature, or the workload file), in the order the sweep ran them."""
+    return [decide(cells, result.preset_titles.get(p, p)) for (p, _t), cells in workload_groups(result.cells).items()]
