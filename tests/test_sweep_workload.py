@@ -74,7 +74,9 @@ def test_per_request_speedup_and_acceptance_match_the_truth(tmp_path: Path) -> N
     for rid, o in outcomes.items():
         kind = rid.split("-")[0].upper()
         prompt = next(p for p in truth_rate["baseline"] if f"number {rid.split('-')[1]}:" in p)
-        true_speedup = truth_rate["speculative"][prompt] / truth_rate["baseline"][prompt]
+        spec_rate, base_rate = truth_rate["speculative"][prompt], truth_rate["baseline"][prompt]
+        assert spec_rate is not None and base_rate is not None
+        true_speedup = spec_rate / base_rate
         assert o["speedup"] == pytest.approx(true_speedup, rel=0.05), rid
         assert o["acceptance_rate"] == pytest.approx(TRUE_ACCEPTANCE[kind], abs=1e-12), rid
         assert o["output_tokens"] == MAX_TOKENS
@@ -194,7 +196,8 @@ def test_a_prompt_over_the_context_is_that_requests_error(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     (cell,) = results(tmp_path / "out")["cells"]
     by_id = {o["id"]: o for o in cell["requests"]}
-    assert "maximum context length" in (by_id["long"]["error"] or "") or "max_model_len" in (by_id["long"]["error"] or "")
+    long_error = by_id["long"]["error"] or ""
+    assert "maximum context length" in long_error or "max_model_len" in long_error
     assert by_id["short"]["speedup"] is not None and by_id["also-short"]["speedup"] is not None
 
 
@@ -235,7 +238,8 @@ def test_bad_workload_files_are_one_clear_line_and_nothing_is_sent(tmp_path: Pat
 
 def test_a_malformed_line_is_skipped_by_number_or_fatal_with_strict(tmp_path: Path) -> None:
     f = write_jsonl(tmp_path / "w.jsonl", [{"id": "a", "prompt": "one", "max_tokens": 4}],
-                    extra_lines=('{"prompt": "two", "max_tokens": 4', '{"id": "c", "prompt": "three", "max_tokens": 4}'))
+                    extra_lines=('{"prompt": "two", "max_tokens": 4',
+                                 '{"id": "c", "prompt": "three", "max_tokens": 4}'))
     with Standin(StandinBehavior(tokens_per_s=1000, ttft_s=0.0)) as base, \
             Standin(StandinBehavior(tokens_per_s=1000, ttft_s=0.0, speculative=True)) as spec:
         lenient = sweep(base, spec, tmp_path / "out", "--workload", str(f), "--concurrency", "1", "--repeats", "1")
