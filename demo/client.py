@@ -201,6 +201,20 @@ def parse_chunk(data: dict[str, Any], t_s: float) -> ChunkEvent:
     return event
 
 
+async def _sse_lines(resp: httpx.Response) -> AsyncIterator[str]:
+    """The SSE lines of a response, split on LF (CRLF) only. httpx's aiter_lines also splits on
+    U+2028, U+2029, U+0085 and other Unicode line breaks, which vLLM sends unescaped inside JSON
+    when the model writes them: that would cut an event in two."""
+    pending = ""
+    async for text in resp.aiter_text():
+        pending += text
+        *lines, pending = pending.split("\n")
+        for line in lines:
+            yield line.removesuffix("\r")
+    if pending:
+        yield pending.removesuffix("\r")
+
+
 async def stream_completion(
     http: httpx.AsyncClient,
     base_url: str,
@@ -224,7 +238,7 @@ async def stream_completion(
             if resp.status_code != 200:
                 raise error_from_response(resp.status_code, await resp.aread(), base_url)
             data_lines: list[str] = []
-            async for line in resp.aiter_lines():
+            async for line in _sse_lines(resp):
                 now = time.perf_counter() - t0
                 if line.startswith("data:"):
                     data_lines.append(line[5:].lstrip(" "))
