@@ -79,7 +79,7 @@ class _SideRun:
     def __init__(self, side: Side, url: str, settings: Settings, http: httpx.AsyncClient, changed: asyncio.Event):
         self.side, self.url, self.settings, self.http, self.changed = side, url, settings, http, changed
         self.meter = SideMeter(side, url)
-        self.model: str | None = settings.model
+        self.model: str | None = settings.endpoint(side).model
         self.before: MetricsSample | None = None
 
     async def prepare(self, req: RaceRequest) -> None:
@@ -152,12 +152,12 @@ async def stream_race(
     Use ``contextlib.aclosing`` when breaking out of the loop early.
     """
     validate_request(req)
-    own_http = http is None
-    http = http or make_http_client(settings)
+    # Each side gets its own client (its own key and headers) unless the caller shares one.
+    clients = {side: http or make_http_client(settings, side) for side in ("baseline", "speculative")}
     changed = asyncio.Event()
     sides = {
-        "baseline": _SideRun("baseline", settings.baseline_url, settings, http, changed),
-        "speculative": _SideRun("speculative", settings.speculative_url, settings, http, changed),
+        "baseline": _SideRun("baseline", settings.baseline_url, settings, clients["baseline"], changed),
+        "speculative": _SideRun("speculative", settings.speculative_url, settings, clients["speculative"], changed),
     }
     task: asyncio.Task[None] | None = None
     stop_wait: asyncio.Task[bool] | None = None
@@ -217,8 +217,8 @@ async def stream_race(
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        if own_http:
-            await http.aclose()
+        if http is None:
+            await asyncio.gather(*(c.aclose() for c in clients.values()))
 
 
 async def run_race(req: RaceRequest, settings: Settings, *, http: httpx.AsyncClient | None = None) -> RaceResult:

@@ -83,6 +83,12 @@ class StandinBehavior(BaseModel):
     tokenize: bool = True  # serve /tokenize (vLLM does); False answers 404 like older servers
     replay_fixture: Path | None = None  # a captured .sse file, sent byte-exactly with its .times timing
     replay_speed: float = Field(1.0, gt=0)  # 2.0 = replay twice as fast
+    # Per-request variety (workload tests): a prompt containing a marker gets that marker's behaviour
+    # fields, e.g. {"COPY": {"chunk_sizes": [5], "tokens_per_s": 400}}; the first marker found wins.
+    by_marker: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Load (capacity tests): with r requests already running, a new one gets ttft_s * (1 + x*r)
+    # and tokens_per_s / (1 + x*r): latency grows and per-request speed falls with concurrency.
+    slowdown_per_running: float = Field(0.0, ge=0)
 
     @model_validator(mode="after")
     def _check_chunks(self) -> StandinBehavior:
@@ -105,6 +111,7 @@ class Truth(BaseModel):
     path: str
     stream: bool
     prompt_tokens: int
+    prompt: str = ""  # the request's messages or prompt, as JSON text (to match a request to its truth)
     completion_tokens: int = 0  # tokens actually sent
     t_request: float  # time.perf_counter() when the request was accepted
     t_first_token_sent: float | None = None
@@ -366,9 +373,11 @@ class Standin:
     """A stand-in vLLM server on 127.0.0.1, run by uvicorn in a background thread."""
 
     def __init__(self, behavior: StandinBehavior | None = None, *, port: int = 0,
-                 host: str = "127.0.0.1", log_level: str = "warning") -> None:
+                 host: str = "127.0.0.1", log_level: str = "warning",
+                 ssl_keyfile: Path | None = None, ssl_certfile: Path | None = None) -> None:
         self.behavior = behavior or StandinBehavior()
         self.host, self.port, self._log_level = host, port, log_level
+        self._ssl = (ssl_keyfile, ssl_certfile)  # both set: serve https (TLS tests)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._server: uvicorn.Server | None = None
@@ -389,14 +398,16 @@ class Standin:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self._ssl[1] else 'http'}://{self.host}:{self.port}"
 
     def start(self) -> Standin:
         """Start serving. A (re)start resets /metrics like a fresh vLLM process; records stay."""
         self._counters = _Counters()
         config = uvicorn.Config(self._asgi, host=self.host, port=self.port, log_level=self._log_level,
                                 lifespan="off", access_log=False, http="h11", loop="asyncio",
-                                interface="asgi3", proxy_headers=False)
+                                interface="asgi3", proxy_headers=False,
+                                ssl_keyfile=self._ssl[0] and str(self._ssl[0]),
+                                ssl_certfile=self._ssl[1] and str(self._ssl[1]))
         self._server = server = uvicorn.Server(config)
         ready = threading.Event()
 
@@ -578,6 +589,16 @@ class Standin:
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             return _error(400, f"max_tokens must be at least 1, got {max_tokens}. "
                                f"(parameter=max_tokens, value={max_tokens})", "BadRequestError", "max_tokens")
+        prompt_text = json.dumps(body.get("messages") if chat else body.get("prompt"))
+        for marker, fields in b.by_marker.items():
+            if marker in prompt_text:
+                b = b.model_copy(update=fields)
+                StandinBehavior.model_validate(b.model_dump())  # the same checks as any behaviour
+                break
+        if b.slowdown_per_running:
+            with self._lock:
+                factor = 1 + b.slowdown_per_running * len(self._running)
+            b.ttft_s, b.tokens_per_s = b.ttft_s * factor, b.tokens_per_s / factor
         prompt_tokens = _prompt_words(body, chat)
         if b.fault == "too_long" or (b.reject_prompt_over_context and prompt_tokens > b.max_model_len):
             return _too_long(b.max_model_len)
@@ -600,7 +621,7 @@ class Standin:
         texts = [pieces[i % len(pieces)] for i in range(n)]
         sizes = plan_chunks(n, b.chunk_sizes)
         truth = Truth(path=request.url.path, stream=bool(body.get("stream")), prompt_tokens=prompt_tokens,
-                      t_request=t_request, per_position_accepted=[0] * b.num_spec_tokens)
+                      prompt=prompt_text, t_request=t_request, per_position_accepted=[0] * b.num_spec_tokens)
         with self._lock:
             self.truth.append(truth)
             self._running[id(truth)] = truth

@@ -124,7 +124,7 @@ def test_prometheus_counters_give_the_races_per_request_acceptance(
     before = prometheus.counters()
     prompt = "Repeat this list exactly, one item per line: " + ", ".join(f"item-{i}" for i in range(30))
     req = RaceRequest(messages=[Message(role="user", content=prompt)], temperature=0.0, max_tokens=120,
-                      mode="sequential")
+                      order="sequential")
     result: RaceResult = asyncio.run(run_race(req, real_servers))
     prometheus.wait_for_scrape_after(time.time())
     after = prometheus.counters()
