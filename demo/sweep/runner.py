@@ -1,8 +1,11 @@
-"""The matrix: presets x temperatures x concurrency, each cell a measured A/B.
+"""The matrix: presets x temperatures x concurrency, and the workload file x concurrency, each
+cell a measured A/B.
 
-A cell sends ``concurrency`` identical requests at once to one server (a batch), then the
-same batch to the other: baseline first, speculative second (``order="sequential"``, each
-server alone: the fair A/B), ``repeats`` times, after ``warmup`` untimed batches. Every
+A batch sends a cell's requests to one server through ``concurrency`` streams (a preset's one
+request ``concurrency`` times at once; a workload file's every request once, ``concurrency`` at
+a time), then the same batch to the other: baseline first, speculative second
+(``order="sequential"``, each server alone: the fair A/B), ``repeats`` times, after ``warmup``
+untimed batches. Every
 request is streamed by demo.client and measured by demo.measure.SideMeter; demo.sweep.pooling
 turns those per-request figures into batch, side and cell figures. This module runs the cells
 (orchestration and I/O); the plan comes from demo.sweep.plan, the machine's description from
