@@ -39,7 +39,8 @@ def _headers(values: list[str], flag: str) -> dict[str, str]:
     for v in values:
         name, sep, value = v.partition(":")
         if not sep or not name.strip():
-            raise UsageError(f"{flag} takes 'NAME: VALUE', got {v.split(':')[0]!r}…")
+            # The value is not echoed: it may be a credential ("Authorization Bearer sk-...").
+            raise UsageError(f"{flag} takes 'NAME: VALUE' (a colon after the name); the value given has none")
         out[name.strip()] = value.strip()
     return out
 

@@ -185,7 +185,7 @@ UP_PID=""
 log "stack up: page on http://127.0.0.1:7860 (unless SPEC_APP_PUBLISH says otherwise)"
 
 # ---- race: the host's python if it has the app's requirements, else inside the app container ----
-RACE_ARGS=(race --preset "$PRESET" --mode sequential --warmup --json)
+RACE_ARGS=(race --preset "$PRESET" --order sequential --warmup --json)
 PY="${PYTHON:-$( [[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python3)}"
 if "$PY" -c "import demo.cli, httpx, pydantic_settings" >/dev/null 2>&1; then
     log "racing $PRESET from the host ($PY) against $BASELINE_URL and $SPECULATIVE_URL"
@@ -227,7 +227,7 @@ record = dict(meta, result="fail" if errors else "pass", reason="; ".join(errors
               speedup_decode=r.get("speedup"), speedup_e2e=r.get("e2e_speedup"),
               acceptance_rate=s.get("acceptance_rate"), mean_acceptance_length=s.get("mean_acceptance_length"),
               decode_tokens_per_s={"baseline": b.get("decode_tokens_per_s"), "speculative": s.get("decode_tokens_per_s")},
-              identical_text=r.get("identical_text"), mode=r.get("mode"))
+              identical_text=r.get("identical_text"), order=r.get("order"))
 print("RECORD " + json.dumps(record))
 sys.exit(1 if errors else 0)
 PY

@@ -591,7 +591,7 @@ def test_gpu_smoke_script_is_valid_bash() -> None:
     subprocess.run(["bash", "-n", str(SMOKE)], check=True, timeout=30)
     assert os.access(SMOKE, os.X_OK), "scripts/gpu_smoke.sh must be executable"
     text = SMOKE.read_text()
-    for needle in ("docker compose", "trap cleanup EXIT", "--preset", "--mode sequential", "--json",
+    for needle in ("docker compose", "trap cleanup EXIT", "--preset", "--order sequential", "--json",
                    "http://127.0.0.1:8000", "http://127.0.0.1:8001"):
         assert needle in text
 

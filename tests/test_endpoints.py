@@ -108,9 +108,10 @@ def test_header_flags_reach_the_server_and_are_checked() -> None:
         assert out.returncode == 0, out.stderr
         assert _generation_requests(base)[0].headers["x-team"] == "a"
         assert _generation_requests(spec)[0].headers["x-team"] == "b"
-    bad = subprocess.run([sys.executable, "-m", "demo", "race", "--prompt", "hi", "--baseline-header", "no-colon"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    bad = subprocess.run([sys.executable, "-m", "demo", "race", "--prompt", "hi", "--baseline-header",
+                          "Authorization Bearer zq-secret"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "'NAME: VALUE'" in bad.stderr
+    assert "zq-secret" not in bad.stderr  # a header value may be a credential: never echoed
 
 
 def test_tls_verification_uses_the_ca_bundle(tmp_path: Path) -> None:
