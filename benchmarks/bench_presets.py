@@ -94,10 +94,11 @@ def print_servers() -> list[dict[str, Any]]:
     print(f"\n{'server':<12} {'healthy':>7} {'start':>5} {'to healthy':>10} {'memory PSS':>10} {'RSS':>8}")
     for r in rows:
         pss, rss = r["memory_pss_bytes"], r["memory_rss_bytes"]
+        pss_gb = pss / 1e9 if isinstance(pss, int) and pss else None
+        rss_gb = rss / 1e9 if isinstance(rss, int) and rss else None
         print(f"{r['role']:<12} {'yes' if r['healthy'] else 'no':>7} {r['start_kind'] or '-':>5} "
-              f"{_f(r['time_to_healthy_s'], '.0f'):>9}s {_f(pss / 1e9 if pss else None, '.2f'):>7} GB "
-              f"{_f(rss / 1e9 if rss else None, '.2f'):>5} GB")
-    pss_all = [r["memory_pss_bytes"] for r in rows if r["memory_pss_bytes"]]
+              f"{_f(r['time_to_healthy_s'], '.0f'):>9}s {_f(pss_gb, '.2f'):>7} GB {_f(rss_gb, '.2f'):>5} GB")
+    pss_all = [v for r in rows if isinstance(v := r["memory_pss_bytes"], int) and v]
     if len(pss_all) == 2:
         print(f"{'pair':<12} {'':>7} {'':>5} {'':>10} {sum(pss_all) / 1e9:>7.2f} GB")
     if not any(r["managed"] for r in rows):

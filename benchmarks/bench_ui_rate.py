@@ -106,9 +106,11 @@ def main() -> int:
                         rates[side].append(rate)
                         print(f"{i:>4} {side:>12} {n:>13} {rate:>7.1f} {tiles:>19}")
                     result = load_run(list_runs(runs)[0])
+                    speedup_shown = page.get_attribute("#sd-speedup .sd-speedup", "data-value")
+                    assert speedup_shown is not None, "the page shows no speedup"
                     shown = (tile_value(page, "baseline", "tokens_per_s"),
                              tile_value(page, "speculative", "tokens_per_s"),
-                             float(page.get_attribute("#sd-speedup .sd-speedup", "data-value")))
+                             float(speedup_shown))
                     truth = (result.baseline.decode_tokens_per_s, result.speculative.decode_tokens_per_s,
                              result.speedup)
                     mismatches += shown != truth

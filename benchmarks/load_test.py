@@ -43,7 +43,7 @@ import secrets
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncGenerator, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -65,6 +65,10 @@ _TOKENS = re.compile(r'data-key="tokens"[^>]*?data-value="(\d+)"')
 _STATE = re.compile(r'class="sd-run-status" data-state="(\w+)"')
 
 
+def _per_side() -> dict[str, list[tuple[float, int]]]:
+    return {"baseline": [], "speculative": []}
+
+
 class RaceOutcome(BaseModel):
     user: int
     index: int
@@ -77,7 +81,7 @@ class RaceOutcome(BaseModel):
     wait_s: float | None = None  # Start (join) to process_starts
     frames: int = 0
     # (perf_counter when the frame arrived, tokens shown) per side, for the latency figure.
-    seen: dict[str, list[tuple[float, int]]] = Field(default_factory=lambda: {"baseline": [], "speculative": []})
+    seen: dict[str, list[tuple[float, int]]] = Field(default_factory=_per_side)
 
 
 class LoadReport(BaseModel):
@@ -179,7 +183,8 @@ def _apply(old: str | None, value: Any, diffed: bool) -> str | None:
     return old
 
 
-async def _events(http: httpx.AsyncClient, fn_index: int, data: list[Any], session: str) -> AsyncIterator[tuple[float, dict]]:
+async def _events(http: httpx.AsyncClient, fn_index: int, data: list[Any],
+                  session: str) -> AsyncGenerator[tuple[float, dict], None]:
     """Join the queue for one event and yield (arrival time, message) from the session's stream."""
     r = await http.post("/gradio_api/queue/join", json={"data": data, "fn_index": fn_index,
                                                          "session_hash": session, "event_data": None,
@@ -289,7 +294,7 @@ def _latencies(outcomes: list[RaceOutcome], servers: dict[str, Standin]) -> list
         for req, truth in zip(s.requests, s.truth, strict=True):
             prompt = req.body["messages"][-1]["content"]
             # One send time per chunk: each of the chunk's tokens left at that time.
-            sent[side][prompt] = [t for n, t in zip(truth.chunk_sizes_sent, truth.chunk_send_times, strict=False)
+            sent[side][prompt] = [t for n, t in zip(truth.chunk_sizes_sent, truth.chunk_send_times, strict=True)
                                   for _ in range(n)]
     lat: list[float] = []
     for out in outcomes:
@@ -320,6 +325,7 @@ async def run_load(app: AppProcess, servers: dict[str, Standin], *, users: int, 
         s.wait_idle(10)  # abort detection is asynchronous
     outcomes = [o for g in groups for o in g]
     lat = _latencies(outcomes, servers)
+    p50, p95 = percentile(lat, 50), percentile(lat, 95)  # None for no latencies
     tokens = sum(max((n for _, n in seen), default=0) for o in outcomes for seen in o.seen.values())
     cpu = None if cpu0 is None or cpu1 is None else cpu1 - cpu0
     count = {state: sum(o.state == state for o in outcomes)
@@ -334,8 +340,8 @@ async def run_load(app: AppProcess, servers: dict[str, Standin], *, users: int, 
         queued_races=sum(o.queued for o in outcomes),
         max_wait_s=max((o.wait_s or 0.0 for o in outcomes), default=0.0),
         tokens_delivered=tokens,
-        latency_p50_ms=None if not lat else percentile(lat, 50) * 1000,  # type: ignore[operator]
-        latency_p95_ms=None if not lat else percentile(lat, 95) * 1000,  # type: ignore[operator]
+        latency_p50_ms=None if p50 is None else p50 * 1000,
+        latency_p95_ms=None if p95 is None else p95 * 1000,
         latency_max_ms=None if not lat else max(lat) * 1000,
         app_cpu_s=cpu, app_cpu_ms_per_token=None if cpu is None or not tokens else cpu / tokens * 1000,
         standins={side: {"started": s.started, "completed": s.completed, "aborted": s.aborted,

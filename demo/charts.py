@@ -94,9 +94,9 @@ def acceptance_figure(result: RaceResult | None) -> go.Figure:
         reason = (spec.na_reasons.get("per_position_acceptance") if spec else None) or (
             result.speculative.na_reasons.get("spec") or "the server did not report it")
         return empty_figure(title, f"n/a ({reason})")
-    bars: dict[str, object] = dict(type="bar", x=[str(i + 1) for i in range(len(rates))], y=[r * 100 for r in rates],
-                marker=dict(color=COLORS["speculative"]), text=[fmt_percent(r) for r in rates],
-                textposition="outside")
+    bars: dict[str, object] = dict(
+        type="bar", x=[str(i + 1) for i in range(len(rates))], y=[r * 100 for r in rates],
+        marker=dict(color=COLORS["speculative"]), text=[fmt_percent(r) for r in rates], textposition="outside")
     return _figure([bars], dict(_LAYOUT, title=dict(text=title),
                                 **_axes("draft position", "accepted (%)", range=[0, 110])))
 

@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from pydantic import ValidationError
+
+from demo.fmt import validation_summary
 from demo.settings import Settings
 
 
@@ -16,15 +19,47 @@ class UsageError(Exception):
 
 
 def add_server_args(p: argparse.ArgumentParser) -> None:
-    """--baseline-url and --speculative-url, defaulting to the settings (environment)."""
-    p.add_argument("--baseline-url", help="default: SPECDEMO_BASELINE_URL or http://127.0.0.1:8000")
-    p.add_argument("--speculative-url", help="default: SPECDEMO_SPECULATIVE_URL or http://127.0.0.1:8001")
+    """Each side's server: URL, model, extra headers; the TLS CA bundle (defaults: the settings)."""
+    g = p.add_argument_group(
+        "endpoints", "each side's server (API keys come only from SPECDEMO_BASELINE_API_KEY, "
+        "SPECDEMO_SPECULATIVE_API_KEY or SPECDEMO_API_KEY, never a flag: a command line is visible to "
+        "every user of the machine)")
+    for side, port in (("baseline", 8000), ("speculative", 8001)):
+        g.add_argument(f"--{side}-url", help=f"default: SPECDEMO_{side.upper()}_URL or http://127.0.0.1:{port}")
+        g.add_argument(f"--{side}-model", help=f"served model name (default: SPECDEMO_{side.upper()}_MODEL, "
+                       "SPECDEMO_MODEL, else the first one /v1/models lists)")
+        g.add_argument(f"--{side}-header", action="append", default=[], metavar="'NAME: VALUE'",
+                       help=f"an extra header for every request to the {side} server (repeatable)")
+    g.add_argument("--ca-bundle", help="a PEM file of CA certificates to trust for https endpoints "
+                   "(default: SPECDEMO_CA_BUNDLE, else the system's)")
+
+
+def _headers(values: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for v in values:
+        name, sep, value = v.partition(":")
+        if not sep or not name.strip():
+            # The value is not echoed: it may be a credential ("Authorization Bearer sk-...").
+            raise UsageError(f"{flag} takes 'NAME: VALUE' (a colon after the name); the value given has none")
+        out[name.strip()] = value.strip()
+    return out
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Settings from the environment, with the server URLs given on the command line."""
-    overrides = {k: v for k, v in (("baseline_url", args.baseline_url), ("speculative_url", args.speculative_url)) if v}
-    return Settings(**overrides)
+    """Settings (environment, .env) with the endpoint flags on top; UsageError says what is wrong."""
+    overrides: dict[str, Any] = {}
+    for side in ("baseline", "speculative"):
+        for field in ("url", "model"):
+            if getattr(args, f"{side}_{field}", None):
+                overrides[f"{side}_{field}"] = getattr(args, f"{side}_{field}")
+        if getattr(args, f"{side}_header", None):
+            overrides[f"{side}_headers"] = _headers(getattr(args, f"{side}_header"), f"--{side}-header")
+    if getattr(args, "ca_bundle", None):
+        overrides["ca_bundle"] = args.ca_bundle
+    try:
+        return Settings(**overrides)
+    except ValidationError as e:  # its text would echo the input, which may hold a secret header
+        raise UsageError(validation_summary(e)) from None
 
 
 def parse_numbers(text: str, kind: type, what: str) -> list[Any]:

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
-from demo.results import ChunkEvent, RaceRequest, SpecPerRequest
+from demo.results import ChunkEvent, RaceRequest, Side, SpecPerRequest
 from demo.settings import Settings
 
 
@@ -30,16 +30,24 @@ class ModelInfo(BaseModel):
 
 
 @functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """The CA bundle, loaded once per process. httpx loads it again for every new client: ~10 ms
-    of CPU, a tenth of the app's CPU in the load test, where the page makes a client per race."""
+def _tls_context(ca_bundle: str | None = None) -> ssl.SSLContext:
+    """The CA bundle (the system's, or ``ca_bundle``), loaded once per process and path. httpx
+    loads it again for every new client: ~10 ms of CPU, a tenth of the app's CPU in the load
+    test, where the page makes a client per race."""
+    if ca_bundle:
+        return ssl.create_default_context(cafile=ca_bundle)
     return httpx.create_ssl_context(verify=True, trust_env=False)
 
 
-def make_http_client(settings: Settings) -> httpx.AsyncClient:
-    headers = {}
-    if settings.api_key is not None:
-        headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
+def make_http_client(settings: Settings, side: Side | None = None) -> httpx.AsyncClient:
+    """A client for one side's server (its key and extra headers), or, with no side, for both
+    when they share them (the shared ``api_key`` only)."""
+    if side is not None:
+        headers = settings.endpoint(side).request_headers()
+    else:
+        headers = {}
+        if settings.api_key is not None:
+            headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
     # httpx's read timeout bounds each read: it is our inter-chunk (and first-byte) timeout.
     timeout = httpx.Timeout(
         connect=settings.connect_timeout_s,
@@ -52,7 +60,7 @@ def make_http_client(settings: Settings) -> httpx.AsyncClient:
         timeout=timeout,
         limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
         trust_env=False,  # never route local servers through a proxy from the environment
-        verify=_tls_context(),
+        verify=_tls_context(str(settings.ca_bundle) if settings.ca_bundle else None),
     )
 
 
@@ -84,6 +92,11 @@ def error_from_exception(exc: Exception, base_url: str, tokens: int | None = Non
     got = f" after {tokens} tokens" if tokens else ""
     if isinstance(exc, httpx.ConnectTimeout):
         return StreamError(f"Timed out connecting to {base_url}: is the server running and the URL right?")
+    if isinstance(exc, httpx.ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(exc):
+        return StreamError(
+            f"The TLS certificate of {base_url} is not trusted (CERTIFICATE_VERIFY_FAILED): set "
+            "SPECDEMO_CA_BUNDLE (or --ca-bundle) to the PEM file of the CA that signed it."
+        )
     if isinstance(exc, httpx.ConnectError):
         return StreamError(
             f"Cannot reach {base_url}: connection refused or host unknown. Start the server "
@@ -188,6 +201,20 @@ def parse_chunk(data: dict[str, Any], t_s: float) -> ChunkEvent:
     return event
 
 
+async def _sse_lines(resp: httpx.Response) -> AsyncIterator[str]:
+    """The SSE lines of a response, split on LF (CRLF) only. httpx's aiter_lines also splits on
+    U+2028, U+2029, U+0085 and other Unicode line breaks, which vLLM sends unescaped inside JSON
+    when the model writes them: that would cut an event in two."""
+    pending = ""
+    async for text in resp.aiter_text():
+        pending += text
+        *lines, pending = pending.split("\n")
+        for line in lines:
+            yield line.removesuffix("\r")
+    if pending:
+        yield pending.removesuffix("\r")
+
+
 async def stream_completion(
     http: httpx.AsyncClient,
     base_url: str,
@@ -211,7 +238,7 @@ async def stream_completion(
             if resp.status_code != 200:
                 raise error_from_response(resp.status_code, await resp.aread(), base_url)
             data_lines: list[str] = []
-            async for line in resp.aiter_lines():
+            async for line in _sse_lines(resp):
                 now = time.perf_counter() - t0
                 if line.startswith("data:"):
                     data_lines.append(line[5:].lstrip(" "))

@@ -53,6 +53,11 @@ def fmt_speedup(x: float | None) -> str | None:
     return None if x is None else f"{x:.2f}{TIMES}"
 
 
+def fmt_temperature(t: float | None) -> str:
+    """'T=0.7', or 'T=own' for a workload file whose requests each carry their own."""
+    return "T=own" if t is None else f"T={t:g}"
+
+
 def fmt_number(v: float | None, digits: int = 2, unit: str = "") -> str | None:
     """A float to ``digits`` after the point, an int as it is, then ``unit`` ('0.12 s', '50')."""
     if v is None:

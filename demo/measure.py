@@ -262,6 +262,7 @@ class SideMeter:
             e2e_s=e2e,
             itl_p50_s=percentile(itl, 50),
             itl_p95_s=percentile(itl, 95),
+            itl_s=itl,
             chunks=len(self.chunks),
             tokens_per_chunk=dict(sorted(sizes.items())),
             finish_reason=self.finish_reason,

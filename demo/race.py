@@ -93,7 +93,7 @@ class _SideRun:
     def __init__(self, side: Side, url: str, settings: Settings, http: httpx.AsyncClient, changed: asyncio.Event):
         self.side, self.url, self.settings, self.http, self.changed = side, url, settings, http, changed
         self.meter = SideMeter(side, url)
-        self.model: str | None = settings.model
+        self.model: str | None = settings.endpoint(side).model
         self.before: MetricsSample | None = None
 
     async def prepare(self, req: RaceRequest) -> None:
@@ -113,9 +113,11 @@ class _SideRun:
         """Refuse before sending a prompt the server says is over its context length."""
         assert self.model is not None
         counted = await count_prompt_tokens(self.http, self.url, self.model, req, self.settings.probe_timeout_s + 2)
-        if counted is None or counted[1] is None:
+        if counted is None:
             return  # the server cannot tell: it will refuse with its own message if needed
-        count, limit = counted[0], counted[1]
+        count, limit = counted
+        if limit is None:
+            return  # no max_model_len reported: the server refuses with its own message if needed
         if count >= limit:
             raise StreamError(
                 f"The prompt is {count} tokens but {self.url} serves at most {limit} (max_model_len): "
@@ -164,12 +166,12 @@ async def stream_race(
     Use ``contextlib.aclosing`` when breaking out of the loop early.
     """
     validate_request(req, settings)
-    own_http = http is None
-    http = http or make_http_client(settings)
+    # Each side gets its own client (its own key and headers) unless the caller shares one.
+    clients = {side: http or make_http_client(settings, side) for side in ("baseline", "speculative")}
     changed = asyncio.Event()
     sides = {
-        "baseline": _SideRun("baseline", settings.baseline_url, settings, http, changed),
-        "speculative": _SideRun("speculative", settings.speculative_url, settings, http, changed),
+        "baseline": _SideRun("baseline", settings.baseline_url, settings, clients["baseline"], changed),
+        "speculative": _SideRun("speculative", settings.speculative_url, settings, clients["speculative"], changed),
     }
     task: asyncio.Task[None] | None = None
     stop_wait: asyncio.Task[bool] | None = None
@@ -214,9 +216,8 @@ async def stream_race(
             changed.clear()
             yield snap()
             await asyncio.sleep(interval_s)  # throttle: many chunks fold into one snapshot
-        failure = task.exception() if task.done() and not task.cancelled() else None
-        if failure is not None:
-            raise failure  # a bug, not a server fault: never swallow it
+        if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
+            raise exc  # a bug, not a server fault: never swallow it
         if cancelled:
             for s in sides.values():
                 s.meter.cancel()
@@ -230,8 +231,8 @@ async def stream_race(
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        if own_http:
-            await http.aclose()
+        if http is None:
+            await asyncio.gather(*(c.aclose() for c in clients.values()))
 
 
 async def run_race(req: RaceRequest, settings: Settings, *, http: httpx.AsyncClient | None = None) -> RaceResult:

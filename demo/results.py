@@ -97,6 +97,9 @@ class SideResult(BaseModel):
     e2e_s: float | None = None
     itl_p50_s: float | None = None  # inter-token latency, a multi-token chunk spread over its tokens
     itl_p95_s: float | None = None
+    # Every per-token gap of the stream (a chunk of n tokens: n gaps of its gap / n), for pooling
+    # percentiles over a batch; never saved (runs and results.json keep the per-request p50/p95).
+    itl_s: list[float] = Field(default_factory=list, exclude=True)
     chunks: int = 0  # content chunks received
     tokens_per_chunk: dict[int, int] = Field(default_factory=dict)  # size -> count
     finish_reason: str | None = None

@@ -45,7 +45,9 @@ async def _health(http: httpx.AsyncClient, url: str, timeout_s: float) -> str | 
     """None when /health answers 200, else a one-line reason."""
     try:
         resp = await http.get(url.rstrip("/") + "/health", timeout=timeout_s)
-    except httpx.ConnectError:
+    except httpx.ConnectError as e:
+        if "CERTIFICATE_VERIFY_FAILED" in str(e):
+            return "its TLS certificate is not trusted: set SPECDEMO_CA_BUNDLE to its CA's PEM file"
         return "connection refused"
     except httpx.TimeoutException:
         return f"no answer within {timeout_s:g} s"
@@ -95,16 +97,16 @@ async def probe_server(http: httpx.AsyncClient, side: Side, url: str, settings: 
 
 async def probe_servers(settings: Settings, http: httpx.AsyncClient | None = None) -> list[ServerInfo]:
     """Both servers, probed at once: [baseline, speculative]."""
-    own = http is None
-    http = http or make_http_client(settings)
+    base_http = http or make_http_client(settings, "baseline")
+    spec_http = http or make_http_client(settings, "speculative")
     try:
         return list(await asyncio.gather(
-            probe_server(http, "baseline", settings.baseline_url, settings),
-            probe_server(http, "speculative", settings.speculative_url, settings),
+            probe_server(base_http, "baseline", settings.baseline_url, settings),
+            probe_server(spec_http, "speculative", settings.speculative_url, settings),
         ))
     finally:
-        if own:
-            await http.aclose()
+        if http is None:
+            await asyncio.gather(base_http.aclose(), spec_http.aclose())
 
 
 def terminal_report(infos: list[ServerInfo]) -> str:

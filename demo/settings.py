@@ -2,14 +2,38 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from demo.results import Side
 
 ROOT = Path(__file__).resolve().parent.parent
 # Written by `python -m servers up`: what the speculative server runs (method, k).
 LAUNCHER_CLIENT_ENV = ROOT / "logs" / "servers" / "client.env"
+
+
+# An HTTP header name (RFC 9110 token); values must not carry line breaks.
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+class Endpoint(BaseModel):
+    """One side's server as the client sees it: where, which model, and what to send with each request."""
+
+    side: Side
+    url: str
+    model: str | None = None  # None: discovered from /v1/models
+    api_key: SecretStr | None = None
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+
+    def request_headers(self) -> dict[str, str]:
+        """The headers to send: the extra ones, then the bearer token (which wins)."""
+        out = {k: v.get_secret_value() for k, v in self.headers.items()}
+        if self.api_key is not None:
+            out["Authorization"] = f"Bearer {self.api_key.get_secret_value()}"
+        return out
 
 
 class Settings(BaseSettings):
@@ -21,6 +45,17 @@ class Settings(BaseSettings):
     api_key: SecretStr | None = None
     # Served model name; discovered from /v1/models when empty.
     model: str | None = None
+    # Per side (gateways, managed deployments): each wins over the shared value above.
+    baseline_model: str | None = None
+    speculative_model: str | None = None
+    baseline_api_key: SecretStr | None = None
+    speculative_api_key: SecretStr | None = None
+    # Extra headers sent with every request to that side, as JSON: {"X-Tenant": "acme"}.
+    # Treated as secrets (a gateway key often travels in one): never logged, shown or saved.
+    baseline_headers: dict[str, SecretStr] = Field(default_factory=dict)
+    speculative_headers: dict[str, SecretStr] = Field(default_factory=dict)
+    # A PEM file of CA certificates to trust for https endpoints (TLS verification is always on).
+    ca_bundle: Path | None = None
 
     connect_timeout_s: float = Field(5.0, gt=0)
     # Longest silence allowed between two chunks of a stream (also covers time to first byte).
@@ -41,13 +76,13 @@ class Settings(BaseSettings):
     presets_dir: Path = ROOT / "presets"
     runs_dir: Path = ROOT / "runs"
     save_runs: bool = True
-    # Longest prompt sent (characters, all messages), checked before anything is sent.
-    max_prompt_chars: int = Field(200_000, ge=1)
     # A run whose record is larger is not saved (the reason is logged and shown).
     max_run_file_bytes: int = Field(10_000_000, ge=1)
 
     # A workload file (or a folder's .txt/.md files together) larger than this is refused before reading.
     workload_max_bytes: int = Field(20_000_000, ge=1)
+    # The longest prompt the app sends (a pasted prompt, a workload request, the API), checked before sending.
+    max_prompt_chars: int = Field(200_000, ge=1)
     # Price of one GPU-hour for the evaluator's cost per million output tokens; None: no cost shown.
     gpu_hour_price: float | None = Field(None, gt=0)
 
@@ -55,6 +90,40 @@ class Settings(BaseSettings):
     # when the server itself cannot tell us. The launcher writes these.
     spec_method: str | None = None
     spec_num_tokens: int | None = None
+
+    # Grafana with the pair's dashboards (compose profile `monitoring`: http://127.0.0.1:3000);
+    # when set, the server panel links to it.
+    grafana_url: str | None = Field(None, pattern=r"^https?://[^\s\"'<>]+$", max_length=2000)
+
+    @field_validator("grafana_url", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, v: object) -> object:
+        return None if v == "" else v
+
+    @field_validator("baseline_headers", "speculative_headers")
+    @classmethod
+    def _check_headers(cls, v: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for name, value in v.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name!r} is not a valid HTTP header name")
+            if any(c in value.get_secret_value() for c in "\r\n"):
+                raise ValueError(f"the value of header {name!r} contains a line break")
+        return v
+
+    @field_validator("ca_bundle")
+    @classmethod
+    def _check_ca_bundle(cls, v: Path | None) -> Path | None:
+        if v is not None and not v.is_file():
+            raise ValueError(f"CA bundle {v} is not a file: give the path of a PEM file of CA certificates")
+        return v
+
+    def endpoint(self, side: Side) -> Endpoint:
+        """The side's server: its own URL, model, key and headers, else the shared ones."""
+        if side == "baseline":
+            return Endpoint(side=side, url=self.baseline_url, model=self.baseline_model or self.model,
+                            api_key=self.baseline_api_key or self.api_key, headers=self.baseline_headers)
+        return Endpoint(side=side, url=self.speculative_url, model=self.speculative_model or self.model,
+                        api_key=self.speculative_api_key or self.api_key, headers=self.speculative_headers)
 
     @model_validator(mode="after")
     def _spec_from_launcher(self) -> Settings:

@@ -398,7 +398,7 @@ def server_banner_html(infos: list[ServerInfo]) -> str:
     return f'<div class="sd-banner" role="alert" data-down="{len(down)}"><ul>{items}</ul></div>'
 
 
-def server_panel_html(infos: list[ServerInfo]) -> str:
+def server_panel_html(infos: list[ServerInfo], grafana_url: str | None = None) -> str:
     rows = []
     for i in infos:
         if i.healthy:
@@ -427,4 +427,6 @@ def server_panel_html(infos: list[ServerInfo]) -> str:
             f"<td>{esc(spec)}</td><td>{esc(kv)}</td></tr>"
         )
     head = "<tr><th>side</th><th>URL</th><th>health</th><th>model</th><th>speculation</th><th>KV cache</th></tr>"
-    return f'<table class="sd-servers">{head}{"".join(rows)}</table>'
+    link = (f'<p class="sd-grafana"><a href="{esc(grafana_url)}" target="_blank" rel="noopener noreferrer">'
+            "Grafana: both servers over time</a></p>") if grafana_url else ""
+    return f'<table class="sd-servers">{head}{"".join(rows)}</table>{link}'

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from demo.results import Api, Message, RaceRequest
+from demo.settings import Settings
 
 DEFAULT_MAX_TOKENS = 256  # RaceRequest's own default
 DEFAULT_TEMPERATURE = 0.0
@@ -88,7 +89,7 @@ class WorkloadRequest(BaseModel):
         """What the evaluator sends (sequential A/B mode; the runner may change the mode)."""
         return RaceRequest(messages=self.messages, prompt=self.prompt, api=self.api,
                            temperature=self.temperature, max_tokens=self.max_tokens,
-                           mode="sequential", seed=seed)
+                           order="sequential", seed=seed)
 
 
 class SampleInfo(BaseModel):
@@ -420,3 +421,11 @@ def request_slices(requests: list[WorkloadRequest], concurrency: int, batches: i
     n = len(requests)
     count = -(-n // concurrency) if batches is None else batches
     return [[requests[(b * concurrency + i) % n] for i in range(concurrency)] for b in range(count)]
+
+
+def open_workload(path: Path | str, settings: Settings, *, sample_n: int | None = None, seed: int = 0,
+                  strict: bool = False) -> Workload:
+    """The one way the CLI and the page load a workload: the settings' limits, then an optional sample."""
+    workload = load_workload(path, max_bytes=settings.workload_max_bytes, max_prompt_chars=settings.max_prompt_chars,
+                             strict=strict)
+    return sample(workload, sample_n, seed) if sample_n is not None else workload

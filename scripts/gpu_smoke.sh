@@ -8,7 +8,9 @@
 #   SMOKE_KEEP=1 scripts/gpu_smoke.sh             # leave the stack running afterwards
 #   SMOKE_TIMEOUT_S=3600 scripts/gpu_smoke.sh     # wait longer for both servers (default 45 min)
 #
-# Exit 0 only when both servers answered the race without error.
+# Exit 0 only when both servers answered the race without error. Whatever happens, it ends with a
+# one-screen PASS/FAIL summary and a JSON record (GPU, image, pair, time to healthy, speedups,
+# acceptance) on the last line of stdout, also saved to logs/gpu-smoke-<UTC time>.json.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,9 +26,50 @@ SPECULATIVE_URL="${SMOKE_SPECULATIVE_URL:-http://127.0.0.1:8001}"
 WORK="$(mktemp -d)"
 UP_PID=""
 COMPOSE=(docker compose -f "$ROOT/docker-compose.yml")
+T0=$(date +%s)
+STARTED_AT="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+RECORD_FILE="${SMOKE_RECORD:-$ROOT/logs/gpu-smoke-$(date -u +%Y%m%dT%H%M%SZ).json}"
+REASON=""
+GPU_NAME="unknown (no nvidia-smi)"
+IMAGE="unknown"
+PAIR=""
+HEALTHY_S_baseline="null"
+HEALTHY_S_speculative="null"
 
 log() { printf '[gpu-smoke %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "error: $*"; exit 1; }
+die() { log "error: $*"; REASON="$(printf '%s\n' "$*" | head -n 1)"; exit 1; }
+# json_str TEXT: TEXT as a JSON string literal (backslashes, quotes, control characters escaped).
+json_str() { printf '"%s"' "$(printf '%s' "$1" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' | tr -d '\000-\037')"; }
+meta_json() {
+    printf '{"started_at": %s, "gpu": %s, "image": %s, "pair": %s, "preset": %s, "time_to_healthy_s": {"baseline": %s, "speculative": %s}}' \
+        "$(json_str "$STARTED_AT")" "$(json_str "$GPU_NAME")" "$(json_str "$IMAGE")" "$(json_str "$PAIR")" \
+        "$(json_str "$PRESET")" "$HEALTHY_S_baseline" "$HEALTHY_S_speculative"
+}
+
+# summary RC: the one-screen verdict and the JSON record (the race's figures when it ran).
+summary() {
+    local rc="$1" verdict record
+    verdict=$([[ "$rc" == 0 ]] && echo PASS || echo FAIL)
+    if [[ -s "$WORK/record.json" ]]; then
+        record="$(cat "$WORK/record.json")"
+    else
+        record="$(meta_json)"
+        record="${record%\}}, \"result\": \"fail\", \"reason\": $(json_str "${REASON:-exit $rc}"), \"total_s\": $(( $(date +%s) - T0 ))}"
+    fi
+    mkdir -p "$(dirname "$RECORD_FILE")" 2>/dev/null && printf '%s\n' "$record" >"$RECORD_FILE" 2>/dev/null || true
+    {
+        echo "==================== GPU smoke: $verdict ===================="
+        echo "GPU:    $GPU_NAME"
+        echo "image:  $IMAGE"
+        echo "pair:   $PAIR    preset: $PRESET"
+        echo "healthy after: baseline ${HEALTHY_S_baseline} s, speculative ${HEALTHY_S_speculative} s"
+        if [[ -s "$WORK/report.txt" ]]; then sed 's/^/        /' "$WORK/report.txt"; fi
+        [[ "$verdict" == FAIL ]] && echo "reason: ${REASON:-exit $rc}"
+        echo "record: $RECORD_FILE"
+        echo "=========================================================="
+    } >&2
+    printf '%s\n' "$record"
+}
 
 cleanup() {
     local rc=$?
@@ -40,6 +83,7 @@ cleanup() {
         log "tearing down: docker compose down"
         "${COMPOSE[@]}" down --remove-orphans >/dev/null 2>&1 || log "warning: docker compose down failed; run it by hand"
     fi
+    summary "$rc"
     rm -rf "$WORK"
     exit "$rc"
 }
@@ -51,7 +95,8 @@ command -v docker >/dev/null 2>&1 || die "docker not found; install Docker Engin
 docker compose version >/dev/null 2>&1 || die "the Docker Compose v2 plugin is missing ('docker compose version' fails)"
 docker info >/dev/null 2>&1 || die "cannot reach the Docker engine: is it running, and may this user use it (docker group)?"
 if command -v nvidia-smi >/dev/null 2>&1; then
-    log "GPU: $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -n 1)"
+    GPU_NAME="$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -n 1)"
+    log "GPU: $GPU_NAME"
 else
     log "warning: nvidia-smi not found on the host; the servers will fail if Docker cannot reach a GPU"
 fi
@@ -66,7 +111,12 @@ if [[ -n "${SPEC_PROFILE:-}" ]]; then
     . "$WORK/profile.env"
     set +a
 fi
-log "pair: ${SPEC_PROFILE:-from .env, else the default llama-eagle3}"
+# (`|| true`: no .env is fine; with pipefail a failed sed would end the script.)
+PAIR="${SPEC_PROFILE:-$( (sed -n 's/^SPEC_PROFILE=//p' .env 2>/dev/null || true) | tail -n 1)}"
+PAIR="${PAIR:-llama-eagle3}"
+IMAGE="${VLLM_IMAGE:-$( (sed -n 's/^VLLM_IMAGE=//p' .env 2>/dev/null || true) | tail -n 1)}"
+IMAGE="${IMAGE:-$("${COMPOSE[@]}" config --images 2>/dev/null | grep -m 1 'vllm-openai' || echo unknown)}"
+log "pair: $PAIR (SPEC_PROFILE, else .env, else the default llama-eagle3); image: $IMAGE"
 if [[ -z "${HF_TOKEN:-}" ]] && ! grep -qsE '^HF_TOKEN=.+' .env; then
     log "note: HF_TOKEN is not set; the gated Llama models will fail to download (qwen3-draft needs none)"
 fi
@@ -110,6 +160,7 @@ $("${COMPOSE[@]}" logs --tail 30 --no-log-prefix "$svc" 2>&1)"
         fi
         case "$state" in
             "running healthy")
+                printf -v "HEALTHY_S_$svc" '%s' "$(( now - start ))"
                 log "$svc healthy after $(( now - start )) s"
                 return 0 ;;
             restarting*)
@@ -134,7 +185,7 @@ UP_PID=""
 log "stack up: page on http://127.0.0.1:7860 (unless SPEC_APP_PUBLISH says otherwise)"
 
 # ---- race: the host's python if it has the app's requirements, else inside the app container ----
-RACE_ARGS=(race --preset "$PRESET" --mode sequential --warmup --json)
+RACE_ARGS=(race --preset "$PRESET" --order sequential --warmup --json)
 PY="${PYTHON:-$( [[ -x .venv/bin/python ]] && echo .venv/bin/python || echo python3)}"
 if "$PY" -c "import demo.cli, httpx, pydantic_settings" >/dev/null 2>&1; then
     log "racing $PRESET from the host ($PY) against $BASELINE_URL and $SPECULATIVE_URL"
@@ -154,6 +205,7 @@ import json, sys
 
 r = json.load(sys.stdin)
 b, s = r["baseline"], r["speculative"]
+meta = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 
 
 def fmt(x, spec):
@@ -171,8 +223,19 @@ print("identical text: %s" % r.get("identical_text"))
 errors = ["%s: %s" % (side, d["error"]) for side, d in (("baseline", b), ("speculative", s)) if d.get("error")]
 for e in errors:
     print("error " + e)
+record = dict(meta, result="fail" if errors else "pass", reason="; ".join(errors) or None,
+              speedup_decode=r.get("speedup"), speedup_e2e=r.get("e2e_speedup"),
+              acceptance_rate=s.get("acceptance_rate"), mean_acceptance_length=s.get("mean_acceptance_length"),
+              decode_tokens_per_s={"baseline": b.get("decode_tokens_per_s"), "speculative": s.get("decode_tokens_per_s")},
+              identical_text=r.get("identical_text"), order=r.get("order"))
+print("RECORD " + json.dumps(record))
 sys.exit(1 if errors else 0)
 PY
 )"
-"${RUN_PY[@]}" -c "$REPORT_PY" <"$WORK/race.json" || die "the race reported an error (above)"
+REPORT_RC=0
+"${RUN_PY[@]}" -c "$REPORT_PY" "$(meta_json)" <"$WORK/race.json" >"$WORK/report.out" || REPORT_RC=$?
+grep -v '^RECORD ' "$WORK/report.out" >"$WORK/report.txt" || true
+sed -n 's/^RECORD //p' "$WORK/report.out" | tail -n 1 | sed "s/}\$/, \"total_s\": $(( $(date +%s) - T0 ))}/" >"$WORK/record.json"
+cat "$WORK/report.txt" >&2
+[[ "$REPORT_RC" == 0 ]] || die "the race reported an error (above)"
 log "smoke check passed"

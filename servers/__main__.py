@@ -1,4 +1,4 @@
-"""python -m servers up [--detach] | status [--json] | down
+"""python -m servers up [--detach] | status [--json] | down | monitor
 
 Starts the baseline and the speculative vLLM server (default: two CPU servers with SmolLM2-135M
 and n-gram speculation) under a supervisor that restarts one that fails (servers/supervisor.py,
@@ -107,6 +107,11 @@ def _profile_overrides(name: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["monitor"]:  # Prometheus for the pair: its own flags (servers/monitor.py)
+        from servers import monitor
+
+        return monitor.main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         s = _settings(args)

@@ -66,9 +66,10 @@ class Profile(BaseModel):
     def _fits_device(self) -> Profile:
         shares = (self.baseline_gpu_memory, self.speculative_gpu_memory)
         if self.device == "gpu":
-            if None in shares:
+            base, spec = shares
+            if base is None or spec is None:
                 raise ValueError(f"profile {self.name}: a GPU profile needs both memory shares")
-            if sum(shares) > MAX_GPU_MEMORY_SUM + 1e-9:  # type: ignore[arg-type]
+            if base + spec > MAX_GPU_MEMORY_SUM + 1e-9:
                 raise ValueError(
                     f"profile {self.name}: memory shares {shares} sum above {MAX_GPU_MEMORY_SUM}; "
                     "lower them so both servers fit one GPU"
@@ -183,7 +184,8 @@ PROFILES: dict[str, Profile] = {
         Profile(
             name="llama-ngram",
             device="gpu",
-            summary="Llama-3.1-8B-Instruct + n-gram prompt lookup: no second model; wins only where the answer copies the prompt.",
+            summary="Llama-3.1-8B-Instruct + n-gram prompt lookup: no second model; "
+                    "wins only where the answer copies the prompt.",
             model="meta-llama/Llama-3.1-8B-Instruct",
             served_model_name="llama-3.1-8b-instruct",
             speculative_config=dict(NGRAM_CONFIG),
@@ -263,9 +265,9 @@ def _main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.cmd == "list":
-        for p in PROFILES.values():
-            mark = " (default)" if p.name in (DEFAULT_PROFILE, DEFAULT_CPU_PROFILE) else ""
-            print(f"{p.name:<13} {p.device}  {p.summary}{mark}")
+        for prof in PROFILES.values():
+            mark = " (default)" if prof.name in (DEFAULT_PROFILE, DEFAULT_CPU_PROFILE) else ""
+            print(f"{prof.name:<13} {prof.device}  {prof.summary}{mark}")
         return 0
     profile = PROFILES[args.profile]
     if args.cmd == "env":

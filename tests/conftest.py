@@ -18,7 +18,7 @@ def standin_factory() -> Iterator[Callable[..., Standin]]:
     started: list[Standin] = []
 
     def make(behavior: StandinBehavior | None = None, **fields: object) -> Standin:
-        s = Standin(behavior or StandinBehavior(**fields)).start()  # type: ignore[arg-type]
+        s = Standin(behavior or StandinBehavior(**fields)).start()
         started.append(s)
         return s
 

@@ -33,7 +33,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import uvicorn
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -83,6 +83,12 @@ class StandinBehavior(BaseModel):
     tokenize: bool = True  # serve /tokenize (vLLM does); False answers 404 like older servers
     replay_fixture: Path | None = None  # a captured .sse file, sent byte-exactly with its .times timing
     replay_speed: float = Field(1.0, gt=0)  # 2.0 = replay twice as fast
+    # Per-request variety (workload tests): a prompt containing a marker gets that marker's behaviour
+    # fields, e.g. {"COPY": {"chunk_sizes": [5], "tokens_per_s": 400}}; the first marker found wins.
+    by_marker: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Load (capacity tests): with r requests already running, a new one gets ttft_s * (1 + x*r)
+    # and tokens_per_s / (1 + x*r): latency grows and per-request speed falls with concurrency.
+    slowdown_per_running: float = Field(0.0, ge=0)
 
     @model_validator(mode="after")
     def _check_chunks(self) -> StandinBehavior:
@@ -96,12 +102,16 @@ class StandinBehavior(BaseModel):
         return self
 
 
+Outcome = Literal["running", "completed", "aborted", "faulted"]
+
+
 class Truth(BaseModel):
     """What the stand-in really did for one generation request."""
 
     path: str
     stream: bool
     prompt_tokens: int
+    prompt: str = ""  # the request's messages or prompt, as JSON text (to match a request to its truth)
     completion_tokens: int = 0  # tokens actually sent
     t_request: float  # time.perf_counter() when the request was accepted
     t_first_token_sent: float | None = None
@@ -115,7 +125,7 @@ class Truth(BaseModel):
     chunk_send_times: list[float] = Field(default_factory=list)
     text: str = ""
     finish_reason: str | None = None
-    outcome: Literal["running", "completed", "aborted", "faulted"] = "running"
+    outcome: Outcome = "running"
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -303,8 +313,8 @@ class _Counters:
                     continue
                 for p in range(k):
                     lab = labels_s.replace('position="0"', f'position="{p}"')
-                    v = per_pos[p] if name.endswith("_total") else float(value)
-                    out.append(f"{name}{{{lab}}} {float(v)!r}")
+                    pv = per_pos[p] if name.endswith("_total") else float(value)
+                    out.append(f"{name}{{{lab}}} {float(pv)!r}")
                 continue
             if name == "vllm:request_success_total":
                 v: float | None = self.success.get(labels.get("finished_reason", ""), 0)
@@ -329,7 +339,7 @@ class _Cut(Exception):
 class _SSE(Response):
     """Streams what an emitter sends; a client disconnect cancels the emitter (= abort)."""
 
-    def __init__(self, emit: Callable[[Send], Awaitable[None]], end: Callable[[str], None]) -> None:
+    def __init__(self, emit: Callable[[Send], Awaitable[None]], end: Callable[[Outcome], None]) -> None:
         super().__init__(status_code=200)
         self._emit, self._end = emit, end  # end("aborted" | "faulted"); no-op once finished
 
@@ -348,9 +358,9 @@ class _SSE(Response):
                 self._end("aborted")
             watcher.cancel()
             await asyncio.gather(emit, watcher, return_exceptions=True)
-        if not emit.cancelled() and emit.exception() is not None:
+        if not emit.cancelled() and (exc := emit.exception()) is not None:
             self._end("faulted")
-            raise emit.exception()  # type: ignore[misc]  # uvicorn logs it and drops the connection
+            raise exc  # uvicorn logs it and drops the connection
 
 
 _SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8")]
@@ -363,9 +373,11 @@ class Standin:
     """A stand-in vLLM server on 127.0.0.1, run by uvicorn in a background thread."""
 
     def __init__(self, behavior: StandinBehavior | None = None, *, port: int = 0,
-                 host: str = "127.0.0.1", log_level: str = "warning") -> None:
+                 host: str = "127.0.0.1", log_level: str = "warning",
+                 ssl_keyfile: Path | None = None, ssl_certfile: Path | None = None) -> None:
         self.behavior = behavior or StandinBehavior()
         self.host, self.port, self._log_level = host, port, log_level
+        self._ssl = (ssl_keyfile, ssl_certfile)  # both set: serve https (TLS tests)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._server: uvicorn.Server | None = None
@@ -387,19 +399,21 @@ class Standin:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self._ssl[1] else 'http'}://{self.host}:{self.port}"
 
     def start(self) -> Standin:
         """Start serving. A (re)start resets /metrics like a fresh vLLM process; records stay."""
         self._counters = _Counters()
         config = uvicorn.Config(self._asgi, host=self.host, port=self.port, log_level=self._log_level,
                                 lifespan="off", access_log=False, http="h11", loop="asyncio",
-                                interface="asgi3", proxy_headers=False)
-        self._server = uvicorn.Server(config)
+                                interface="asgi3", proxy_headers=False,
+                                ssl_keyfile=self._ssl[0] and str(self._ssl[0]),
+                                ssl_certfile=self._ssl[1] and str(self._ssl[1]))
+        self._server = server = uvicorn.Server(config)
         ready = threading.Event()
 
         def serve() -> None:
-            asyncio.run(self._server.serve())  # type: ignore[union-attr]
+            asyncio.run(server.serve())
             ready.set()
 
         self._thread = threading.Thread(target=serve, name=f"standin:{self.port}", daemon=True)
@@ -551,6 +565,7 @@ class Standin:
         b = self.behavior.model_copy()  # one request sees one consistent behaviour
         chat = request.url.path.endswith("/chat/completions")
         raw = await request.body()
+        bad_json: ValueError | None
         try:
             body = json.loads(raw)
         except ValueError as exc:
@@ -577,6 +592,16 @@ class Standin:
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             return _error(400, f"max_tokens must be at least 1, got {max_tokens}. "
                                f"(parameter=max_tokens, value={max_tokens})", "BadRequestError", "max_tokens")
+        prompt_text = json.dumps(body.get("messages") if chat else body.get("prompt"))
+        for marker, fields in b.by_marker.items():
+            if marker in prompt_text:
+                b = b.model_copy(update=fields)
+                StandinBehavior.model_validate(b.model_dump())  # the same checks as any behaviour
+                break
+        if b.slowdown_per_running:
+            with self._lock:
+                factor = 1 + b.slowdown_per_running * len(self._running)
+            b.ttft_s, b.tokens_per_s = b.ttft_s * factor, b.tokens_per_s / factor
         prompt_tokens = _prompt_words(body, chat)
         if b.fault == "too_long" or (b.reject_prompt_over_context and prompt_tokens > b.max_model_len):
             return _too_long(b.max_model_len)
@@ -599,7 +624,7 @@ class Standin:
         texts = [pieces[i % len(pieces)] for i in range(n)]
         sizes = plan_chunks(n, b.chunk_sizes)
         truth = Truth(path=request.url.path, stream=bool(body.get("stream")), prompt_tokens=prompt_tokens,
-                      t_request=t_request, per_position_accepted=[0] * b.num_spec_tokens)
+                      prompt=prompt_text, t_request=t_request, per_position_accepted=[0] * b.num_spec_tokens)
         with self._lock:
             self.truth.append(truth)
             self._running[id(truth)] = truth
@@ -647,14 +672,16 @@ class Standin:
                     for pos in range(acc):
                         per_pos[pos] += 1
                     c.add_step(acc, k)
-            if n > 1 and t > truth.t_first_token_sent:  # type: ignore[operator]
-                truth.decode_tokens_per_s = (n - 1) / (t - truth.t_first_token_sent)  # type: ignore[operator]
+            t1 = truth.t_first_token_sent
+            assert t1 is not None  # set by the first burst, above
+            if n > 1 and t > t1:
+                truth.decode_tokens_per_s = (n - 1) / (t - t1)
 
-    def _finish(self, truth: Truth, outcome: str, finish_reason: str | None = None) -> None:
+    def _finish(self, truth: Truth, outcome: Outcome, finish_reason: str | None = None) -> None:
         with self._lock:
             if truth.outcome != "running":
                 return
-            truth.outcome = outcome  # type: ignore[assignment]
+            truth.outcome = outcome
             truth.finish_reason = finish_reason
             self._running.pop(id(truth), None)
             if outcome == "completed":
@@ -721,7 +748,8 @@ class _Generation:
         # The hot path at thousands of tokens/s: the same bytes as json.dumps, from a template
         # cut at placeholders (text, total_tokens, completion_tokens, in that order).
         if self._tmpl is None:
-            marked = _dumps(self._content_dict("@@T@@", "@@N@@", "@@U@@", False))  # type: ignore[arg-type]
+            marked = _dumps(self._content_dict(
+                "@@T@@", "@@N@@", "@@U@@", False))  # type: ignore[arg-type]  # str placeholders where the ints go
             self._tmpl = re.split(r'"@@[TUN]@@"', marked)
         t = self._tmpl
         if len(t) == 2:  # no usage on content chunks
@@ -822,7 +850,8 @@ class _Generation:
         raise _Cut("fault=cut")  # no transport: uvicorn closes the connection on an exception
 
     async def _replay(self, send: Send) -> None:
-        path = Path(self.b.replay_fixture)  # type: ignore[arg-type]
+        assert self.b.replay_fixture is not None  # only the replay fault gets here, and it names a fixture
+        path = Path(self.b.replay_fixture)
         events = [ln[len("data: "):] for ln in path.read_text().split("\n") if ln.startswith("data: ")]
         times = [float(x) for x in path.with_suffix(".times").read_text().split()]
         if len(times) != len(events):
@@ -908,7 +937,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chunk-sizes", default="1", help="comma-separated, e.g. 1,3,5")
     p.add_argument("--pieces-file", type=Path, help="JSON list of token texts, or one text per line")
     p.add_argument("--stop-at-end-of-pieces", action="store_true")
-    p.add_argument("--fault", choices=list(Fault.__args__))  # type: ignore[attr-defined]
+    p.add_argument("--fault", choices=list(get_args(Fault)))
     p.add_argument("--fault-after-chunks", type=int, default=5)
     p.add_argument("--stall-s", type=float, default=30.0)
     p.add_argument("--metrics-mode", choices=["ok", "missing", "malformed", "slow"], default="ok")

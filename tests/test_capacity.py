@@ -14,9 +14,9 @@ from demo.sweep.capacity import (
     build_capacity,
     capacity_summary,
     cost_per_million_output_tokens,
-    points_from_cells,
 )
 from demo.sweep.models import CellResult, CellSettings, SideCell, Spread
+from demo.sweep.pooling import points_from_cells
 
 # (concurrency, output tokens/s, TTFT p95 s, ITL p95 s): throughput and latency both grow with concurrency.
 BASE = [(1, 20.0, 0.20, 0.040), (2, 36.0, 0.35, 0.050), (4, 60.0, 0.60, 0.070), (8, 70.0, 1.20, 0.120)]

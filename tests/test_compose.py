@@ -23,7 +23,7 @@ import jsonschema
 import pytest
 import yaml
 
-from servers.config import COMMON_ENV, NGRAM_CONFIG
+from servers.config import COMMON_ENV, NGRAM_CONFIG, Role
 from servers.profiles import (
     CONTAINER_HOST,
     DEFAULT_CPU_PROFILE,
@@ -41,8 +41,8 @@ ENV_EXAMPLE = ROOT / ".env.example"
 DOCKERFILE = ROOT / "docker" / "Dockerfile.app"
 DOCKERIGNORE = ROOT / ".dockerignore"
 SMOKE = ROOT / "scripts" / "gpu_smoke.sh"
-GPU_SERVERS = {"baseline": "baseline", "speculative": "speculative"}
-CPU_SERVERS = {"baseline": "baseline-cpu", "speculative": "speculative-cpu"}
+GPU_SERVERS: dict[Role, str] = {"baseline": "baseline", "speculative": "speculative"}
+CPU_SERVERS: dict[Role, str] = {"baseline": "baseline-cpu", "speculative": "speculative-cpu"}
 CPU_MODEL_DIR = "/cache/models/smollm2"
 GPU_PROFILES = [p for p in PROFILES.values() if p.device == "gpu"]
 
@@ -109,11 +109,12 @@ def _substitute(expr: str, env: dict[str, str]) -> str:
     present = value is not None and (value != "" or not empty_counts)
     kind = op[-1]
     if kind == "-":
-        return value if present else interpolate_str(arg, env)  # type: ignore[return-value]
+        return value if value is not None and present else interpolate_str(arg, env)
     if kind == "?":
         if not present:
             raise InterpolationError(f"required variable {name} is missing: {arg}")
-        return value  # type: ignore[return-value]
+        assert value is not None  # present
+        return value
     return interpolate_str(arg, env) if present else (value or "")
 
 
@@ -276,7 +277,7 @@ def check_gpu_services(doc: dict[str, Any], env: dict[str, str] | None = None) -
     return problems
 
 
-def check_app(doc: dict[str, Any], app: str, servers: dict[str, str]) -> list[str]:
+def check_app(doc: dict[str, Any], app: str, servers: dict[Role, str]) -> list[str]:
     services = doc["services"]
     s = services[app]
     env = s.get("environment") or {}
@@ -447,6 +448,7 @@ def test_profiles_reject_settings_that_do_not_fit_their_device() -> None:
 def test_memory_shares_fit_one_gpu() -> None:
     assert check_memory(compose()) == []
     for profile in GPU_PROFILES:
+        assert profile.baseline_gpu_memory is not None and profile.speculative_gpu_memory is not None
         assert profile.baseline_gpu_memory + profile.speculative_gpu_memory <= MAX_GPU_MEMORY_SUM
 
 
@@ -494,7 +496,8 @@ def test_cpu_profile_serves_the_embedded_default_with_the_launchers_flags(monkey
         for key in [*COMMON_ENV, "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_KVCACHE_SPACE", "VLLM_USE_AOT_COMPILE",
                     "HF_HUB_OFFLINE"]:
             assert str(env.get(key)) == want_env[key], f"{svc}: {key}"
-    assert json.loads(cmd_value(doc["services"]["speculative-cpu"]["command"], "--speculative-config")) == NGRAM_CONFIG
+    spec_config = cmd_value(doc["services"]["speculative-cpu"]["command"], "--speculative-config")
+    assert spec_config is not None and json.loads(spec_config) == NGRAM_CONFIG
 
 
 def test_cpu_model_prep_script_installs_the_laptop_pins_and_links_the_model(tmp_path: Path) -> None:
@@ -535,7 +538,10 @@ if args[:3] == ["-m", "servers.model", "prepare"]:
     stub.chmod(0o755)
     script = prep["command"][0].replace("/cache", str(cache))
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path)}
-    run = lambda: subprocess.run(["bash", "-ec", script], cwd=src, env=env, capture_output=True, text=True, timeout=60)
+
+    def run() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-ec", script], cwd=src, env=env, capture_output=True, text=True, timeout=60)
+
     done = run()
     assert done.returncode == 0, done.stderr
     calls = log.read_text().splitlines()
@@ -560,7 +566,9 @@ if args[:3] == ["-m", "servers.model", "prepare"]:
 def test_vllm_images_are_pinned_to_the_cpu_builds_version() -> None:
     doc = compose()
     pins = (ROOT / "requirements-cpu-server.txt").read_text()
-    version = re.search(r"^vllm-cpu==(\S+)", pins, re.M).group(1)
+    pin = re.search(r"^vllm-cpu==(\S+)", pins, re.M)
+    assert pin, "requirements-cpu-server.txt pins no vllm-cpu"
+    version = pin.group(1)
     for svc in (*GPU_SERVERS.values(), *CPU_SERVERS.values(), "model-prep"):
         image = doc["services"][svc]["image"]
         assert image.endswith(f":v{version}"), f"{svc}: {image} is not pinned to v{version}"
@@ -583,7 +591,7 @@ def test_gpu_smoke_script_is_valid_bash() -> None:
     subprocess.run(["bash", "-n", str(SMOKE)], check=True, timeout=30)
     assert os.access(SMOKE, os.X_OK), "scripts/gpu_smoke.sh must be executable"
     text = SMOKE.read_text()
-    for needle in ("docker compose", "trap cleanup EXIT", "--preset", "--mode sequential", "--json",
+    for needle in ("docker compose", "trap cleanup EXIT", "--preset", "--order sequential", "--json",
                    "http://127.0.0.1:8000", "http://127.0.0.1:8001"):
         assert needle in text
 
@@ -610,11 +618,14 @@ if args[0] == "compose":
 cmd = args[0]
 if cmd in ("version", "info"):
     print("fake docker"); sys.exit(0)
+if cmd == "config" and "--images" in args:
+    print("specdemo-app:local"); print("vllm/vllm-openai:v0.32.0"); sys.exit(0)
 if cmd == "up":
     for svc, port in ports.items():
         if os.environ.get("FAKE_DOCKER_CRASH") == svc:
             (state / f"{{svc}}.exited").touch(); continue
-        extra = ["--speculative", "--chunk-sizes", "1,3,4", "--tokens-per-s", "3000"] if svc == "speculative" else ["--tokens-per-s", "1000"]
+        extra = (["--speculative", "--chunk-sizes", "1,3,4", "--tokens-per-s", "3000"] if svc == "speculative"
+                 else ["--tokens-per-s", "1000"])
         p = subprocess.Popen([sys.executable, "-m", "tests.standin", "--port", port, "--model", "llama", *extra],
                              cwd={root!r}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         (state / f"{{svc}}.pid").write_text(str(p.pid))
@@ -663,6 +674,7 @@ def _run_smoke(tmp_path: Path, crash: str | None = None) -> tuple[subprocess.Com
         "SMOKE_BASELINE_URL": f"http://127.0.0.1:{ports[0]}", "SMOKE_SPECULATIVE_URL": f"http://127.0.0.1:{ports[1]}",
         "SMOKE_POLL_S": "0.5", "SMOKE_TIMEOUT_S": "60", "HF_TOKEN": "hf_dummy",
         "SPECDEMO_RUNS_DIR": str(tmp_path / "runs"), "SPECDEMO_SAVE_RUNS": "false",
+        "SMOKE_RECORD": str(tmp_path / "record.json"),
     }
     if crash:
         env["FAKE_DOCKER_CRASH"] = crash
@@ -687,6 +699,18 @@ def test_gpu_smoke_script_runs_the_race_and_tears_down(tmp_path: Path) -> None:
     calls = (state / "calls.log").read_text()
     assert "up -d --build" in calls and "down --remove-orphans" in calls
     assert (state / "down").exists(), "the trap must tear the stack down"
+    # The one-screen summary, then the JSON record as the last line of stdout (and in SMOKE_RECORD).
+    assert "GPU smoke: PASS" in done.stderr and "healthy after: baseline " in done.stderr
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record == json.loads((tmp_path / "record.json").read_text())
+    assert record["result"] == "pass" and record["reason"] is None
+    # From .env when the checkout has one, else compose's own default (the fake `config --images`).
+    assert record["image"].startswith("vllm/vllm-openai:") and record["pair"] in PROFILES
+    assert record["preset"] == "json_reformat" and record["gpu"].startswith("unknown")
+    assert all(isinstance(record["time_to_healthy_s"][r], int) for r in ("baseline", "speculative"))
+    assert record["speedup_decode"] > 1 and 0 < record["acceptance_rate"] <= 1
+    assert record["mean_acceptance_length"] >= 1 and record["total_s"] >= 0
+    assert set(record["decode_tokens_per_s"]) == {"baseline", "speculative"}
 
 
 def test_gpu_smoke_script_fails_clearly_when_a_server_dies(tmp_path: Path) -> None:
@@ -696,6 +720,10 @@ def test_gpu_smoke_script_fails_clearly_when_a_server_dies(tmp_path: Path) -> No
     assert "baseline is 'exited'" in out and "CUDA out of memory" in out and "docs/gpu-compose.md" in out, out
     assert "racing" not in out
     assert (state / "down").exists(), "a failed start must still tear the stack down"
+    assert "GPU smoke: FAIL" in done.stderr
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    assert record["result"] == "fail" and "baseline is 'exited'" in record["reason"]
+    assert record["time_to_healthy_s"] == {"baseline": None, "speculative": None} and "speedup_decode" not in record
 
 
 def _compose_cli() -> list[str] | None:
@@ -713,7 +741,8 @@ def test_real_compose_cli_agrees_with_our_interpolation(tmp_path: Path) -> None:
         env_file = tmp_path / f"{profile.name}.env"
         env_file.write_text(env_file_text(profile))
         done = subprocess.run(
-            [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "--profile", "cpu", "config", "--format", "json"],
+            [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "--profile", "cpu",
+             "config", "--format", "json"],
             capture_output=True, text=True, timeout=120, env={"PATH": os.environ.get("PATH", "")},
         )
         assert done.returncode == 0, done.stderr
@@ -727,7 +756,8 @@ def test_real_compose_cli_agrees_with_our_interpolation(tmp_path: Path) -> None:
 
 def test_schema_check_catches_a_misspelt_key() -> None:
     doc = compose()
-    doc["services"]["baseline"]["healthcheck"]["start_perod"] = doc["services"]["baseline"]["healthcheck"].pop("start_period")
+    health = doc["services"]["baseline"]["healthcheck"]
+    health["start_perod"] = health.pop("start_period")
     assert any("start_perod" in p for p in check_schema(doc))
     doc = compose()
     doc["services"]["speculative"]["depends_on"]["baseline"]["condition"] = "service_healty"

@@ -137,7 +137,7 @@ def test_labels_say_recording_when_and_order(result: RaceResult) -> None:
     when = result.started_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     assert f"RECORDING of {when}, not live" in html
     assert "exported 2026-11-30 12:00:00 UTC" in html
-    assert "Simultaneous race" in html and 'data-order="race"' in html
+    assert "Simultaneous race" in html and 'data-order="simultaneous"' in html
     seq = result.model_copy(update={"order": "sequential"})
     assert "Sequential A/B" in export_html(seq, made_at=MADE_AT)
 

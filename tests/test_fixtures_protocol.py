@@ -24,7 +24,7 @@ def replay_offline(name: str) -> SideMeter:
     times = [float(x) for x in (FIX / f"{name}.times").read_text().split()]
     assert len(lines) == len(times)
     meter = SideMeter("speculative", "fixture", t0=0.0)
-    for payload, t in zip(lines, times):
+    for payload, t in zip(lines, times, strict=True):
         meter.feed(ChunkEvent(t_s=t, done=True) if payload == "[DONE]" else parse_chunk(json.loads(payload), t))
     return meter
 

@@ -3,8 +3,9 @@ queue) against stand-in servers; see benchmarks/load_test.py for the figures' de
 
 Asserts what must hold under load: no lost or stuck run, no errors, the concurrency limit
 holds (extra races wait), and every stream that reached a server was closed (completed or
-aborted), including those of a viewer that pressed Stop or dropped its connection mid-stream. The speed figures (added latency per token, app CPU per token) are printed (-s),
-their target is checked by ``python -m benchmarks.load_test``, not here.
+aborted), including those of a viewer that pressed Stop or dropped its connection mid-stream.
+The speed figures (added latency per token, app CPU per token) are printed (-s), their target
+is checked by ``python -m benchmarks.load_test``, not here.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from tests.standin import Standin, StandinBehavior
 REQ = RaceRequest(messages=[Message(role="user", content="Reformat this JSON.")], max_tokens=150)
 
 
-def race(base: Standin, spec: Standin, req: RaceRequest = REQ, **settings: object):
+def race(base: Standin, spec: Standin, req: RaceRequest = REQ, **settings: Any):
     s = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False, **settings)
     return asyncio.run(run_race(req, s))
 
@@ -33,6 +34,7 @@ def test_multi_token_chunks_measured_right(per_request: bool) -> None:
     assert b.completion_tokens == bt.completion_tokens == 150
     assert s.completion_tokens == st.completion_tokens == 150
     # decode tokens/s within 5% of what the server really sent
+    assert st.decode_tokens_per_s is not None and bt.decode_tokens_per_s is not None
     assert s.decode_tokens_per_s == pytest.approx(st.decode_tokens_per_s, rel=0.05)
     assert b.decode_tokens_per_s == pytest.approx(bt.decode_tokens_per_s, rel=0.05)
     assert result.speedup == pytest.approx(st.decode_tokens_per_s / bt.decode_tokens_per_s, rel=0.08)
@@ -65,7 +67,8 @@ def test_race_mode_starts_both_together_and_sequential_one_after_the_other() -> 
         race(base, spec, REQ.model_copy(update={"order": "simultaneous", "max_tokens": 60}))
         assert abs(base.last_truth.t_request - spec.last_truth.t_request) < 0.05
         race(base, spec, REQ.model_copy(update={"order": "sequential", "max_tokens": 60}))
-        assert spec.last_truth.t_request >= base.last_truth.t_last_token_sent
+        base_last = base.last_truth.t_last_token_sent
+        assert base_last is not None and spec.last_truth.t_request >= base_last
 
 
 def test_identical_text_and_first_difference() -> None:

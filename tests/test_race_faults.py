@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ FAST = StandinBehavior(tokens_per_s=400, ttft_s=0.01)
 
 
 
-def race(base_url: str, spec_url: str, req: RaceRequest = REQ, **kw: object) -> RaceResult:
+def race(base_url: str, spec_url: str, req: RaceRequest = REQ, **kw: Any) -> RaceResult:
     settings = Settings(baseline_url=base_url, speculative_url=spec_url, save_runs=False, **kw)
     return asyncio.run(run_race(req, settings))
 

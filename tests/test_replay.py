@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from demo.race import run_race
-from demo.results import Message, RaceRequest, RaceResult
+from demo.results import Message, RaceRequest, RaceResult, RaceSnapshot
 from demo.runs import load_run, save_run
 from demo.settings import Settings
 from demo.ui.replay_tab import recording_banner_html, replay_snapshots, run_label, timeline
@@ -30,8 +30,8 @@ def saved_race(tmp_path: Path, base_url: str | None = None) -> Path:
     return save_run(result, tmp_path)
 
 
-def play(result: RaceResult) -> list[tuple[float, object]]:
-    async def go() -> list[tuple[float, object]]:
+def play(result: RaceResult) -> list[tuple[float, RaceSnapshot]]:
+    async def go() -> list[tuple[float, RaceSnapshot]]:
         t0 = time.perf_counter()
         return [(time.perf_counter() - t0, s) async for s in replay_snapshots(result)]
     return asyncio.run(go())

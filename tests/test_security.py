@@ -74,7 +74,7 @@ async def _race_via_api(client: httpx.AsyncClient, prompt: str) -> tuple[RaceOut
 
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads the listening socket from Linux /proc")
-def test_default_bind_is_localhost_only(tmp_path: Path, keyed_servers) -> None:  # type: ignore[no-untyped-def]
+def test_default_bind_is_localhost_only(tmp_path: Path, keyed_servers) -> None:
     # no SPECDEMO_UI_HOST at all: the real default binding
     app = AppProcess(_env(*keyed_servers, SPECDEMO_SAVE_RUNS="false"), tmp_path / "app.log", pin_host=False)
     try:
@@ -85,7 +85,7 @@ def test_default_bind_is_localhost_only(tmp_path: Path, keyed_servers) -> None: 
         app.stop()
 
 
-def test_login_from_settings_guards_the_page_and_its_api(tmp_path: Path, keyed_servers) -> None:  # type: ignore[no-untyped-def]
+def test_login_from_settings_guards_the_page_and_its_api(tmp_path: Path, keyed_servers) -> None:
     base, spec = keyed_servers
     app = AppProcess(_env(base, spec, SPECDEMO_UI_AUTH=f"{USER}:{PASSWORD}", SPECDEMO_SAVE_RUNS="false"),
                      tmp_path / "app.log")
@@ -118,7 +118,7 @@ def test_login_from_settings_guards_the_page_and_its_api(tmp_path: Path, keyed_s
         app.stop()
 
 
-def test_api_key_reaches_the_servers_and_nowhere_else(tmp_path: Path, keyed_servers) -> None:  # type: ignore[no-untyped-def]
+def test_api_key_reaches_the_servers_and_nowhere_else(tmp_path: Path, keyed_servers) -> None:
     base, spec = keyed_servers
     runs = tmp_path / "runs"
     app = AppProcess(_env(base, spec, SPECDEMO_RUNS_DIR=str(runs)), tmp_path / "app.log")
@@ -176,7 +176,7 @@ def test_presets_are_loaded_as_data_never_code(tmp_path: Path) -> None:
     assert not marker.exists()  # the tag was refused, not run
 
 
-def test_the_api_cannot_bypass_the_input_limits(tmp_path: Path, keyed_servers) -> None:  # type: ignore[no-untyped-def]
+def test_the_api_cannot_bypass_the_input_limits(tmp_path: Path, keyed_servers) -> None:
     """A script posting straight to the page's API gets the same limits as the page's controls."""
     base, spec = keyed_servers
     app = AppProcess(_env(base, spec, SPECDEMO_SAVE_RUNS="false"), tmp_path / "app.log")

@@ -9,7 +9,7 @@ from demo.settings import Settings
 from tests.ports import free_port
 
 
-def test_probe_reports_model_context_kv_and_spec_config(standin_factory) -> None:  # type: ignore[no-untyped-def]
+def test_probe_reports_model_context_kv_and_spec_config(standin_factory) -> None:
     base = standin_factory(max_model_len=4096)
     spec = standin_factory(speculative=True, metrics_mode="malformed")
     s = Settings(baseline_url=base.url, speculative_url=spec.url, spec_method="ngram", spec_num_tokens=4,
@@ -21,7 +21,7 @@ def test_probe_reports_model_context_kv_and_spec_config(standin_factory) -> None
     assert sp.kv_cache_usage_perc is None and "malformed" in (sp.metrics_error or "")
 
 
-def test_down_server_says_what_to_do(standin_factory) -> None:  # type: ignore[no-untyped-def]
+def test_down_server_says_what_to_do(standin_factory) -> None:
     base = standin_factory()
     dead = f"http://127.0.0.1:{free_port()}"
     b, sp = asyncio.run(probe_servers(Settings(baseline_url=base.url, speculative_url=dead, probe_timeout_s=1)))
@@ -30,7 +30,7 @@ def test_down_server_says_what_to_do(standin_factory) -> None:  # type: ignore[n
     assert "DOWN" in terminal_report([b, sp]) and "python -m servers up" in terminal_report([b, sp])
 
 
-def test_unhealthy_status_is_reported(standin_factory) -> None:  # type: ignore[no-untyped-def]
+def test_unhealthy_status_is_reported(standin_factory) -> None:
     sick = standin_factory(health_status=503)
     spec = standin_factory(speculative=True)
     b, _ = asyncio.run(probe_servers(Settings(baseline_url=sick.url, speculative_url=spec.url, probe_timeout_s=1)))

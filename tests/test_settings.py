@@ -27,7 +27,8 @@ def test_environment_wins_and_the_key_stays_secret(monkeypatch: pytest.MonkeyPat
     assert "k-123" not in repr(s) and "k-123" not in s.model_dump_json()
 
 
-def test_spec_label_from_the_launcher_record_only_for_its_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_spec_label_from_the_launcher_record_only_for_its_server(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
     record = tmp_path / "client.env"
     record.write_text("SPECDEMO_BASELINE_URL=http://127.0.0.1:8000\nSPECDEMO_SPECULATIVE_URL=http://127.0.0.1:8001\n"
                       "SPECDEMO_SPEC_METHOD=ngram\nSPECDEMO_SPEC_NUM_TOKENS=4\n")
@@ -38,3 +39,16 @@ def test_spec_label_from_the_launcher_record_only_for_its_server(monkeypatch: py
     assert (other.spec_method, other.spec_num_tokens) == (None, None)
     explicit = Settings(spec_method="eagle3", spec_num_tokens=3)
     assert (explicit.spec_method, explicit.spec_num_tokens) == ("eagle3", 3)
+
+
+def test_grafana_url_from_the_environment_must_be_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pydantic import ValidationError
+
+    monkeypatch.setenv("SPECDEMO_GRAFANA_URL", "http://127.0.0.1:3000/d/specdemo-pair")
+    assert Settings(_env_file=None).grafana_url == "http://127.0.0.1:3000/d/specdemo-pair"
+    for bad in ("javascript:alert(1)", 'http://x/"><b>', "ftp://host/"):
+        monkeypatch.setenv("SPECDEMO_GRAFANA_URL", bad)
+        with pytest.raises(ValidationError, match="grafana_url"):
+            Settings(_env_file=None)
+    monkeypatch.setenv("SPECDEMO_GRAFANA_URL", "")  # compose passes an empty value through
+    assert Settings(_env_file=None).grafana_url is None

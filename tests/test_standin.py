@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,7 @@ def test_usage_deltas_equal_chunk_sizes_and_truth(standin_factory) -> None:
     s = standin_factory(speculative=True, chunk_sizes=[1, 3, 5, 2], num_spec_tokens=4, tokens_per_s=2000)
     got = events(stream_lines(s.url, chat_body(max_tokens=40)))
     counts = [e["usage"]["completion_tokens"] for e in got if e["choices"]]
-    deltas = [b - a for a, b in zip(counts, counts[1:])]
+    deltas = [b - a for a, b in pairwise(counts)]
     expected = plan_chunks(40, [1, 3, 5, 2])
     assert expected[:5] == [1, 1, 3, 5, 2] and sum(expected) == 40
     assert deltas == expected

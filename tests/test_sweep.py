@@ -17,7 +17,7 @@ import pytest
 
 from demo.cli import main
 from demo.settings import ROOT, Settings
-from demo.sweep.models import CellResult, SweepResult, SweepSpec
+from demo.sweep.models import SCHEMA_VERSION, CellResult, SweepResult, SweepSpec
 from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
 from demo.sweep.runner import Progress, new_result, run_sweep
@@ -202,7 +202,7 @@ def test_results_json_is_schemad_and_round_trips(tmp_path: Path) -> None:
     with Standin(BASE) as base, Standin(SPEC) as spec:
         result = sweep(base, spec, tmp_path, concurrency=[1], repeats=1, temperatures=[0.0, 0.7])
     data = json.loads((tmp_path / "results.json").read_text())
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == SCHEMA_VERSION == 2
     assert [c["settings"]["temperature"] for c in data["cells"]] == [0.0, 0.7]
     cell = CellResult.model_validate(data["cells"][0])
     assert cell.settings.max_tokens == MAX_TOKENS and cell.settings.order == "sequential"

@@ -15,8 +15,9 @@ def test_defaults_bind_localhost_without_share_or_login() -> None:
 
 
 def test_exposed_without_login_warns_and_login_is_parsed() -> None:
-    assert "WITHOUT a login" in exposure_warning(Settings(ui_host="0.0.0.0"))
-    assert "public share link" in exposure_warning(Settings(ui_share=True))
+    exposed, shared = exposure_warning(Settings(ui_host="0.0.0.0")), exposure_warning(Settings(ui_share=True))
+    assert exposed is not None and "WITHOUT a login" in exposed
+    assert shared is not None and "public share link" in shared
     s = Settings(ui_host="0.0.0.0", ui_auth="demo:se:cret")
     assert exposure_warning(s) is None
     assert launch_kwargs(s)["auth"] == ("demo", "se:cret")
@@ -24,7 +25,7 @@ def test_exposed_without_login_warns_and_login_is_parsed() -> None:
         launch_kwargs(Settings(ui_auth="nopassword"))
 
 
-def test_build_app_has_the_race_tab(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_build_app_has_the_race_tab(tmp_path) -> None:
     page = build_app(Settings(presets_dir=tmp_path))  # no presets: the page still builds
     ids = {getattr(b, "elem_id", None) for b in page.blocks.values()}
     assert {"sd-start", "sd-stop", "sd-speedup", "sd-text-baseline", "sd-text-speculative"} <= ids

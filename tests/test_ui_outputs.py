@@ -34,14 +34,15 @@ def test_stream_outputs_resend_the_last_value_and_skip_only_before_the_first() -
 
 
 @pytest.mark.asyncio
-async def test_a_race_frame_leaves_out_at_most_the_race_chart(standin_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_a_race_frame_leaves_out_at_most_the_race_chart(standin_factory) -> None:
     base = standin_factory(tokens_per_s=300)
     spec = standin_factory(speculative=True, tokens_per_s=600, chunk_sizes=[1, 3])
     settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
     registry = RaceRegistry()
     app = build_app(settings, registry)
     fns = {f.name: f for f in app.fns.values()}
-    race = fns["on_race"]
+    race, finish = fns["on_race"], fns["on_finish"].fn
+    assert race.fn is not None and finish is not None
     elem = [c.elem_id for c in race.outputs]
     chart_at = elem.index("sd-race-plot")
     request = SimpleNamespace(session_hash="t-outputs")
@@ -59,9 +60,9 @@ async def test_a_race_frame_leaves_out_at_most_the_race_chart(standin_factory) -
 
     # The follow-up draws the rest once, the final status with it: "done" means all is drawn.
     registry.hand_over("t-outputs", end)
-    rest = {c.elem_id: v for c, v in (await fns["on_finish"].fn([], [], request)).items()}
+    rest = {c.elem_id: v for c, v in (await finish([], [], request)).items()}
     assert {"sd-run-status", "sd-badge", "sd-acc-plot", "sd-chunk-plot", "sd-history"} <= set(rest)
     assert rest["sd-run-status"] == end.status
     # No result (on_race said why already, or it was drawn): nothing changes.
-    nothing = {c.elem_id: v for c, v in (await fns["on_finish"].fn([], [], request)).items()}
+    nothing = {c.elem_id: v for c, v in (await finish([], [], request)).items()}
     assert list(nothing) == ["sd-acc-plot"] and _is_skip(nothing["sd-acc-plot"])

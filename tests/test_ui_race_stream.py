@@ -18,16 +18,16 @@ from demo.ui import race_stream
 from demo.ui.session import RaceControl, RaceRegistry
 
 
-def _settings(base, spec) -> Settings:  # type: ignore[no-untyped-def]
+def _settings(base, spec) -> Settings:
     return Settings(baseline_url=base.url, speculative_url=spec.url, read_timeout_s=5, probe_timeout_s=2)
 
 
-def _req(max_tokens: int):  # type: ignore[no-untyped-def]
+def _req(max_tokens: int):
     return race_stream.build_request({}, None, "hello", 0.0, max_tokens, "simultaneous")
 
 
 @pytest.mark.asyncio
-async def test_every_race_ends_with_the_result_frame(standin_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_every_race_ends_with_the_result_frame(standin_factory) -> None:
     base = standin_factory(tokens_per_s=400)
     spec = standin_factory(speculative=True, tokens_per_s=800, chunk_sizes=[1, 3])
     for _ in range(5):  # the last snapshot used to be dropped when the race ended mid-yield
@@ -42,11 +42,12 @@ async def test_every_race_ends_with_the_result_frame(standin_factory) -> None:  
 
 
 @pytest.mark.asyncio
-async def test_stop_event_aborts_both_and_still_gives_a_cancelled_result(standin_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_stop_event_aborts_both_and_still_gives_a_cancelled_result(standin_factory) -> None:
     base = standin_factory(tokens_per_s=20)
     spec = standin_factory(speculative=True, tokens_per_s=40, chunk_sizes=[1, 2])
     registry = RaceRegistry()
     control = registry.arm("s1")
+    assert control is not None
     frames = []
     async for f in race_stream.race_frames(_req(500), _settings(base, spec), control):
         frames.append(f)
@@ -58,7 +59,7 @@ async def test_stop_event_aborts_both_and_still_gives_a_cancelled_result(standin
 
 
 @pytest.mark.asyncio
-async def test_unread_race_is_aborted(standin_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_unread_race_is_aborted(standin_factory, monkeypatch) -> None:
     monkeypatch.setattr(race_stream, "CONSUMER_TIMEOUT_S", 0.5)
     base = standin_factory(tokens_per_s=20)
     spec = standin_factory(speculative=True, tokens_per_s=40)
@@ -82,7 +83,7 @@ async def test_unread_race_is_aborted(standin_factory, monkeypatch) -> None:  # 
 
 
 @pytest.mark.asyncio
-async def test_a_frozen_app_is_not_a_closed_tab(standin_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_a_frozen_app_is_not_a_closed_tab(standin_factory, monkeypatch) -> None:
     """The whole app stops for longer than the consumer timeout (a paused VM, a suspended
     laptop: here the event loop is blocked) while a frame is unread: the race goes on."""
     monkeypatch.setattr(race_stream, "CONSUMER_TIMEOUT_S", 1.0)
@@ -99,16 +100,17 @@ async def test_a_frozen_app_is_not_a_closed_tab(standin_factory, monkeypatch) ->
 
 
 @pytest.mark.asyncio
-async def test_a_bug_in_the_race_ends_on_an_error_status(standin_factory, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_a_bug_in_the_race_ends_on_an_error_status(standin_factory, monkeypatch) -> None:
     base = standin_factory(tokens_per_s=200)
     spec = standin_factory(speculative=True, tokens_per_s=200)
 
-    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+    def broken(*args, **kwargs):
         raise RuntimeError("boom\nsecond line")
 
     monkeypatch.setattr("demo.race.compare", broken)
     frames = [f async for f in race_stream.race_frames(_req(20), _settings(base, spec), RaceControl())]
     assert frames[-1].result is None
+    assert frames[-1].run_status is not None
     assert 'data-state="error"' in frames[-1].run_status
     assert "internal error: RuntimeError: boom" in frames[-1].run_status
     assert "second line" not in frames[-1].run_status
@@ -121,7 +123,7 @@ def test_build_request_preset_or_free_prompt() -> None:
     assert req.preset == "json" and req.messages == p.messages and req.max_tokens == 120
     assert req.order == "sequential"
     edited = race_stream.build_request({"json": p}, "json", "do it again", 0.5, 50, "simultaneous")
-    assert edited.preset is None and edited.messages[0].content == "do it again"
+    assert edited.preset is None and edited.messages is not None and edited.messages[0].content == "do it again"
     with pytest.raises(ValueError, match="max_tokens"):
         race_stream.build_request({}, None, "x", 0.0, 0, "simultaneous")
     with pytest.raises(ValueError, match="temperature"):
@@ -129,17 +131,18 @@ def test_build_request_preset_or_free_prompt() -> None:
 
 
 @pytest.mark.asyncio
-async def test_empty_prompt_says_so_and_sends_nothing(standin_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_empty_prompt_says_so_and_sends_nothing(standin_factory) -> None:
     base = standin_factory()
     spec = standin_factory(speculative=True)
     req = race_stream.build_request({}, None, "   ", 0.0, 10, "simultaneous")
     frames = [f async for f in race_stream.race_frames(req, _settings(base, spec), RaceControl())]
-    assert 'data-state="error"' in frames[-1].run_status and "empty" in frames[-1].run_status
+    status = frames[-1].run_status
+    assert status is not None and 'data-state="error"' in status and "empty" in status
     assert base.started == 0 and spec.started == 0
 
 
 @pytest.mark.asyncio
-async def test_a_stalled_server_is_announced_not_frozen(standin_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_a_stalled_server_is_announced_not_frozen(standin_factory) -> None:
     base = standin_factory(tokens_per_s=100, fault="stall", fault_after_chunks=5, stall_s=30)
     spec = standin_factory(speculative=True, tokens_per_s=200)
     settings = Settings(baseline_url=base.url, speculative_url=spec.url, read_timeout_s=4, probe_timeout_s=2)
@@ -153,8 +156,7 @@ async def test_a_stalled_server_is_announced_not_frozen(standin_factory) -> None
 
 
 @pytest.mark.asyncio
-async def test_a_prompt_over_the_size_limit_is_refused_before_anything_is_sent(  # type: ignore[no-untyped-def]
-        standin_factory) -> None:
+async def test_a_prompt_over_the_size_limit_is_refused_before_anything_is_sent(standin_factory) -> None:
     base = standin_factory()
     spec = standin_factory(speculative=True)
     settings = _settings(base, spec)
@@ -162,14 +164,15 @@ async def test_a_prompt_over_the_size_limit_is_refused_before_anything_is_sent( 
     with pytest.raises(ValueError, match=r"2,000,000 characters, over the limit of 200,000"):
         validate_request(req, settings)  # what the page, its API and a workload loader call
     frames = [f async for f in race_stream.race_frames(req, settings, RaceControl())]  # and the race itself
-    assert 'data-state="error"' in frames[-1].run_status and "SPECDEMO_MAX_PROMPT_CHARS" in frames[-1].run_status
+    status = frames[-1].run_status
+    assert status is not None and 'data-state="error"' in status and "SPECDEMO_MAX_PROMPT_CHARS" in status
     assert (base.tokenized, spec.tokenized, base.started, spec.started) == (0, 0, 0, 0)
     at_limit = race_stream.build_request({}, None, "x" * 200_000, 0.0, 10, "simultaneous")
     validate_request(at_limit, settings)  # at the limit: fine
 
 
 @pytest.mark.asyncio
-async def test_a_run_over_the_size_limit_is_not_written_and_the_status_says_why(  # type: ignore[no-untyped-def]
+async def test_a_run_over_the_size_limit_is_not_written_and_the_status_says_why(
         standin_factory, tmp_path, caplog) -> None:
     base = standin_factory(tokens_per_s=400)
     spec = standin_factory(speculative=True, tokens_per_s=800)

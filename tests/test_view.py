@@ -120,7 +120,8 @@ def test_errors_and_titles_are_escaped() -> None:
     assert view.spec_pane_title("ngram", 4) == "Speculative (ngram, k=4)"
     assert view.spec_title_note("ngram", 4) is None
     assert view.spec_pane_title(None, None) == "Speculative (n/a, k n/a)"
-    assert "SPECDEMO_SPEC_METHOD" in view.spec_title_note(None, 4)
+    note = view.spec_title_note(None, 4)
+    assert note is not None and "SPECDEMO_SPEC_METHOD" in note
     html = view.pane_title_html("Speculative (<m>, k=4)", "why <x>")
     assert "&lt;m&gt;" in html and "n/a: why &lt;x&gt;" in html and "<m>" not in html
 
@@ -167,3 +168,14 @@ def test_quiet_server_status() -> None:
     assert "nothing from the server for 3 s" in html and "gives up after 60 s" in html
     done = SideSnapshot(side="baseline", status="done")
     assert "nothing" not in view.side_status_html("baseline", done, quiet_s=9)
+
+
+def test_server_panel_links_to_grafana_only_when_set_and_escapes_the_url() -> None:
+    from demo.server_info import ServerInfo
+    up = ServerInfo(side="baseline", url="http://127.0.0.1:8000", healthy=True, model="smollm2")
+    assert "sd-grafana" not in view.server_panel_html([up]) and "<a " not in view.server_panel_html([up])
+    panel = view.server_panel_html([up], "http://127.0.0.1:3000/d/specdemo-pair?a=1&b=2")
+    href = "http://127.0.0.1:3000/d/specdemo-pair?a=1&amp;b=2"
+    assert f'<a href="{href}" target="_blank" rel="noopener noreferrer">' in panel
+    hostile = view.server_panel_html([up], 'http://x/"><script>alert(1)</script>')
+    assert "<script>" not in hostile and "&quot;&gt;&lt;script&gt;" in hostile

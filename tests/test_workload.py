@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,9 +25,9 @@ MB = 20_000_000
 CAP = 200_000
 
 
-def load(path: Path, **kw: object) -> Workload:
-    return load_workload(path, max_bytes=kw.pop("max_bytes", MB),  # type: ignore[arg-type]
-                         max_prompt_chars=kw.pop("max_prompt_chars", CAP), **kw)  # type: ignore[arg-type]
+def load(path: Path, **kw: Any) -> Workload:
+    return load_workload(path, max_bytes=kw.pop("max_bytes", MB), max_prompt_chars=kw.pop("max_prompt_chars", CAP),
+                         **kw)
 
 
 def write_jsonl(path: Path, rows: list[object]) -> Path:
@@ -325,7 +326,9 @@ def test_example_workload_loads_clean_with_the_promised_mix() -> None:
     # The PEP passages are verbatim from the shipped document.
     pep = (EXAMPLE.parent.parent / "presets" / "docs" / "pep-0001-extract.txt").read_text(encoding="utf-8")
     for rid in ("extract-03", "extract-04"):
-        user = next(r for r in w.requests if r.id == rid).messages[-1].content  # type: ignore[index]
+        messages = next(r for r in w.requests if r.id == rid).messages
+        assert messages is not None
+        user = messages[-1].content
         passage = user.split("\n\n", 1)[1]
         assert len(passage) > 250 and passage in pep
     assert [r.id for r in sample(w, 10, seed=1).requests] == [r.id for r in sample(w, 10, seed=1).requests]

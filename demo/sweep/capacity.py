@@ -19,8 +19,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from demo.results import Side
-from demo.sweep.models import CellResult, Order
+from demo.results import Order, Side
 
 SIDES: tuple[Side, Side] = ("baseline", "speculative")
 
@@ -248,28 +247,6 @@ def build_capacity(measured: Sequence[MeasuredPoint], *, slo: Slo | None = None,
     return Capacity(gpu_hour_price=gpu_hour_price, currency=currency, shared_gpu=shared_gpu, order=order,
                     price_note=_price_note(shared_gpu, order, gpu_hour_price, currency), slo=slo,
                     concurrencies=concurrencies, points=points, best=best, saving=_saving(best, slo), note=note)
-
-
-def points_from_cells(cells: Sequence[CellResult]) -> list[MeasuredPoint]:
-    """One workload's cells (one per concurrency) -> measured points of both sides.
-
-    Uses each SideCell's medians over the repeats: output_tokens_per_s.median, ttft_p50/p95_s,
-    itl_p50/p95_s (ITL p95 as SideCell defines it today: the median over requests of each
-    request's own p95).
-    """
-    points: list[MeasuredPoint] = []
-    for cell in cells:
-        for side in SIDES:
-            sc = getattr(cell, side)
-            tps = sc.output_tokens_per_s.median if sc.output_tokens_per_s is not None else None
-            error = None
-            if tps is None:
-                error = (next((e.removeprefix(f"{side}: ") for e in cell.errors if e.startswith(f"{side}: ")), None)
-                         or sc.na_reasons.get("output_tokens_per_s") or "not measured")
-            points.append(MeasuredPoint(side=side, concurrency=cell.settings.concurrency, output_tokens_per_s=tps,
-                                        ttft_p50_s=sc.ttft_p50_s, ttft_p95_s=sc.ttft_p95_s, itl_p50_s=sc.itl_p50_s,
-                                        itl_p95_s=sc.itl_p95_s, error=error))
-    return points
 
 
 # --------------------------------------------------------------------------- words

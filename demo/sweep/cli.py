@@ -11,6 +11,7 @@ import shutil
 import sys
 from pathlib import Path
 from typing import TextIO
+from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
@@ -18,10 +19,12 @@ from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_f
 from demo.fmt import validation_summary
 from demo.presets import load_presets
 from demo.settings import Settings
-from demo.sweep.models import CellResult, SweepSpec
+from demo.sweep.capacity import Slo
+from demo.sweep.models import CellResult, SweepSpec, WorkloadSpec
 from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.report import DECISION_LABELS, finalize, write_outputs
 from demo.sweep.runner import Progress, new_result, run_sweep
+from demo.workload import Workload, WorkloadError, open_workload
 
 DEFAULT_CONCURRENCY = "1,4"
 
@@ -32,7 +35,27 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
                                    "prompts, same concurrency), with warm-up and repeats; writes results.json, "
                                    "results.csv and report.html with a verdict per workload.")
     add_server_args(p)
-    p.add_argument("--presets", help="comma-separated preset names (default: every preset)")
+    p.add_argument("--presets", help="comma-separated preset names (default: every preset, unless --workload "
+                   "is given: then only the workload)")
+    w = p.add_argument_group("your workload", "a file of your own requests (docs/workloads.md); combined with "
+                             "--presets, each is a workload in the report")
+    w.add_argument("--workload", type=Path, metavar="FILE",
+                   help="a .jsonl or .csv file, or a folder of .txt/.md files, one request each")
+    w.add_argument("--sample", type=int, metavar="N", help="measure N requests drawn reproducibly from the file")
+    w.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    w.add_argument("--strict", action="store_true", help="any bad line stops the sweep before anything is sent "
+                   "(default: it is reported with its line number and skipped)")
+    w.add_argument("--redact", action="store_true", help="no prompt or answer text in results.json, results.csv "
+                   "or report.html: ids, token counts and hashes only")
+    c = p.add_argument_group("capacity and cost", "from measured cells only (docs/workloads.md)")
+    c.add_argument("--slo-ttft-ms", type=float, metavar="MS", help="latency target: time to first token p95")
+    c.add_argument("--slo-itl-ms", type=float, metavar="MS", help="latency target: inter-token latency p95")
+    c.add_argument("--gpu-hour-price", type=float, metavar="P",
+                   help="what one GPU-hour costs (default: SPECDEMO_GPU_HOUR_PRICE); gives the cost per million "
+                   "output tokens")
+    c.add_argument("--shared-gpu", action=argparse.BooleanOptionalAction, default=None,
+                   help="both servers share one GPU, so the price covers the pair (default: yes when both URLs "
+                   "name the same host)")
     p.add_argument("--concurrency", default=DEFAULT_CONCURRENCY,
                    help=f"concurrent requests per batch, comma-separated (default {DEFAULT_CONCURRENCY})")
     p.add_argument("--temperatures", help="comma-separated (default: each preset's own temperature)")
@@ -75,17 +98,43 @@ class ProgressBar:
             self.stream.flush()
 
 
-def build_spec(args: argparse.Namespace, settings: Settings) -> SweepSpec:
+def build_spec(args: argparse.Namespace, settings: Settings, workload: Workload | None = None) -> SweepSpec:
     if args.presets:
         names = [n.strip() for n in args.presets.split(",") if n.strip()]
     else:
-        names = sorted(load_presets(settings.presets_dir)[0])
+        names = [] if workload is not None else sorted(load_presets(settings.presets_dir)[0])
+    slo = Slo(ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms) if (args.slo_ttft_ms or args.slo_itl_ms) else None
+    price = args.gpu_hour_price if args.gpu_hour_price is not None else settings.gpu_hour_price
     return make_spec(settings, names, args.concurrency, args.temperatures, args.repeats, args.warmup,
-                     args.max_tokens, args.order)
+                     args.max_tokens, args.order, workload=workload, redact=args.redact, slo=slo,
+                     gpu_hour_price=price, shared_gpu=args.shared_gpu)
+
+
+def same_host(a: str, b: str) -> bool:
+    return urlparse(a).hostname == urlparse(b).hostname
+
+
+def load_workload_arg(args: argparse.Namespace, settings: Settings) -> Workload | None:
+    """--workload (with --sample/--seed/--strict); skipped lines go to stderr, one per line."""
+    if args.workload is None:
+        if args.sample is not None or args.strict:
+            raise UsageError("--sample and --strict need --workload FILE")
+        return None
+    try:
+        workload = open_workload(args.workload, settings, sample_n=args.sample, seed=args.seed, strict=args.strict)
+    except WorkloadError as e:
+        for issue in e.issues:
+            print(f"  {issue}", file=sys.stderr)
+        raise UsageError(str(e)) from None
+    for issue in workload.issues:
+        print(f"skipped {issue}", file=sys.stderr)
+    return workload
 
 
 def make_spec(settings: Settings, presets: list[str], concurrency: str, temperatures: str | None, repeats: int,
-              warmup: int, max_tokens: int | None, order: str = "sequential") -> SweepSpec:
+              warmup: int, max_tokens: int | None, order: str = "sequential", *, workload: Workload | None = None,
+              redact: bool = False, slo: Slo | None = None, gpu_hour_price: float | None = None,
+              shared_gpu: bool | None = None) -> SweepSpec:
     """A checked SweepSpec from text inputs (the CLI's and the Evaluate tab's); UsageError says what is wrong."""
     conc = parse_numbers(concurrency, int, "concurrency")
     temps = parse_numbers(temperatures, float, "temperatures") if temperatures and temperatures.strip() else None
@@ -94,16 +143,23 @@ def make_spec(settings: Settings, presets: list[str], concurrency: str, temperat
     if any(not 0 <= t <= 2 for t in temps or []):
         raise UsageError("--temperatures must be between 0 and 2")
     try:
+        wspec = None if workload is None else WorkloadSpec(
+            name=workload.name, source=workload.source, format=workload.format, requests=len(workload.requests),
+            sample=workload.sample, issues=workload.issues)
+        if shared_gpu is None:
+            shared_gpu = same_host(settings.baseline_url, settings.speculative_url)
         return SweepSpec(baseline_url=settings.baseline_url, speculative_url=settings.speculative_url,
-                         presets=presets, concurrency=conc, temperatures=temps, repeats=repeats, warmup=warmup,
-                         max_tokens=max_tokens, order=order)
+                         presets=presets, workload=wspec, concurrency=conc, temperatures=temps, repeats=repeats,
+                         warmup=warmup, max_tokens=max_tokens, order=order, redact=redact, slo=slo,
+                         gpu_hour_price=gpu_hour_price, shared_gpu=shared_gpu)
     except ValidationError as e:
         raise UsageError(validation_summary(e)) from None
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
-    spec = build_spec(args, settings)
+    workload = load_workload_arg(args, settings)
+    spec = build_spec(args, settings, workload)
     try:
         presets = resolve_presets(spec.presets, settings.presets_dir)
     except UnknownPresetError as e:
@@ -116,7 +172,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         write_outputs(finalize(result), out)
 
     try:
-        asyncio.run(run_sweep(spec, settings, result, presets, on_progress=bar.update, on_cell=write_so_far))
+        asyncio.run(run_sweep(spec, settings, result, presets, on_progress=bar.update, on_cell=write_so_far,
+                              workload=workload))
     except KeyboardInterrupt:
         bar.close()
         result.interrupted = True
@@ -127,6 +184,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     paths = write_outputs(finalize(result), out)
     for v in result.verdicts:
         print(f"{DECISION_LABELS[v.decision]:>10}  {v.headline}")
+    if result.capacity is not None:
+        print(f"  capacity: {result.capacity.saving.text}")
     print(f"wrote {paths['json']}, {paths['csv'].name}, {paths['html'].name}")
     failed = [c for c in result.cells if c.status == "failed"]
     if failed:

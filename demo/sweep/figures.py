@@ -8,7 +8,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from demo.charts import COLORS, empty_figure, layout
-from demo.fmt import fmt_percent, fmt_speedup
+from demo.fmt import fmt_percent, fmt_speedup, fmt_temperature
 from demo.sweep.models import CellResult, SweepResult
 
 PALETTE = ["#ffb000", "#4ea1ff", "#3ccf91", "#ff6b6b", "#c58cff", "#f2f4f8", "#9aa4b2"]
@@ -24,7 +24,7 @@ def _empty(title: str, message: str) -> go.Figure:
 
 
 def workload_name(cell: CellResult) -> str:
-    return f"{cell.settings.preset} T={cell.settings.temperature:g}"
+    return f"{cell.settings.preset} {fmt_temperature(cell.settings.temperature)}"
 
 
 def speedup_figure(result: SweepResult) -> go.Figure:
@@ -37,14 +37,15 @@ def speedup_figure(result: SweepResult) -> go.Figure:
     names = list(dict.fromkeys(workload_name(c) for c in cells))
     for i, name in enumerate(names):
         mine = sorted((c for c in cells if workload_name(c) == name), key=lambda c: c.settings.concurrency)
-        med = [c.speedup.median for c in mine]  # type: ignore[union-attr]
+        spans = [s for c in mine if (s := c.speedup) is not None]  # all of them: cells were filtered above
+        med = [s.median for s in spans]
         fig.add_trace(go.Bar(
             name=name, x=[str(c.settings.concurrency) for c in mine], y=med,
             marker_color=PALETTE[i % len(PALETTE)],
             text=[fmt_speedup(m) for m in med], textposition="outside",
             error_y=dict(type="data", symmetric=False,
-                         array=[c.speedup.max - c.speedup.median for c in mine],  # type: ignore[union-attr]
-                         arrayminus=[c.speedup.median - c.speedup.min for c in mine]),  # type: ignore[union-attr]
+                         array=[s.max - s.median for s in spans],
+                         arrayminus=[s.median - s.min for s in spans]),
         ))
     fig.add_hline(y=1.0, line_dash="dash", line_color="#c9d1dd", annotation_text="no gain",
                   annotation_position="top left")
@@ -56,16 +57,18 @@ def speedup_figure(result: SweepResult) -> go.Figure:
 def acceptance_figure(result: SweepResult) -> go.Figure:
     """Acceptance rate by temperature, one line per preset (pooled over concurrencies)."""
     title = "Acceptance by temperature"
-    points = [v for v in result.verdicts if v.acceptance_rate is not None]
+    # Each request's own temperature (a workload file) has no place on a temperature axis.
+    points = [v for v in result.verdicts if v.acceptance_rate is not None and v.temperature is not None]
     if not points:
         return _empty(title, "n/a: no acceptance figures (see the cells' reasons)")
     fig = go.Figure()
     presets = list(dict.fromkeys(v.preset for v in points))
     for i, p in enumerate(presets):
-        mine = sorted((v for v in points if v.preset == p), key=lambda v: v.temperature)
+        mine = sorted((v for v in points if v.preset == p), key=lambda v: v.temperature or 0.0)
+        rates = [r for v in mine if (r := v.acceptance_rate) is not None]  # all of them: filtered above
         fig.add_trace(go.Scatter(
-            name=p, x=[v.temperature for v in mine], y=[v.acceptance_rate * 100 for v in mine],  # type: ignore[operator]
-            mode="lines+markers+text", text=[fmt_percent(v.acceptance_rate) for v in mine],
+            name=p, x=[v.temperature for v in mine], y=[r * 100 for r in rates],
+            mode="lines+markers+text", text=[fmt_percent(r) for r in rates],
             textposition="top center", marker=dict(size=12), line=dict(width=3, color=PALETTE[i % len(PALETTE)]),
         ))
     fig.update_layout(title=title, xaxis_title="temperature", yaxis_title="accepted drafted tokens (%)",

@@ -9,12 +9,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field, model_validator
 
 from demo.results import Api, Order, Side
 from demo.server_info import ServerInfo
+from demo.sweep.capacity import Capacity, Slo
+from demo.sweep.profile import RequestOutcome, WorkloadProfile
+from demo.workload import LoadIssue, SampleInfo
 
-SCHEMA_VERSION = 1
+# 2: workloads (a file of the customer's requests), per-request outcomes, profile, capacity and
+# cost, redaction. Version 1 files load unchanged (every new field has a default).
+SCHEMA_VERSION = 2
 CellStatus = Literal["ok", "partial", "failed", "interrupted"]
 Decision = Literal["enable", "don't", "depends", "unknown"]
 
@@ -23,12 +28,24 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class WorkloadSpec(BaseModel):
+    """The customer's workload file as the sweep used it (never its text: that stays in the file)."""
+
+    name: str
+    source: str  # the path as given
+    format: Literal["jsonl", "csv", "folder"]
+    requests: int  # requests measured (after --sample)
+    sample: SampleInfo | None = None
+    issues: list[LoadIssue] = Field(default_factory=list)  # skipped lines, by file and line
+
+
 class SweepSpec(BaseModel):
     """What the user asked for: the settings that produced every cell."""
 
     baseline_url: str
     speculative_url: str
-    presets: list[str] = Field(min_length=1)
+    presets: list[str] = Field(default_factory=list)
+    workload: WorkloadSpec | None = None
     concurrency: list[int] = Field(default_factory=lambda: [1], min_length=1)
     # None: each preset's own temperature.
     temperatures: list[float] | None = None
@@ -37,15 +54,29 @@ class SweepSpec(BaseModel):
     max_tokens: int | None = Field(None, ge=1, le=32768)  # None: each preset's own
     # sequential: baseline batch, then speculative batch (each server alone: the fair A/B).
     order: Order = "sequential"
+    # No prompt or answer text in any output (results.json, results.csv, report.html): ids, token
+    # counts and sha256 hashes stay.
+    redact: bool = False
+    slo: Slo | None = None  # the latency target for the capacity point
+    gpu_hour_price: float | None = Field(None, gt=0)  # what one GPU-hour costs (capacity and cost)
+    shared_gpu: bool = False  # both servers on one GPU: the price covers the pair
+
+    @model_validator(mode="after")
+    def _something_to_run(self) -> SweepSpec:
+        if not self.presets and self.workload is None:
+            raise ValueError("nothing to measure: give presets or a workload file")
+        return self
 
 
 class CellSettings(BaseModel):
     """The exact settings of one cell (repeated in every record so a row stands on its own)."""
 
-    preset: str
-    temperature: float
+    preset: str  # the workload's name: a preset's, or the workload file's
+    kind: Literal["preset", "workload"] = "preset"
+    temperature: float | None  # None: each request's own (a workload file)
     concurrency: int
-    max_tokens: int
+    max_tokens: int  # a preset's; for a workload file, the cap on each request's own
+    requests: int = 1  # distinct requests (a preset: 1; at concurrency c, c streams share them)
     api: Api
     repeats: int
     warmup: int
@@ -67,7 +98,7 @@ class BatchStats(BaseModel):
     decode_tokens_per_s_p50: float | None = None  # median over requests of each one's decode rate
     ttft_p50_s: float | None = None
     ttft_p95_s: float | None = None
-    # Median over requests of each request's own ITL p50 / p95.
+    # Over every token of the batch (each chunk's gap spread over its tokens).
     itl_p50_s: float | None = None
     itl_p95_s: float | None = None
     e2e_p50_s: float | None = None
@@ -133,6 +164,8 @@ class CellResult(BaseModel):
     expected_tokens_per_step: float | None = None
     acceptance_source: Literal["per_request", "metrics_delta"] | None = None
     identical_text: bool | None = None  # first answers equal (only meaningful at T=0)
+    # Per request of the workload (both sides, pooled over the repeats): speedup, acceptance, copy-ness.
+    requests: list[RequestOutcome] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
@@ -148,7 +181,7 @@ class WorkloadVerdict(BaseModel):
 
     preset: str
     title: str
-    temperature: float
+    temperature: float | None  # None: each request's own (a workload file)
     decision: Decision
     headline: str  # one sentence with numbers
     checklist: list[ChecklistItem] = Field(default_factory=list)
@@ -168,6 +201,18 @@ class MachineInfo(BaseModel):
     gpus: list[str] = Field(default_factory=list)
 
 
+class WorkloadSummary(BaseModel):
+    """One workload (a preset at a temperature, or the workload file): who gains, and what it serves."""
+
+    preset: str  # the workload's name, as in CellSettings.preset
+    kind: Literal["preset", "workload"]
+    temperature: float | None
+    # From the cell at the lowest concurrency (least contention between requests).
+    profile_concurrency: int
+    profile: WorkloadProfile
+    capacity: Capacity
+
+
 class SweepResult(BaseModel):
     schema_version: int = SCHEMA_VERSION
     spec: SweepSpec
@@ -180,3 +225,12 @@ class SweepResult(BaseModel):
     preset_titles: dict[str, str] = Field(default_factory=dict)
     cells: list[CellResult] = Field(default_factory=list)
     verdicts: list[WorkloadVerdict] = Field(default_factory=list)
+    workloads: list[WorkloadSummary] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented pattern; mypy can't see it
+    @property
+    def capacity(self) -> Capacity | None:
+        """The customer's workload's capacity and cost (results.json "capacity"); else the only workload's."""
+        mine = [w for w in self.workloads if w.kind == "workload"] or (
+            self.workloads if len(self.workloads) == 1 else [])
+        return mine[0].capacity if mine else None

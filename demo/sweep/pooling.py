@@ -7,11 +7,14 @@ report all use it.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 
 from demo.measure import Acceptance, acceptance, percentile
 from demo.metrics import MetricsSample, spec_stats_from_delta
 from demo.results import Side, SideResult
-from demo.sweep.models import BatchStats, CellResult, CellSettings, SideCell, Spread
+from demo.sweep.capacity import SIDES, MeasuredPoint, build_capacity
+from demo.sweep.models import BatchStats, CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadSummary
+from demo.sweep.profile import workload_profile
 
 SAMPLE_CHARS = 300
 
@@ -37,8 +40,9 @@ def expected_tokens_per_step(a: float | None, k: int | None) -> float | None:
 
 
 def batch_stats(side: Side, results: list[SideResult], wall_s: float | None, kv_peak: float | None,
-                before: MetricsSample | None, after: MetricsSample | None) -> BatchStats:
-    """Pool one batch's per-request results (all figures come from SideMeter)."""
+                before: MetricsSample | None, after: MetricsSample | None, *, keep_text: bool = True) -> BatchStats:
+    """Pool one batch's per-request results (all figures come from SideMeter). ``keep_text`` False
+    (redaction) keeps no answer text."""
     stats = BatchStats(side=side, requests=len(results), wall_s=wall_s, kv_cache_usage_peak_perc=kv_peak)
     for r in results:
         if r.error and r.error not in stats.errors:
@@ -63,9 +67,13 @@ def batch_stats(side: Side, results: list[SideResult], wall_s: float | None, kv_
     e2es = [r.e2e_s for r in ok if r.e2e_s is not None]
     stats.ttft_p50_s, stats.ttft_p95_s = percentile(ttfts, 50), percentile(ttfts, 95)
     stats.e2e_p50_s, stats.e2e_p95_s = percentile(e2es, 50), percentile(e2es, 95)
-    stats.itl_p50_s = median([r.itl_p50_s for r in ok if r.itl_p50_s is not None])
-    stats.itl_p95_s = median([r.itl_p95_s for r in ok if r.itl_p95_s is not None])
-    stats.sample_text = ok[0].text[:SAMPLE_CHARS]
+    # Over every token of the batch (what a latency target means), not a median of per-request figures.
+    gaps = [g for r in ok for g in r.itl_s]
+    stats.itl_p50_s, stats.itl_p95_s = percentile(gaps, 50), percentile(gaps, 95)
+    if not gaps:
+        stats.na_reasons["itl_p95_s"] = next(
+            (r.na_reasons["itl_p95_s"] for r in ok if "itl_p95_s" in r.na_reasons), "not measured")
+    stats.sample_text = ok[0].text[:SAMPLE_CHARS] if keep_text else ""
     if side == "speculative":
         _pool_acceptance(stats, ok, before, after)
     return stats
@@ -75,11 +83,13 @@ def _pool_acceptance(stats: BatchStats, ok: list[SideResult], before: MetricsSam
                      after: MetricsSample | None) -> None:
     """Per-request acceptance summed over the batch; else the /metrics delta around the batch."""
     per = [r.spec for r in ok]
-    if all(s is not None and s.source == "per_request" and s.draft_tokens is not None
-           and s.accepted_tokens is not None and s.drafts is not None for s in per):
-        stats.accepted_tokens = sum(s.accepted_tokens for s in per)  # type: ignore[misc,union-attr]
-        stats.draft_tokens = sum(s.draft_tokens for s in per)  # type: ignore[misc,union-attr]
-        stats.drafts = sum(s.drafts for s in per)  # type: ignore[misc,union-attr]
+    counts = [(s.accepted_tokens, s.draft_tokens, s.drafts) for s in per
+              if s is not None and s.source == "per_request" and s.draft_tokens is not None
+              and s.accepted_tokens is not None and s.drafts is not None]
+    if len(counts) == len(per):  # every request reported all three
+        stats.accepted_tokens = sum(a for a, _, _ in counts)
+        stats.draft_tokens = sum(d for _, d, _ in counts)
+        stats.drafts = sum(n for _, _, n in counts)
         stats.num_spec_tokens = next((s.num_spec_tokens for s in per if s and s.num_spec_tokens), None)
         stats.acceptance_source = "per_request"
         return
@@ -129,7 +139,7 @@ def assemble_cell(settings: CellSettings, base: list[BatchStats], spec: list[Bat
     """Side figures over the repeats, speedups per repeat (same conditions), pooled acceptance."""
     cell = CellResult(settings=settings, baseline=side_cell("baseline", base),
                       speculative=side_cell("speculative", spec), identical_text=identical_text)
-    pairs = list(zip(base, spec, strict=False))
+    pairs = list(zip(base, spec, strict=True))
     cell.speedup = spread([s.output_tokens_per_s / b.output_tokens_per_s for b, s in pairs
                            if b.output_tokens_per_s and s.output_tokens_per_s])
     cell.decode_speedup = spread([s.decode_tokens_per_s_p50 / b.decode_tokens_per_s_p50 for b, s in pairs
@@ -170,3 +180,49 @@ def assemble_cell(settings: CellSettings, base: list[BatchStats], spec: list[Bat
     elif cell.errors:
         cell.status = "partial"
     return cell
+
+
+def points_from_cells(cells: Sequence[CellResult]) -> list[MeasuredPoint]:
+    """One workload's cells (one per concurrency) -> the capacity module's measured points, both sides.
+
+    Each SideCell's medians over the repeats: output_tokens_per_s.median, TTFT and ITL p50/p95
+    (a batch's ITL percentiles are over every token of the batch).
+    """
+    points: list[MeasuredPoint] = []
+    for cell in cells:
+        for side in SIDES:
+            sc = getattr(cell, side)
+            tps = sc.output_tokens_per_s.median if sc.output_tokens_per_s is not None else None
+            error = None
+            if tps is None:
+                error = (next((e.removeprefix(f"{side}: ") for e in cell.errors if e.startswith(f"{side}: ")), None)
+                         or sc.na_reasons.get("output_tokens_per_s") or "not measured")
+            points.append(MeasuredPoint(side=side, concurrency=cell.settings.concurrency, output_tokens_per_s=tps,
+                                        ttft_p50_s=sc.ttft_p50_s, ttft_p95_s=sc.ttft_p95_s, itl_p50_s=sc.itl_p50_s,
+                                        itl_p95_s=sc.itl_p95_s, error=error))
+    return points
+
+
+def workload_groups(cells: Sequence[CellResult]) -> dict[tuple[str, float | None], list[CellResult]]:
+    """Cells by workload (a preset at a temperature, or the workload file), in the order they ran."""
+    groups: dict[tuple[str, float | None], list[CellResult]] = {}
+    for c in cells:
+        groups.setdefault((c.settings.preset, c.settings.temperature), []).append(c)
+    return groups
+
+
+def summarize_workloads(result: SweepResult) -> list[WorkloadSummary]:
+    """Per workload: its profile (who gains, from the cell at the lowest concurrency: the least
+    contention between requests) and its capacity and cost over the measured concurrencies."""
+    spec = result.spec
+    out = []
+    for (name, temperature), cells in workload_groups(result.cells).items():
+        measured = [c for c in cells if c.status != "interrupted"] or cells
+        lowest = min(measured, key=lambda c: c.settings.concurrency)
+        out.append(WorkloadSummary(
+            preset=name, kind=lowest.settings.kind, temperature=temperature,
+            profile_concurrency=lowest.settings.concurrency,
+            profile=workload_profile(lowest.requests, redacted=spec.redact),
+            capacity=build_capacity(points_from_cells(measured), slo=spec.slo, gpu_hour_price=spec.gpu_hour_price,
+                                    shared_gpu=spec.shared_gpu, order=spec.order)))
+    return out

@@ -14,18 +14,22 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from demo.files import atomic_write
-from demo.fmt import TIMES, csv_cell, esc, fmt_percent, fmt_speedup
+from demo.fmt import TIMES, csv_cell, esc, fmt_speedup, fmt_temperature
 from demo.sweep.figures import all_figures
 from demo.sweep.models import CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadVerdict
-from demo.sweep.pooling import assemble_cell
+from demo.sweep.pooling import assemble_cell, summarize_workloads
+from demo.sweep.report_workload import summary_paragraph, workload_sections
+from demo.sweep.tables import ms_td, num_td, pct_td
 from demo.sweep.verdict import verdicts
 
 DECISION_LABELS = {"enable": "ENABLE", "don't": "DON'T", "depends": "DEPENDS", "unknown": "NO VERDICT"}
 
 
 def finalize(result: SweepResult) -> SweepResult:
-    """Verdicts from the cells so far, and the end time (also for an interrupted sweep)."""
+    """Verdicts, workload profiles and capacity from the cells so far, and the end time (also for
+    an interrupted sweep)."""
     result.verdicts = verdicts(result)
+    result.workloads = summarize_workloads(result)
     result.finished_at = datetime.now(UTC)
     return result
 
@@ -51,7 +55,8 @@ def _sp(s: Spread | None, part: str) -> float | None:
 def cell_row(c: CellResult) -> dict[str, Any]:
     st = c.settings
     row: dict[str, Any] = {
-        "preset": st.preset, "temperature": st.temperature, "concurrency": st.concurrency,
+        "preset": st.preset, "kind": st.kind, "requests": st.requests, "temperature": st.temperature,
+        "concurrency": st.concurrency,
         "max_tokens": st.max_tokens, "repeats": st.repeats, "order": st.order, "status": c.status,
         "speedup_median": _sp(c.speedup, "median"), "speedup_min": _sp(c.speedup, "min"),
         "speedup_max": _sp(c.speedup, "max"),
@@ -117,6 +122,8 @@ th,td{border:1px solid #2a3344;padding:4px 6px;text-align:right;vertical-align:t
 th{background:#1a2131} td.l,th.l{text-align:left}
 pre{white-space:pre-wrap;background:#121826;padding:8px;border-radius:4px;font-size:13px}
 .err{color:#ff6b6b} .chart{margin:12px 0}
+.lead{font-size:18px;background:#121826;border-left:4px solid #3ccf91;padding:10px 14px;border-radius:4px}
+h3{font-size:18px;margin:20px 0 6px} .mono{font-family:ui-monospace,monospace}
 """
 
 # No network for the report: everything it needs is inline (the test checks it in Chromium).
@@ -124,29 +131,11 @@ CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 
        "img-src data: blob:; font-src data:")
 
 
-def _num(v: float | int | None, fmt: str, unit: str = "") -> str:
-    """A table cell: the rounded figure shown, the exact one in data-value; n/a when unknown."""
-    if v is None:
-        return '<td class="na">n/a</td>'
-    return f'<td data-value="{esc(repr(v))}">{esc(format(v, fmt))}{esc(unit)}</td>'
-
-
-def _pct(v: float | None) -> str:
-    return '<td class="na">n/a</td>' if v is None else f'<td data-value="{esc(repr(v))}">{fmt_percent(v)}</td>'
-
-
 def _spread(s: Spread | None, key: str) -> str:
     if s is None:
         return f'<td class="na" data-key="{esc(key)}">n/a</td>'
     return (f'<td data-key="{esc(key)}" data-value="{esc(repr(s.median))}">{fmt_speedup(s.median)}'
             f'<br><span class="muted">{s.min:.2f}-{s.max:.2f}</span></td>')
-
-
-def _ms(v: float | None) -> str:
-    if v is None:
-        return '<td class="na">n/a</td>'
-    ms = v * 1000
-    return f'<td data-value="{esc(repr(v))}">{ms:.{1 if ms < 10 else 0}f} ms</td>'
 
 
 def verdict_html(v: WorkloadVerdict) -> str:
@@ -165,14 +154,14 @@ def verdict_html(v: WorkloadVerdict) -> str:
                   "(The theory assumes each draft token is accepted independently; real drafts are not.)</p>")
     return (f'<div class="sv-verdict" data-preset="{esc(v.preset)}" data-temperature="{esc(v.temperature)}" '
             f'data-decision="{esc(v.decision)}"><span class="sv-decision {cls}">{esc(DECISION_LABELS[v.decision])}'
-            f'</span><b>{esc(v.title)}</b> at T={esc(format(v.temperature, "g"))}'
+            f'</span><b>{esc(v.title)}</b> at {esc(fmt_temperature(v.temperature))}'
             f'<p>{esc(v.headline)}</p><ul class="sv-check">{items}</ul>{theory}</div>')
 
 
 def _side_cols(s: SideCell) -> str:
-    return (_spread_plain(s.output_tokens_per_s) + _spread_plain(s.decode_tokens_per_s) + _ms(s.ttft_p50_s)
-            + _ms(s.ttft_p95_s) + _ms(s.itl_p50_s) + _ms(s.itl_p95_s) + _num(s.e2e_p50_s, ".2f", " s")
-            + _num(s.e2e_p95_s, ".2f", " s") + _pct(s.prefill_share) + _pct(s.kv_cache_usage_peak_perc)
+    return (_spread_plain(s.output_tokens_per_s) + _spread_plain(s.decode_tokens_per_s) + ms_td(s.ttft_p50_s)
+            + ms_td(s.ttft_p95_s) + ms_td(s.itl_p50_s) + ms_td(s.itl_p95_s) + num_td(s.e2e_p50_s, ".2f", " s")
+            + num_td(s.e2e_p95_s, ".2f", " s") + pct_td(s.prefill_share) + pct_td(s.kv_cache_usage_peak_perc)
             + f"<td>{s.ok_requests}/{s.requests}</td>")
 
 
@@ -199,28 +188,31 @@ def cells_table(result: SweepResult) -> str:
         rows.append(
             f'<tr data-preset="{esc(st.preset)}" data-temperature="{esc(st.temperature)}" '
             f'data-concurrency="{st.concurrency}" data-status="{esc(c.status)}">'
-            f'<td class="l">{esc(st.preset)}</td><td>{esc(format(st.temperature, "g"))}</td><td>{st.concurrency}</td>'
+            f'<td class="l">{esc(st.preset)}</td><td>{esc(fmt_temperature(st.temperature)[2:])}</td>'
+            f'<td>{st.concurrency}</td>'
             f'<td class="l">{esc(c.status)}</td>'
             + _spread(c.speedup, "speedup") + _spread(c.decode_speedup, "decode_speedup")
-            + _num(c.e2e_speedup, ".2f", TIMES) + _pct(c.acceptance_rate) + _num(c.mean_acceptance_length, ".2f")
-            + _num(c.expected_tokens_per_step, ".2f") + _side_cols(c.baseline) + _side_cols(c.speculative) + "</tr>")
+            + num_td(c.e2e_speedup, ".2f", TIMES) + pct_td(c.acceptance_rate) + num_td(c.mean_acceptance_length, ".2f")
+            + num_td(c.expected_tokens_per_step, ".2f") + _side_cols(c.baseline) + _side_cols(c.speculative) + "</tr>")
     return f'<div class="scroll"><table class="cells">{head1}{head2}{"".join(rows)}</table></div>'
 
 
 def errors_html(result: SweepResult) -> str:
-    items = [f'<li><b>{esc(c.settings.preset)} T={esc(format(c.settings.temperature, "g"))} '
+    items = [f'<li><b>{esc(c.settings.preset)} {esc(fmt_temperature(c.settings.temperature))} '
              f'c={c.settings.concurrency}</b> ({esc(c.status)}): <span class="err">{esc(e)}</span></li>'
              for c in result.cells for e in c.errors]
     return f"<ul>{''.join(items)}</ul>" if items else '<p class="muted">No errors.</p>'
 
 
 def samples_html(result: SweepResult) -> str:
+    if result.spec.redact:
+        return '<p class="muted">Redacted: no answer text is kept.</p>'
     parts = []
     for c in result.cells:
         st = c.settings
         ident = {True: "identical", False: "different", None: "n/a"}[c.identical_text]
         parts.append(
-            f"<details><summary>{esc(st.preset)} T={esc(format(st.temperature, 'g'))} c={st.concurrency}: "
+            f"<details><summary>{esc(st.preset)} {esc(fmt_temperature(st.temperature))} c={st.concurrency}: "
             f"first answers {esc(ident)}</summary>"
             f"<p>baseline</p><pre>{esc(c.baseline.sample_text) or 'n/a'}</pre>"
             f"<p>speculative</p><pre>{esc(c.speculative.sample_text) or 'n/a'}</pre></details>")
@@ -249,9 +241,13 @@ def settings_html(result: SweepResult) -> str:
     m = result.machine
     temps = ", ".join(f"{t:g}" for t in sp.temperatures) if sp.temperatures is not None else "each preset's own"
     rows = [
-        ("presets", ", ".join(sp.presets)), ("concurrency", ", ".join(map(str, sp.concurrency))),
-        ("temperatures", temps), ("repeats", sp.repeats), ("warm-up batches per cell", sp.warmup),
-        ("max tokens", sp.max_tokens or "each preset's own"),
+        ("presets", ", ".join(sp.presets) or "none"),
+        ("workload file", f"{sp.workload.name} ({sp.workload.requests} requests)" if sp.workload else "none"),
+        ("concurrency", ", ".join(map(str, sp.concurrency))),
+        ("temperatures", temps + ("; the workload file's requests: each their own" if sp.workload else "")),
+        ("repeats", sp.repeats), ("warm-up batches per cell", sp.warmup),
+        ("max tokens", sp.max_tokens or "each preset's (request's) own"),
+        ("redacted", "yes: no prompt or answer text in any output" if sp.redact else "no"),
         ("order", "sequential A/B: baseline batch, then speculative batch, each server alone"
          if sp.order == "sequential" else "simultaneous: both batches at once (they compete)"),
     ]
@@ -284,11 +280,13 @@ def report_html(result: SweepResult) -> str:
 <script>{get_plotlyjs()}</script>
 </head><body><main>
 <h1>Speculative decoding: is it worth it for this workload?</h1>
+{summary_paragraph(result)}
 <p class="muted">Sweep of {esc(when)}: {len(result.cells)} cell(s). Speedup = aggregate output tokens/s,
 speculative over baseline, per repeat (median, and the range over repeats).</p>
 {banner}
 <h2>Verdict</h2>
 {verdicts_html}
+{workload_sections(result)}
 <h2>Charts</h2>
 {figs}
 <h2>Every cell</h2>

@@ -1,8 +1,11 @@
-"""The matrix: presets x temperatures x concurrency, each cell a measured A/B.
+"""The matrix: presets x temperatures x concurrency, and the workload file x concurrency, each
+cell a measured A/B.
 
-A cell sends ``concurrency`` identical requests at once to one server (a batch), then the
-same batch to the other: baseline first, speculative second (``order="sequential"``, each
-server alone: the fair A/B), ``repeats`` times, after ``warmup`` untimed batches. Every
+A batch sends a cell's requests to one server through ``concurrency`` streams (a preset's one
+request ``concurrency`` times at once; a workload file's every request once, ``concurrency`` at
+a time), then the same batch to the other: baseline first, speculative second
+(``order="sequential"``, each server alone: the fair A/B), ``repeats`` times, after ``warmup``
+untimed batches. Every
 request is streamed by demo.client and measured by demo.measure.SideMeter; demo.sweep.pooling
 turns those per-request figures into batch, side and cell figures. This module runs the cells
 (orchestration and I/O); the plan comes from demo.sweep.plan, the machine's description from
@@ -30,8 +33,10 @@ from demo.server_info import probe_server
 from demo.settings import Settings
 from demo.sweep.machine import machine_info, server_version
 from demo.sweep.models import BatchStats, CellResult, CellSettings, SweepResult, SweepSpec
-from demo.sweep.plan import cell_label, cell_request, plan_cells
+from demo.sweep.plan import batch_requests, cell_label, cell_requests, plan_cells
 from demo.sweep.pooling import assemble_cell, batch_stats
+from demo.sweep.profile import pool_outcomes, request_outcome
+from demo.workload import Workload, WorkloadRequest
 
 WARMUP_MAX_TOKENS = 16  # warm-up batches only need to touch every code path once
 KV_SAMPLE_INTERVAL_S = 0.1
@@ -51,10 +56,11 @@ CellFn = Callable[[CellResult], None]
 
 
 class _Server:
-    """One server of the pair: its URL, its served model (discovered once), its side."""
+    """One server of the pair: its side, URL, HTTP client (its key and headers) and served model
+    (discovered once)."""
 
-    def __init__(self, side: Side, url: str, model: str | None) -> None:
-        self.side, self.url, self.model = side, url, model
+    def __init__(self, side: Side, url: str, model: str | None, http: httpx.AsyncClient) -> None:
+        self.side, self.url, self.model, self.http = side, url, model, http
 
     async def ensure_model(self, http: httpx.AsyncClient, settings: Settings) -> str:
         if self.model is None:
@@ -94,14 +100,30 @@ async def _kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, pea
             peaks.append(m.kv_cache_usage_perc)
 
 
-async def run_batch(http: httpx.AsyncClient, server: _Server, req: RaceRequest, concurrency: int,
-                    settings: Settings) -> tuple[BatchStats, str | None]:
-    """``concurrency`` identical requests at once; returns the batch figures and the first answer."""
+async def _stream_all(http: httpx.AsyncClient, server: _Server, model: str, reqs: list[RaceRequest],
+                      concurrency: int) -> list[SideResult]:
+    """``concurrency`` streams at once, each taking the next request as it finishes one: a slice of
+    real traffic. Results in request order."""
+    results: list[SideResult | None] = [None] * len(reqs)
+    queue = iter(range(len(reqs)))
+
+    async def worker() -> None:
+        for i in queue:  # one shared iterator: each index is taken once
+            results[i] = await _one_request(http, server, model, reqs[i])
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, len(reqs)))))
+    return [r for r in results if r is not None]
+
+
+async def run_batch(http: httpx.AsyncClient, server: _Server, reqs: list[RaceRequest], concurrency: int,
+                    settings: Settings, *, keep_text: bool = True) -> tuple[BatchStats, list[SideResult]]:
+    """Every request of ``reqs`` through ``concurrency`` streams; the batch figures and each request's
+    result (in order)."""
     try:
         model = await server.ensure_model(http, settings)
     except StreamError as e:
-        failed = [SideResult(side=server.side, url=server.url, error=str(e))] * concurrency
-        return batch_stats(server.side, failed, None, None, None, None), None
+        failed = [SideResult(side=server.side, url=server.url, error=str(e)) for _ in reqs]
+        return batch_stats(server.side, failed, None, None, None, None), failed
     before = await scrape_metrics(http, server.url, settings)
     peaks: list[float] = []
     if before.ok and before.kv_cache_usage_perc is not None:
@@ -110,7 +132,7 @@ async def run_batch(http: httpx.AsyncClient, server: _Server, req: RaceRequest, 
     sampler = asyncio.create_task(_kv_sampler(http, server.url, settings, peaks, stop)) if before.ok else None
     t_start = time.perf_counter()
     try:
-        results = await asyncio.gather(*(_one_request(http, server, model, req) for _ in range(concurrency)))
+        results = await _stream_all(http, server, model, reqs, concurrency)
         wall_s = time.perf_counter() - t_start
     finally:
         stop.set()
@@ -120,45 +142,58 @@ async def run_batch(http: httpx.AsyncClient, server: _Server, req: RaceRequest, 
     after = await scrape_metrics(http, server.url, settings) if before.ok else None
     if after is not None and after.ok and after.kv_cache_usage_perc is not None:
         peaks.append(after.kv_cache_usage_perc)
-    stats = batch_stats(server.side, list(results), wall_s, max(peaks) if peaks else None, before, after)
+    stats = batch_stats(server.side, results, wall_s, max(peaks) if peaks else None, before, after,
+                        keep_text=keep_text)
     if not before.ok:
         stats.na_reasons.setdefault("kv_cache_usage_peak_perc", before.error or "/metrics unavailable")
-    first_ok = next((r.text for r in results if r.complete), None)
-    return stats, first_ok
+    return stats, results
 
 
-async def _warm_up(http: httpx.AsyncClient, server: _Server, req: RaceRequest, concurrency: int,
-                   settings: Settings, rounds: int) -> None:
-    warm = req.model_copy(update={"max_tokens": min(req.max_tokens, WARMUP_MAX_TOKENS)})
+async def _warm_up(server: _Server, reqs: list[RaceRequest], concurrency: int, settings: Settings,
+                   rounds: int) -> None:
+    warm = [r.model_copy(update={"max_tokens": min(r.max_tokens, WARMUP_MAX_TOKENS)})
+            for r in reqs[:max(concurrency, 1)]]
     for _ in range(rounds):
-        stats, _ = await run_batch(http, server, warm, concurrency, settings)
+        stats, _ = await run_batch(server.http, server, warm, concurrency, settings)
         if stats.ok_requests == 0:
             return  # the server fails: the measured batches will record why
 
 
-async def run_cell(http: httpx.AsyncClient, cell: CellSettings, preset: Preset, servers: dict[Side, _Server],
-                   settings: Settings, step: Callable[[str, bool], None],
-                   on_interrupt: CellFn) -> CellResult:
-    """Measure one cell. When cancelled, hands the repeats done so far to ``on_interrupt``
-    (as an ``interrupted`` cell) before the cancellation propagates."""
-    req = cell_request(cell, preset)
+def _identical(requests: list[WorkloadRequest], base: list[SideResult], spec: list[SideResult]) -> bool | None:
+    """Both answers equal for every greedy (T=0) request that finished on both sides; None if none did
+    (a preset at T>0 compares its answers as before: only meaningful at T=0)."""
+    pairs = [(q, b, s) for q, b, s in zip(requests, base, spec, strict=True) if b.complete and s.complete]
+    greedy = [(b, s) for q, b, s in pairs if q.temperature == 0] if len(requests) > 1 else [(b, s) for _, b, s in pairs]
+    if not greedy:
+        return None
+    return all(b.text == s.text for b, s in greedy)
+
+
+async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers: dict[Side, _Server],
+                   settings: Settings, step: Callable[[str, bool], None], on_interrupt: CellFn,
+                   *, redact: bool = False) -> CellResult:
+    """Measure one cell: per repeat, the same batch of requests on each server. When cancelled, hands
+    the repeats done so far to ``on_interrupt`` (as an ``interrupted`` cell) before the cancellation
+    propagates."""
+    batch = batch_requests(requests, cell.concurrency)
+    reqs = [q.to_race_request() for q in batch]
     base: list[BatchStats] = []
     spec: list[BatchStats] = []
-    texts: dict[Side, str | None] = {"baseline": None, "speculative": None}
+    answers: dict[Side, list[list[SideResult]]] = {"baseline": [], "speculative": []}
     t0 = time.perf_counter()
     try:
         for side in ("baseline", "speculative"):
             if cell.warmup:
                 step(f"{cell_label(cell)}: warm-up {side}", False)
-                await _warm_up(http, servers[side], req, cell.concurrency, settings, cell.warmup)
+                await _warm_up(servers[side], reqs, cell.concurrency, settings, cell.warmup)
 
         async def one(side: Side, r: int) -> None:
             label = f"{cell_label(cell)}: {side}, repeat {r + 1}/{cell.repeats}"
             step(label, False)
-            stats, text = await run_batch(http, servers[side], req, cell.concurrency, settings)
+            stats, results = await run_batch(servers[side].http, servers[side], reqs, cell.concurrency, settings,
+                                             keep_text=not redact)
             (base if side == "baseline" else spec).append(stats)
-            if texts[side] is None:
-                texts[side] = text
+            answers[side].append(results)
             step(label, True)
 
         for r in range(cell.repeats):
@@ -175,10 +210,11 @@ async def run_cell(http: httpx.AsyncClient, cell: CellSettings, preset: Preset, 
         partial.duration_s = time.perf_counter() - t0
         on_interrupt(partial)
         raise
-    identical = None
-    if texts["baseline"] is not None and texts["speculative"] is not None:
-        identical = texts["baseline"] == texts["speculative"]
+    pairs = list(zip(answers["baseline"], answers["speculative"], strict=True))
+    identical = _identical(batch, *pairs[0]) if pairs else None
     result = assemble_cell(cell, base, spec, identical)
+    result.requests = pool_outcomes([request_outcome(q, b, s, redact=redact)
+                                     for bs, ss in pairs for q, b, s in zip(batch, bs, ss, strict=True)])
     result.duration_s = time.perf_counter() - t0
     return result
 
@@ -200,17 +236,19 @@ async def run_sweep(
     http: httpx.AsyncClient | None = None,
     on_progress: ProgressFn | None = None,
     on_cell: CellFn | None = None,
+    workload: Workload | None = None,
 ) -> SweepResult:
     """Run every cell, appending to ``result.cells`` as each one ends (so a caller that is
-    interrupted still holds every finished cell, and the interrupted one)."""
-    cells = plan_cells(spec, presets)
-    own = http is None
-    http = http or make_http_client(settings)
+    interrupted still holds every finished cell, and the interrupted one). ``workload`` is the
+    customer's file (spec.workload describes it), measured after the presets."""
+    cells = plan_cells(spec, presets, workload)
+    # Each side gets its own client (its own key and headers) unless the caller shares one.
+    urls: dict[Side, str] = {"baseline": spec.baseline_url, "speculative": spec.speculative_url}
     servers: dict[Side, _Server] = {
-        "baseline": _Server("baseline", spec.baseline_url, settings.model),
-        "speculative": _Server("speculative", spec.speculative_url, settings.model),
+        side: _Server(side, url, settings.endpoint(side).model, http or make_http_client(settings, side))
+        for side, url in urls.items()
     }
-    total = len(cells) * spec.repeats * 2
+    total = len(cells) * spec.repeats * 2  # batches
     done = 0
 
     def step(label: str, finished: bool) -> None:
@@ -221,15 +259,14 @@ async def run_sweep(
 
     try:
         result.servers = list(await asyncio.gather(
-            probe_server(http, "baseline", spec.baseline_url, settings),
-            probe_server(http, "speculative", spec.speculative_url, settings)))
+            *(probe_server(s.http, s.side, s.url, settings) for s in servers.values())))
         for side, server in servers.items():
-            if (version := await server_version(http, server.url, settings)) is not None:
+            if (version := await server_version(server.http, server.url, settings)) is not None:
                 result.server_versions[side] = version
         for cell in cells:
             try:
-                cell_result = await run_cell(http, cell, presets[cell.preset], servers, settings, step,
-                                             result.cells.append)
+                cell_result = await run_cell(cell, cell_requests(cell, presets, workload), servers, settings,
+                                             step, result.cells.append, redact=spec.redact)
             except asyncio.CancelledError:
                 result.interrupted = True
                 raise
@@ -237,6 +274,6 @@ async def run_sweep(
             if on_cell is not None:
                 on_cell(cell_result)
     finally:
-        if own:
-            await http.aclose()
+        if http is None:
+            await asyncio.gather(*(s.http.aclose() for s in servers.values()))
     return result

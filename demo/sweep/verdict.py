@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from demo.fmt import fmt_percent as pct
 from demo.fmt import fmt_speedup as times
+from demo.fmt import fmt_temperature
 from demo.sweep.models import CellResult, ChecklistItem, SweepResult, WorkloadVerdict
-from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance
+from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance, workload_groups
 
 # At or above this at a concurrency, speculation "pays" there. n-gram speculation costs no second
 # model and little memory, so a 15% gain is worth one flag; a draft model asks for more.
@@ -31,8 +32,8 @@ PREFILL_LIGHT = 0.2
 NOISE_MARGIN = 1.1
 
 
-def _label(preset: str, temperature: float) -> str:
-    return f"{preset} (T={temperature:g})"
+def _label(preset: str, temperature: float | None) -> str:
+    return f"{preset} ({fmt_temperature(temperature)})"
 
 
 def _pooled_acceptance(cells: list[CellResult]) -> tuple[float | None, float | None, int | None]:
@@ -192,8 +193,5 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
 
 
 def verdicts(result: SweepResult) -> list[WorkloadVerdict]:
-    """One verdict per (preset, temperature), in the order the sweep ran them."""
-    groups: dict[tuple[str, float], list[CellResult]] = {}
-    for c in result.cells:
-        groups.setdefault((c.settings.preset, c.settings.temperature), []).append(c)
-    return [decide(cells, result.preset_titles.get(p, p)) for (p, _t), cells in groups.items()]
+    """One verdict per workload (a preset at a temperature, or the workload file), in the order the sweep ran them."""
+    return [decide(cells, result.preset_titles.get(p, p)) for (p, _t), cells in workload_groups(result.cells).items()]

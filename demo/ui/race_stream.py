@@ -18,7 +18,7 @@ from demo import charts, view
 from demo.fmt import validation_summary
 from demo.presets import Preset
 from demo.race import stream_race
-from demo.results import Message, Order, RaceRequest, RaceResult, RaceSnapshot
+from demo.results import Message, RaceRequest, RaceResult, RaceSnapshot
 from demo.runs import RunTooLarge, save_run
 from demo.server_info import ServerInfo
 from demo.settings import Settings
@@ -79,10 +79,11 @@ def preset_user_text(preset: Preset) -> str:
 
 
 def build_request(presets: dict[str, Preset], preset_name: str | None, prompt: str,
-                  temperature: float, max_tokens: float, order: Order) -> RaceRequest:
+                  temperature: float, max_tokens: float, order: str) -> RaceRequest:
     """The preset's messages when its prompt is unchanged; an edited prompt is a free prompt.
 
-    Raises ValueError with a one-line message for input the servers should never see.
+    Every argument is page input, validated here (``order`` by RaceRequest). Raises ValueError
+    with a one-line message for input the servers should never see.
     """
     preset = presets.get(preset_name or "")
     try:

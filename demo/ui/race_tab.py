@@ -339,7 +339,7 @@ def _expect_html(preset: Preset | None) -> str:
 
 
 def _server_outputs(infos: list[ServerInfo], settings: Settings) -> tuple[Any, ...]:
-    return (view.server_banner_html(infos), view.server_panel_html(infos),
+    return (view.server_banner_html(infos), view.server_panel_html(infos, settings.grafana_url),
             race_stream.spec_title(settings, infos, None),
             [i.model_dump() for i in infos])
 

@@ -54,7 +54,7 @@ def main() -> int:
         try:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-                page = browser.new_page(viewport=VIEWPORT)  # type: ignore[arg-type]
+                page = browser.new_page(viewport=VIEWPORT)
                 page.goto(app.url, timeout=30_000)
                 page.wait_for_selector("#sd-servers table", timeout=30_000)
                 if page.input_value("#sd-preset input") != PRESET_TITLE:

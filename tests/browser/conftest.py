@@ -12,11 +12,15 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 
 from tests.ports import free_port
+
+if TYPE_CHECKING:
+    from playwright.sync_api import ViewportSize
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "artifacts"
@@ -25,15 +29,15 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-VIEWPORT = {"width": 1280, "height": 720}
+VIEWPORT: ViewportSize = {"width": 1280, "height": 720}
 
 
 # One Playwright and one Chromium per test process, whichever module asks first: the sync API
 # cannot nest, and tests/e2e imports these fixtures too (a second session fixture would nest).
-_shared: dict[str, object] = {}
+_shared: dict[str, Any] = {}  # the Playwright and its Browser, started lazily
 
 
-def _shared_browser():  # type: ignore[no-untyped-def]
+def _shared_browser():
     if "browser" not in _shared:
         from playwright.sync_api import sync_playwright
         pw = sync_playwright().start()
@@ -45,9 +49,9 @@ def _shared_browser():  # type: ignore[no-untyped-def]
 def close_shared_browser() -> None:
     browser, pw = _shared.pop("browser", None), _shared.pop("playwright", None)
     if browser is not None:
-        browser.close()  # type: ignore[attr-defined]
+        browser.close()
     if pw is not None:
-        pw.stop()  # type: ignore[attr-defined]
+        pw.stop()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -69,18 +73,18 @@ def chromium() -> Iterator[object]:
 
 
 @pytest.fixture
-def page(chromium):  # type: ignore[no-untyped-def]
+def page(chromium):
     context = chromium.new_context(viewport=VIEWPORT)
     pg = context.new_page()
-    pg.console_errors = []  # type: ignore[attr-defined]
-    pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))  # type: ignore[attr-defined]
+    pg.console_errors = []
+    pg.on("console", lambda m: m.type == "error" and pg.console_errors.append(m.text))
     # Uncaught exceptions in the page's scripts are not console messages: count them too.
-    pg.on("pageerror", lambda e: pg.console_errors.append(f"uncaught: {e}"))  # type: ignore[attr-defined]
+    pg.on("pageerror", lambda e: pg.console_errors.append(f"uncaught: {e}"))
     yield pg
     context.close()
 
 
-def screenshot(pg, name: str) -> Path:  # type: ignore[no-untyped-def]
+def screenshot(pg, name: str) -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     pg.screenshot(path=str(path))
@@ -89,6 +93,8 @@ def screenshot(pg, name: str) -> Path:  # type: ignore[no-untyped-def]
 
 class AppProcess:
     """`python app.py` in a subprocess, on a free port, configured by SPECDEMO_* variables."""
+
+    runs_dir: Path  # set by the fixtures that give the app its own SPECDEMO_RUNS_DIR
 
     def __init__(self, env: dict[str, str], log_path: Path, *, pin_host: bool = True) -> None:
         """``pin_host=False`` leaves SPECDEMO_UI_HOST unset: the app's own default binding."""

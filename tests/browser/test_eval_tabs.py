@@ -42,7 +42,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AppProcess
         spec.stop()
 
 
-def test_evaluate_tab_runs_a_small_sweep(setup, page) -> None:  # type: ignore[no-untyped-def]
+def test_evaluate_tab_runs_a_small_sweep(setup, page) -> None:
     app, _ = setup
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.goto(app.url, timeout=30_000)
@@ -73,7 +73,7 @@ def test_evaluate_tab_runs_a_small_sweep(setup, page) -> None:  # type: ignore[n
     assert page.console_errors == []
 
 
-def test_replay_tab_plays_a_saved_run_labelled_as_a_recording(setup, page) -> None:  # type: ignore[no-untyped-def]
+def test_replay_tab_plays_a_saved_run_labelled_as_a_recording(setup, page) -> None:
     app, saved = setup
     result = load_run(saved)
     page.set_viewport_size({"width": 1400, "height": 1000})

@@ -50,7 +50,7 @@ def app(servers: dict[str, Standin], tmp_path_factory: pytest.TempPathFactory) -
         "SPECDEMO_READ_TIMEOUT_S": str(READ_TIMEOUT_S),
         "SPECDEMO_PROBE_TIMEOUT_S": "2",
     }, tmp / "app.log")
-    proc.runs_dir = tmp / "runs"  # type: ignore[attr-defined]
+    proc.runs_dir = tmp / "runs"
     yield proc
     proc.stop()
 
@@ -71,11 +71,11 @@ def other(side: str) -> str:
     return "speculative" if side == "baseline" else "baseline"
 
 
-def status(page, side: str) -> str:  # type: ignore[no-untyped-def]
+def status(page, side: str) -> str:
     return page.text_content(f"#sd-status-{side}") or ""
 
 
-def assert_next_run_works(page, servers: dict[str, Standin]) -> None:  # type: ignore[no-untyped-def]
+def assert_next_run_works(page, servers: dict[str, Standin]) -> None:
     """Same page, same app process: a healthy run completes on both sides."""
     for side, behavior in (("baseline", BASE), ("speculative", SPEC)):
         servers[side].behavior = behavior
@@ -86,8 +86,8 @@ def assert_next_run_works(page, servers: dict[str, Standin]) -> None:  # type: i
         assert tile_value(page, side, "tokens") == TOKENS
 
 
-def newest_run(app: AppProcess, before: set[Path]):  # type: ignore[no-untyped-def]
-    new = [p for p in list_runs(app.runs_dir) if p not in before]  # type: ignore[attr-defined]
+def newest_run(app: AppProcess, before: set[Path]):
+    new = [p for p in list_runs(app.runs_dir) if p not in before]
     assert len(new) == 1, new
     return load_run(new[0])
 
@@ -104,7 +104,7 @@ FAULTS = [
 
 
 @pytest.mark.parametrize(("side", "fault", "needles"), FAULTS)
-def test_fault_on_one_side_is_said_there_and_the_other_side_finishes(  # type: ignore[no-untyped-def]
+def test_fault_on_one_side_is_said_there_and_the_other_side_finishes(
         page, app, servers, side: str, fault: dict, needles: tuple[str, ...]) -> None:
     servers[side].behavior = servers[side].behavior.model_copy(update=fault)
     runs_before = set(list_runs(app.runs_dir))
@@ -139,7 +139,7 @@ def test_fault_on_one_side_is_said_there_and_the_other_side_finishes(  # type: i
     assert not page.console_errors, page.console_errors
 
 
-def test_server_killed_mid_stream_then_restarted_between_runs(page, app, servers) -> None:  # type: ignore[no-untyped-def]
+def test_server_killed_mid_stream_then_restarted_between_runs(page, app, servers) -> None:
     spec = servers["speculative"]
     servers["baseline"].behavior = BASE.model_copy(update={"tokens_per_s": 60})
     spec.behavior = SPEC.model_copy(update={"tokens_per_s": 30})
@@ -164,7 +164,7 @@ def test_server_killed_mid_stream_then_restarted_between_runs(page, app, servers
 
 
 @pytest.mark.parametrize("down", ["baseline"])  # the speculative side: test_race_page.py
-def test_server_down_at_start_shows_its_banner_and_the_other_side_completes(  # type: ignore[no-untyped-def]
+def test_server_down_at_start_shows_its_banner_and_the_other_side_completes(
         page, app, servers, down: str) -> None:
     servers[down].stop()
     open_page(page, app)
@@ -182,7 +182,7 @@ def test_server_down_at_start_shows_its_banner_and_the_other_side_completes(  # 
     assert_next_run_works(page, servers)
 
 
-def test_metrics_missing_says_why_acceptance_is_unknown_and_the_race_completes(  # type: ignore[no-untyped-def]
+def test_metrics_missing_says_why_acceptance_is_unknown_and_the_race_completes(
         page, app, servers) -> None:
     # No per-request numbers and no /metrics: acceptance cannot be known, everything else can.
     servers["speculative"].behavior = SPEC.model_copy(update={"metrics_mode": "missing",
@@ -204,7 +204,7 @@ def test_metrics_missing_says_why_acceptance_is_unknown_and_the_race_completes( 
     assert acc is not None and acc > 0  # back once the server reports it
 
 
-def test_bad_input_says_so_on_the_page_and_sends_nothing(page, app, servers) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_says_so_on_the_page_and_sends_nothing(page, app, servers) -> None:
     open_page(page, app)
     choose(page, PRESET_TITLE, max_tokens=TOKENS)
     started = {side: s.started for side, s in servers.items()}
@@ -234,7 +234,7 @@ def test_bad_input_says_so_on_the_page_and_sends_nothing(page, app, servers) -> 
     assert_next_run_works(page, servers)
 
 
-def test_prompt_over_the_context_is_refused_before_sending(page, app, servers) -> None:  # type: ignore[no-untyped-def]
+def test_prompt_over_the_context_is_refused_before_sending(page, app, servers) -> None:
     spec = servers["speculative"]
     spec.behavior = SPEC.model_copy(update={"max_model_len": 8})  # /tokenize reports it
     started = spec.started
@@ -250,7 +250,7 @@ def test_prompt_over_the_context_is_refused_before_sending(page, app, servers) -
     assert_next_run_works(page, servers)
 
 
-def test_malformed_preset_file_is_named_with_its_field_and_the_rest_load(  # type: ignore[no-untyped-def]
+def test_malformed_preset_file_is_named_with_its_field_and_the_rest_load(
         page, servers, tmp_path: Path) -> None:
     presets = tmp_path / "presets"
     shutil.copytree(ROOT / "presets", presets)
@@ -285,8 +285,7 @@ def test_malformed_preset_file_is_named_with_its_field_and_the_rest_load(  # typ
         app.stop()
 
 
-def test_a_prompt_over_the_size_limit_is_refused_on_the_page_and_nothing_is_sent(  # type: ignore[no-untyped-def]
-        page, app, servers) -> None:
+def test_a_prompt_over_the_size_limit_is_refused_on_the_page_and_nothing_is_sent(page, app, servers) -> None:
     runs_before = set(list_runs(app.runs_dir))
     sent = {side: (s.tokenized, len(s.requests), s.started) for side, s in servers.items()}
     open_page(page, app)

@@ -72,7 +72,7 @@ def app(servers: tuple[Standin, Standin], tmp_path_factory: pytest.TempPathFacto
         "SPECDEMO_READ_TIMEOUT_S": "10",
         "SPECDEMO_PROBE_TIMEOUT_S": "2",
     }, tmp / "app.log")
-    proc.runs_dir = tmp / "runs"  # type: ignore[attr-defined]
+    proc.runs_dir = tmp / "runs"
     yield proc
     proc.stop()
 
@@ -81,13 +81,13 @@ def set_behaviors(servers: tuple[Standin, Standin], base: StandinBehavior, spec:
     servers[0].behavior, servers[1].behavior = base, spec
 
 
-def open_page(page, app: AppProcess) -> None:  # type: ignore[no-untyped-def]
+def open_page(page, app: AppProcess) -> None:
     page.goto(app.url, timeout=30_000)
     page.wait_for_selector("#sd-start", timeout=30_000)
     page.wait_for_selector("#sd-servers table", timeout=15_000)  # the load-time probe answered
 
 
-def choose(page, preset_title: str, max_tokens: int, order: str = "simultaneous") -> None:  # type: ignore[no-untyped-def]
+def choose(page, preset_title: str, max_tokens: int, order: str = "simultaneous") -> None:
     if page.input_value("#sd-preset input") != preset_title:
         before = page.text_content("#sd-expect")
         page.click("#sd-preset input")
@@ -101,7 +101,7 @@ def choose(page, preset_title: str, max_tokens: int, order: str = "simultaneous"
         page.get_by_label("Sequential A/B").check()
 
 
-def start(page, key: bool = False) -> None:  # type: ignore[no-untyped-def]
+def start(page, key: bool = False) -> None:
     """Press Start (or Ctrl+Enter); the old status is marked first so a wait can't match it."""
     page.evaluate("() => { const e = document.querySelector('#sd-run-status .sd-run-status');"
                   " if (e) e.dataset.state = 'old'; }")
@@ -111,7 +111,7 @@ def start(page, key: bool = False) -> None:  # type: ignore[no-untyped-def]
         page.click("#sd-start")
 
 
-def wait_finished(page, timeout_ms: int = 60_000, app: AppProcess | None = None) -> str:  # type: ignore[no-untyped-def]
+def wait_finished(page, timeout_ms: int = 60_000, app: AppProcess | None = None) -> str:
     """The run's final state; when it never comes, the failure shows the page's status, the
     text of both panes and (given ``app``) the end of the app's log."""
     try:
@@ -128,7 +128,7 @@ def wait_finished(page, timeout_ms: int = 60_000, app: AppProcess | None = None)
     return page.get_attribute("#sd-run-status .sd-run-status", "data-state")
 
 
-def tile_value(page, side: str, key: str) -> float | None:  # type: ignore[no-untyped-def]
+def tile_value(page, side: str, key: str) -> float | None:
     raw = page.get_attribute(f'#sd-tiles-{side} .sd-tile[data-key="{key}"]', "data-value")
     return None if raw is None else float(raw)
 
@@ -148,7 +148,7 @@ def updates_per_s(samples: list[list[float | int | str]]) -> tuple[int, float]:
     return len(changes), (len(changes) - 1) / ((changes[-1] - changes[0]) / 1000)
 
 
-def test_race_streams_live_and_shows_the_core_figures(page, app, servers) -> None:  # type: ignore[no-untyped-def]
+def test_race_streams_live_and_shows_the_core_figures(page, app, servers) -> None:
     set_behaviors(servers, StandinBehavior(tokens_per_s=40),
                   StandinBehavior(speculative=True, tokens_per_s=100, chunk_sizes=[1, 3, 5, 2]))
     runs_before = set(list_runs(app.runs_dir))
@@ -193,7 +193,7 @@ def test_race_streams_live_and_shows_the_core_figures(page, app, servers) -> Non
     assert tile_value(page, "speculative", "tokens_per_s") == result.speculative.decode_tokens_per_s
     assert tile_value(page, "baseline", "ttft_s") == result.baseline.ttft_s
     assert tile_value(page, "speculative", "elapsed_s") == result.speculative.e2e_s
-    assert result.speculative.spec is not None
+    assert result.speculative.spec is not None and result.speculative.spec.acceptance_rate is not None
     assert tile_value(page, "speculative", "acceptance_rate") == result.speculative.spec.acceptance_rate
     assert (tile_value(page, "speculative", "mean_acceptance_length")
             == result.speculative.spec.mean_acceptance_length)
@@ -219,7 +219,7 @@ def test_race_streams_live_and_shows_the_core_figures(page, app, servers) -> Non
     assert not page.console_errors, page.console_errors
 
 
-def test_stop_aborts_both_requests_mid_stream(page, app, servers) -> None:  # type: ignore[no-untyped-def]
+def test_stop_aborts_both_requests_mid_stream(page, app, servers) -> None:
     base, spec = servers
     set_behaviors(servers, StandinBehavior(tokens_per_s=15),
                   StandinBehavior(speculative=True, tokens_per_s=30, chunk_sizes=[1, 2, 3]))
@@ -250,7 +250,7 @@ def test_stop_aborts_both_requests_mid_stream(page, app, servers) -> None:  # ty
     assert wait_finished(page) == "done"
 
 
-def test_start_pressed_ten_times_runs_one_race(page, app, servers) -> None:  # type: ignore[no-untyped-def]
+def test_start_pressed_ten_times_runs_one_race(page, app, servers) -> None:
     """Start (or Ctrl+Enter) pressed again while the viewer's race runs or waits does nothing:
     no second race is queued behind it."""
     base, spec = servers
@@ -293,7 +293,7 @@ def test_start_pressed_ten_times_runs_one_race(page, app, servers) -> None:  # t
     assert not page.console_errors, page.console_errors
 
 
-def test_dead_server_shows_banner_and_the_other_side_completes(page, app, servers) -> None:  # type: ignore[no-untyped-def]
+def test_dead_server_shows_banner_and_the_other_side_completes(page, app, servers) -> None:
     base, spec = servers
     set_behaviors(servers, StandinBehavior(tokens_per_s=100), StandinBehavior(speculative=True))
     spec.stop()
@@ -319,7 +319,7 @@ def test_dead_server_shows_banner_and_the_other_side_completes(page, app, server
     assert wait_finished(page) == "done"
 
 
-def test_model_output_and_preset_text_are_escaped(page, servers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_model_output_and_preset_text_are_escaped(page, servers, tmp_path: Path) -> None:
     presets = tmp_path / "presets"
     presets.mkdir()
     (presets / "evil.yaml").write_text(json.dumps({
@@ -352,7 +352,7 @@ def test_model_output_and_preset_text_are_escaped(page, servers, tmp_path: Path)
         app.stop()
 
 
-def test_closing_the_tab_aborts_both_requests(chromium, app, servers) -> None:  # type: ignore[no-untyped-def]
+def test_closing_the_tab_aborts_both_requests(chromium, app, servers) -> None:
     base, spec = servers
     set_behaviors(servers, StandinBehavior(tokens_per_s=15),
                   StandinBehavior(speculative=True, tokens_per_s=30, chunk_sizes=[1, 2]))
@@ -362,7 +362,8 @@ def test_closing_the_tab_aborts_both_requests(chromium, app, servers) -> None:  
     open_page(pg, app)
     choose(pg, PRESET_TITLE, max_tokens=600)
     start(pg)
-    pg.wait_for_function("() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10")
+    pg.wait_for_function(
+        "() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10")
     t_close = time.monotonic()
     context.close()
     deadline = time.monotonic() + 20
@@ -373,7 +374,7 @@ def test_closing_the_tab_aborts_both_requests(chromium, app, servers) -> None:  
     assert (base.aborted, spec.aborted) == (aborted_before[0] + 1, aborted_before[1] + 1)
 
 
-def test_a_page_that_hears_nothing_says_so(page, servers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_page_that_hears_nothing_says_so(page, servers, tmp_path: Path) -> None:
     """The app freezes mid-race (SIGSTOP: as a lost connection looks from the page): the page
     itself says so within the notice time, and the notice goes once updates come back."""
     set_behaviors(servers, StandinBehavior(tokens_per_s=15),
@@ -384,7 +385,8 @@ def test_a_page_that_hears_nothing_says_so(page, servers, tmp_path: Path) -> Non
         open_page(page, app)
         choose(page, PRESET_TITLE, max_tokens=600)
         start(page)
-        page.wait_for_function("() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10")
+        page.wait_for_function(
+            "() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10")
         assert page.locator("#sd-stall").count() == 0  # a healthy race shows no notice
         os.kill(app.proc.pid, signal.SIGSTOP)
         try:
@@ -402,7 +404,7 @@ def test_a_page_that_hears_nothing_says_so(page, servers, tmp_path: Path) -> Non
         app.stop()
 
 
-def test_no_servers_says_how_to_start_them(page, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_no_servers_says_how_to_start_them(page, tmp_path: Path) -> None:
     from tests.ports import free_port
     dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
     app = AppProcess({"SPECDEMO_BASELINE_URL": dead[0], "SPECDEMO_SPECULATIVE_URL": dead[1],
@@ -418,7 +420,7 @@ def test_no_servers_says_how_to_start_them(page, tmp_path: Path) -> None:  # typ
         app.stop()
 
 
-def test_second_viewer_waits_visibly_for_a_free_slot(chromium, servers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_second_viewer_waits_visibly_for_a_free_slot(chromium, servers, tmp_path: Path) -> None:
     base, spec = servers
     set_behaviors(servers, StandinBehavior(tokens_per_s=40),
                   StandinBehavior(speculative=True, tokens_per_s=80, chunk_sizes=[1, 2]))
@@ -432,7 +434,8 @@ def test_second_viewer_waits_visibly_for_a_free_slot(chromium, servers, tmp_path
             open_page(pg, app)
             choose(pg, PRESET_TITLE, max_tokens=120)
         start(first)
-        first.wait_for_function("() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
+        first.wait_for_function(
+            "() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
         start(second)
         second.wait_for_selector('#sd-run-status .sd-run-status[data-state="waiting"]', timeout=5_000)
         time.sleep(0.5)
@@ -445,7 +448,8 @@ def test_second_viewer_waits_visibly_for_a_free_slot(chromium, servers, tmp_path
         # Stop pressed while waiting: the race never reaches the servers.
         started = (base.started, spec.started)
         start(first)
-        first.wait_for_function("() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
+        first.wait_for_function(
+            "() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
         start(second)
         second.wait_for_selector('#sd-run-status .sd-run-status[data-state="waiting"]', timeout=5_000)
         second.click("#sd-stop")

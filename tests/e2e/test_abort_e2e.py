@@ -32,9 +32,9 @@ REQ = RaceRequest(messages=[Message(role="user", content="Count from 1 to 500, o
 async def _scrape(http: httpx.AsyncClient, settings: Settings) -> dict[str, MetricsSample]:
     urls = {"baseline": settings.baseline_url, "speculative": settings.speculative_url}
     samples = await asyncio.gather(*(scrape_metrics(http, u, settings) for u in urls.values()))
-    for side, s in zip(urls, samples):
+    for side, s in zip(urls, samples, strict=True):
         assert s.ok and s.num_requests_running is not None and s.generation_tokens_total is not None, (side, s)
-    return dict(zip(urls, samples))
+    return dict(zip(urls, samples, strict=True))
 
 
 async def _wait_idle(http: httpx.AsyncClient, settings: Settings, timeout_s: float) -> tuple[float, dict]:
@@ -67,7 +67,7 @@ def test_stop_mid_stream_makes_vllm_abort_both_requests(real_servers: Settings) 
             assert final is not None and final.cancelled
             received = {s: getattr(final, s).completion_tokens or 0 for s in ("baseline", "speculative")}
             took, after = await _wait_idle(http, settings, timeout_s=5)
-            grown = {s: after[s].generation_tokens_total - before[s].generation_tokens_total  # type: ignore[operator]
+            grown = {s: after[s].generation_tokens_total - before[s].generation_tokens_total
                      for s in after}
             print(f"\n[abort] received {received} tokens before Stop; num_requests_running 0 after "
                   f"{took:.1f} s; generation_tokens_total grew {grown} (max_tokens {MAX_TOKENS})")

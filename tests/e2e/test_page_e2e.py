@@ -23,13 +23,13 @@ def _cpu_times() -> list[int]:
 
 def _machine_figures(before: list[int], after: list[int]) -> str:
     """How busy the machine was meanwhile: a page that redraws seldom is a starved one."""
-    d = [b - a for a, b in zip(before, after)]
+    d = [b - a for a, b in zip(before, after, strict=True)]
     total = sum(d) or 1
     return (f"machine busy {100 * (total - d[3] - d[4]) / total:.0f}%, steal {100 * d[7] / total:.0f}%, "
             f"load average {Path('/proc/loadavg').read_text().split()[0]}")
 
 
-def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Path) -> None:  # noqa: F811
     env = {"SPECDEMO_BASELINE_URL": real_servers.baseline_url,
            "SPECDEMO_SPECULATIVE_URL": real_servers.speculative_url,
            "SPECDEMO_RUNS_DIR": str(tmp_path / "runs"), "SPECDEMO_READ_TIMEOUT_S": "120"}

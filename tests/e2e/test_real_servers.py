@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # Fallback prompts, used only when the presets folder lacks the named preset.
 FALLBACK = {
     "json_reformat": ("Reformat this JSON with 2-space indentation, keep every field and value exactly:\n"
-                      + json.dumps({"order": {"id": "A-1", "items": [{"sku": f"SKU-{i}", "qty": i} for i in range(12)]}}),
+                      + json.dumps({"order": {"id": "A-1",
+                                              "items": [{"sku": f"SKU-{i}", "qty": i} for i in range(12)]}}),
                       0.0, 300),
     "poetry": ("Write a poem of about twenty lines about a lighthouse keeper during a storm.", 1.0, 200),
 }
@@ -42,7 +43,7 @@ def request(settings: Settings, name: str, **over: object) -> RaceRequest:
         fields = dict(messages=[Message(role="user", content=prompt)], temperature=temperature, max_tokens=max_tokens)
     fields.update(order="sequential")
     fields.update(over)
-    return RaceRequest(**fields)  # type: ignore[arg-type]
+    return RaceRequest(**fields)
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +77,8 @@ def test_greedy_text_is_identical_on_both_sides(json_race: RaceResult) -> None:
 
 
 @pytest.mark.parametrize("side_name", ["baseline", "speculative"])
-def test_token_counts_are_exact(json_race: RaceResult, real_servers: Settings, served_model: str, side_name: str) -> None:
+def test_token_counts_are_exact(json_race: RaceResult, real_servers: Settings, served_model: str,
+                                side_name: str) -> None:
     side: SideResult = getattr(json_race, side_name)
     usage = side.completion_tokens
     # The client's own count: the running usage deltas of every chunk add up to the final usage.
@@ -95,6 +97,7 @@ def test_token_counts_are_exact(json_race: RaceResult, real_servers: Settings, s
 def test_speculative_side_counts_more_tokens_per_chunk(json_race: RaceResult) -> None:
     """What chunk counting would get wrong: the speculative stream carries several tokens per chunk."""
     s, b = json_race.speculative, json_race.baseline
+    assert s.completion_tokens is not None and b.completion_tokens is not None
     spec_per_chunk = s.completion_tokens / s.chunks
     # The baseline sends ~1 token per chunk (vLLM may merge a few steps when the reader lags).
     base_per_chunk = b.completion_tokens / b.chunks
@@ -127,7 +130,8 @@ def test_creative_text_at_t1_accepts_less_than_json(json_race: RaceResult, poetr
     creative, structured = poetry_race.speculative.spec, json_race.speculative.spec
     assert creative is not None and structured is not None
     assert creative.acceptance_rate is not None and structured.acceptance_rate is not None
-    print(f"\n[e2e] acceptance: json_reformat {structured.acceptance_rate:.2f}, poetry T=1.0 {creative.acceptance_rate:.2f}")
+    print(f"\n[e2e] acceptance: json_reformat {structured.acceptance_rate:.2f}, "
+          f"poetry T=1.0 {creative.acceptance_rate:.2f}")
     assert creative.acceptance_rate < structured.acceptance_rate
 
 

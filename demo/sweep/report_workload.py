@@ -1,0 +1,166 @@
+"""report.html's workload sections: the plain-language paragraph for the customer, the workload
+file, each workload's profile (who gains: the 5 requests that gain most and least), and capacity
+and cost. They print what demo.sweep.pooling.summarize_workloads computed; nothing is computed here.
+Every text that came from a user file or a server is escaped.
+"""
+
+from __future__ import annotations
+
+from demo.fmt import TIMES, fmt_temperature
+from demo.fmt import esc as _e
+from demo.sweep.capacity import Capacity, capacity_summary
+from demo.sweep.models import SweepResult, WorkloadSpec, WorkloadSummary
+from demo.sweep.profile import Distribution, RankedRequest
+from demo.sweep.tables import num_td as _num
+
+DECISION_WORDS = {"enable": "turn speculative decoding on", "don't": "leave speculative decoding off",
+                  "depends": "it depends", "unknown": "no verdict"}
+
+
+def workload_label(w: WorkloadSummary) -> str:
+    return f"{w.preset} ({fmt_temperature(w.temperature)})"
+
+
+def summary_paragraph(result: SweepResult) -> str:
+    """A short paragraph a customer can read: the decision, the gain, and what it means per GPU-hour."""
+    if not result.verdicts:
+        return '<p class="lead muted">No cell was measured, so there is no answer yet.</p>'
+    mine = [v for v in result.verdicts if result.spec.workload is not None and v.preset == result.spec.workload.name]
+    verdict = mine[0] if mine else result.verdicts[0]
+    parts = [f"For <b>{_e(verdict.title)}</b>, the measured answer is: <b>{_e(DECISION_WORDS[verdict.decision])}</b>. "
+             f"{_e(verdict.headline)}"]
+    summary = next((w for w in result.workloads if w.preset == verdict.preset and w.temperature == verdict.temperature),
+                   None)
+    if summary is not None:
+        prof = summary.profile
+        if prof.gain_most:
+            top = ", ".join(_e(r.id) for r in prof.gain_most[:3])
+            parts.append(f"The requests that gain most: {top}.")
+        parts.append(_e(capacity_summary(summary.capacity)))
+    if result.interrupted:
+        parts.append("The sweep was interrupted: this rests on the cells measured before it stopped.")
+    return '<p class="lead" id="customer-summary">' + " ".join(parts) + "</p>"
+
+
+def workload_file_html(w: WorkloadSpec | None, redacted: bool) -> str:
+    if w is None:
+        return ""
+    sample = (f"a sample of {w.sample.n} drawn with seed {w.sample.seed} from {w.sample.of_requests} requests"
+              if w.sample else "every request")
+    skipped = ""
+    if w.issues:
+        items = "".join(f"<li>{_e(str(i))}</li>" for i in w.issues[:50])
+        more = f"<li>… and {len(w.issues) - 50} more</li>" if len(w.issues) > 50 else ""
+        skipped = f'<p>{len(w.issues)} line(s) were skipped:</p><ul class="skipped">{items}{more}</ul>'
+    note = " No prompt or answer text is kept in this report (redacted): ids, token counts and hashes only." \
+        if redacted else ""
+    return (f'<h2>Your workload</h2><p data-workload="{_e(w.name)}"><b>{_e(w.name)}</b> '
+            f"({_e(w.format)}, {_e(w.source)}): {w.requests} request(s) measured, {sample}.{note}</p>{skipped}")
+
+
+def _dist_row(name: str, d: Distribution | None, fmt: str, unit: str, why: str | None) -> str:
+    if d is None:
+        return f'<tr><th class="l">{_e(name)}</th><td class="na" colspan="3">n/a: {_e(why or "not measured")}</td></tr>'
+    return (f'<tr><th class="l">{_e(name)}</th>' + _num(d.p50, fmt, unit) + _num(d.p95, fmt, unit)
+            + _num(d.max, fmt, unit) + "</tr>")
+
+
+def _ranked_rows(rows: list[RankedRequest], redacted: bool) -> str:
+    out = []
+    for r in rows:
+        text = "redacted" if redacted or r.prompt_preview is None else r.prompt_preview
+        out.append(f'<tr data-request="{_e(r.id)}"><td class="l">{_e(r.id)}</td>' + _num(r.speedup, ".2f", TIMES)
+                   + _num(None if r.acceptance_rate is None else r.acceptance_rate * 100, ".0f", "%")
+                   + _num(None if r.copyness is None else r.copyness * 100, ".0f", "%")
+                   + f'<td class="l">{_e(text)}</td><td class="l mono">{_e(r.prompt_sha256[:12])}</td></tr>')
+    return "".join(out)
+
+
+def profile_html(w: WorkloadSummary) -> str:
+    p = w.profile
+    pct = None if p.prefill_share is None else p.prefill_share.model_copy(
+        update={k: getattr(p.prefill_share, k) * 100 for k in ("p50", "p95", "max")})
+    cop = None if p.copyness is None else p.copyness.model_copy(
+        update={k: getattr(p.copyness, k) * 100 for k in ("p50", "p95", "max")})
+    acc = None if p.acceptance_rate is None else p.acceptance_rate.model_copy(
+        update={k: getattr(p.acceptance_rate, k) * 100 for k in ("p50", "p95", "max")})
+    dist = ("<table class=\"profile\"><tr><th class=\"l\">per request</th><th>p50</th><th>p95</th><th>max</th></tr>"
+            + _dist_row("prompt tokens", p.prompt_tokens, ".0f", "", p.na_reasons.get("prompt_tokens"))
+            + _dist_row("output tokens", p.output_tokens, ".0f", "", p.na_reasons.get("output_tokens"))
+            + _dist_row("prefill share (TTFT / end to end)", pct, ".0f", "%", p.na_reasons.get("prefill_share"))
+            + _dist_row("copy-ness (answer 3-grams found in the prompt)", cop, ".0f", "%", p.na_reasons.get("copyness"))
+            + _dist_row("measured acceptance rate", acc, ".0f", "%", p.na_reasons.get("acceptance_rate"))
+            + "</table>")
+    r = ("n/a: " + p.na_reasons.get("copyness_acceptance_r", "not measured")) if p.copyness_acceptance_r is None \
+        else f"{p.copyness_acceptance_r:+.2f}"
+    corr = (f'<p class="muted">Copy-ness predicts what n-gram speculation can gain; its correlation with the '
+            f"measured acceptance over these requests: <b>{_e(r)}</b>.</p>")
+    head = ('<tr><th class="l">id</th><th>speedup</th><th>acceptance</th><th>copy-ness</th>'
+            '<th class="l">prompt</th><th class="l">sha256</th></tr>')
+    ranked = ""
+    if p.gain_most:
+        ranked = (f"<h3>Gain most</h3><table class=\"gain-most\">{head}{_ranked_rows(p.gain_most, p.redacted)}</table>"
+                  f"<h3>Gain least</h3><table class=\"gain-least\">{head}"
+                  f"{_ranked_rows(p.gain_least, p.redacted)}</table>")
+    else:
+        ranked = f'<p class="muted">No per-request ranking: {_e(p.na_reasons.get("gain_most", "not measured"))}.</p>'
+    unranked = (f'<p class="muted">Not ranked (no speedup measured): {_e(", ".join(p.unranked[:20]))}'
+                f'{" …" if len(p.unranked) > 20 else ""}</p>') if p.unranked else ""
+    return (f'<section class="workload-profile" data-workload="{_e(w.preset)}"><h3>{_e(workload_label(w))}: '
+            f"{p.requests} request(s), measured at concurrency {w.profile_concurrency}</h3>"
+            f"{dist}{corr}{ranked}{unranked}</section>")
+
+
+def capacity_html(w: WorkloadSummary) -> str:
+    c: Capacity = w.capacity
+    cur = _e(c.currency)
+    rows = []
+    for p in c.points:
+        meets = {True: "yes", False: "no", None: "n/a"}[p.meets_slo]
+        why = "; ".join(p.slo_misses)
+        cost = (f'<td data-value="{_e(repr(p.cost_per_million_output_tokens))}">{cur}'
+                f"{p.cost_per_million_output_tokens:,.2f}</td>" if p.cost_per_million_output_tokens is not None
+                else f'<td class="na">n/a: {_e(p.na_reasons.get("cost_per_million_output_tokens", ""))}</td>')
+        rows.append(f'<tr data-side="{_e(p.side)}" data-concurrency="{p.concurrency}">'
+                    f'<td class="l">{_e(p.side)}</td><td>{p.concurrency}</td>'
+                    + _num(p.output_tokens_per_s, ".1f")
+                    + _num(None if p.ttft_p50_s is None else p.ttft_p50_s * 1000, ".0f", " ms")
+                    + _num(None if p.ttft_p95_s is None else p.ttft_p95_s * 1000, ".0f", " ms")
+                    + _num(None if p.itl_p50_s is None else p.itl_p50_s * 1000, ".1f", " ms")
+                    + _num(None if p.itl_p95_s is None else p.itl_p95_s * 1000, ".1f", " ms")
+                    + f'<td class="l" data-meets="{_e(meets)}">{_e(meets)}{(" (" + _e(why) + ")") if why else ""}</td>'
+                    + cost + "</tr>")
+    head = ('<tr><th class="l">server</th><th>concurrency</th><th>output tok/s</th><th>TTFT p50</th>'
+            '<th>TTFT p95</th><th>ITL p50</th><th>ITL p95</th><th class="l">meets the target</th>'
+            f'<th>{cur} per million output tokens</th></tr>')
+    best = []
+    for side in ("baseline", "speculative"):
+        b = getattr(c.best, side)
+        if b is None:
+            best.append(f"<li>{_e(side)}: n/a: {_e(c.best.na_reasons.get(side, 'not measured'))}</li>")
+        else:
+            cost = (f", {cur}{b.cost_per_million_output_tokens:,.2f} per million output tokens"
+                    if b.cost_per_million_output_tokens is not None else "")
+            best.append(f'<li data-best="{_e(side)}" data-concurrency="{b.concurrency}">{_e(side)}: concurrency '
+                        f"{b.concurrency}, {b.output_tokens_per_s:.1f} output tokens/s "
+                        f"({b.output_tokens_per_gpu_hour:,.0f} per GPU-hour){cost}</li>")
+    return (f'<section class="capacity" data-workload="{_e(w.preset)}"><h3>{_e(workload_label(w))}</h3>'
+            f"<p>Latency target: <b>{_e(c.slo.describe())}</b>.</p>"
+            f'<div class="scroll"><table class="capacity-points">{head}{"".join(rows)}</table></div>'
+            f'<ul class="capacity-best">{"".join(best)}</ul>'
+            f'<p class="saving" data-saving="{_e(c.saving.more_tokens_per_gpu_hour_pct)}">'
+            f"<b>{_e(c.saving.text)}</b></p>"
+            f'<p class="muted">{_e(c.price_note)} {_e(c.note)}</p></section>')
+
+
+def workload_sections(result: SweepResult) -> str:
+    """Everything the report adds for workloads: the file, profiles, capacity and cost."""
+    if not result.workloads:
+        return ""
+    profiles = "".join(profile_html(w) for w in result.workloads)
+    capacities = "".join(capacity_html(w) for w in result.workloads)
+    return (workload_file_html(result.spec.workload, result.spec.redact)
+            + "<h2>Which requests gain</h2>" + profiles
+            + "<h2>Capacity and cost</h2><p class=\"muted\">From measured cells only: per server and concurrency, "
+              "the output tokens/s of all streams together and the latency percentiles; nothing is extrapolated "
+              "beyond the concurrencies run.</p>" + capacities)

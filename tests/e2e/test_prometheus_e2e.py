@@ -1,0 +1,155 @@
+"""A real Prometheus (Debian package) scrapes the two real CPU vLLM servers during a race, with the
+scrape config `python -m servers monitor` writes; the speculative server's acceptance computed
+from Prometheus' recorded counters equals the race's per-request figure. And every metric our
+Grafana dashboards query exists in the live servers' /metrics.
+
+Skipped with a reason when Prometheus is not installed (bash scripts/install_prometheus.sh).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+import pytest
+
+from demo.race import run_race
+from demo.results import Message, RaceRequest, RaceResult
+from demo.settings import Settings
+from servers import monitor
+from servers.config import Role
+from tests.ports import free_port
+from tests.promql import dashboard_queries, exposed_names, metric_names
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+# Scrape every second here (compose: every 5 s) so the test waits seconds, not tens of seconds.
+INTERVAL_S = 1
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
+DRAFTED = "vllm:spec_decode_num_draft_tokens_total"
+DRAFTS = "vllm:spec_decode_num_drafts_total"
+
+
+def _host_port(url: str) -> str:
+    u = urlparse(url)
+    return f"{u.hostname}:{u.port}"
+
+
+class Prom:
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def query(self, expr: str, at: float | None = None) -> list[dict]:
+        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
+        r = httpx.get(f"{self.url}/api/v1/query", params=params, timeout=10)
+        r.raise_for_status()
+        body = r.json()
+        assert body["status"] == "success", body
+        return list(body["data"]["result"])
+
+    def scalar(self, expr: str, at: float | None = None) -> float | None:
+        result = self.query(expr, at)
+        return float(result[0]["value"][1]) if result else None
+
+    def wait_for_scrape_after(self, t: float, timeout_s: float = 60) -> None:
+        """Until Prometheus holds a sample of the speculative server scraped after time ``t``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            ts = self.scalar(f'timestamp({DRAFTED}{{role="speculative"}})')
+            if ts is not None and ts > t:
+                return
+            time.sleep(0.3)
+        pytest.fail(f"Prometheus took no sample of the speculative server within {timeout_s} s")
+
+    def counters(self) -> dict[str, float]:
+        out = {}
+        for name in (ACCEPTED, DRAFTED, DRAFTS):
+            value = self.scalar(f'sum({name}{{job="vllm", role="speculative"}})')
+            assert value is not None, f"Prometheus has no {name} for role=speculative"
+            out[name] = value
+        return out
+
+
+@pytest.fixture(scope="module")
+def prometheus(real_servers: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prom]:
+    binary = monitor.find_prometheus()
+    if binary is None:
+        pytest.skip("Prometheus is not installed (bash scripts/install_prometheus.sh, i.e. apt-get install prometheus)")
+    tmp = tmp_path_factory.mktemp("prometheus")
+    targets: dict[Role, list[str]] = {"baseline": [_host_port(real_servers.baseline_url)],
+                                      "speculative": [_host_port(real_servers.speculative_url)]}
+    (tmp / "prometheus.yml").write_text(monitor.config_text(monitor.scrape_config(targets, interval_s=INTERVAL_S)))
+    port = free_port()
+    log = open(tmp / "prometheus.log", "wb")
+    proc = subprocess.Popen([binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
+                             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
+    prom = Prom(f"http://127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"prometheus exited ({proc.returncode}): {(tmp / 'prometheus.log').read_text()[-2000:]}")
+            try:
+                up = prom.query('up{job="vllm"}')
+                if len(up) == 2 and all(r["value"][1] == "1" for r in up):
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("Prometheus did not see both servers up within 60 s")
+            time.sleep(0.5)
+        yield prom
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def test_prometheus_counters_give_the_races_per_request_acceptance(
+    prometheus: Prom, real_servers: Settings,
+) -> None:
+    # Nothing else talks to the servers during this test: the counters' growth is this race.
+    t0 = time.time()
+    prometheus.wait_for_scrape_after(t0)
+    before = prometheus.counters()
+    prompt = "Repeat this list exactly, one item per line: " + ", ".join(f"item-{i}" for i in range(30))
+    req = RaceRequest(messages=[Message(role="user", content=prompt)], temperature=0.0, max_tokens=120,
+                      order="sequential")
+    result: RaceResult = asyncio.run(run_race(req, real_servers))
+    prometheus.wait_for_scrape_after(time.time())
+    after = prometheus.counters()
+    spec = result.speculative.spec
+    assert result.speculative.error is None and spec is not None and spec.source == "per_request", result.speculative
+    accepted, drafted, drafts = (int(after[n] - before[n]) for n in (ACCEPTED, DRAFTED, DRAFTS))
+    print(f"\n[e2e] Prometheus: accepted {accepted} / drafted {drafted} over {drafts} drafts; "
+          f"per request: {spec.accepted_tokens} / {spec.draft_tokens} over {spec.drafts}")
+    assert drafted > 0
+    assert (accepted, drafted, drafts) == (spec.accepted_tokens, spec.draft_tokens, spec.drafts)
+    assert spec.acceptance_rate == pytest.approx(accepted / drafted, abs=1e-9)
+    # (Not compared: rate()/increase() over the race, which Prometheus extrapolates to the window's
+    # edges; the raw counters above are the exact record.)
+
+
+def test_every_dashboard_metric_is_in_the_live_servers_metrics(real_servers: Settings) -> None:
+    live: set[str] = set()
+    for url in (real_servers.baseline_url, real_servers.speculative_url):
+        live |= exposed_names(httpx.get(f"{url}/metrics", timeout=10).text)
+    for path in sorted((ROOT / "monitoring" / "grafana" / "dashboards").glob("*.json")):
+        names = set().union(*(metric_names(q) for q in dashboard_queries(json.loads(path.read_text()))))
+        assert names and names <= live, f"{path.name}: not in the live /metrics: {sorted(names - live)}"
+
+
+def test_prometheus_binary_is_the_one_monitor_finds() -> None:
+    if shutil.which("prometheus") is None:
+        pytest.skip("Prometheus is not installed (bash scripts/install_prometheus.sh)")
+    assert monitor.find_prometheus() == shutil.which("prometheus")

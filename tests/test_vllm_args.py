@@ -1,0 +1,106 @@
+"""Every vLLM command we generate (compose with .env.example's profile blocks, the launcher, the
+Helm values) parsed by vLLM's own parser in the CPU vLLM venv (same release as the GPU image),
+engine arguments built, --speculative-config checked against vllm.config.SpeculativeConfig.
+A renamed flag in a vLLM upgrade fails here. Marked e2e: it needs .venv-vllm, which the e2e stage
+of scripts/test.sh installs; one vLLM import for all commands (~20 s of CPU)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.commands import Command, all_commands
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parent.parent
+VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+# Engine arguments in which the Helm engines differ from compose and the launcher, on purpose
+# (servers/kubernetes.py): own served name, own GPU (vLLM's default share), prefix caching
+# stated explicitly by the chart (vLLM's default is on).
+HELM_DIFFERS = {"served_model_name", "gpu_memory_utilization", "enable_prefix_caching"}
+
+
+def label(c: Command) -> str:
+    return f"{c['source']}/{c['profile']}/{c['role']}"
+
+
+def planted(commands: list[Command]) -> dict[str, tuple[list[str], str]]:
+    """Broken copies of a real command, each with the error it must produce."""
+    spec = next(c["argv"] for c in commands if c["source"] == "compose" and c["role"] == "speculative")
+    k = spec.index("--speculative-config") + 1
+
+    def with_config(cfg: dict[str, Any]) -> list[str]:
+        return [*spec[:k], json.dumps(cfg), *spec[k + 1:]]
+
+    good = json.loads(spec[k])
+    return {
+        "planted/renamed-flag": ([a.replace("--per-request-spec-decode-metrics", "--per-request-spec-metrics")
+                                  for a in spec], "parser"),
+        "planted/unknown-key": (with_config({**good, "num_speculative_tokenz": 3}), "num_speculative_tokenz"),
+        "planted/unknown-method": (with_config({**good, "method": "eagle4"}), "eagle4"),
+        "planted/bad-dtype": ([*spec, "--dtype", "float13"], "parser"),
+    }
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Command], dict[str, Any]]:
+    if not VLLM_PYTHON.exists():
+        pytest.skip(f"{VLLM_PYTHON} missing: bash scripts/setup_cpu_servers.sh installs the CPU vLLM venv")
+    commands = all_commands()
+    bad = planted(commands)
+    todo = [{"label": label(c), "argv": c["argv"]} for c in commands]
+    todo += [{"label": name, "argv": argv} for name, (argv, _) in bad.items()]
+    tmp = tmp_path_factory.mktemp("vllm-args")
+    # No HF_HUB_OFFLINE: with it set, EngineArgs resolves hub ids to local snapshots (none here).
+    # Without it, building EngineArgs reads nothing from the hub; no engine, no weights.
+    (tmp / "in.json").write_text(json.dumps(todo))
+    done = subprocess.run([str(VLLM_PYTHON), str(ROOT / "tests" / "vllm_args_check.py"), str(tmp / "in.json"),
+                           str(tmp / "out.json")], cwd=tmp, capture_output=True, text=True, timeout=900,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp), "VLLM_NO_USAGE_STATS": "1",
+                               "VLLM_LOGGING_LEVEL": "WARNING"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return commands, json.loads((tmp / "out.json").read_text())
+
+
+def test_every_generated_command_parses_and_builds_engine_args(results: tuple[list[Command], dict[str, Any]]) -> None:
+    commands, out = results
+    sources = {c["source"] for c in commands}
+    assert sources == {"compose", "launcher", "helm"}
+    assert len({c["profile"] for c in commands}) == 5
+    failed = {label(c): out[label(c)]["error"] for c in commands if not out[label(c)]["ok"]}
+    assert failed == {}
+    spec = [out[label(c)]["engine_args"]["speculative_config"] for c in commands if c["role"] == "speculative"]
+    assert all(isinstance(s, dict) and s.get("method") for s in spec)
+    assert all(out[label(c)]["engine_args"]["per_request_spec_decode_metrics"] == "detailed"
+               for c in commands if c["role"] == "speculative")
+
+
+def test_planted_bad_flags_fail(results: tuple[list[Command], dict[str, Any]]) -> None:
+    commands, out = results
+    for name, (_, needle) in planted(commands).items():
+        assert not out[name]["ok"], f"{name} was accepted by vLLM's parser: the check cannot fail"
+        assert needle in out[name]["error"], (name, out[name]["error"])
+
+
+def test_compose_launcher_and_helm_give_vllm_the_same_engine_args(
+    results: tuple[list[Command], dict[str, Any]],
+) -> None:
+    commands, out = results
+    by_key: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for c in commands:
+        by_key.setdefault((c["profile"], c["role"]), {})[c["source"]] = out[label(c)]["engine_args"]
+    for (profile, role), engines in by_key.items():
+        assert engines["compose"] == engines["launcher"], (profile, role)
+        if "helm" not in engines:
+            assert profile == "cpu-smollm2"
+            continue
+        helm, compose = engines["helm"], engines["compose"]
+        diff = {k for k in compose if compose[k] != helm[k]}
+        assert diff <= HELM_DIFFERS, (profile, role, {k: (compose[k], helm[k]) for k in diff - HELM_DIFFERS})
+        assert helm["served_model_name"] == [f"{compose['served_model_name'][0]}-{role}"], helm["served_model_name"]
+        assert helm["enable_prefix_caching"] in (True, None) and compose["enable_prefix_caching"] in (True, None)

@@ -1,0 +1,100 @@
+"""Parse vLLM command lines with vLLM's own argument parser; run by the CPU vLLM venv's python.
+
+    .venv-vllm/bin/python tests/vllm_args_check.py COMMANDS.json RESULTS.json
+
+COMMANDS.json: a list of {"label": str, "argv": [...]} (argv after `vllm serve`). For each, the
+serve parser (``make_arg_parser`` over ``FlexibleArgumentParser``, as `vllm serve` builds it)
+parses the argv, ``validate_parsed_serve_args`` checks it, and ``AsyncEngineArgs.from_cli_args``
+builds the engine arguments (no engine is created, nothing is downloaded). Every key of
+``--speculative-config`` must be a field of ``vllm.config.SpeculativeConfig`` and its ``method``
+one of ``SpeculativeMethod``. Writes one JSON object {label: {"ok", "error", "engine_args"}} to
+RESULTS.json (vLLM logs to stdout) and exits 0: the caller decides which labels must pass and
+which must fail. Uses only vLLM and the standard library: it runs outside the app's venv.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import sys
+import typing
+from typing import Any
+
+
+def _literal_values(tp: Any) -> set[str]:
+    """All strings of a (nested) Literal / Optional[Literal] type."""
+    out: set[str] = set()
+    for arg in typing.get_args(tp):
+        if isinstance(arg, str):
+            out.add(arg)
+        elif arg is not type(None):
+            out |= _literal_values(arg)
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def main(path: str, out_path: str) -> int:
+    from vllm.config import SpeculativeConfig
+    from vllm.config.speculative import SpeculativeMethod
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    spec_fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
+    methods = _literal_values(SpeculativeMethod)
+    commands = json.loads(open(path, encoding="utf-8").read())
+    results: dict[str, dict[str, Any]] = {}
+    for cmd in commands:
+        label, argv = cmd["label"], [str(a) for a in cmd["argv"]]
+        result: dict[str, Any] = {"ok": False, "error": None, "engine_args": None}
+        results[label] = result
+        parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve"))
+        stderr = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(stderr):
+                args = parser.parse_args(argv)
+        except SystemExit:
+            result["error"] = "parser: " + (stderr.getvalue().strip().splitlines() or ["exit"])[-1]
+            continue
+        try:
+            if getattr(args, "model_tag", None):
+                args.model = args.model_tag  # what `vllm serve MODEL` does (vllm/entrypoints/cli/serve.py)
+            validate_parsed_serve_args(args)
+            engine = AsyncEngineArgs.from_cli_args(args)
+        except Exception as e:  # vLLM raises many kinds here; report whichever with its message
+            result["error"] = f"engine args: {type(e).__name__}: {e}"
+            continue
+        spec = engine.speculative_config
+        problems = []
+        if spec is not None:
+            if not isinstance(spec, dict):
+                problems.append(f"--speculative-config is not a JSON object: {spec!r}")
+            else:
+                problems += [f"--speculative-config key {k!r} is not a SpeculativeConfig field"
+                             for k in sorted(set(spec) - spec_fields)]
+                if spec.get("method") not in methods:
+                    problems.append(f"--speculative-config method {spec.get('method')!r} is not one of vLLM's methods")
+        if problems:
+            result["error"] = "; ".join(problems)
+            continue
+        result["ok"] = True
+        result["engine_args"] = {f.name: _jsonable(getattr(engine, f.name)) for f in dataclasses.fields(engine)}
+        result["frontend"] = {k: _jsonable(getattr(args, k, None)) for k in ("host", "port", "served_model_name")}
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(results, f)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    raise SystemExit(main(sys.argv[1], sys.argv[2]))
