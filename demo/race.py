@@ -24,18 +24,32 @@ WARMUP = RaceRequest(prompt="Hello", max_tokens=4, temperature=0.0)
 HEARTBEAT_S = 0.5
 
 
-def validate_request(req: RaceRequest) -> None:
-    """Reject what no server should be sent; raises ValueError with a one-line reason."""
+def validate_request(req: RaceRequest, settings: Settings | None = None) -> None:
+    """Reject what no server should be sent; raises ValueError with a one-line reason.
+
+    With ``settings``, also the prompt's size (``check_prompt_size``): the page, its API and
+    the races of a workload all come through here before anything is sent.
+    """
     text = (req.prompt or "") + "".join(m.content for m in req.messages or [])
     if not text.strip():
         raise ValueError("The prompt is empty: type a prompt or pick a preset.")
+    if settings is not None:
+        check_prompt_size(req, settings.max_prompt_chars)
+
+
+def check_prompt_size(req: RaceRequest, max_chars: int) -> None:
+    """ValueError, naming the limit, when the prompt (all messages) is over ``max_chars`` characters."""
+    chars = len(req.prompt or "") + sum(len(m.content) for m in req.messages or [])
+    if chars > max_chars:
+        raise ValueError(f"The prompt is {chars:,} characters, over the limit of {max_chars:,} "
+                         "(SPECDEMO_MAX_PROMPT_CHARS): shorten it.")
 
 
 def first_difference(a: str, b: str) -> int | None:
     """Index of the first differing character, None when equal."""
     if a == b:
         return None
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):  # one may be a prefix of the other
         if x != y:
             return i
     return min(len(a), len(b))
@@ -151,7 +165,7 @@ async def stream_race(
     the requests; with ``stop`` a final snapshot with a cancelled result still comes out.
     Use ``contextlib.aclosing`` when breaking out of the loop early.
     """
-    validate_request(req)
+    validate_request(req, settings)
     # Each side gets its own client (its own key and headers) unless the caller shares one.
     clients = {side: http or make_http_client(settings, side) for side in ("baseline", "speculative")}
     changed = asyncio.Event()

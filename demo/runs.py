@@ -10,6 +10,10 @@ from demo.files import atomic_write
 from demo.results import RaceResult
 
 
+class RunTooLarge(ValueError):
+    """A run over the size limit: it is not written."""
+
+
 def run_stem(result: RaceResult) -> str:
     """'20261129T130049396717-json_reformat-simultaneous': when, what, how (saved runs, exported pages)."""
     stamp = result.started_at.strftime("%Y%m%dT%H%M%S%f")
@@ -17,11 +21,19 @@ def run_stem(result: RaceResult) -> str:
     return f"{stamp}-{name}-{result.order}"
 
 
-def save_run(result: RaceResult, runs_dir: Path) -> Path:
-    """Write the whole race (request, both event timelines, results); no secrets are in it."""
+def save_run(result: RaceResult, runs_dir: Path, max_bytes: int | None = None) -> Path:
+    """Write the whole race (request, both event timelines, results); no secrets are in it.
+
+    Raises RunTooLarge, writing nothing, when the record is over ``max_bytes``.
+    """
+    record = result.model_dump_json(indent=1)
+    size = len(record.encode("utf-8"))
+    if max_bytes is not None and size > max_bytes:
+        raise RunTooLarge(f"the run's record is {size:,} bytes, over the limit of {max_bytes:,} "
+                          "(SPECDEMO_MAX_RUN_FILE_BYTES)")
     runs_dir.mkdir(parents=True, exist_ok=True)
     path = runs_dir / f"{run_stem(result)}.json"
-    atomic_write(path, result.model_dump_json(indent=1))  # never a half-written record
+    atomic_write(path, record)  # never a half-written record
     return path
 
 

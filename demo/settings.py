@@ -76,6 +76,8 @@ class Settings(BaseSettings):
     presets_dir: Path = ROOT / "presets"
     runs_dir: Path = ROOT / "runs"
     save_runs: bool = True
+    # A run whose record is larger is not saved (the reason is logged and shown).
+    max_run_file_bytes: int = Field(10_000_000, ge=1)
 
     # A workload file (or a folder's .txt/.md files together) larger than this is refused before reading.
     workload_max_bytes: int = Field(20_000_000, ge=1)

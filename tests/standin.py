@@ -381,7 +381,8 @@ class Standin:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._server: uvicorn.Server | None = None
-        self.requests: list[RecordedRequest] = []
+        self.requests: list[RecordedRequest] = []  # generation requests
+        self.tokenized = 0  # /tokenize requests (the context check before a race)
         self.truth: list[Truth] = []
         self._counters = _Counters()  # replaced on every start()
         self._running: dict[int, Truth] = {}
@@ -542,6 +543,8 @@ class Standin:
 
     async def _tokenize(self, request: Request) -> Response:
         """vLLM's /tokenize shape: count (words, like the rejection rule) and max_model_len."""
+        with self._lock:
+            self.tokenized += 1
         if not self.behavior.tokenize:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
         body = await request.json()

@@ -201,9 +201,12 @@ def test_the_api_cannot_bypass_the_input_limits(tmp_path: Path, keyed_servers) -
         too_hot = run_async(race_with(5.0, 10))
         too_long = run_async(race_with(0.0, 10**6))
         empty = run_async(race_with(0.0, 10, prompt=""))
+        huge = run_async(race_with(0.0, 10, prompt="x" * 2_000_000))
     finally:
         app.stop()
     assert "maximum value 2" in too_hot, too_hot[-500:]
     assert "Invalid max_tokens" in too_long, too_long[-500:]
     assert "prompt is empty" in empty, empty[-500:]
+    assert "over the limit of 200,000" in huge and "SPECDEMO_MAX_PROMPT_CHARS" in huge, huge[-500:]
     assert (base.started, spec.started) == (0, 0)  # nothing reached a server
+    assert (base.tokenized, spec.tokenized) == (0, 0)

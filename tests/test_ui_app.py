@@ -26,6 +26,6 @@ def test_exposed_without_login_warns_and_login_is_parsed() -> None:
 
 
 def test_build_app_has_the_race_tab(tmp_path) -> None:
-    demo = build_app(Settings(presets_dir=tmp_path))  # no presets: the page still builds
-    ids = {getattr(b, "elem_id", None) for b in demo.blocks.values()}
+    page = build_app(Settings(presets_dir=tmp_path))  # no presets: the page still builds
+    ids = {getattr(b, "elem_id", None) for b in page.blocks.values()}
     assert {"sd-start", "sd-stop", "sd-speedup", "sd-text-baseline", "sd-text-speculative"} <= ids

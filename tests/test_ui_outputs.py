@@ -11,6 +11,7 @@ import pytest
 from demo.settings import Settings
 from demo.ui.app import build_app
 from demo.ui.outputs import StreamOutputs
+from demo.ui.session import RaceRegistry
 
 
 def _is_skip(value: object) -> bool:
@@ -37,27 +38,31 @@ async def test_a_race_frame_leaves_out_at_most_the_race_chart(standin_factory) -
     base = standin_factory(tokens_per_s=300)
     spec = standin_factory(speculative=True, tokens_per_s=600, chunk_sizes=[1, 3])
     settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
-    app = build_app(settings)
+    registry = RaceRegistry()
+    app = build_app(settings, registry)
     fns = {f.name: f for f in app.fns.values()}
     race, finish = fns["on_race"], fns["on_finish"].fn
     assert race.fn is not None and finish is not None
     elem = [c.elem_id for c in race.outputs]
-    chart_at, finished_at = elem.index("sd-race-plot"), len(elem) - 1
+    chart_at = elem.index("sd-race-plot")
     request = SimpleNamespace(session_hash="t-outputs")
     frames = [f async for f in race.fn(None, "Say hello.", 0.0, 40, "simultaneous", request)]
     live = [f for f in frames if isinstance(f, list)]
-    assert len(live) >= 5, frames
+    assert len(live) >= 5 and len(live) == len(frames), frames
     for frame in live[1:]:  # the first frame comes before anything is known
-        left_out = [elem[i] or i for i, v in enumerate(frame) if _is_skip(v) and i not in (chart_at, finished_at)]
+        left_out = [elem[i] or i for i, v in enumerate(frame) if _is_skip(v) and i != chart_at]
         assert not left_out, f"a live frame left out {left_out}"
-    final = frames[-1]
-    assert isinstance(final, dict) and len(final) == 1  # once: the race's end, for on_finish
-    (end,) = final.values()
+    # The race's end is handed over once, for on_finish.
+    end = registry.take("t-outputs")
+    assert end is not None and registry.take("t-outputs") is None
     assert end.result.speculative.completion_tokens == 40
     assert 'data-state="done"' in end.status
 
     # The follow-up draws the rest once, the final status with it: "done" means all is drawn.
-    rest = {c.elem_id: v for c, v in (await finish(end, [], [])).items()}
+    registry.hand_over("t-outputs", end)
+    rest = {c.elem_id: v for c, v in (await finish([], [], request)).items()}
     assert {"sd-run-status", "sd-badge", "sd-acc-plot", "sd-chunk-plot", "sd-history"} <= set(rest)
     assert rest["sd-run-status"] == end.status
-    assert await finish(None, [], []) == {}  # no result: on_race said why already
+    # No result (on_race said why already, or it was drawn): nothing changes.
+    nothing = {c.elem_id: v for c, v in (await finish([], [], request)).items()}
+    assert list(nothing) == ["sd-acc-plot"] and _is_skip(nothing["sd-acc-plot"])

@@ -1,28 +1,47 @@
-"""Build the whole page: a Race tab, plus the Evaluate and Replay tabs when their modules exist.
+"""Build the whole page: the Race, Evaluate and Replay tabs, and how it is launched.
 
-Extension point: a module ``demo.ui.<name>_tab`` with ``build(settings) -> None`` that lays
-out its content inside the current ``gr.Tab``; it is picked up here when it exists.
+A tab is a module ``demo.ui.<name>_tab`` whose ``build(settings, ...)`` lays out its content
+inside the current ``gr.Tab`` and wires its events; add one by importing it here.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 
 import gradio as gr
 
 from demo.settings import Settings
-from demo.ui import race_tab
+from demo.ui import evaluate_tab, race_tab, replay_tab
 from demo.ui.session import RaceRegistry
 from demo.ui.theme import CSS, make_theme
 
 log = logging.getLogger(__name__)
 
-OPTIONAL_TABS = [("Evaluate", "demo.ui.evaluate_tab"), ("Replay", "demo.ui.replay_tab")]
-
-# Ctrl+Enter starts a race, Escape stops it, from anywhere on the page.
+# Ctrl+Enter starts a race, Escape stops it, from anywhere on the page. Start (the button or
+# the key) does nothing more while this page's race waits or runs, or was just asked for and
+# the app has not answered yet (the app refuses such a press too: demo.ui.session).
 KEYS_JS = """
+let sdChanges = 0;  // updates of the status line seen so far
+let sdPressed = null;  // [sdChanges when Start was last let through, when]
+const sdWatch = () => {
+  const el = document.getElementById('sd-run-status');
+  if (el && !el.sdWatched) {
+    el.sdWatched = true;
+    new MutationObserver(() => { sdChanges += 1; })
+      .observe(el, {childList: true, subtree: true, characterData: true, attributes: true});
+  }
+};
+const sdBusy = () => {
+  const s = document.querySelector('#sd-run-status .sd-run-status');
+  if (s && (s.dataset.state === 'waiting' || s.dataset.state === 'running')) return true;
+  return sdPressed !== null && sdPressed[0] === sdChanges && Date.now() - sdPressed[1] < 5000;
+};
+document.addEventListener('click', (e) => {
+  if (!(e.target instanceof Element) || !e.target.closest('#sd-start')) return;
+  sdWatch();
+  if (sdBusy()) { e.stopImmediatePropagation(); e.preventDefault(); return; }
+  sdPressed = [sdChanges, Date.now()];
+}, true);
 document.addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
     document.getElementById('sd-start')?.click(); e.preventDefault();
@@ -82,21 +101,18 @@ def launch_js(stall_notice_s: float = 15.0) -> str:
 
 def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Blocks:
     registry = registry or RaceRegistry()
-    with gr.Blocks(title="Speculative decoding: live race", fill_width=True) as demo:
+    with gr.Blocks(title="Speculative decoding: live race", fill_width=True) as page:
         with gr.Tabs():
             with gr.Tab("Race", id="race"):
                 race = race_tab.build(settings, registry)
-            for label, module_name in OPTIONAL_TABS:
-                if importlib.util.find_spec(module_name) is None:
-                    continue
-                module = importlib.import_module(module_name)
-                with gr.Tab(label, id=label.lower()):
-                    module.build(settings)
-        on_probe, server_outputs = race["probe"]
-        demo.load(on_probe, outputs=server_outputs, show_progress="hidden")
+            with gr.Tab("Evaluate", id="evaluate"):
+                evaluate_tab.build(settings)
+            with gr.Tab("Replay", id="replay"):
+                replay_tab.build(settings)
+        page.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden")
 
-    demo.queue(default_concurrency_limit=settings.max_concurrent_races)
-    return demo
+    page.queue(default_concurrency_limit=settings.max_concurrent_races)
+    return page
 
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}

@@ -22,7 +22,7 @@ from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.report import VERDICT_CSS, finalize, verdict_html, write_outputs
 from demo.sweep.runner import Progress, new_result, run_sweep
-from demo.ui.handlers import internal_error_text
+from demo.ui.race_stream import internal_error_text
 from demo.view import run_status_html
 
 log = logging.getLogger(__name__)

@@ -1,11 +1,11 @@
-"""Fixed output lists for streaming events, so that a frame leaves nothing out.
+"""The values a streaming event yields for each frame: every output, every time.
 
-A value left out of a Gradio event's outputs (gr.skip(), or a key missing from a yielded dict)
-is not free: for each one Gradio builds a new component and recomputes its config, about 0.8 ms
-a time. The race used to stream 21 outputs and leave out ~14 per frame: 11 ms of the app's CPU
-per frame, 20 frames a second, taken from the CPU vLLM servers being measured on a laptop.
-Resending an output's last value costs next to nothing: Gradio sends only the difference,
-empty here, so the page does not redraw it either.
+``frame_updates`` maps a Frame (demo.ui.race_stream) onto the race area's components;
+``StreamOutputs`` turns those updates into the event's full output list, resending an output's
+last value where the frame has no new one. The reason: Gradio rebuilds a component's config
+for each output left out of a yield (``gr.skip()``, a missing dict key), while a value sent
+again unchanged is diffed away, and the page does not redraw it. Figures are the exception
+(``no_resend``): resending one costs a JSON dump, so they are left out between redraws.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import gradio as gr
 
-from demo.ui.handlers import Frame
+from demo.ui.race_stream import Frame
 
 
 class StreamOutputs:

@@ -1,210 +1,38 @@
 """The "Race" tab: controls on the left, the headline and both panes on the right; charts,
-servers and the run history below the fold. Reads top to bottom like the page.
+servers and the run history below the fold.
+
+``build`` lays the tab out in page order and wires its events; the events' handlers are the
+methods of ``RaceTab``, the tab's components. A race is three events in a chain: ``on_arm``
+(no queue: the status says "waiting" at once), ``on_race`` (queued, streams the frames) and
+``on_finish`` (draws the result once the race is over). One race at a time per page: Start
+pressed again while it waits or runs does nothing (see demo.ui.session).
 """
 
 from __future__ import annotations
 
 import logging
 import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import gradio as gr
 
 from demo import charts, view
-from demo.presets import Preset, load_presets
-from demo.results import RaceResult
+from demo.presets import Preset, PresetError, load_presets
+from demo.race import validate_request
+from demo.results import Order, RaceResult
 from demo.server_info import ServerInfo, probe_servers
 from demo.settings import Settings
-from demo.ui import handlers
-from demo.ui.handlers import FREE_PROMPT
+from demo.ui import race_stream
 from demo.ui.outputs import StreamOutputs, frame_updates
+from demo.ui.race_stream import FREE_PROMPT
 from demo.ui.session import RaceRegistry
 
 log = logging.getLogger(__name__)
 
-
-def _preset_choices(presets: dict[str, Preset]) -> list[tuple[str, str]]:
-    return [(p.title, name) for name, p in presets.items()] + [(FREE_PROMPT, FREE_PROMPT)]
-
-
-def build(settings: Settings, registry: RaceRegistry) -> dict[str, Any]:
-    """Lay out the tab inside the current gr.Blocks and wire its events; returns the components."""
-    presets, preset_errors = load_presets(settings.presets_dir)
-    # The copy-heavy JSON preset shows the effect best: open on it when it is there.
-    first = presets.get("json_reformat") or next(iter(presets.values()), None)
-
-    if preset_errors:
-        gr.HTML('<div class="sd-banner" role="alert"><ul>' + "".join(
-            f"<li>Preset file {view.esc(e.file)} skipped: {view.esc(e.message)}</li>" for e in preset_errors
-        ) + "</ul></div>")
-
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=1, min_width=280, elem_id="sd-controls"):
-            preset_dd = gr.Dropdown(choices=_preset_choices(presets), value=first.name if first else FREE_PROMPT,
-                                    label="Preset", elem_id="sd-preset")
-            expect = gr.HTML(_expect_html(first), elem_id="sd-expect")
-            prompt = gr.Textbox(value=handlers.preset_user_text(first) if first else "", label="Prompt",
-                                lines=4, max_lines=4, elem_id="sd-prompt")
-            with gr.Row():
-                temperature = gr.Slider(0.0, 2.0, value=first.temperature if first else 0.0, step=0.1,
-                                        label="Temperature", elem_id="sd-temperature", min_width=120)
-                # No minimum/maximum here: Gradio would refuse out-of-range input with a passing
-                # toast and leave the status on "waiting"; handlers.build_request says it on the page.
-                max_tokens = gr.Number(value=first.max_tokens if first else 256,
-                                       precision=0, label="Max tokens", elem_id="sd-max-tokens", min_width=100)
-            mode = gr.Radio([("Race", "simultaneous"), ("Sequential A/B", "sequential")],
-                            value="simultaneous", label="Mode", elem_id="sd-mode")
-            with gr.Row():
-                start = gr.Button("▶ Start", variant="primary", elem_id="sd-start", min_width=100)
-                stop = gr.Button("■ Stop", variant="stop", elem_id="sd-stop", min_width=100)
-            gr.HTML('<div class="sd-legend">Keys: Ctrl+Enter start · Esc stop</div>')
-
-        with gr.Column(scale=3):
-            banner = gr.HTML(elem_id="sd-banner")
-            with gr.Row(equal_height=True):
-                with gr.Column(scale=0, min_width=290):
-                    speedup = gr.HTML(view.speedup_html(None), elem_id="sd-speedup")
-                with gr.Column(scale=3, min_width=300):
-                    mode_box = gr.HTML(view.order_html("simultaneous"), elem_id="sd-mode-label")
-                    run_status = gr.HTML(view.run_status_html("idle"), elem_id="sd-run-status")
-                with gr.Column(scale=0, min_width=230):
-                    badge = gr.HTML(view.identical_badge_html(None), elem_id="sd-badge")
-            with gr.Row(equal_height=True):
-                panes = {}
-                for side in ("baseline", "speculative"):
-                    with gr.Column(elem_id=f"sd-pane-{side}", min_width=360):
-                        title = gr.HTML(view.pane_title_html("Baseline") if side == "baseline"
-                                        else handlers.spec_title(settings, None, None), elem_id=f"sd-title-{side}")
-                        status = gr.HTML("", elem_id=f"sd-status-{side}")
-                        tiles = gr.HTML("", elem_id=f"sd-tiles-{side}")
-                        text = gr.HTML(_placeholder(side), elem_id=f"sd-text-{side}")
-                        panes[side] = (title, status, tiles, text)
-            gr.HTML(view.burst_legend_html())
-
-    with gr.Row():
-        race_plot = gr.Plot(charts.race_figure(None), show_label=False, elem_id="sd-race-plot")
-    with gr.Row():
-        acc_plot = gr.Plot(charts.acceptance_figure(None), show_label=False, elem_id="sd-acc-plot")
-        chunk_plot = gr.Plot(charts.chunk_figure(None), show_label=False, elem_id="sd-chunk-plot")
-    with gr.Accordion("Servers", open=True):
-        servers = gr.HTML(elem_id="sd-servers")
-        refresh = gr.Button("Refresh servers", size="sm", elem_id="sd-refresh")
-    with gr.Accordion("Run history (this session)", open=True):
-        history_df = gr.Dataframe(headers=view.HISTORY_HEADERS, value=[], interactive=False,
-                                  wrap=True, elem_id="sd-history")
-        download = gr.DownloadButton("Download CSV", value=None, elem_id="sd-download", size="sm")
-
-    history = gr.State([])  # list[dict]: HistoryRow dumps, oldest first
-    infos_state = gr.State([])  # list[dict]: ServerInfo dumps from the last probe
-
-    # ------------------------------------------------------------ events
-
-    def on_preset(name: str) -> tuple[Any, ...]:
-        preset = presets.get(name)
-        if preset is None:  # free prompt: keep what is typed, clear the expectation
-            return gr.skip(), gr.skip(), gr.skip(), _expect_html(None)
-        return (handlers.preset_user_text(preset), preset.temperature, preset.max_tokens,
-                _expect_html(preset))
-
-    preset_dd.change(on_preset, inputs=[preset_dd], outputs=[prompt, temperature, max_tokens, expect],
-                     queue=False, show_progress="hidden")
-
-    async def on_probe() -> tuple[Any, ...]:
-        infos = await probe_servers(settings)
-        return _server_outputs(infos, settings)
-
-    server_outputs = [banner, servers, panes["speculative"][0], infos_state]
-    # The race's end (a Finished), handed from the streaming event to the one that draws the rest.
-    finished = gr.State(None)
-
-    async def on_arm(request: gr.Request) -> tuple[Any, ...]:
-        registry.arm(_session(request))
-        start_view = handlers.result_view(None)
-        return (view.run_status_html("waiting", f"this page runs {settings.max_concurrent_races} at a time"),
-                start_view.badge, start_view.acceptance_figure, start_view.chunk_figure, None)
-
-    # Every frame sets each of these (see demo.ui.outputs); the rest of the page is drawn
-    # once the race is over, by on_finish.
-    live_panes = {side: comps[1:] for side, comps in panes.items()}  # (status, tiles, text)
-    live_outputs = [run_status, speedup, *[c for comps in live_panes.values() for c in comps], race_plot]
-
-    async def on_race(preset_name: str, prompt_text: str, temp: float, max_tok: float, mode_value: str,
-                      request: gr.Request):
-        session = _session(request)
-        control = registry.get(session) or registry.arm(session)
-        stream = StreamOutputs(live_outputs, no_resend=[race_plot])
-        try:
-            if control.stop.is_set():  # Stop was pressed while this race waited in the queue
-                yield {run_status: view.run_status_html("stopped", "before it started")}
-                return
-            try:
-                req = handlers.build_request(presets, preset_name, prompt_text, temp, max_tok, mode_value)
-            except ValueError as e:
-                yield {run_status: view.run_status_html("error", str(e))}
-                return
-            try:
-                result: RaceResult | None = None
-                async for frame in handlers.race_frames(req, settings, control):
-                    if frame.result is not None:
-                        result = frame.result
-                    yield [*stream.values(frame_updates(frame, live_panes, speedup, race_plot, run_status)),
-                           gr.skip()]
-                if result is None:  # race_frames has said why, in a final status
-                    return
-                saved = await handlers.save(result, settings)
-                # The final status goes up with the rest (on_finish): "done" means all is drawn.
-                yield {finished: Finished(result, handlers.final_status(result, saved, control.stopped_because))}
-            except Exception as e:  # a bug, not a server fault: say so where the presenter looks
-                log.exception("the race failed")
-                yield {run_status: view.run_status_html("error", handlers.internal_error_text(e))}
-        finally:
-            registry.drop(session, control)
-
-    async def on_finish(end: Finished | None, rows: list[dict], infos: list[dict]) -> dict[Any, Any]:
-        if end is None:  # stopped before it started, refused, or failed: on_race has said so
-            return {}
-        result = end.result
-        try:
-            shown = handlers.result_view(result)
-            rows = [*rows, view.history_row(result).model_dump()]
-            out: dict[Any, Any] = {
-                run_status: end.status,
-                badge: shown.badge, acc_plot: shown.acceptance_figure, chunk_plot: shown.chunk_figure,
-                history: rows,
-                history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
-                download: _write_csv(rows),
-                panes["speculative"][0]: handlers.spec_title(settings, [ServerInfo(**i) for i in infos], result),
-            }
-            if result.baseline.error or result.speculative.error:
-                # A side failed: re-probe so the banner says which server is down and what to do.
-                banner_html, servers_html, _title, infos_dump = await on_probe()
-                out.update({banner: banner_html, servers: servers_html, infos_state: infos_dump})
-            return out
-        except Exception as e:  # a bug: the race itself is shown and saved; say what is missing
-            log.exception("drawing the race's result failed")
-            return {run_status: view.run_status_html("error", handlers.internal_error_text(e))}
-
-    async def on_stop(request: gr.Request) -> None:
-        registry.stop(_session(request))
-
-    arm = start.click(on_arm, outputs=[run_status, badge, acc_plot, chunk_plot, finished], queue=False,
-                      show_progress="hidden")
-    race_inputs = [preset_dd, prompt, temperature, max_tokens, mode]
-    race_event = arm.then(on_race, inputs=race_inputs, outputs=[*live_outputs, finished],
-                          concurrency_limit=settings.max_concurrent_races, concurrency_id="race",
-                          # Our own status line says "waiting" / "racing": Gradio's overlay would dim it.
-                          show_progress="hidden")
-    finish_outputs = [run_status, badge, acc_plot, chunk_plot, history, history_df, download,
-                      banner, servers, infos_state, panes["speculative"][0]]
-    race_event.then(on_finish, inputs=[finished, history, infos_state], outputs=finish_outputs,
-                    concurrency_limit=None, show_progress="hidden")
-    stop.click(on_stop, queue=False, show_progress="hidden")
-    refresh.click(on_probe, outputs=server_outputs, show_progress="minimal")
-    mode.change(lambda m: view.order_html(m), inputs=[mode], outputs=[mode_box], queue=False,
-                show_progress="hidden")
-
-    return {"probe": (on_probe, server_outputs), "race_event": race_event, "start": start, "stop": stop}
+SIDES = ("baseline", "speculative")
 
 
 class Finished(NamedTuple):
@@ -214,8 +42,287 @@ class Finished(NamedTuple):
     status: str
 
 
+@dataclass(frozen=True, eq=False)
+class Pane:
+    """One server's pane: its title, status line, figure tiles and answer."""
+
+    title: gr.HTML
+    status: gr.HTML
+    tiles: gr.HTML
+    text: gr.HTML
+
+
+@dataclass(frozen=True, eq=False)
+class RaceTab:
+    """The tab's components (page order), what its handlers need, and the handlers."""
+
+    settings: Settings
+    registry: RaceRegistry
+    presets: dict[str, Preset]
+    # controls
+    preset: gr.Dropdown
+    expect: gr.HTML
+    prompt: gr.Textbox
+    temperature: gr.Slider
+    max_tokens: gr.Number
+    mode: gr.Radio
+    start: gr.Button
+    stop: gr.Button
+    # the race area
+    banner: gr.HTML
+    speedup: gr.HTML
+    mode_label: gr.HTML
+    run_status: gr.HTML
+    badge: gr.HTML
+    panes: dict[str, Pane]
+    # below the fold
+    race_plot: gr.Plot
+    acc_plot: gr.Plot
+    chunk_plot: gr.Plot
+    servers: gr.HTML
+    refresh: gr.Button
+    history_df: gr.Dataframe
+    download: gr.DownloadButton
+    # session state
+    history: gr.State  # list[dict]: HistoryRow dumps, oldest first
+    infos: gr.State  # list[dict]: ServerInfo dumps from the last probe
+
+    # ------------------------------------------------------------ output lists
+
+    @property
+    def server_outputs(self) -> list[Any]:
+        return [self.banner, self.servers, self.panes["speculative"].title, self.infos]
+
+    @property
+    def live_panes(self) -> dict[str, tuple[Any, Any, Any]]:
+        """(status, tiles, text) per side: what every frame sets (see demo.ui.outputs)."""
+        return {side: (p.status, p.tiles, p.text) for side, p in self.panes.items()}
+
+    @property
+    def live_outputs(self) -> list[Any]:
+        return [self.run_status, self.speedup, *[c for comps in self.live_panes.values() for c in comps],
+                self.race_plot]
+
+    @property
+    def finish_outputs(self) -> list[Any]:
+        return [self.run_status, self.badge, self.acc_plot, self.chunk_plot, self.history, self.history_df,
+                self.download, self.banner, self.servers, self.infos, self.panes["speculative"].title]
+
+    # ------------------------------------------------------------ handlers
+
+    def on_preset(self, name: str) -> tuple[Any, ...]:
+        preset = self.presets.get(name)
+        if preset is None:  # free prompt: keep what is typed, clear the expectation
+            return gr.skip(), gr.skip(), gr.skip(), _expect_html(None)
+        return (race_stream.preset_user_text(preset), preset.temperature, preset.max_tokens,
+                _expect_html(preset))
+
+    async def on_probe(self) -> tuple[Any, ...]:
+        infos = await probe_servers(self.settings)
+        return _server_outputs(infos, self.settings)
+
+    async def on_arm(self, status_html: str, badge_html: str, request: gr.Request) -> tuple[Any, ...]:
+        if self.registry.arm(_session(request)) is None:  # this page's race waits or runs
+            # As they are: gr.skip() would blank an HTML output (Gradio 6).
+            return status_html, badge_html, gr.skip(), gr.skip()
+        start_view = race_stream.result_view(None)
+        return (view.run_status_html("waiting", f"this page runs {self.settings.max_concurrent_races} at a time"),
+                start_view.badge, start_view.acceptance_figure, start_view.chunk_figure)
+
+    async def on_race(self, preset_name: str, prompt_text: str, temp: float, max_tok: float, mode_value: Order,
+                      request: gr.Request) -> AsyncIterator[Any]:
+        session = _session(request)
+        control = self.registry.claim(session)
+        if control is None:  # Start pressed again while this page's race waits or runs
+            return
+        stream = StreamOutputs(self.live_outputs, no_resend=[self.race_plot])
+        try:
+            if control.stop.is_set():  # Stop was pressed while this race waited in the queue
+                yield {self.run_status: view.run_status_html("stopped", "before it started")}
+                return
+            try:
+                req = race_stream.build_request(self.presets, preset_name, prompt_text, temp, max_tok, mode_value)
+                validate_request(req, self.settings)  # what the race would refuse, said before "racing"
+            except ValueError as e:
+                yield {self.run_status: view.run_status_html("error", str(e))}
+                return
+            try:
+                result: RaceResult | None = None
+                async for frame in race_stream.race_frames(req, self.settings, control):
+                    if frame.result is not None:
+                        result = frame.result
+                    updates = frame_updates(frame, self.live_panes, self.speedup, self.race_plot, self.run_status)
+                    yield stream.values(updates)
+                if result is None:  # race_frames has said why, in a final status
+                    return
+                saved = await race_stream.save(result, self.settings)
+                # The final status goes up with the rest (on_finish): "done" means all is drawn.
+                status = race_stream.final_status(result, saved.name, control.stopped_because, saved.note)
+                self.registry.hand_over(session, Finished(result, status))
+            except Exception as e:  # a bug, not a server fault: say so where the presenter looks
+                log.exception("the race failed")
+                yield {self.run_status: view.run_status_html("error", race_stream.internal_error_text(e))}
+        finally:
+            self.registry.drop(session, control)
+
+    async def on_finish(self, rows: list[dict], infos: list[dict], request: gr.Request) -> dict[Any, Any]:
+        end: Finished | None = self.registry.take(_session(request))
+        if end is None:  # stopped before it started, refused, failed, or drawn: on_race has said so
+            return {self.acc_plot: gr.skip()}  # not {}: Gradio takes that for one output's value
+        result = end.result
+        try:
+            shown = race_stream.result_view(result)
+            rows = [*rows, view.history_row(result).model_dump()]
+            spec_title = race_stream.spec_title(self.settings, [ServerInfo(**i) for i in infos], result)
+            out: dict[Any, Any] = {
+                self.run_status: end.status,
+                self.badge: shown.badge, self.acc_plot: shown.acceptance_figure,
+                self.chunk_plot: shown.chunk_figure,
+                self.history: rows,
+                self.history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
+                self.download: _write_csv(rows),
+                self.panes["speculative"].title: spec_title,
+            }
+            if result.baseline.error or result.speculative.error:
+                # A side failed: re-probe so the banner says which server is down and what to do.
+                banner_html, servers_html, _title, infos_dump = await self.on_probe()
+                out.update({self.banner: banner_html, self.servers: servers_html, self.infos: infos_dump})
+            return out
+        except Exception as e:  # a bug: the race itself is shown and saved; say what is missing
+            log.exception("drawing the race's result failed")
+            return {self.run_status: view.run_status_html("error", race_stream.internal_error_text(e))}
+
+    async def on_stop(self, request: gr.Request) -> None:
+        self.registry.stop(_session(request))
+
+
+# ---------------------------------------------------------------- layout
+
+
+def build(settings: Settings, registry: RaceRegistry) -> RaceTab:
+    """Lay out the tab inside the current gr.Tab and wire its events. The page loads the
+    servers' state with the returned tab's ``on_probe`` (see demo.ui.app)."""
+    presets, preset_errors = load_presets(settings.presets_dir)
+    # The copy-heavy JSON preset shows the effect best: open on it when it is there.
+    first = presets.get("json_reformat") or next(iter(presets.values()), None)
+    if preset_errors:
+        gr.HTML(_preset_errors_html(preset_errors))
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=280, elem_id="sd-controls"):
+            controls = _controls(presets, first)
+        with gr.Column(scale=3):
+            area = _race_area(settings)
+    tab = RaceTab(settings=settings, registry=registry, presets=presets, **controls, **area,
+                  **_below_the_fold(), history=gr.State([]), infos=gr.State([]))
+    wire(tab)
+    return tab
+
+
+def _controls(presets: dict[str, Preset], first: Preset | None) -> dict[str, Any]:
+    c: dict[str, Any] = {}
+    c["preset"] = gr.Dropdown(choices=_preset_choices(presets), value=first.name if first else FREE_PROMPT,
+                              label="Preset", elem_id="sd-preset")
+    c["expect"] = gr.HTML(_expect_html(first), elem_id="sd-expect")
+    c["prompt"] = gr.Textbox(value=race_stream.preset_user_text(first) if first else "", label="Prompt",
+                             lines=4, max_lines=4, elem_id="sd-prompt")
+    with gr.Row():
+        c["temperature"] = gr.Slider(0.0, 2.0, value=first.temperature if first else 0.0, step=0.1,
+                                     label="Temperature", elem_id="sd-temperature", min_width=120)
+        # No minimum/maximum here: Gradio would refuse out-of-range input with a passing
+        # toast and leave the status on "waiting"; race_stream.build_request says it on the page.
+        c["max_tokens"] = gr.Number(value=first.max_tokens if first else 256, precision=0,
+                                    label="Max tokens", elem_id="sd-max-tokens", min_width=100)
+    c["mode"] = gr.Radio([("Race", "simultaneous"), ("Sequential A/B", "sequential")],
+                         value="simultaneous", label="Mode", elem_id="sd-mode")
+    with gr.Row():
+        c["start"] = gr.Button("▶ Start", variant="primary", elem_id="sd-start", min_width=100)
+        c["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop", min_width=100)
+    gr.HTML('<div class="sd-legend">Keys: Ctrl+Enter start · Esc stop</div>')
+    return c
+
+
+def _race_area(settings: Settings) -> dict[str, Any]:
+    a: dict[str, Any] = {"banner": gr.HTML(elem_id="sd-banner")}
+    with gr.Row(equal_height=True):
+        with gr.Column(scale=0, min_width=290):
+            a["speedup"] = gr.HTML(view.speedup_html(None), elem_id="sd-speedup")
+        with gr.Column(scale=3, min_width=300):
+            a["mode_label"] = gr.HTML(view.order_html("simultaneous"), elem_id="sd-mode-label")
+            a["run_status"] = gr.HTML(view.run_status_html("idle"), elem_id="sd-run-status")
+        with gr.Column(scale=0, min_width=230):
+            a["badge"] = gr.HTML(view.identical_badge_html(None), elem_id="sd-badge")
+    with gr.Row(equal_height=True):
+        a["panes"] = {side: _pane(side, settings) for side in SIDES}
+    gr.HTML(view.burst_legend_html())
+    return a
+
+
+def _pane(side: str, settings: Settings) -> Pane:
+    with gr.Column(elem_id=f"sd-pane-{side}", min_width=360):
+        title = (view.pane_title_html("Baseline") if side == "baseline"
+                 else race_stream.spec_title(settings, None, None))
+        return Pane(title=gr.HTML(title, elem_id=f"sd-title-{side}"),
+                    status=gr.HTML("", elem_id=f"sd-status-{side}"),
+                    tiles=gr.HTML("", elem_id=f"sd-tiles-{side}"),
+                    text=gr.HTML(_placeholder(side), elem_id=f"sd-text-{side}"))
+
+
+def _below_the_fold() -> dict[str, Any]:
+    b: dict[str, Any] = {}
+    with gr.Row():
+        b["race_plot"] = gr.Plot(charts.race_figure(None), show_label=False, elem_id="sd-race-plot")
+    with gr.Row():
+        b["acc_plot"] = gr.Plot(charts.acceptance_figure(None), show_label=False, elem_id="sd-acc-plot")
+        b["chunk_plot"] = gr.Plot(charts.chunk_figure(None), show_label=False, elem_id="sd-chunk-plot")
+    with gr.Accordion("Servers", open=True):
+        b["servers"] = gr.HTML(elem_id="sd-servers")
+        b["refresh"] = gr.Button("Refresh servers", size="sm", elem_id="sd-refresh")
+    with gr.Accordion("Run history (this session)", open=True):
+        b["history_df"] = gr.Dataframe(headers=view.HISTORY_HEADERS, value=[], interactive=False,
+                                       wrap=True, elem_id="sd-history")
+        b["download"] = gr.DownloadButton("Download CSV", value=None, elem_id="sd-download", size="sm")
+    return b
+
+
+# ---------------------------------------------------------------- events
+
+
+def wire(tab: RaceTab) -> None:
+    """The tab's events. Start is a chain: arm (no queue), race (queued, streaming), finish."""
+    tab.preset.change(tab.on_preset, inputs=[tab.preset],
+                      outputs=[tab.prompt, tab.temperature, tab.max_tokens, tab.expect],
+                      queue=False, show_progress="hidden")
+    (tab.start.click(tab.on_arm, inputs=[tab.run_status, tab.badge],
+                     outputs=[tab.run_status, tab.badge, tab.acc_plot, tab.chunk_plot],
+                     queue=False, show_progress="hidden")
+        .then(tab.on_race, inputs=[tab.preset, tab.prompt, tab.temperature, tab.max_tokens, tab.mode],
+              outputs=tab.live_outputs,
+              concurrency_limit=tab.settings.max_concurrent_races, concurrency_id="race",
+              # Our own status line says "waiting" / "racing": Gradio's overlay would dim it.
+              show_progress="hidden")
+        .then(tab.on_finish, inputs=[tab.history, tab.infos], outputs=tab.finish_outputs,
+              concurrency_limit=None, show_progress="hidden"))
+    tab.stop.click(tab.on_stop, queue=False, show_progress="hidden")
+    tab.refresh.click(tab.on_probe, outputs=tab.server_outputs, show_progress="minimal")
+    tab.mode.change(lambda m: view.order_html(m), inputs=[tab.mode], outputs=[tab.mode_label], queue=False,
+                    show_progress="hidden")
+
+
+# ---------------------------------------------------------------- HTML and files
+
+
 def _session(request: gr.Request | None) -> str:
     return (request.session_hash if request is not None else None) or "no-session"
+
+
+def _preset_choices(presets: dict[str, Preset]) -> list[tuple[str, str]]:
+    return [(p.title, name) for name, p in presets.items()] + [(FREE_PROMPT, FREE_PROMPT)]
+
+
+def _preset_errors_html(errors: list[PresetError]) -> str:
+    return '<div class="sd-banner" role="alert"><ul>' + "".join(
+        f"<li>Preset file {view.esc(e.file)} skipped: {view.esc(e.message)}</li>" for e in errors
+    ) + "</ul></div>"
 
 
 def _placeholder(side: str) -> str:
@@ -233,7 +340,7 @@ def _expect_html(preset: Preset | None) -> str:
 
 def _server_outputs(infos: list[ServerInfo], settings: Settings) -> tuple[Any, ...]:
     return (view.server_banner_html(infos), view.server_panel_html(infos, settings.grafana_url),
-            handlers.spec_title(settings, infos, None),
+            race_stream.spec_title(settings, infos, None),
             [i.model_dump() for i in infos])
 
 

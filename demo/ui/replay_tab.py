@@ -3,7 +3,7 @@ figures, clearly labelled as a recording (stage insurance when a server or the n
 
 The saved ChunkEvents are fed, at the times they first arrived, into the same SideMeter the
 live race uses, so the panes and charts are drawn by the same code (demo.view, demo.charts
-through demo.ui.handlers.frame_for). The final frame shows the figures saved with the run.
+through demo.ui.race_stream.frame_for). The final frame shows the figures saved with the run.
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ from demo.measure import SideMeter
 from demo.results import LEGACY_ORDER, ChunkEvent, RaceResult, RaceSnapshot, Side
 from demo.runs import list_runs, load_run
 from demo.settings import Settings
-from demo.ui.handlers import frame_for, result_view
 from demo.ui.outputs import StreamOutputs, frame_updates
+from demo.ui.race_stream import CHART_INTERVAL_S, frame_for, result_view
 
 FRAME_INTERVAL_S = 0.05  # at most ~20 page updates per second, as the live race
-CHART_INTERVAL_S = 0.25
 MAX_LISTED = 200
 _STAMP = re.compile(r"^(\d{8}T\d{6})\d*-(.+)-(simultaneous|sequential|race)$")  # race: an older name
 

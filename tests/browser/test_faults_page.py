@@ -283,3 +283,24 @@ def test_malformed_preset_file_is_named_with_its_field_and_the_rest_load(
         assert wait_finished(page) == "done"  # the page works with the presets that loaded
     finally:
         app.stop()
+
+
+def test_a_prompt_over_the_size_limit_is_refused_on_the_page_and_nothing_is_sent(page, app, servers) -> None:
+    runs_before = set(list_runs(app.runs_dir))
+    sent = {side: (s.tokenized, len(s.requests), s.started) for side, s in servers.items()}
+    open_page(page, app)
+    choose(page, PRESET_TITLE, max_tokens=TOKENS)
+    # 2,000,000 characters pasted at once (typing them would take the test minutes).
+    page.evaluate("() => { const box = document.querySelector('#sd-prompt textarea');"
+                  " box.value = 'x'.repeat(2000000); box.dispatchEvent(new Event('input', {bubbles: true})); }")
+    start(page)
+    assert wait_finished(page, 30_000, app=app) == "error"
+    shown = page.text_content("#sd-run-status")
+    assert "2,000,000 characters" in shown and "limit of 200,000" in shown, shown
+    assert "SPECDEMO_MAX_PROMPT_CHARS" in shown, shown
+    screenshot(page, "input-prompt-over-the-size-limit")
+    assert {side: (s.tokenized, len(s.requests), s.started) for side, s in servers.items()} == sent
+    assert set(list_runs(app.runs_dir)) == runs_before  # no run file written
+    page.fill("#sd-prompt textarea", "Say hello.")
+    assert_next_run_works(page, servers)
+    assert not page.console_errors, page.console_errors

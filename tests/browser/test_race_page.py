@@ -250,6 +250,49 @@ def test_stop_aborts_both_requests_mid_stream(page, app, servers) -> None:
     assert wait_finished(page) == "done"
 
 
+def test_start_pressed_ten_times_runs_one_race(page, app, servers) -> None:
+    """Start (or Ctrl+Enter) pressed again while the viewer's race runs or waits does nothing:
+    no second race is queued behind it."""
+    base, spec = servers
+    # A race long enough (~15 s) for all ten presses to land while it waits or runs, even when
+    # the machine is slow.
+    set_behaviors(servers, StandinBehavior(tokens_per_s=4),
+                  StandinBehavior(speculative=True, tokens_per_s=8, chunk_sizes=[1, 3]))
+    runs_before = set(list_runs(app.runs_dir))
+    started = (base.started, spec.started)
+    open_page(page, app)
+    choose(page, PRESET_TITLE, max_tokens=60)
+    start(page)
+    # As fast as a hand: a click event each (page.click would wait for the streaming page's
+    # layout to hold still, i.e. for the race to end); every third is the keyboard shortcut.
+    for i in range(9):
+        if i % 3 == 2:
+            page.keyboard.press("Control+Enter")
+        else:
+            page.locator("#sd-start").dispatch_event("click")
+        page.wait_for_timeout(100)
+    state = page.get_attribute("#sd-run-status .sd-run-status", "data-state")
+    assert state in ("waiting", "running"), f"the presses outlasted the race ({state}): make it longer"
+    assert wait_finished(page, app=app) == "done"
+    # A race queued behind this one would start as soon as it ended: give it the time to.
+    time.sleep(3)
+    assert base.wait_idle(5) and spec.wait_idle(5)
+    assert (base.started, spec.started) == (started[0] + 1, started[1] + 1)
+    assert page.get_attribute("#sd-run-status .sd-run-status", "data-state") == "done"
+    with page.expect_download(timeout=15_000) as download:  # the history holds one row
+        page.click("#sd-download")
+    rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text(encoding="utf-8"))))
+    assert [r["preset"] for r in rows] == ["sql"]
+    assert len([p for p in list_runs(app.runs_dir) if p not in runs_before]) == 1  # one saved run
+    # The page takes a new race once this one is over.
+    set_behaviors(servers, StandinBehavior(tokens_per_s=200),
+                  StandinBehavior(speculative=True, tokens_per_s=400, chunk_sizes=[1, 3]))
+    start(page)
+    assert wait_finished(page, app=app) == "done"
+    assert (base.started, spec.started) == (started[0] + 2, started[1] + 2)
+    assert not page.console_errors, page.console_errors
+
+
 def test_dead_server_shows_banner_and_the_other_side_completes(page, app, servers) -> None:
     base, spec = servers
     set_behaviors(servers, StandinBehavior(tokens_per_s=100), StandinBehavior(speculative=True))

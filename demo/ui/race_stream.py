@@ -1,4 +1,4 @@
-"""What the page's events do, without Gradio: build the request, run the race, turn each
+"""A race as the page shows it, without Gradio: build the request, run the race, turn each
 snapshot into a Frame of display values. demo.ui.race_tab maps Frames onto components.
 """
 
@@ -9,6 +9,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator
+from typing import NamedTuple
 
 import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -18,7 +19,7 @@ from demo.fmt import validation_summary
 from demo.presets import Preset
 from demo.race import stream_race
 from demo.results import Message, RaceRequest, RaceResult, RaceSnapshot
-from demo.runs import save_run
+from demo.runs import RunTooLarge, save_run
 from demo.server_info import ServerInfo
 from demo.settings import Settings
 from demo.ui.session import RaceControl
@@ -26,7 +27,8 @@ from demo.ui.session import RaceControl
 log = logging.getLogger(__name__)
 
 FREE_PROMPT = "(free prompt)"
-# The race chart carries every chunk so far: redraw it less often than the tiles.
+# The race chart carries every chunk so far: redraw it less often than the tiles (twice a
+# second), live and in a replay alike.
 CHART_INTERVAL_S = 0.5
 # stream_race folds chunks into snapshots at most every this often: 10-20 UI updates/s.
 SNAPSHOT_INTERVAL_S = 0.05
@@ -246,9 +248,19 @@ def internal_error_text(exc: BaseException) -> str:
     return f"internal error: {type(exc).__name__}: {first} (the app's log has the details)"
 
 
-def final_status(result: RaceResult, saved: str | None, stopped_because: str | None = None) -> str:
+class Saved(NamedTuple):
+    """Where a run was saved (its file name), or why it was not (a note for the status line)."""
+
+    name: str | None = None
+    note: str | None = None
+
+
+def final_status(result: RaceResult, saved: str | None, stopped_because: str | None = None,
+                 save_note: str | None = None) -> str:
     state = result.outcome
     detail = view.ORDER_LABELS[result.order] + (" · run saved" if saved else "")
+    if save_note:
+        detail = f"{detail} · {save_note}"
     if state == "stopped" and stopped_because:
         detail = f"{stopped_because} · {detail}"
     if state == "error":
@@ -257,13 +269,16 @@ def final_status(result: RaceResult, saved: str | None, stopped_because: str | N
     return view.run_status_html(state, detail)
 
 
-async def save(result: RaceResult, settings: Settings) -> str | None:
+async def save(result: RaceResult, settings: Settings) -> Saved:
     """Save the run when settings say so; a failure to save is logged, never fatal on stage."""
     if not settings.save_runs:
-        return None
+        return Saved()
     try:
-        path = await asyncio.to_thread(save_run, result, settings.runs_dir)
+        path = await asyncio.to_thread(save_run, result, settings.runs_dir, settings.max_run_file_bytes)
+    except RunTooLarge as e:
+        log.warning("run not saved: %s", e)
+        return Saved(note=f"run not saved: {e}")
     except OSError as e:
         log.warning("could not save the run to %s: %s", settings.runs_dir, e)
-        return None
-    return path.name
+        return Saved()
+    return Saved(name=path.name)
