@@ -79,6 +79,8 @@ def test_per_request_speedup_and_acceptance_match_the_truth(tmp_path: Path) -> N
         true_speedup = spec_rate / base_rate
         assert o["speedup"] == pytest.approx(true_speedup, rel=0.05), rid
         assert o["acceptance_rate"] == pytest.approx(TRUE_ACCEPTANCE[kind], abs=1e-12), rid
+        assert o["tokens_per_step"] == pytest.approx(KINDS[kind][0], abs=1e-12), rid
+        assert o["efficiency"] == pytest.approx(o["speedup"] / KINDS[kind][0], rel=1e-12), rid
         assert o["output_tokens"] == MAX_TOKENS
     # the cell's acceptance is pooled over every token of the workload: exact too
     steps = {k: (MAX_TOKENS - 1) // KINDS[k][0] for k in KINDS}
@@ -86,6 +88,8 @@ def test_per_request_speedup_and_acceptance_match_the_truth(tmp_path: Path) -> N
     accepted = sum(count[k] * steps[k] * (KINDS[k][0] - 1) for k in KINDS)
     drafted = sum(count[k] * steps[k] * K for k in KINDS)
     assert cell["acceptance_rate"] == pytest.approx(accepted / drafted, rel=1e-12)
+    assert cell["efficiency"] == pytest.approx(cell["decode_speedup"]["median"] / cell["mean_acceptance_length"],
+                                               rel=1e-12)
     # the profile ranks who gains: the copy-heavy ones first, the no-copy ones last
     (w,) = data["workloads"]
     # (with 4 requests all are in "gain most", highest first, and none is left for "gain least")

@@ -159,6 +159,8 @@ class CellResult(BaseModel):
     e2e_speedup: float | None = None  # baseline e2e p50 over speculative e2e p50
     acceptance_rate: float | None = None  # accepted / drafted tokens, pooled over all repeats
     mean_acceptance_length: float | None = None  # measured tokens per verification step
+    # decode_speedup median / mean_acceptance_length: 1.0 is the bound (each step no dearer than a plain one).
+    efficiency: float | None = None
     num_spec_tokens: int | None = None  # k
     # Theory (Leviathan et al.): (1 - a^(k+1)) / (1 - a) with a = acceptance_rate.
     expected_tokens_per_step: float | None = None

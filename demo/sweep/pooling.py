@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from demo.measure import Acceptance, acceptance, percentile
+from demo.measure import Acceptance, acceptance, efficiency, percentile
 from demo.metrics import MetricsSample, spec_stats_from_delta
 from demo.results import Side, SideResult
 from demo.sweep.capacity import SIDES, MeasuredPoint, build_capacity
@@ -157,6 +157,8 @@ def assemble_cell(settings: CellSettings, base: list[BatchStats], spec: list[Bat
     if counted:
         acc = pooled_acceptance(counted)
         cell.acceptance_rate, cell.mean_acceptance_length = acc.rate, acc.tokens_per_step
+        cell.efficiency = efficiency(cell.decode_speedup.median if cell.decode_speedup else None,
+                                     cell.mean_acceptance_length)
         cell.num_spec_tokens = next((b.num_spec_tokens for b in counted if b.num_spec_tokens), None)
         sources = {b.acceptance_source for b in counted}
         cell.acceptance_source = "per_request" if sources == {"per_request"} else "metrics_delta"

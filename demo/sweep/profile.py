@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from demo.measure import copyness, percentile
+from demo.measure import copyness, efficiency, percentile
 from demo.race import compare
 from demo.results import SideResult
 from demo.workload import WorkloadRequest
@@ -34,6 +34,10 @@ class RequestOutcome(BaseModel):
     prefill_share: float | None = None  # baseline ttft_s / e2e_s
     speedup: float | None = None  # speculative decode tokens/s over the baseline's (demo.race.compare)
     acceptance_rate: float | None = None  # speculative accepted / drafted tokens
+    tokens_per_step: float | None = None  # speculative tokens per verification step (mean acceptance length)
+    # speedup / tokens per step: 1.0 is the bound; well above 1 means the two streams were not comparable
+    # (a noisy measurement), not a gain speculation can make.
+    efficiency: float | None = None
     copyness: float | None = None  # word 3-gram overlap of the prompt and the baseline's answer
     error: str | None = None
     na_reasons: dict[str, str] = Field(default_factory=dict)
@@ -49,6 +53,7 @@ class Distribution(BaseModel):
 class RankedRequest(BaseModel):
     id: str
     speedup: float
+    efficiency: float | None = None  # speedup / tokens per step (1.0 is the bound)
     acceptance_rate: float | None = None
     copyness: float | None = None
     prompt_sha256: str
@@ -92,6 +97,8 @@ def request_outcome(req: WorkloadRequest, base: SideResult, spec: SideResult, *,
             base.error or "not measured")
     if spec.spec is not None and spec.spec.acceptance_rate is not None:
         out.acceptance_rate = spec.spec.acceptance_rate
+        out.tokens_per_step = spec.spec.mean_acceptance_length
+        out.efficiency = efficiency(out.speedup, out.tokens_per_step)
     else:
         out.na_reasons["acceptance_rate"] = (spec.spec.na_reasons.get("acceptance_rate") if spec.spec else None) or (
             spec.error or "the speculative server reported no per-request acceptance")
@@ -117,7 +124,8 @@ def pool_outcomes(outcomes: Sequence[RequestOutcome]) -> list[RequestOutcome]:
         first = group[0]
         out = RequestOutcome(id=rid, prompt_sha256=first.prompt_sha256, prompt_text=first.prompt_text,
                              error=next((g.error for g in group if g.error), None))
-        for f in ("prompt_tokens", "output_tokens", "prefill_share", "speedup", "acceptance_rate", "copyness"):
+        for f in ("prompt_tokens", "output_tokens", "prefill_share", "speedup", "acceptance_rate", "tokens_per_step",
+                  "efficiency", "copyness"):
             known = [getattr(g, f) for g in group if getattr(g, f) is not None]
             value = statistics.median(known) if known else None
             if value is None:
@@ -163,7 +171,8 @@ def _preview(text: str | None) -> str | None:
 
 
 def _ranked(o: RequestOutcome) -> RankedRequest:
-    return RankedRequest(id=o.id, speedup=o.speedup or 0.0, acceptance_rate=o.acceptance_rate, copyness=o.copyness,
+    return RankedRequest(id=o.id, speedup=o.speedup or 0.0, efficiency=o.efficiency, acceptance_rate=o.acceptance_rate,
+                         copyness=o.copyness,
                          prompt_sha256=o.prompt_sha256, prompt_preview=_preview(o.prompt_text))
 
 

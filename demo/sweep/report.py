@@ -63,6 +63,7 @@ def cell_row(c: CellResult) -> dict[str, Any]:
         "decode_speedup_median": _sp(c.decode_speedup, "median"), "decode_speedup_min": _sp(c.decode_speedup, "min"),
         "decode_speedup_max": _sp(c.decode_speedup, "max"), "e2e_speedup": c.e2e_speedup,
         "acceptance_rate": c.acceptance_rate, "mean_acceptance_length": c.mean_acceptance_length,
+        "efficiency": c.efficiency,
         "expected_tokens_per_step": c.expected_tokens_per_step, "num_spec_tokens": c.num_spec_tokens,
         "acceptance_source": c.acceptance_source, "identical_text": c.identical_text,
     }
@@ -177,10 +178,10 @@ SIDE_HEADS = ["output tok/s", "decode tok/s", "TTFT p50", "TTFT p95", "ITL p50",
 
 
 def cells_table(result: SweepResult) -> str:
-    head1 = ('<tr><th class="l" colspan="4">cell</th><th colspan="6">speculative vs baseline</th>'
+    head1 = ('<tr><th class="l" colspan="4">cell</th><th colspan="7">speculative vs baseline</th>'
              f'<th colspan="{len(SIDE_HEADS)}">baseline</th><th colspan="{len(SIDE_HEADS)}">speculative</th></tr>')
     cols = ["preset", "T", "conc.", "status", "speedup", "decode speedup", "e2e speedup", "acceptance",
-            "tokens/step", "theory"] + SIDE_HEADS * 2
+            "tokens/step", "efficiency", "theory"] + SIDE_HEADS * 2
     head2 = "<tr>" + "".join(f'<th class="{"l" if i < 4 else ""}">{esc(c)}</th>' for i, c in enumerate(cols)) + "</tr>"
     rows = []
     for c in result.cells:
@@ -193,7 +194,8 @@ def cells_table(result: SweepResult) -> str:
             f'<td class="l">{esc(c.status)}</td>'
             + _spread(c.speedup, "speedup") + _spread(c.decode_speedup, "decode_speedup")
             + num_td(c.e2e_speedup, ".2f", TIMES) + pct_td(c.acceptance_rate) + num_td(c.mean_acceptance_length, ".2f")
-            + num_td(c.expected_tokens_per_step, ".2f") + _side_cols(c.baseline) + _side_cols(c.speculative) + "</tr>")
+            + num_td(c.efficiency, ".2f") + num_td(c.expected_tokens_per_step, ".2f")
+            + _side_cols(c.baseline) + _side_cols(c.speculative) + "</tr>")
     return f'<div class="scroll"><table class="cells">{head1}{head2}{"".join(rows)}</table></div>'
 
 

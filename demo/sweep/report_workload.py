@@ -70,6 +70,7 @@ def _ranked_rows(rows: list[RankedRequest], redacted: bool) -> str:
     for r in rows:
         text = "redacted" if redacted or r.prompt_preview is None else r.prompt_preview
         out.append(f'<tr data-request="{_e(r.id)}"><td class="l">{_e(r.id)}</td>' + _num(r.speedup, ".2f", TIMES)
+                   + _num(r.efficiency, ".2f")
                    + _num(None if r.acceptance_rate is None else r.acceptance_rate * 100, ".0f", "%")
                    + _num(None if r.copyness is None else r.copyness * 100, ".0f", "%")
                    + f'<td class="l">{_e(text)}</td><td class="l mono">{_e(r.prompt_sha256[:12])}</td></tr>')
@@ -95,7 +96,8 @@ def profile_html(w: WorkloadSummary) -> str:
         else f"{p.copyness_acceptance_r:+.2f}"
     corr = (f'<p class="muted">Copy-ness predicts what n-gram speculation can gain; its correlation with the '
             f"measured acceptance over these requests: <b>{_e(r)}</b>.</p>")
-    head = ('<tr><th class="l">id</th><th>speedup</th><th>acceptance</th><th>copy-ness</th>'
+    head = ('<tr><th class="l">id</th><th>speedup</th><th title="speedup / tokens per verification step: '
+            '1.0 is the bound">efficiency</th><th>acceptance</th><th>copy-ness</th>'
             '<th class="l">prompt</th><th class="l">sha256</th></tr>')
     ranked = ""
     if p.gain_most:
