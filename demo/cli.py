@@ -16,7 +16,7 @@ from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_sum
 from demo.presets import load_presets
 from demo.race import run_race, validate_request
 from demo.results import LEGACY_ORDER, Message, RaceRequest, RaceResult, SideResult
-from demo.runs import save_run
+from demo.runs import RunTooLarge, save_run
 from demo.settings import Settings
 from demo.sweep.cli import add_sweep_parser
 
@@ -140,8 +140,8 @@ def cmd_race(args: argparse.Namespace) -> int:
     result = asyncio.run(run_race(req, settings))
     if settings.save_runs and not args.no_save:
         try:
-            save_run(result, settings.runs_dir)
-        except OSError as e:
+            save_run(result, settings.runs_dir, settings.max_run_file_bytes)
+        except (OSError, RunTooLarge) as e:
             print(f"warning: could not save the run under {settings.runs_dir}: {e}", file=sys.stderr)
     if args.json:
         print(json.dumps(result_json(result)))

@@ -37,12 +37,19 @@ def validate_request(req: RaceRequest, settings: Settings | None = None) -> None
         check_prompt_size(req, settings.max_prompt_chars)
 
 
+def prompt_size_problem(chars: int, max_chars: int) -> str | None:
+    """The one message for a prompt over the cap (the page, the API, the CLI, a workload line); None when it fits."""
+    if chars <= max_chars:
+        return None
+    return (f"the prompt is {chars:,} characters, over the limit of {max_chars:,} (SPECDEMO_MAX_PROMPT_CHARS): "
+            "shorten it")
+
+
 def check_prompt_size(req: RaceRequest, max_chars: int) -> None:
     """ValueError, naming the limit, when the prompt (all messages) is over ``max_chars`` characters."""
     chars = len(req.prompt or "") + sum(len(m.content) for m in req.messages or [])
-    if chars > max_chars:
-        raise ValueError(f"The prompt is {chars:,} characters, over the limit of {max_chars:,} "
-                         "(SPECDEMO_MAX_PROMPT_CHARS): shorten it.")
+    if (problem := prompt_size_problem(chars, max_chars)) is not None:
+        raise ValueError(problem[0].upper() + problem[1:] + ".")
 
 
 def first_difference(a: str, b: str) -> int | None:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from demo.race import prompt_size_problem
 from demo.results import Api, Message, RaceRequest
 from demo.settings import Settings
 
@@ -165,10 +166,7 @@ def _check_size(size: int, name: str, max_bytes: int) -> None:
 
 
 def _prompt_issue(chars: int, max_prompt_chars: int) -> str | None:
-    if chars > max_prompt_chars:
-        return (f"the prompt is {chars:,} characters, over the {max_prompt_chars:,}-character cap "
-                "(SPECDEMO_MAX_PROMPT_CHARS); shorten it")
-    return None
+    return prompt_size_problem(chars, max_prompt_chars)
 
 
 def _text_request(rid: str, text: str, line: int | None, text_api: Api, max_tokens: int, temperature: float

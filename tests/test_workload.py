@@ -183,8 +183,8 @@ def test_prompt_over_the_cap_is_that_lines_issue(tmp_path: Path) -> None:
     w = load(f, max_prompt_chars=100)
     assert [r.line for r in w.requests] == [3]
     assert [(i.line, i.message) for i in w.issues] == [
-        (1, "the prompt is 101 characters, over the 100-character cap (SPECDEMO_MAX_PROMPT_CHARS); shorten it"),
-        (2, "the prompt is 122 characters, over the 100-character cap (SPECDEMO_MAX_PROMPT_CHARS); shorten it"),
+        (1, "the prompt is 101 characters, over the limit of 100 (SPECDEMO_MAX_PROMPT_CHARS): shorten it"),
+        (2, "the prompt is 122 characters, over the limit of 100 (SPECDEMO_MAX_PROMPT_CHARS): shorten it"),
     ]
 
 
