@@ -31,6 +31,7 @@ FREE_PROMPT = "(free prompt)"
 # The preset dropdown's value for a request of the uploaded workload: "workload:<id>" (a preset's
 # name never holds a colon).
 WORKLOAD_PREFIX = "workload:"
+MAX_WORKLOAD_CHOICES = 200  # a 10,000-line file would make the dropdown unusable: its first 200
 # The race chart carries every chunk so far: redraw it less often than the tiles (twice a
 # second), live and in a replay alike.
 CHART_INTERVAL_S = 0.5
@@ -83,8 +84,10 @@ def preset_user_text(preset: Preset) -> str:
 
 
 def workload_choices(workload: Workload | None) -> list[tuple[str, str]]:
-    """The dropdown entries for the uploaded workload's requests: ('workload: <id>', 'workload:<id>')."""
-    return [(f"workload: {r.id}", WORKLOAD_PREFIX + r.id) for r in (workload.requests if workload else [])]
+    """The dropdown entries for the uploaded workload's first MAX_WORKLOAD_CHOICES requests:
+    ('workload: <id>', 'workload:<id>')."""
+    requests = workload.requests[:MAX_WORKLOAD_CHOICES] if workload else []
+    return [(f"workload: {r.id}", WORKLOAD_PREFIX + r.id) for r in requests]
 
 
 def workload_request(workload: Workload | None, choice: str | None) -> WorkloadRequest | None:
