@@ -121,7 +121,7 @@ def test_uploaded_workload_is_measured_and_shown(setup, page) -> None:
     assert verdicts.first.get_attribute("data-decision") in ("enable", "depends", "don't", "unknown")
     ranked = page.eval_on_selector_all("#sd-eval-workloads .workload-profile .gain-most tr[data-request]",
                                        "els => els.map(e => e.dataset.request)")
-    assert sorted(ranked) == sorted(r["id"] for r in REQUESTS), ranked  # 5 requests: all among the top 5
+    assert sorted(ranked) == sorted(str(r["id"]) for r in REQUESTS), ranked  # 5 requests: all among the top 5
     # Escaped: the id with <b> shows as text, and no <b> element came from the file.
     profile_text = page.inner_text("#sd-eval-workloads .workload-profile")
     assert "poem-<b>1</b>" in profile_text
