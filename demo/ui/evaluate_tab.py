@@ -169,11 +169,11 @@ def build(settings: Settings, workload_state: gr.State | None = None) -> None:
                     seed = gr.Number(value=0, precision=0, label="Seed", min_width=90,
                                      elem_id="sd-eval-seed")
                 with gr.Row():
-                    slo_ttft = gr.Number(value=None, label="SLO TTFT p95 ms (blank: none)", min_width=90,
+                    slo_ttft = gr.Number(value=0, label="SLO TTFT p95 ms (0: none)", min_width=90,
                                          elem_id="sd-eval-slo-ttft")
-                    slo_itl = gr.Number(value=None, label="SLO ITL p95 ms (blank: none)", min_width=90,
+                    slo_itl = gr.Number(value=0, label="SLO ITL p95 ms (0: none)", min_width=90,
                                         elem_id="sd-eval-slo-itl")
-                    price = gr.Number(value=settings.gpu_hour_price, label="GPU-hour price (blank: none)",
+                    price = gr.Number(value=settings.gpu_hour_price or 0, label="GPU-hour price (0: none)",
                                       min_width=90, elem_id="sd-eval-price")
                 redact = gr.Checkbox(value=False, label="Redact: no prompt or answer text in the report",
                                      elem_id="sd-eval-redact")
