@@ -16,6 +16,7 @@ from demo.runs import list_runs
 from demo.settings import Settings
 from demo.ui import race_stream
 from demo.ui.session import RaceControl, RaceRegistry
+from demo.workload import Workload, WorkloadRequest
 
 
 def _settings(base, spec) -> Settings:
@@ -128,6 +129,30 @@ def test_build_request_preset_or_free_prompt() -> None:
         race_stream.build_request({}, None, "x", 0.0, 0, "simultaneous")
     with pytest.raises(ValueError, match="temperature"):
         race_stream.build_request({}, None, "x", 3.0, 10, "simultaneous")
+
+
+def test_build_request_from_an_uploaded_workload_request() -> None:
+    chat = WorkloadRequest(id="a:1", api="chat", max_tokens=40, temperature=0.7,
+                           messages=[Message(role="system", content="sys"), Message(role="user", content="copy it")])
+    comp = WorkloadRequest(id="b", api="completions", prompt="complete me")
+    w = Workload(name="mine", source="mine.jsonl", format="jsonl", requests=[chat, comp])
+    assert race_stream.workload_choices(w) == [("workload: a:1", "workload:a:1"), ("workload: b", "workload:b")]
+    assert race_stream.workload_choices(None) == []
+    assert race_stream.workload_request(w, "workload:a:1") == chat
+    assert race_stream.workload_request(w, "workload:gone") is None
+    assert race_stream.workload_request(None, "workload:a:1") is None
+    assert race_stream.workload_user_text(chat) == "copy it" and race_stream.workload_user_text(comp) == "complete me"
+    # Unchanged text: the request's own messages (system included) or prompt and API.
+    req = race_stream.build_request({}, "workload:a:1", "copy it", 0.7, 40, "simultaneous", w)
+    assert req.messages == chat.messages and req.api == "chat" and req.preset == "workload:a:1"
+    req = race_stream.build_request({}, "workload:b", "complete me", 0.0, 10, "simultaneous", w)
+    assert req.prompt == "complete me" and req.api == "completions" and req.messages is None
+    # Edited: a free prompt, as for a preset.
+    edited = race_stream.build_request({}, "workload:a:1", "copy that", 0.7, 40, "simultaneous", w)
+    assert edited.preset is None and edited.messages == [Message(role="user", content="copy that")]
+    # The prompt cap holds for a workload request too.
+    with pytest.raises(ValueError, match="over the limit"):
+        validate_request(req, Settings(max_prompt_chars=5))
 
 
 @pytest.mark.asyncio

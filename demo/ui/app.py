@@ -102,11 +102,13 @@ def launch_js(stall_notice_s: float = 15.0) -> str:
 def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Blocks:
     registry = registry or RaceRegistry()
     with gr.Blocks(title="Speculative decoding: live race", fill_width=True) as page:
+        # The workload uploaded in the Evaluate tab (a Workload dump, or None), raced in the Race tab.
+        workload = gr.State(None)
         with gr.Tabs():
             with gr.Tab("Race", id="race"):
-                race = race_tab.build(settings, registry)
+                race = race_tab.build(settings, registry, workload)
             with gr.Tab("Evaluate", id="evaluate"):
-                evaluate_tab.build(settings)
+                evaluate_tab.build(settings, workload)
             with gr.Tab("Replay", id="replay"):
                 replay_tab.build(settings)
         page.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden")

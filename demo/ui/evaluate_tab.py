@@ -1,6 +1,11 @@
 """The "Evaluate" tab: a small sweep from the page, with a progress bar, the same charts and
 verdict as report.html, and the full report to download. The sweep itself is demo.sweep;
 this module only lays out inputs and shows what the sweep returns.
+
+An uploaded workload file (demo.workload, the CLI's loader and limits) is measured with the
+chosen presets, or alone; the tab then shows the report's plain-language summary, each
+workload's profile and its capacity and cost (demo.sweep.report_workload). The loaded workload
+also goes into the page's shared state, so the Race tab can race any of its requests.
 """
 
 from __future__ import annotations
@@ -11,19 +16,23 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from pydantic import ValidationError
 
 from demo.cli_args import UsageError
-from demo.fmt import fmt_percent, fmt_speedup, or_na
+from demo.fmt import esc, fmt_percent, fmt_speedup, fmt_temperature, or_na, validation_summary
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep import figures
+from demo.sweep.capacity import Slo
 from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.report import VERDICT_CSS, finalize, verdict_html, write_outputs
+from demo.sweep.report_workload import capacity_html, profile_html, summary_paragraph
 from demo.sweep.runner import Progress, new_result, run_sweep
 from demo.ui.race_stream import internal_error_text
 from demo.view import run_status_html
+from demo.workload import Workload, WorkloadError, open_workload
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +51,7 @@ def cells_table(result: SweepResult) -> list[list[str]]:
             f"{c.mean_acceptance_length:.2f} ({c.expected_tokens_per_step:.2f})"
             if c.expected_tokens_per_step is not None else f"{c.mean_acceptance_length:.2f}")
         b, s = c.baseline.output_tokens_per_s, c.speculative.output_tokens_per_s
-        rows.append([st.preset, f"{st.temperature:g}", str(st.concurrency), c.status,
+        rows.append([st.preset, fmt_temperature(st.temperature).removeprefix("T="), str(st.concurrency), c.status,
                      or_na(fmt_speedup(c.speedup.median if c.speedup else None)),
                      or_na(fmt_speedup(c.decode_speedup.median if c.decode_speedup else None)),
                      or_na(fmt_percent(c.acceptance_rate)), steps,
@@ -58,7 +67,71 @@ def verdicts_html(result: SweepResult) -> str:
     return f"<style>{VERDICT_CSS}</style><div class=\"sd-eval-verdicts\">{note}{body}</div>"
 
 
-def build(settings: Settings) -> None:
+WORKLOAD_SUFFIXES = [".jsonl", ".csv", ".txt", ".md"]
+WORKLOAD_HELP = ("Your workload (optional): a .jsonl file (one request a line: {\"messages\": [...]} or "
+                 "{\"prompt\": \"...\"}, optional id, max_tokens, temperature), a .csv with a prompt column, or one "
+                 ".txt/.md prompt. A folder of prompts is CLI-only: `python -m demo sweep --workload FOLDER`. "
+                 "See docs/workloads.md.")
+
+
+def batches_of(spec: SweepSpec, workload: Workload | None) -> int:
+    """Rounds of requests the page would wait for: a preset batch is one round at its concurrency;
+    a workload cell sends every request once, ``concurrency`` at a time."""
+    n_temps = len(spec.temperatures) if spec.temperatures else 1
+    rounds = len(spec.presets) * n_temps * len(spec.concurrency)
+    if workload is not None:
+        rounds += sum(-(-len(workload.requests) // c) for c in spec.concurrency)
+    return rounds * spec.repeats * 2
+
+
+def load_upload(path: str | None, settings: Settings, sample_n: float | None = None,
+                seed: float | None = None) -> tuple[Workload | None, list[str]]:
+    """The uploaded file through the CLI's loader: the workload (None when none was given) and the
+    lines to show: one per skipped line. ``sample_n`` 0 or None keeps every request. Raises
+    WorkloadError (one line) when it cannot be used. A lone .txt/.md prompt is loaded as a folder
+    of one file, as the CLI would load its folder."""
+    if not path:
+        return None, []
+    src = Path(path)
+    if src.suffix.lower() in (".txt", ".md"):
+        folder = Path(tempfile.mkdtemp(prefix="specdemo-upload-")) / src.stem
+        folder.mkdir()
+        (folder / src.name).symlink_to(src.resolve())  # the loader checks its size and encoding
+        src = folder
+    if sample_n is not None and sample_n < 0:
+        raise WorkloadError(f"Sample N must be 0 (every request) or more, not {sample_n:g}")
+    n = int(sample_n) if sample_n else None
+    workload = open_workload(src, settings, sample_n=n, seed=int(seed or 0))
+    return workload, [f"skipped {i}" for i in workload.issues]
+
+
+def upload_status_html(workload: Workload | None, lines: list[str]) -> str:
+    """What the upload gave, one line each: the request count, then every skipped line."""
+    if workload is None:
+        return ""
+    sample = f" (a sample of {workload.sample.n} drawn with seed {workload.sample.seed} from " \
+             f"{workload.sample.of_requests})" if workload.sample else ""
+    head = (f'<div class="sd-upload-ok">{esc(workload.name)}: {len(workload.requests)} request(s) '
+            f"loaded{sample}.</div>")
+    rest = "".join(f'<div class="sd-upload-issue">{esc(line)}</div>' for line in lines)
+    return f'<div class="sd-upload" data-requests="{len(workload.requests)}">{head}{rest}</div>'
+
+
+def upload_error_html(e: WorkloadError) -> str:
+    return f'<div class="sd-upload" data-error="true"><div class="sd-upload-error">{esc(str(e))}</div></div>'
+
+
+def workload_html(result: SweepResult) -> str:
+    """The plain-language paragraph, then each workload's profile and capacity (report.html's)."""
+    if not result.workloads:
+        return ""
+    profiles = "".join(profile_html(w) for w in result.workloads)
+    capacities = "".join(capacity_html(w) for w in result.workloads)
+    return (f'<div class="sd-eval-workloads"><h3>Which requests gain</h3>{profiles}'
+            f"<h3>Capacity and cost</h3>{capacities}</div>")
+
+
+def build(settings: Settings, workload_state: gr.State | None = None) -> None:
     """Lay out the tab inside the current gr.Tab and wire its events."""
     presets, _errors = load_presets(settings.presets_dir)
     choices = [(p.title, name) for name, p in presets.items()]
@@ -84,6 +157,26 @@ def build(settings: Settings) -> None:
                                    elem_id="sd-eval-warmup")
                 max_tokens = gr.Number(value=128, minimum=1, maximum=4096, precision=0, label="Max tokens",
                                        min_width=90, elem_id="sd-eval-max-tokens")
+            with gr.Accordion("Your workload (upload)", open=True):
+                upload = gr.File(label="Workload file (.jsonl, .csv, .txt, .md)", file_types=WORKLOAD_SUFFIXES,
+                                 file_count="single", type="filepath", elem_id="sd-eval-upload")
+                gr.Markdown(WORKLOAD_HELP, elem_classes=["sd-upload-help"])
+                upload_status = gr.HTML("", elem_id="sd-eval-upload-status")
+                with gr.Row():
+                    # No minimum: Gradio would refuse with a passing toast; load_upload says it here.
+                    sample_n = gr.Number(value=0, precision=0, label="Sample N (0: all)",
+                                         min_width=90, elem_id="sd-eval-sample")
+                    seed = gr.Number(value=0, precision=0, label="Seed", min_width=90,
+                                     elem_id="sd-eval-seed")
+                with gr.Row():
+                    slo_ttft = gr.Number(value=0, label="SLO TTFT p95 ms (0: none)", min_width=90,
+                                         elem_id="sd-eval-slo-ttft")
+                    slo_itl = gr.Number(value=0, label="SLO ITL p95 ms (0: none)", min_width=90,
+                                        elem_id="sd-eval-slo-itl")
+                    price = gr.Number(value=settings.gpu_hour_price or 0, label="GPU-hour price (0: none)",
+                                      min_width=90, elem_id="sd-eval-price")
+                redact = gr.Checkbox(value=False, label="Redact: no prompt or answer text in the report",
+                                     elem_id="sd-eval-redact")
             with gr.Row():
                 run = gr.Button("▶ Run sweep", variant="primary", elem_id="sd-eval-run", min_width=120)
                 stop = gr.Button("■ Stop", variant="stop", elem_id="sd-eval-stop", min_width=100)
@@ -92,7 +185,9 @@ def build(settings: Settings) -> None:
             report = gr.File(label="Full report (report.html, results.json, results.csv)", file_count="multiple",
                              interactive=False, elem_id="sd-eval-report")
         with gr.Column(scale=3):
+            summary = gr.HTML(elem_id="sd-eval-summary")
             verdict = gr.HTML(elem_id="sd-eval-verdict")
+            workloads = gr.HTML(elem_id="sd-eval-workloads")
             speedup_plot = gr.Plot(figures.speedup_figure(_empty()), label="Speedup", elem_id="sd-eval-speedup")
             with gr.Row():
                 acc_plot = gr.Plot(figures.acceptance_figure(_empty()), label="Acceptance",
@@ -102,46 +197,83 @@ def build(settings: Settings) -> None:
             table = gr.Dataframe(headers=TABLE_HEADERS, value=[], interactive=False, wrap=True,
                                  elem_id="sd-eval-table")
 
+    outputs = [status, upload_status, summary, verdict, workloads, speedup_plot, acc_plot, split_plot, table,
+               report]
+    keep = [gr.skip()] * (len(outputs) - 2)
+
+    def failed(text: str, upload_html: Any = None) -> tuple[Any, ...]:
+        return (run_status_html("error", text=text), gr.skip() if upload_html is None else upload_html, *keep)
+
     async def on_run(names: list[str], conc: str, temps: str, reps: float, warm: float, max_tok: float,
+                     path: str | None, n: float | None, seed_value: float | None, ttft_ms: float | None,
+                     itl_ms: float | None, gpu_price: float | None, redacted: bool,
                      progress: gr.Progress = gr.Progress()) -> tuple[Any, ...]:  # noqa: B008 (Gradio's idiom)
         try:
+            workload, lines = load_upload(path, settings, n, seed_value)
+        except WorkloadError as e:
+            return failed(str(e), upload_error_html(e))
+        except OSError as e:  # the upload vanished from Gradio's cache
+            return failed(f"cannot read the uploaded file: {e.strerror or e}; upload it again")
+        if not names and workload is None:
+            return failed("Pick at least one preset, or upload a workload file.")
+        try:
+            slo = Slo(ttft_ms=ttft_ms or None, itl_ms=itl_ms or None) if (ttft_ms or itl_ms) else None
+        except ValidationError as e:
+            return failed(f"SLO: {validation_summary(e)}")
+        try:
             spec = make_spec(settings, list(names or []), conc, temps, int(reps or 1), int(warm or 0),
-                             int(max_tok) if max_tok else None)
+                             int(max_tok) if max_tok else None, workload=workload, redact=bool(redacted),
+                             slo=slo, gpu_hour_price=gpu_price or None)
             chosen = resolve_presets(spec.presets, settings.presets_dir)
         except (UsageError, UnknownPresetError, ValueError) as e:
-            msg = str(e) if names else "Pick at least one preset."
-            return (run_status_html("error", text=msg),
-                    gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
-        n_temps = len(spec.temperatures) if spec.temperatures else 1
-        batches = len(spec.presets) * n_temps * len(spec.concurrency) * spec.repeats * 2
+            return failed(str(e).splitlines()[0])
+        batches = batches_of(spec, workload)
         if batches > MAX_BATCHES:
-            return (run_status_html("error", text=f"That sweep has {batches} batches; the page runs at most "
-                                    f"{MAX_BATCHES}. Use fewer cells or repeats, or `python -m demo sweep`."),
-                    gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
+            hint = " or a smaller Sample N" if workload is not None else ""
+            return failed(f"That sweep has {batches} batches; the page runs at most {MAX_BATCHES}. Use fewer "
+                          f"cells or repeats{hint}, or `python -m demo sweep`.")
         result = new_result(spec, chosen)
 
         def on_progress(p: Progress) -> None:
             progress(p.done / p.total if p.total else 1.0, desc=p.label)
 
         try:
-            await run_sweep(spec, settings, result, chosen, on_progress=on_progress)
+            await run_sweep(spec, settings, result, chosen, on_progress=on_progress, workload=workload)
             finalize(result)
             out = Path(tempfile.mkdtemp(prefix="specdemo-sweep-"))
             paths = write_outputs(result, out)
+            failed_cells = sum(c.status == "failed" for c in result.cells)
+            done = f"Done: {len(result.cells)} cell(s)" + (
+                f", {failed_cells} failed (see the table)" if failed_cells else "")
+            return (run_status_html("done" if not failed_cells else "error", text=done),
+                    upload_status_html(workload, lines) if workload is not None else gr.skip(),
+                    summary_paragraph(result) if result.workloads else "", verdicts_html(result),
+                    workload_html(result), figures.speedup_figure(result), figures.acceptance_figure(result),
+                    figures.time_split_figure(result), cells_table(result),
+                    [str(paths["html"]), str(paths["json"]), str(paths["csv"])])
         except Exception as e:  # a bug or a full disk: said where the user looks, traceback in the log
             log.exception("the sweep failed")
-            return (run_status_html("error", text=internal_error_text(e)),
-                    gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip())
-        failed = sum(c.status == "failed" for c in result.cells)
-        done = f"Done: {len(result.cells)} cell(s)" + (f", {failed} failed (see the table)" if failed else "")
-        return (run_status_html("done" if not failed else "error", text=done), verdicts_html(result),
-                figures.speedup_figure(result), figures.acceptance_figure(result),
-                figures.time_split_figure(result), cells_table(result),
-                [str(paths["html"]), str(paths["json"]), str(paths["csv"])])
+            return failed(internal_error_text(e))
 
-    event = run.click(on_run, inputs=[preset_cb, concurrency, temperatures, repeats, warmup, max_tokens],
-                      outputs=[status, verdict, speedup_plot, acc_plot, split_plot, table, report],
-                      concurrency_limit=1, concurrency_id="sweep", show_progress="full",
+    def on_upload(path: str | None, n: float | None, seed_value: float | None) -> tuple[Any, Any]:
+        """The upload (or a new sample) loaded at once: its status here, its requests for the Race tab."""
+        try:
+            workload, lines = load_upload(path, settings, n, seed_value)
+        except WorkloadError as e:
+            return upload_error_html(e), None
+        except OSError as e:
+            return (upload_error_html(WorkloadError(f"cannot read the uploaded file: {e.strerror or e}; "
+                                                    "upload it again")), None)
+        return upload_status_html(workload, lines), (None if workload is None else workload.model_dump())
+
+    if workload_state is None:  # a page without a Race tab to share it with
+        workload_state = gr.State(None)
+    for trigger in (upload.change, sample_n.submit, seed.submit):
+        trigger(on_upload, inputs=[upload, sample_n, seed], outputs=[upload_status, workload_state],
+                show_progress="hidden")
+    event = run.click(on_run, inputs=[preset_cb, concurrency, temperatures, repeats, warmup, max_tokens,
+                                      upload, sample_n, seed, slo_ttft, slo_itl, price, redact],
+                      outputs=outputs, concurrency_limit=1, concurrency_id="sweep", show_progress="full",
                       show_progress_on=[status])
     stop.click(lambda: run_status_html("stopped",
                                        text="Stopped: the sweep was cancelled (both servers' requests closed)."),

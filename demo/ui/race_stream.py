@@ -23,10 +23,15 @@ from demo.runs import RunTooLarge, save_run
 from demo.server_info import ServerInfo
 from demo.settings import Settings
 from demo.ui.session import RaceControl
+from demo.workload import Workload, WorkloadRequest
 
 log = logging.getLogger(__name__)
 
 FREE_PROMPT = "(free prompt)"
+# The preset dropdown's value for a request of the uploaded workload: "workload:<id>" (a preset's
+# name never holds a colon).
+WORKLOAD_PREFIX = "workload:"
+MAX_WORKLOAD_CHOICES = 200  # a 10,000-line file would make the dropdown unusable: its first 200
 # The race chart carries every chunk so far: redraw it less often than the tiles (twice a
 # second), live and in a replay alike.
 CHART_INTERVAL_S = 0.5
@@ -78,16 +83,44 @@ def preset_user_text(preset: Preset) -> str:
     return users[-1] if users else preset.messages[-1].content
 
 
+def workload_choices(workload: Workload | None) -> list[tuple[str, str]]:
+    """The dropdown entries for the uploaded workload's first MAX_WORKLOAD_CHOICES requests:
+    ('workload: <id>', 'workload:<id>')."""
+    requests = workload.requests[:MAX_WORKLOAD_CHOICES] if workload else []
+    return [(f"workload: {r.id}", WORKLOAD_PREFIX + r.id) for r in requests]
+
+
+def workload_request(workload: Workload | None, choice: str | None) -> WorkloadRequest | None:
+    """The request a 'workload:<id>' dropdown value names, if the loaded workload has it."""
+    if workload is None or not choice or not choice.startswith(WORKLOAD_PREFIX):
+        return None
+    rid = choice.removeprefix(WORKLOAD_PREFIX)
+    return next((r for r in workload.requests if r.id == rid), None)
+
+
+def workload_user_text(req: WorkloadRequest) -> str:
+    """The text the prompt box shows for a workload request: its last user message, or its prompt."""
+    if req.prompt is not None:
+        return req.prompt
+    users = [m.content for m in req.messages or [] if m.role == "user"]
+    return users[-1] if users else req.prompt_text
+
+
 def build_request(presets: dict[str, Preset], preset_name: str | None, prompt: str,
-                  temperature: float, max_tokens: float, order: str) -> RaceRequest:
-    """The preset's messages when its prompt is unchanged; an edited prompt is a free prompt.
+                  temperature: float, max_tokens: float, order: str, workload: Workload | None = None) -> RaceRequest:
+    """The preset's (or the workload request's) messages when its prompt is unchanged; an edited
+    prompt is a free prompt.
 
     Every argument is page input, validated here (``order`` by RaceRequest). Raises ValueError
     with a one-line message for input the servers should never see.
     """
     preset = presets.get(preset_name or "")
+    wreq = workload_request(workload, preset_name)
     try:
         tokens = int(max_tokens)
+        if wreq is not None and prompt == workload_user_text(wreq):
+            return RaceRequest(preset=WORKLOAD_PREFIX + wreq.id, messages=wreq.messages, prompt=wreq.prompt,
+                               api=wreq.api, temperature=temperature, max_tokens=tokens, order=order)
         if preset is not None and prompt == preset_user_text(preset):
             return RaceRequest(preset=preset.name, messages=preset.messages, api=preset.api,
                                temperature=temperature, max_tokens=tokens, order=order)

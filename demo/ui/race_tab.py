@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from demo import charts, view
+from demo.export import ExportError, export_file
 from demo.presets import Preset, PresetError, load_presets
 from demo.race import validate_request
 from demo.results import Order, RaceResult
@@ -29,6 +30,7 @@ from demo.ui import race_stream
 from demo.ui.outputs import StreamOutputs, frame_updates
 from demo.ui.race_stream import FREE_PROMPT
 from demo.ui.session import RaceRegistry
+from demo.workload import Workload, WorkloadRequest
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +85,13 @@ class RaceTab:
     refresh: gr.Button
     history_df: gr.Dataframe
     download: gr.DownloadButton
+    export: gr.Button
+    exported: gr.File
     # session state
     history: gr.State  # list[dict]: HistoryRow dumps, oldest first
     infos: gr.State  # list[dict]: ServerInfo dumps from the last probe
+    last_run: gr.State  # dict | None: the last race's RaceResult dump (for Export race.html)
+    workload: gr.State  # dict | None: the Workload uploaded in the Evaluate tab (shared, see demo.ui.app)
 
     # ------------------------------------------------------------ output lists
 
@@ -106,16 +112,28 @@ class RaceTab:
     @property
     def finish_outputs(self) -> list[Any]:
         return [self.run_status, self.badge, self.acc_plot, self.chunk_plot, self.history, self.history_df,
-                self.download, self.banner, self.servers, self.infos, self.panes["speculative"].title]
+                self.download, self.banner, self.servers, self.infos, self.panes["speculative"].title,
+                self.last_run]
 
     # ------------------------------------------------------------ handlers
 
-    def on_preset(self, name: str) -> tuple[Any, ...]:
+    def on_preset(self, name: str, workload: dict | None = None) -> tuple[Any, ...]:
+        wreq = race_stream.workload_request(_workload(workload), name)
+        if wreq is not None:
+            return (race_stream.workload_user_text(wreq), wreq.temperature, wreq.max_tokens,
+                    _workload_expect_html(_workload(workload), wreq))
         preset = self.presets.get(name)
         if preset is None:  # free prompt: keep what is typed, clear the expectation
             return gr.skip(), gr.skip(), gr.skip(), _expect_html(None)
         return (race_stream.preset_user_text(preset), preset.temperature, preset.max_tokens,
                 _expect_html(preset))
+
+    def on_workload(self, workload: dict | None, current: str | None) -> Any:
+        """A new upload: its requests join the preset dropdown ('workload: <id>')."""
+        loaded = _workload(workload)
+        choices = _preset_choices(self.presets, loaded)
+        keep = current if current in {v for _label, v in choices} else FREE_PROMPT
+        return gr.Dropdown(choices=choices, value=keep)
 
     async def on_probe(self) -> tuple[Any, ...]:
         infos = await probe_servers(self.settings)
@@ -130,7 +148,7 @@ class RaceTab:
                 start_view.badge, start_view.acceptance_figure, start_view.chunk_figure)
 
     async def on_race(self, preset_name: str, prompt_text: str, temp: float, max_tok: float, mode_value: Order,
-                      request: gr.Request) -> AsyncIterator[Any]:
+                      workload: dict | None, request: gr.Request) -> AsyncIterator[Any]:
         session = _session(request)
         control = self.registry.claim(session)
         if control is None:  # Start pressed again while this page's race waits or runs
@@ -141,7 +159,8 @@ class RaceTab:
                 yield {self.run_status: view.run_status_html("stopped", "before it started")}
                 return
             try:
-                req = race_stream.build_request(self.presets, preset_name, prompt_text, temp, max_tok, mode_value)
+                req = race_stream.build_request(self.presets, preset_name, prompt_text, temp, max_tok, mode_value,
+                                                _workload(workload))
                 validate_request(req, self.settings)  # what the race would refuse, said before "racing"
             except ValueError as e:
                 yield {self.run_status: view.run_status_html("error", str(e))}
@@ -181,6 +200,7 @@ class RaceTab:
                 self.history: rows,
                 self.history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
                 self.download: _write_csv(rows),
+                self.last_run: result.model_dump(mode="json"),
                 self.panes["speculative"].title: spec_title,
             }
             if result.baseline.error or result.speculative.error:
@@ -192,6 +212,16 @@ class RaceTab:
             log.exception("drawing the race's result failed")
             return {self.run_status: view.run_status_html("error", race_stream.internal_error_text(e))}
 
+    def on_export(self, last_run: dict | None) -> tuple[Any, Any]:
+        """The last race as a self-contained page (demo.export) to download; errors in the status."""
+        if not last_run:
+            return None, view.run_status_html("error", "no race to export yet: run one first")
+        try:
+            out = export_file(RaceResult.model_validate(last_run), Path(tempfile.mkdtemp(prefix="specdemo-export-")))
+        except ExportError as e:
+            return None, view.run_status_html("error", f"cannot export: {e}")
+        return str(out), view.run_status_html("done", f"exported {out.name}: it opens offline in any browser")
+
     async def on_stop(self, request: gr.Request) -> None:
         self.registry.stop(_session(request))
 
@@ -199,9 +229,10 @@ class RaceTab:
 # ---------------------------------------------------------------- layout
 
 
-def build(settings: Settings, registry: RaceRegistry) -> RaceTab:
+def build(settings: Settings, registry: RaceRegistry, workload: gr.State | None = None) -> RaceTab:
     """Lay out the tab inside the current gr.Tab and wire its events. The page loads the
-    servers' state with the returned tab's ``on_probe`` (see demo.ui.app)."""
+    servers' state with the returned tab's ``on_probe`` (see demo.ui.app). ``workload`` is the
+    page's shared uploaded workload (the Evaluate tab sets it); its requests join the dropdown."""
     presets, preset_errors = load_presets(settings.presets_dir)
     # The copy-heavy JSON preset shows the effect best: open on it when it is there.
     first = presets.get("json_reformat") or next(iter(presets.values()), None)
@@ -213,7 +244,8 @@ def build(settings: Settings, registry: RaceRegistry) -> RaceTab:
         with gr.Column(scale=3):
             area = _race_area(settings)
     tab = RaceTab(settings=settings, registry=registry, presets=presets, **controls, **area,
-                  **_below_the_fold(), history=gr.State([]), infos=gr.State([]))
+                  **_below_the_fold(), history=gr.State([]), infos=gr.State([]), last_run=gr.State(None),
+                  workload=workload if workload is not None else gr.State(None))
     wire(tab)
     return tab
 
@@ -281,6 +313,10 @@ def _below_the_fold() -> dict[str, Any]:
         b["history_df"] = gr.Dataframe(headers=view.HISTORY_HEADERS, value=[], interactive=False,
                                        wrap=True, elem_id="sd-history")
         b["download"] = gr.DownloadButton("Download CSV", value=None, elem_id="sd-download", size="sm")
+    with gr.Accordion("Share the last race", open=True):
+        b["export"] = gr.Button("Export race.html", size="sm", elem_id="sd-export")
+        b["exported"] = gr.File(label="Self-contained page (replays offline)", interactive=False,
+                                elem_id="sd-export-file", height=60)
     return b
 
 
@@ -289,13 +325,15 @@ def _below_the_fold() -> dict[str, Any]:
 
 def wire(tab: RaceTab) -> None:
     """The tab's events. Start is a chain: arm (no queue), race (queued, streaming), finish."""
-    tab.preset.change(tab.on_preset, inputs=[tab.preset],
+    tab.preset.change(tab.on_preset, inputs=[tab.preset, tab.workload],
                       outputs=[tab.prompt, tab.temperature, tab.max_tokens, tab.expect],
                       queue=False, show_progress="hidden")
+    tab.workload.change(tab.on_workload, inputs=[tab.workload, tab.preset], outputs=[tab.preset],
+                        queue=False, show_progress="hidden")
     (tab.start.click(tab.on_arm, inputs=[tab.run_status, tab.badge],
                      outputs=[tab.run_status, tab.badge, tab.acc_plot, tab.chunk_plot],
                      queue=False, show_progress="hidden")
-        .then(tab.on_race, inputs=[tab.preset, tab.prompt, tab.temperature, tab.max_tokens, tab.mode],
+        .then(tab.on_race, inputs=[tab.preset, tab.prompt, tab.temperature, tab.max_tokens, tab.mode, tab.workload],
               outputs=tab.live_outputs,
               concurrency_limit=tab.settings.max_concurrent_races, concurrency_id="race",
               # Our own status line says "waiting" / "racing": Gradio's overlay would dim it.
@@ -303,6 +341,8 @@ def wire(tab: RaceTab) -> None:
         .then(tab.on_finish, inputs=[tab.history, tab.infos], outputs=tab.finish_outputs,
               concurrency_limit=None, show_progress="hidden"))
     tab.stop.click(tab.on_stop, queue=False, show_progress="hidden")
+    tab.export.click(tab.on_export, inputs=[tab.last_run], outputs=[tab.exported, tab.run_status],
+                     show_progress="minimal")
     tab.refresh.click(tab.on_probe, outputs=tab.server_outputs, show_progress="minimal")
     tab.mode.change(lambda m: view.order_html(m), inputs=[tab.mode], outputs=[tab.mode_label], queue=False,
                     show_progress="hidden")
@@ -315,8 +355,14 @@ def _session(request: gr.Request | None) -> str:
     return (request.session_hash if request is not None else None) or "no-session"
 
 
-def _preset_choices(presets: dict[str, Preset]) -> list[tuple[str, str]]:
-    return [(p.title, name) for name, p in presets.items()] + [(FREE_PROMPT, FREE_PROMPT)]
+def _preset_choices(presets: dict[str, Preset], workload: Workload | None = None) -> list[tuple[str, str]]:
+    return ([(p.title, name) for name, p in presets.items()] + race_stream.workload_choices(workload)
+            + [(FREE_PROMPT, FREE_PROMPT)])
+
+
+def _workload(dump: dict | None) -> Workload | None:
+    """The shared state's workload (a dump, as gr.State keeps it), validated again."""
+    return None if not dump else Workload.model_validate(dump)
 
 
 def _preset_errors_html(errors: list[PresetError]) -> str:
@@ -336,6 +382,13 @@ def _expect_html(preset: Preset | None) -> str:
         return '<div class="sd-expect"></div>'
     text = view.esc(preset.expect)
     return f'<div class="sd-expect" title="{text}">What to expect: {text}</div>'
+
+
+def _workload_expect_html(workload: Workload | None, req: WorkloadRequest) -> str:
+    name = view.esc(workload.name if workload else "")
+    text = (f"From the uploaded workload {name}: request {view.esc(req.id)} "
+            f"(T={req.temperature:g}, max {req.max_tokens} tokens), as sent by the Evaluate tab.")
+    return f'<div class="sd-expect" data-workload="true" title="{text}">What to expect: {text}</div>'
 
 
 def _server_outputs(infos: list[ServerInfo], settings: Settings) -> tuple[Any, ...]:

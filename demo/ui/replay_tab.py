@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -20,6 +21,7 @@ import gradio as gr
 from pydantic import ValidationError
 
 from demo import charts, view
+from demo.export import ExportError, export_file, read_run
 from demo.fmt import validation_summary
 from demo.measure import SideMeter
 from demo.results import LEGACY_ORDER, ChunkEvent, RaceResult, RaceSnapshot, Side
@@ -113,6 +115,18 @@ def recording_banner_html(result: RaceResult | None) -> str:
             f'<div style="font-size:15px;font-weight:400">{view.esc(what)}</div></div>')
 
 
+def export_run(path: str | None) -> tuple[str | None, str]:
+    """The saved run as a self-contained page (demo.export) in a fresh temp folder: (its path,
+    the status line). An ExportError is the status's one line, with no file."""
+    if not path:
+        return None, view.run_status_html("error", "no saved run picked: pick one to export")
+    try:
+        out = export_file(read_run(Path(path)), Path(tempfile.mkdtemp(prefix="specdemo-export-")))
+    except ExportError as e:
+        return None, view.run_status_html("error", f"cannot export: {e}")
+    return str(out), view.run_status_html("done", f"exported {out.name}: it opens offline in any browser")
+
+
 # --------------------------------------------------------------------------- the tab
 
 
@@ -129,6 +143,10 @@ def build(settings: Settings) -> None:
         refresh = gr.Button("Refresh list", size="sm", elem_id="sd-replay-refresh", scale=1)
         play = gr.Button("▶ Play recording", variant="primary", elem_id="sd-replay-play", scale=1)
         stop = gr.Button("■ Stop", variant="stop", elem_id="sd-replay-stop", scale=1)
+    with gr.Row():
+        export = gr.Button("Download as a self-contained page", size="sm", elem_id="sd-replay-export", scale=1)
+        exported = gr.File(label="Self-contained page (replays offline)", interactive=False,
+                           elem_id="sd-replay-export-file", scale=3, height=60)
     banner = gr.HTML(recording_banner_html(None), elem_id="sd-replay-banner")
     with gr.Row(equal_height=True):
         speedup = gr.HTML(view.speedup_html(None), elem_id="sd-replay-speedup", min_width=260)
@@ -187,3 +205,4 @@ def build(settings: Settings) -> None:
     stop.click(lambda: view.run_status_html("stopped", "playback stopped"), outputs=[status], cancels=[event],
                queue=False)
     refresh.click(lambda: gr.Dropdown(choices=_choices(settings)), outputs=[run_dd], queue=False)
+    export.click(export_run, inputs=[run_dd], outputs=[exported, status], show_progress="minimal")

@@ -100,4 +100,25 @@ footer { display: none !important; }
 .sd-servers { width: 100%; font-size: 15px; border-collapse: collapse; }
 .sd-servers td, .sd-servers th { padding: 4px 8px; border-bottom: 1px solid #2a3446; text-align: left; }
 .sd-ok { color: #4ade80; font-weight: 700; } .sd-bad { color: #f87171; font-weight: 700; }
+/* Evaluate tab: the upload's status, and report.html's workload sections (demo.sweep.report_workload) */
+.sd-upload { font-size: 14px; } .sd-upload-ok { color: #4ade80; }
+.sd-upload-issue { color: #ffd37a; overflow-wrap: anywhere; }
+.sd-upload-error { color: #f87171; font-weight: 600; overflow-wrap: anywhere; }
+#sd-eval-summary .lead { font-size: 18px; background: #121826; border-left: 4px solid #3ccf91;
+  padding: 10px 14px; border-radius: 4px; margin: 4px 0; }
+.sd-eval-workloads h3 { font-size: 18px; margin: 14px 0 6px; }
+.sd-eval-workloads .workload-profile, .sd-eval-workloads .capacity { margin: 6px 0 14px; }
+.sd-eval-workloads table { border-collapse: collapse; width: 100%; font-size: 14px; margin: 6px 0; }
+.sd-eval-workloads th, .sd-eval-workloads td { border: 1px solid #2a3446; padding: 3px 6px; text-align: right;
+  vertical-align: top; }
+.sd-eval-workloads th { background: #1a2233; }
+.sd-eval-workloads td.l, .sd-eval-workloads th.l { text-align: left; overflow-wrap: anywhere; }
+.sd-eval-workloads .scroll { overflow-x: auto; }
+.sd-eval-workloads .gain-most td:nth-child(2) { color: #4ade80; }
+.sd-eval-workloads .gain-least td:nth-child(2) { color: #f87171; }
+.sd-eval-workloads .capacity-points td[data-meets="yes"] { color: #4ade80; }
+.sd-eval-workloads .capacity-points td[data-meets="no"] { color: #f87171; }
+.sd-eval-workloads .saving { font-size: 16px; }
+.sd-eval-workloads .na, .sd-eval-workloads .muted, #sd-eval-summary .muted { color: #94a3b8; }
+.sd-eval-workloads .mono { font-family: ui-monospace, 'DejaVu Sans Mono', monospace; font-size: 12px; }
 """ + burst_css(".sd-text") + burst_css(".sd-legend")

@@ -1,0 +1,204 @@
+"""The customer's workload on the page (issue 10), in real headless Chromium against stand-ins:
+an uploaded file measured in the Evaluate tab, its requests raced in the Race tab, and a race
+exported from the Replay tab (and after a race) as a self-contained page."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from html import unescape
+from pathlib import Path
+
+import pytest
+
+from demo.export import content_security_policy
+from demo.race import run_race
+from demo.results import RaceRequest
+from demo.runs import save_run
+from demo.settings import Settings
+from tests.browser.conftest import AppProcess, screenshot
+from tests.standin import Standin, StandinBehavior
+
+pytestmark = pytest.mark.browser
+
+# Five requests; the COPY ones make the speculative stand-in accept long drafts (a spread of
+# acceptance), and <b> in an id and a prompt checks the page escapes what came from the file.
+REQUESTS = [
+    {"id": "copy-1", "messages": [{"role": "system", "content": "Reformat."},
+                                   {"role": "user", "content": "COPY this JSON: {\"a\": 1}"}],
+     "max_tokens": 20, "temperature": 0.0},
+    {"id": "copy-2", "prompt": "COPY the table below <b>bold</b>", "max_tokens": 20},
+    {"id": "poem-<b>1</b>", "messages": [{"role": "user", "content": "Write a poem about tea"}],
+     "max_tokens": 16, "temperature": 0.7},
+    {"id": "chat-1", "messages": [{"role": "user", "content": "How are you today?"}], "max_tokens": 16},
+    {"id": "sql-1", "messages": [{"role": "user", "content": "SELECT the orders of last week"}], "max_tokens": 18},
+]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AppProcess, Path, Path]]:
+    tmp = tmp_path_factory.mktemp("workloadapp")
+    base = Standin(StandinBehavior(tokens_per_s=300, ttft_s=0.02)).start()
+    spec = Standin(StandinBehavior(tokens_per_s=600, ttft_s=0.02, speculative=True, chunk_sizes=[1, 2],
+                                   by_marker={"COPY": {"chunk_sizes": [5], "tokens_per_s": 900}})).start()
+    settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
+    req = RaceRequest(preset="poetry", prompt="Write <b>a poem</b>", max_tokens=30, order="sequential")
+    # Playwright's session-wide browser holds an event loop in this thread: race in another one.
+    with ThreadPoolExecutor(1) as pool:
+        race = pool.submit(asyncio.run, run_race(req, settings)).result()
+    saved = save_run(race, tmp / "runs")
+    workload = tmp / "my_traffic.jsonl"
+    workload.write_text("".join(json.dumps(r) + "\n" for r in REQUESTS), encoding="utf-8")
+    app = AppProcess({
+        "SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": spec.url,
+        "SPECDEMO_RUNS_DIR": str(tmp / "runs"), "SPECDEMO_READ_TIMEOUT_S": "10", "SPECDEMO_PROBE_TIMEOUT_S": "2",
+    }, tmp / "app.log")
+    try:
+        yield app, saved, workload
+    finally:
+        app.stop()
+        base.stop()
+        spec.stop()
+
+
+def _open_evaluate(page, app: AppProcess) -> None:
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(app.url, timeout=30_000)
+    page.get_by_role("tab", name="Evaluate").click()
+    page.wait_for_selector("#sd-eval-run", timeout=15_000)
+
+
+def _upload(page, path: Path) -> None:
+    page.set_input_files("#sd-eval-upload input[type=file]", str(path))
+
+
+def _self_contained(html: str) -> dict:
+    """The page has the strict CSP meta and embeds the run; the embedded data is returned."""
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', html)
+    assert csp is not None, html[:500]
+    assert unescape(csp.group(1)) == content_security_policy()
+    assert content_security_policy().startswith("default-src 'none';")
+    m = re.search(r'<script type="application/json" id="race-data">(.*?)</script>', html, re.S)
+    assert m is not None
+    data = json.loads(m.group(1))
+    assert data["format"] == "specdemo-race-export/1"
+    assert "<link" not in html and 'src="http' not in html  # nothing fetched from elsewhere
+    return data
+
+
+def test_uploaded_workload_is_measured_and_shown(setup, page) -> None:
+    app, _, workload = setup
+    _open_evaluate(page, app)
+    _upload(page, workload)
+    page.wait_for_selector('#sd-eval-upload-status [data-requests="5"]', timeout=15_000)
+    assert "my_traffic: 5 request(s) loaded" in page.inner_text("#sd-eval-upload-status")
+    # The workload alone: no preset ticked.
+    for box in page.locator("#sd-eval-presets input[type=checkbox]").all():
+        if box.is_checked():
+            box.uncheck()
+    page.fill("#sd-eval-conc textarea, #sd-eval-conc input", "1,2")
+    page.fill("#sd-eval-max-tokens input", "20")
+    page.press("#sd-eval-max-tokens input", "Tab")
+    page.fill("#sd-eval-warmup input", "0")
+    page.press("#sd-eval-warmup input", "Tab")
+    page.fill("#sd-eval-slo-ttft input", "5000")
+    page.press("#sd-eval-slo-ttft input", "Tab")
+    page.fill("#sd-eval-price input", "2")
+    page.press("#sd-eval-price input", "Tab")
+    page.click("#sd-eval-run")
+    try:
+        page.wait_for_selector('#sd-eval-status [data-state="done"]', timeout=120_000)
+    except Exception:
+        screenshot(page, "failure-workload-evaluate")
+        raise
+    summary = page.inner_text("#sd-eval-summary #customer-summary")
+    assert "For my_traffic" in summary and "the measured answer is" in summary, summary
+    verdicts = page.locator("#sd-eval-verdict .sv-verdict")
+    assert verdicts.count() == 1  # the workload only
+    assert verdicts.first.get_attribute("data-decision") in ("enable", "depends", "don't", "unknown")
+    ranked = page.eval_on_selector_all("#sd-eval-workloads .workload-profile .gain-most tr[data-request]",
+                                       "els => els.map(e => e.dataset.request)")
+    assert sorted(ranked) == sorted(str(r["id"]) for r in REQUESTS), ranked  # 5 requests: all among the top 5
+    # Escaped: the id with <b> shows as text, and no <b> element came from the file.
+    profile_text = page.inner_text("#sd-eval-workloads .workload-profile")
+    assert "poem-<b>1</b>" in profile_text
+    assert page.locator("#sd-eval-workloads .workload-profile td b").count() == 0
+    points = page.eval_on_selector_all("#sd-eval-workloads .capacity-points tr[data-side]",
+                                       "els => els.map(e => [e.dataset.side, e.dataset.concurrency])")
+    assert sorted(points) == [["baseline", "1"], ["baseline", "2"], ["speculative", "1"], ["speculative", "2"]]
+    assert "per million output tokens" in page.inner_text("#sd-eval-workloads .capacity")
+    files = page.inner_text("#sd-eval-report")
+    assert "report.html" in files and "results.json" in files, files
+    assert page.locator("#sd-eval-workloads .capacity-points").evaluate(
+        "e => getComputedStyle(e).borderCollapse") == "collapse"  # the theme styles it
+    screenshot(page, "workload-evaluate")
+    assert page.console_errors == []
+
+    # The same upload in the Race tab: pick a request, see its text, race it.
+    page.get_by_role("tab", name="Race").click()
+    page.click("#sd-preset input")
+    page.get_by_role("option", name="workload: copy-1").click()
+    page.wait_for_function(
+        "() => (document.querySelector('#sd-prompt textarea') || {}).value === 'COPY this JSON: {\"a\": 1}'",
+        timeout=10_000)
+    expect = page.inner_text("#sd-expect")
+    assert "From the uploaded workload my_traffic: request copy-1" in expect, expect
+    assert page.input_value("#sd-max-tokens input") == "20"
+    page.click("#sd-start")
+    page.wait_for_selector('#sd-run-status [data-state="done"]', timeout=60_000)
+    assert page.inner_text("#sd-text-speculative .sd-text").strip()
+    # ... and export it.
+    with page.expect_download(timeout=30_000) as dl:
+        page.click("#sd-export")
+        page.wait_for_selector("#sd-export-file a", timeout=30_000)
+        page.click("#sd-export-file a")
+    html = Path(dl.value.path()).read_text(encoding="utf-8")
+    data = _self_contained(html)
+    assert data["run"]["preset"] == "workload:copy-1"
+    assert data["run"]["request"]["messages"][0]["content"] == "Reformat."  # the request's own messages
+    assert page.console_errors == []
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("wrong.csv", b"question,answer\nhi,there\n", "wrong.csv"),
+    ("latin.jsonl", '{"prompt": "caf\u00e9"}\n'.encode("latin-1"), "latin.jsonl"),
+])
+def test_bad_upload_says_one_line(setup, page, tmp_path: Path, name: str, content: bytes, message: str) -> None:
+    app, _, _ = setup
+    bad = tmp_path / name
+    bad.write_bytes(content)
+    _open_evaluate(page, app)
+    _upload(page, bad)
+    page.wait_for_selector('#sd-eval-upload-status [data-error="true"]', timeout=15_000)
+    shown = page.inner_text("#sd-eval-upload-status").strip()
+    assert shown.startswith(message) and "\n" not in shown, shown
+    assert "Traceback" not in page.content()
+    # Run refuses it too, in the status line, with the same one line.
+    page.click("#sd-eval-run")
+    page.wait_for_selector('#sd-eval-status [data-state="error"]', timeout=15_000)
+    status = page.inner_text("#sd-eval-status").strip()
+    assert message in status and "Traceback" not in status, status
+    assert page.locator("#sd-eval-verdict .sv-verdict").count() == 0
+    assert page.console_errors == []
+
+
+def test_replay_tab_exports_a_self_contained_page(setup, page) -> None:
+    app, saved, _ = setup
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(app.url, timeout=30_000)
+    page.get_by_role("tab", name="Replay").click()
+    page.wait_for_selector("#sd-replay-export", timeout=15_000)
+    page.click("#sd-replay-export")
+    page.wait_for_selector("#sd-replay-export-file a", timeout=30_000)
+    assert page.get_attribute('#sd-replay-status [data-state]', "data-state") == "done"
+    with page.expect_download(timeout=30_000) as dl:
+        page.click("#sd-replay-export-file a")
+    html = Path(dl.value.path()).read_text(encoding="utf-8")
+    data = _self_contained(html)
+    saved_run = json.loads(saved.read_text(encoding="utf-8"))
+    assert data["run"]["started_at"] == saved_run["started_at"]
+    assert data["run"]["speculative"]["text"] == saved_run["speculative"]["text"]
+    assert page.console_errors == []
