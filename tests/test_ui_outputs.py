@@ -46,7 +46,7 @@ async def test_a_race_frame_leaves_out_at_most_the_race_chart(standin_factory) -
     elem = [c.elem_id for c in race.outputs]
     chart_at = elem.index("sd-race-plot")
     request = SimpleNamespace(session_hash="t-outputs")
-    frames = [f async for f in race.fn(None, "Say hello.", 0.0, 40, "simultaneous", request)]
+    frames = [f async for f in race.fn(None, "Say hello.", 0.0, 40, "simultaneous", None, request)]
     live = [f for f in frames if isinstance(f, list)]
     assert len(live) >= 5 and len(live) == len(frames), frames
     for frame in live[1:]:  # the first frame comes before anything is known
