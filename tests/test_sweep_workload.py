@@ -69,6 +69,7 @@ def test_per_request_speedup_and_acceptance_match_the_truth(tmp_path: Path) -> N
     (cell,) = data["cells"]
     assert cell["settings"]["kind"] == "workload" and cell["settings"]["requests"] == 4
     assert cell["settings"]["temperature"] is None
+    assert cell["identical_text"] is True  # every request is greedy and the stand-ins answer alike
     outcomes = {o["id"]: o for o in cell["requests"]}
     assert len(outcomes) == 4
     for rid, o in outcomes.items():

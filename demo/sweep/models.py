@@ -165,7 +165,9 @@ class CellResult(BaseModel):
     # Theory (Leviathan et al.): (1 - a^(k+1)) / (1 - a) with a = acceptance_rate.
     expected_tokens_per_step: float | None = None
     acceptance_source: Literal["per_request", "metrics_delta"] | None = None
-    identical_text: bool | None = None  # first answers equal (only meaningful at T=0)
+    # A preset: the first answers are equal (meaningful at T=0 only); a workload file: every greedy
+    # (T=0) request's two answers are equal.
+    identical_text: bool | None = None
     # Per request of the workload (both sides, pooled over the repeats): speedup, acceptance, copy-ness.
     requests: list[RequestOutcome] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)

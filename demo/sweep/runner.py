@@ -159,14 +159,17 @@ async def _warm_up(server: _Server, reqs: list[RaceRequest], concurrency: int, s
             return  # the server fails: the measured batches will record why
 
 
-def _identical(requests: list[WorkloadRequest], base: list[SideResult], spec: list[SideResult]) -> bool | None:
-    """Both answers equal for every greedy (T=0) request that finished on both sides; None if none did
-    (a preset at T>0 compares its answers as before: only meaningful at T=0)."""
-    pairs = [(q, b, s) for q, b, s in zip(requests, base, spec, strict=True) if b.complete and s.complete]
-    greedy = [(b, s) for q, b, s in pairs if q.temperature == 0] if len(requests) > 1 else [(b, s) for _, b, s in pairs]
-    if not greedy:
-        return None
-    return all(b.text == s.text for b, s in greedy)
+def _identical(requests: list[WorkloadRequest], base: list[SideResult], spec: list[SideResult],
+               workload: bool) -> bool | None:
+    """A preset: the first finished answers of the two sides are equal (meaningful at T=0 only).
+    A workload file: both answers are equal for every greedy (T=0) request that finished on both
+    sides. None when there is nothing to compare."""
+    if not workload:
+        first = [next((r.text for r in side if r.complete), None) for side in (base, spec)]
+        return None if None in first else first[0] == first[1]
+    greedy = [(b, s) for q, b, s in zip(requests, base, spec, strict=True)
+              if b.complete and s.complete and q.temperature == 0]
+    return all(b.text == s.text for b, s in greedy) if greedy else None
 
 
 async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers: dict[Side, _Server],
@@ -211,7 +214,7 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
         on_interrupt(partial)
         raise
     pairs = list(zip(answers["baseline"], answers["speculative"], strict=True))
-    identical = _identical(batch, *pairs[0]) if pairs else None
+    identical = _identical(batch, *pairs[0], workload=cell.kind == "workload") if pairs else None
     result = assemble_cell(cell, base, spec, identical)
     result.requests = pool_outcomes([request_outcome(q, b, s, redact=redact)
                                      for bs, ss in pairs for q, b, s in zip(batch, bs, ss, strict=True)])
