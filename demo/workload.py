@@ -165,10 +165,6 @@ def _check_size(size: int, name: str, max_bytes: int) -> None:
             "SPECDEMO_WORKLOAD_MAX_BYTES")
 
 
-def _prompt_issue(chars: int, max_prompt_chars: int) -> str | None:
-    return prompt_size_problem(chars, max_prompt_chars)
-
-
 def _text_request(rid: str, text: str, line: int | None, text_api: Api, max_tokens: int, temperature: float
                   ) -> WorkloadRequest:
     if text_api == "chat":
@@ -222,7 +218,7 @@ def _jsonl(text: str, name: str, max_prompt_chars: int) -> Iterator[WorkloadRequ
         if not req.prompt_text.strip():
             yield issue("the prompt is empty")
             continue
-        over = _prompt_issue(len(req.prompt_text), max_prompt_chars)
+        over = prompt_size_problem(len(req.prompt_text), max_prompt_chars)
         yield issue(over) if over else req
 
 
@@ -277,7 +273,7 @@ def _csv(text: str, name: str, max_prompt_chars: int, text_api: Api) -> Iterator
         if not prompt.strip():
             yield issue("the prompt is empty")
             continue
-        over = _prompt_issue(len(prompt), max_prompt_chars)
+        over = prompt_size_problem(len(prompt), max_prompt_chars)
         if over:
             yield issue(over)
             continue
@@ -312,7 +308,7 @@ def _folder(folder: Path, max_bytes: int, max_prompt_chars: int, text_api: Api
         if not text.strip():
             yield LoadIssue(file=p.name, message="the file is empty")
             continue
-        over = _prompt_issue(len(text), max_prompt_chars)
+        over = prompt_size_problem(len(text), max_prompt_chars)
         if over:
             yield LoadIssue(file=p.name, message=over)
             continue
