@@ -722,7 +722,8 @@ class Soak:
                 rec.say(f"the app exited (code {app.proc.returncode}): stopping the soak")
                 break
             self._read_races(tail)
-            if t >= next_poll:
+            # A due kill waits for a live race to be running: look at the page at every turn then.
+            if t >= next_poll or self._due_since is not None:
                 self._poll(page)
                 next_poll = t + PAGE_POLL_S
             if t >= next_sample:
