@@ -15,10 +15,10 @@ What runs:
   errors (and uncaught script errors) are collected.
 - kills: each server in --kills is killed once (SIGKILL to its process group leader, from the
   launcher's state file) at a random time: the window [lead, M minutes - tail] is cut into one
-  slot per kill and each lands at a uniform random time in its slot. A kill also waits until the
-  rotation has come round once (every preset has a saved live run, so a recording exists) and,
-  for a bounded time, until a live race is running (the hardest moment: the race fails mid-way),
-  and until the kill before it has healed and a live race has run again.
+  slot per kill and each lands at a uniform random time in its slot. A kill also waits until a
+  live race has been saved (so the booth has a recording to show), for a bounded time until a live
+  race is running (the hardest moment: the race fails mid-way), and until the kill before it has
+  healed and a live race has run again.
 
 What is measured (files in --out: races.jsonl, samples.jsonl, events.jsonl, summary.json, app.log):
 - per booth race, from the app's ``booth-race {json}`` log lines: source (live / recording /
@@ -253,15 +253,9 @@ def first_live_after(races: list[RaceSeen], t: datetime) -> RaceSeen | None:
     return min(later, key=lambda r: r.started_at) if later else None
 
 
-def rotation_wrapped(races: list[RaceSeen]) -> bool:
-    """A preset came round a second time live: every preset of the rotation has had a live race
-    (so each has a saved run a recording can come from)."""
-    seen: set[str] = set()
-    for r in sorted((r for r in races if r.source == "live"), key=lambda r: r.started_at):
-        if r.preset in seen:
-            return True
-        seen.add(r.preset)
-    return False
+def recording_exists(races: list[RaceSeen]) -> bool:
+    """A live race finished and was saved: the booth has a recording to show while a server is down."""
+    return any(r.source == "live" and r.outcome == "done" and r.saved_found for r in races)
 
 
 # ----------------------------------------------------------------------------- summary
@@ -750,6 +744,8 @@ class Soak:
         from tests.browser.conftest import AppProcess
 
         env = {k: v for k, v in os.environ.items() if k.startswith("SPECDEMO_")} if pair.kind == "cpu" else {}
+        if pair.kind == "standin":  # the booth's "live again in N s" reads the supervisor's state file
+            env["SPECDEMO_SERVERS_RUN_DIR"] = str(pair.settings.run_dir)
         env.update({
             "SPECDEMO_BOOTH": "true",
             "SPECDEMO_BOOTH_PAUSE_S": str(self.a.pause_s),
@@ -826,7 +822,7 @@ class Soak:
             if k.killed_at is None and not k.note:
                 if i and not self._settled(self.kills[i - 1]):
                     return
-                if t < k.planned_at_s or t >= self.duration_s or not rotation_wrapped(self.races):
+                if t < k.planned_at_s or t >= self.duration_s or not recording_exists(self.races):
                     self._due_since = None
                     return
                 if self._due_since is None:

@@ -29,7 +29,7 @@ from benchmarks.soak import (
     parse_args,
     parse_booth_line,
     plan_kills,
-    rotation_wrapped,
+    recording_exists,
     saved_path,
     summarize,
     tree_rss_bytes,
@@ -182,10 +182,11 @@ def race(n: int, preset: str, source: str, start_s: float, end_s: float, outcome
                     saved_found=(True if saved_found is None else saved_found) if live else None)
 
 
-def test_the_rotation_has_wrapped_once_a_preset_comes_round_live_again() -> None:
-    races = [race(1, "a", "live", 0, 5), race(2, "b", "live", 7, 12), race(3, "a", "recording", 14, 18)]
-    assert not rotation_wrapped(races)
-    assert rotation_wrapped([*races, race(4, "a", "live", 20, 25)])
+def test_a_recording_exists_once_a_live_race_is_done_and_saved() -> None:
+    races = [race(1, "a", "live", 0, 5, outcome="error"), race(2, "b", "live", 7, 12, saved_found=False),
+             race(3, "a", "recording", 14, 18)]
+    assert not recording_exists(races)
+    assert recording_exists([*races, race(4, "a", "live", 20, 25)])
 
 
 # ---------------------------------------------------------------- summary
