@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import logging
 import sys
 
 from pydantic import ValidationError
@@ -13,9 +15,19 @@ from demo.settings import Settings
 from demo.ui.app import build_app, exposure_warning, launch_kwargs
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="The stage page (settings: SPECDEMO_* variables or .env).")
+    parser.add_argument("--booth", action="store_true",
+                        help="booth mode: race a rotation of presets by itself while the page is open "
+                             "(also SPECDEMO_BOOTH=true; docs/booth.md)")
+    args = parser.parse_args(argv)
+    # Warnings from everything; our own notes too (booth mode's one `booth-race {json}` line a turn).
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("demo").setLevel(logging.INFO)
     try:
         settings = Settings()
+        if args.booth:
+            settings.booth = True
     except ValidationError as e:
         loc, msg = validation_errors(e)[0]
         name = "SPECDEMO_" + loc.replace(".", "_").upper()
@@ -32,6 +44,8 @@ def main() -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if settings.booth:
+        print("Booth mode: the page races a rotation of presets while a browser has it open.", flush=True)
     build_app(settings).launch(**kwargs)
     return 0
 

@@ -140,7 +140,8 @@ def cmd_race(args: argparse.Namespace) -> int:
     result = asyncio.run(run_race(req, settings))
     if settings.save_runs and not args.no_save:
         try:
-            save_run(result, settings.runs_dir, settings.max_run_file_bytes)
+            save_run(result, settings.runs_dir, settings.max_run_file_bytes, settings.runs_keep_count,
+                     settings.runs_keep_days)
         except (OSError, RunTooLarge) as e:
             print(f"warning: could not save the run under {settings.runs_dir}: {e}", file=sys.stderr)
     if args.json:

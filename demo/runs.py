@@ -3,11 +3,17 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from pathlib import Path
 
 from demo.files import atomic_write
 from demo.results import RaceResult
+
+log = logging.getLogger(__name__)
+
+_STEM = re.compile(r"^\d{8}T\d+-(?P<preset>.+)-(?P<order>simultaneous|sequential|race)$")
 
 
 class RunTooLarge(ValueError):
@@ -21,10 +27,12 @@ def run_stem(result: RaceResult) -> str:
     return f"{stamp}-{name}-{result.order}"
 
 
-def save_run(result: RaceResult, runs_dir: Path, max_bytes: int | None = None) -> Path:
+def save_run(result: RaceResult, runs_dir: Path, max_bytes: int | None = None,
+             keep_count: int | None = None, keep_days: float | None = None) -> Path:
     """Write the whole race (request, both event timelines, results); no secrets are in it.
 
-    Raises RunTooLarge, writing nothing, when the record is over ``max_bytes``.
+    Raises RunTooLarge, writing nothing, when the record is over ``max_bytes``. Then old runs
+    are pruned (prune_runs) when ``keep_count`` or ``keep_days`` is set.
     """
     record = result.model_dump_json(indent=1)
     size = len(record.encode("utf-8"))
@@ -34,6 +42,7 @@ def save_run(result: RaceResult, runs_dir: Path, max_bytes: int | None = None) -
     runs_dir.mkdir(parents=True, exist_ok=True)
     path = runs_dir / f"{run_stem(result)}.json"
     atomic_write(path, record)  # never a half-written record
+    prune_runs(runs_dir, keep_count, keep_days)
     return path
 
 
@@ -46,3 +55,85 @@ def list_runs(runs_dir: Path) -> list[Path]:
     if not runs_dir.is_dir():
         return []
     return sorted(runs_dir.glob("*.json"), reverse=True)
+
+
+def stem_preset(path: Path) -> str | None:
+    """The preset part of a saved run's name (as run_stem wrote it), or None for another name."""
+    m = _STEM.match(path.stem)
+    return m.group("preset") if m else None
+
+
+def is_good(result: RaceResult) -> bool:
+    """A race worth showing again: both sides finished, nothing failed, nobody stopped it."""
+    return result.outcome == "done" and result.baseline.complete and result.speculative.complete
+
+
+# path -> (size, mtime_ns, good): a saved run never changes, so it is read once per process.
+_good_cache: dict[Path, tuple[int, int, bool]] = {}
+
+
+def good_run(path: Path) -> bool:
+    """Whether the saved run at ``path`` is good (is_good); an unreadable file is not."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    hit = _good_cache.get(path)
+    if hit is not None and hit[:2] == (st.st_size, st.st_mtime_ns):
+        return hit[2]
+    try:
+        good = is_good(load_run(path))
+    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+        good = False
+    _good_cache[path] = (st.st_size, st.st_mtime_ns, good)
+    return good
+
+
+def newest_good_run(runs_dir: Path, preset: str, order: str = "simultaneous") -> Path | None:
+    """The newest good saved run of ``preset`` raced in ``order``: the booth's recording."""
+    wanted = re.sub(r"[^a-z0-9_-]", "", preset.lower())
+    for path in list_runs(runs_dir):
+        m = _STEM.match(path.stem)
+        if m and m.group("preset") == wanted and m.group("order") == order and good_run(path):
+            return path
+    return None
+
+
+def prune_runs(runs_dir: Path, keep_count: int | None, keep_days: float | None,
+               now: float | None = None) -> list[Path]:
+    """Delete the oldest runs beyond ``keep_count`` and those older than ``keep_days`` (by file
+    time), except the newest good run of each preset; returns what was deleted."""
+    if keep_count is None and keep_days is None:
+        return []
+    now = time.time() if now is None else now
+    runs = list_runs(runs_dir)  # newest first
+    doomed: list[Path] = []
+    for i, path in enumerate(runs):
+        too_many = keep_count is not None and i >= keep_count
+        try:
+            too_old = keep_days is not None and now - path.stat().st_mtime > keep_days * 86400
+        except OSError:
+            continue
+        if too_many or too_old:
+            doomed.append(path)
+    if not doomed:
+        return []
+    doomed_set = set(doomed)
+    covered: set[str] = set()  # presets whose newest good run is already kept
+    removed: list[Path] = []
+    for path in runs:  # newest first: the first good run of a preset is the one to keep
+        preset = stem_preset(path)
+        if preset is not None and preset not in covered and good_run(path):
+            covered.add(preset)
+            continue
+        if path in doomed_set:
+            try:
+                path.unlink()
+                removed.append(path)
+                _good_cache.pop(path, None)
+            except OSError as e:
+                log.warning("could not delete the old run %s: %s", path, e)
+    if removed:
+        log.info("pruned %d old runs from %s (SPECDEMO_RUNS_KEEP_COUNT=%s, SPECDEMO_RUNS_KEEP_DAYS=%s)",
+                 len(removed), runs_dir, keep_count, keep_days)
+    return removed

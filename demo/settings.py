@@ -78,6 +78,20 @@ class Settings(BaseSettings):
     save_runs: bool = True
     # A run whose record is larger is not saved (the reason is logged and shown).
     max_run_file_bytes: int = Field(10_000_000, ge=1)
+    # After each save, the oldest runs beyond this many, or older than this many days, are deleted
+    # (a day at a booth cannot fill the disk); None: no limit. The newest good run of each preset
+    # is always kept (the booth's recording).
+    runs_keep_count: int | None = Field(1000, ge=1)
+    runs_keep_days: float | None = Field(None, gt=0)
+
+    # Booth mode (`python app.py --booth`): the page races a rotation of presets by itself while a
+    # browser has it open, pausing between races; a visitor's click or key pauses the rotation
+    # until this long without input. A server down: the newest good recording of the preset.
+    booth: bool = False
+    booth_pause_s: float = Field(6.0, ge=0)
+    booth_idle_s: float = Field(60.0, gt=0)
+    # The rotation, by preset name; empty: every preset, in the dropdown's order.
+    booth_presets: list[str] = Field(default_factory=list)
 
     # A workload file (or a folder's .txt/.md files together) larger than this is refused before reading.
     workload_max_bytes: int = Field(20_000_000, ge=1)

@@ -143,6 +143,9 @@ def side_status_html(side: Side, snap: SideSnapshot, quiet_s: float | None = Non
     """One line over the text: state, and the error in full when the side failed. With
     ``quiet_s`` (seconds without a new token, as the page saw it) a running side says it is
     waiting on the server, so a stall never looks like a frozen page."""
+    if snap.status == "cancelled":  # stopped on purpose: said plainly, not as a failure
+        return (f'<div class="sd-side-status sd-status-cancelled" data-side="{esc(side)}">'
+                f'stopped: {esc(snap.error or "before the answer finished")}</div>')
     if snap.error:
         return (f'<div class="sd-side-error" role="alert" data-side="{esc(side)}">'
                 f'<b>{esc(side.capitalize())} failed:</b> {esc(snap.error)}</div>')
@@ -430,3 +433,21 @@ def server_panel_html(infos: list[ServerInfo], grafana_url: str | None = None) -
     link = (f'<p class="sd-grafana"><a href="{esc(grafana_url)}" target="_blank" rel="noopener noreferrer">'
             "Grafana: both servers over time</a></p>") if grafana_url else ""
     return f'<table class="sd-servers">{head}{"".join(rows)}</table>{link}'
+
+
+def recording_banner_html(result: RaceResult | None, note: str | None = None) -> str:
+    """The RECORDING banner over a played-back run; ``note`` is a small line under it (the booth's
+    "live again in …")."""
+    if result is None:
+        return ('<div class="sd-banner sd-recording" data-recording="none">Pick a saved run and press '
+                "Play: it is played back at its real timing, labelled as a recording.</div>")
+    when = result.started_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    req = result.request
+    what = f"{result.preset or 'free prompt'} · {ORDER_LABELS[result.order]} · T={req.temperature:g} · " \
+           f"max {req.max_tokens} tokens"
+    return (f'<div class="sd-banner sd-recording" role="status" data-recording="true" '
+            f'style="border:3px solid #ff6b6b;padding:10px 14px;border-radius:8px;font-size:22px;font-weight:700">'
+            f"● RECORDING of {esc(when)}, not live"
+            f'<div style="font-size:15px;font-weight:400">{esc(what)}</div>'
+            + (f'<div class="sd-live-again" style="font-size:15px;font-weight:400">{esc(note)}</div>' if note else "")
+            + "</div>")

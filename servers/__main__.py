@@ -38,6 +38,8 @@ def _add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, group:
         kwargs: dict[str, Any] = {"dest": name, "help": argparse.SUPPRESS if extra.get("hidden") else f.description}
         if get_origin(kind) is Literal:
             kwargs["choices"] = list(get_args(kind))
+        elif kind is bool:  # --name / --no-name; unset: the setting's own value
+            kwargs.update(action=argparse.BooleanOptionalAction, default=None)
         else:
             kwargs["metavar"] = flag[2:].replace("-", "_").upper()
             if kind in (int, float):

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from servers.config import COMMON_ENV, Role, ServerConfig
 from servers.progress import Progress
 from servers.settings import ROOT, LauncherSettings
 from servers.state import LauncherState, ServerRecord, SupervisorRecord, clear_state, read_state, write_state
+from servers.warmup import warm_up
 
 SETUP_COMMAND = "scripts/setup_cpu_servers.sh"
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -323,6 +325,8 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
             write_state(s.state_file, LauncherState(
                 launcher_pid=os.getpid(), device=s.device, servers=records, supervisor=supervisor))
             _wait_healthy(s, started, out)
+            if s.warmup:
+                _warm_up(s, started, out)
             write_state(s.state_file, LauncherState(
                 launcher_pid=os.getpid(), device=s.device, servers=records, supervisor=supervisor))
     except BaseException:
@@ -384,6 +388,19 @@ def _wait_healthy(
         if pending:
             time.sleep(0.5)
     progress.finish()
+
+
+def _warm_up(s: LauncherSettings, started: list[tuple[Plan, subprocess.Popen[bytes], ServerRecord]],
+             out: TextIO) -> None:
+    """Warm each just-healthy server up with real requests, all at once; say how long it took."""
+    print("warming up: real requests to " + " and ".join(p.role for p, _proc, _rec in started) + " ...",
+          file=out, flush=True)
+    with ThreadPoolExecutor(max_workers=len(started)) as pool:
+        results = list(pool.map(lambda st: warm_up(st[0].url, st[0].config.served_model_name, s.warmup_timeout_s),
+                                started))
+    for (p, _proc, rec), result in zip(started, results, strict=True):
+        rec.warmup_s = result.seconds
+        print(result.line(p.role), file=out, flush=True)
 
 
 def _write_client_env(s: LauncherSettings, plans: list[Plan]) -> None:
@@ -488,6 +505,7 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
             "processes": len(pids),
             "start_kind": r.start_kind if r else None,
             "time_to_healthy_s": r.time_to_healthy_s if r else None,
+            "warmup_s": r.warmup_s if r else None,
             "log_path": str(r.log_path) if r else str(s.log_file(role)),
             "restarts": r.restarts if r else 0,
             "last_cause": r.last_cause if r else None,
@@ -543,7 +561,9 @@ def print_status(s: LauncherSettings, out: TextIO = sys.stdout, as_json: bool = 
                 print(f"{'':<12} model: {row['served_model'] or '-'}; memory: {_gb(row['memory_pss_bytes'])} PSS "
                       f"({_gb(row['memory_rss_bytes'])} RSS)", file=out)
             if row["time_to_healthy_s"] is not None:
-                print(f"{'':<12} last start: {row['start_kind']}, healthy after {row['time_to_healthy_s']} s", file=out)
+                warm = f", warmed up in {row['warmup_s']} s" if row.get("warmup_s") is not None else ""
+                print(f"{'':<12} last start: {row['start_kind']}, healthy after {row['time_to_healthy_s']} s{warm}",
+                      file=out)
             restarts = _restarts_text(row)
             if restarts:
                 print(f"{'':<12} {restarts}", file=out)

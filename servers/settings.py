@@ -116,6 +116,11 @@ class LauncherSettings(BaseSettings):
         600.0, gt=0, description="seconds to wait for /health", json_schema_extra=cli(UP, flag="startup-timeout")
     )
     stop_timeout_s: float = Field(20.0, gt=0)
+    # Real requests to each server once it answers /health, before `up` says it is ready
+    # (servers/warmup.py): the page's first race does not pay for first-call compilation.
+    warmup: bool = Field(True, description="warm each server up with real requests before reporting ready",
+                         json_schema_extra=cli(UP))
+    warmup_timeout_s: float = Field(120.0, gt=0)
 
     # The supervisor (servers/supervisor.py): a server that exits, or that answered /health once and
     # then fails it for health_timeout_s, is restarted after restart_backoff_s, doubled for each

@@ -29,6 +29,8 @@ class ServerRecord(BaseModel):
     time_to_healthy_s: float | None = None
     # cold: no compile cache for these flags yet; warm: the cache from an earlier start was there.
     start_kind: Literal["cold", "warm"] | None = None
+    # The warm-up's time after /health first answered (servers/warmup.py); None: no warm-up ran.
+    warmup_s: float | None = None
 
     # Written by the supervisor (servers/supervisor.py).
     restarts: int = 0

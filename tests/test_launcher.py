@@ -63,6 +63,15 @@ FAKE_SERVER = textwrap.dedent('''
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+        def do_POST(self):  # the launcher's warm-up: each request is noted in <role>.warmup
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), role + ".warmup"), "a") as f:
+                f.write(self.path + "\\n")
+            body = json.dumps({"choices": [{"text": "ok"}]}).encode()
+            self.send_response(200 if self.path == "/v1/completions" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         def log_message(self, *a):
             pass
     time.sleep(float(os.environ.get("FAKE_DELAY_S", "0.3")))
@@ -164,6 +173,13 @@ def test_up_status_down_starts_and_stops_exactly_its_processes(env: Env) -> None
         assert r["served_model"] == "smollm2"
         assert r["memory_pss_bytes"] > 1_000_000 and r["uptime_s"] >= 0
         assert r["start_kind"] == "cold" and r["time_to_healthy_s"] is not None
+
+    # Each server was warmed up with real requests (three prompts, then two at once) before `up` said ready.
+    for role in ("baseline", "speculative"):
+        assert (env.tmp / f"{role}.warmup").read_text().splitlines() == ["/v1/completions"] * 5
+        assert f"{role}: warmed up with 5 requests in" in up.stdout
+        assert isinstance(rows[role]["warmup_s"], float)
+    assert env.run("status").stdout.count(", warmed up in ") == 2
 
     again = env.run("up", "--detach")
     assert again.returncode == 0 and "already running, nothing to start" in again.stdout
@@ -434,12 +450,14 @@ def test_cli_flags_are_the_settings_fields_marked_for_the_cli() -> None:
         "--device", "--model", "--served-model-name", "--speculative-config", "--per-request-spec-metrics",
         "--dtype", "--max-model-len", "--baseline-cores", "--speculative-cores", "--kv-space",
         "--gpu-memory-utilization", "--extra-args", "--vllm-venv", "--vllm-python", "--cache-dir",
-        "--startup-timeout", "--server-command",
+        "--startup-timeout", "--server-command", "--warmup", "--no-warmup",
     }
     s = _settings(_parser().parse_args(["up", "--kv-space", "3", "--startup-timeout", "7.5", "--baseline-port", "9001",
                                         "--per-request-spec-metrics", "off", "--run-dir", "/tmp/x"]))
     assert (s.kvcache_space_gib, s.startup_timeout_s, s.baseline_port) == (3, 7.5, 9001)
     assert s.per_request_spec_metrics == "off"
     assert str(s.run_dir) == "/tmp/x"
+    assert _settings(_parser().parse_args(["up", "--no-warmup"])).warmup is False
+    assert _settings(_parser().parse_args(["up"])).warmup is True  # unset: the setting's default
     with pytest.raises(SystemExit):
         _parser().parse_args(["up", "--device", "tpu"])

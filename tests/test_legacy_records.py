@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from demo.cli import add_race_parser
+from demo.replay import run_label
 from demo.results import RaceRequest, RaceResult, RaceSnapshot, SideSnapshot
 from demo.runs import load_run, save_run
 from demo.sweep.models import SweepResult
-from demo.ui.replay_tab import run_label
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LEGACY_RUN = FIXTURES / "legacy-run-mode-race.json"

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from demo.race import run_race
+from demo.replay import replay_snapshots, run_label, timeline
 from demo.results import Message, RaceRequest, RaceResult, RaceSnapshot
 from demo.runs import load_run, save_run
 from demo.settings import Settings
-from demo.ui.replay_tab import recording_banner_html, replay_snapshots, run_label, timeline
+from demo.view import recording_banner_html
 from tests.ports import free_port
 from tests.standin import Standin, StandinBehavior
 

@@ -10,8 +10,9 @@ import logging
 
 import gradio as gr
 
+from demo.booth import Booth
 from demo.settings import Settings
-from demo.ui import evaluate_tab, race_tab, replay_tab
+from demo.ui import booth_view, evaluate_tab, race_tab, replay_tab
 from demo.ui.session import RaceRegistry
 from demo.ui.theme import CSS, make_theme
 
@@ -94,9 +95,10 @@ STALL_JS = """
 """
 
 
-def launch_js(stall_notice_s: float = 15.0) -> str:
+def launch_js(stall_notice_s: float = 15.0, booth: bool = False) -> str:
     # Gradio follows the viewer's light/dark preference; a stage page is always dark.
-    return "() => { document.body.classList.add('dark');" + KEYS_JS + STALL_JS % float(stall_notice_s) + "}"
+    return ("() => { document.body.classList.add('dark');" + KEYS_JS + STALL_JS % float(stall_notice_s)
+            + (booth_view.BOOTH_JS if booth else "") + "}")
 
 
 def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Blocks:
@@ -104,6 +106,8 @@ def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Bl
     with gr.Blocks(title="Speculative decoding: live race", fill_width=True) as page:
         # The workload uploaded in the Evaluate tab (a Workload dump, or None), raced in the Race tab.
         workload = gr.State(None)
+        if settings.booth:
+            caption, touch = booth_view.build_caption()
         with gr.Tabs():
             with gr.Tab("Race", id="race"):
                 race = race_tab.build(settings, registry, workload)
@@ -111,7 +115,11 @@ def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Bl
                 evaluate_tab.build(settings, workload)
             with gr.Tab("Replay", id="replay"):
                 replay_tab.build(settings)
-        page.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden")
+        if settings.booth:  # the show: one per app, watched by every open page
+            booth = Booth(settings, race.presets, visitor_racing=lambda: registry.active() > 0)
+            booth_view.wire(page, booth, race, caption, touch)
+        else:
+            page.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden")
 
     page.queue(default_concurrency_limit=settings.max_concurrent_races)
     return page
@@ -146,8 +154,8 @@ def launch_kwargs(settings: Settings) -> dict:
         share=settings.ui_share,
         auth=auth,
         theme=make_theme(),
-        css=CSS,
-        js=launch_js(settings.ui_stall_notice_s),
+        css=CSS + booth_view.BOOTH_CSS,
+        js=launch_js(settings.ui_stall_notice_s, settings.booth),
         show_error=False,
         footer_links=[],
     )

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import NamedTuple
 
 import plotly.graph_objects as go
@@ -59,6 +59,7 @@ class Frame(BaseModel):
     side_status: dict[str, str] | None = None  # status lines only (the quiet-server notice)
     race_figure: go.Figure | None = None
     result: RaceResult | None = None  # set once, on the final frame
+    failed: list[str] = []  # the sides whose stream failed (the booth switches to a recording)
 
 
 class ResultView(BaseModel):
@@ -153,10 +154,11 @@ def frame_for(snapshot: RaceSnapshot, with_chart: bool) -> Frame:
         speculative=view.pane_view("speculative", snapshot),
         race_figure=charts.race_figure(snapshot) if with_chart or final else None,
         result=snapshot.result,
+        failed=[s for s in ("baseline", "speculative") if getattr(snapshot, s).status == "error"],
     )
 
 
-async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl) -> AsyncIterator[Frame]:
+async def race_frames(req: RaceRequest, settings: Settings, control: RaceControl) -> AsyncGenerator[Frame, None]:
     """Run one race and yield Frames; only the latest snapshot is drawn when the page lags.
 
     The race is driven by a pump task kept in ``control`` so that closing the tab (which
@@ -307,7 +309,8 @@ async def save(result: RaceResult, settings: Settings) -> Saved:
     if not settings.save_runs:
         return Saved()
     try:
-        path = await asyncio.to_thread(save_run, result, settings.runs_dir, settings.max_run_file_bytes)
+        path = await asyncio.to_thread(save_run, result, settings.runs_dir, settings.max_run_file_bytes,
+                                       settings.runs_keep_count, settings.runs_keep_days)
     except RunTooLarge as e:
         log.warning("run not saved: %s", e)
         return Saved(note=f"run not saved: {e}")

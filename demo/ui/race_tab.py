@@ -300,6 +300,11 @@ def _pane(side: str, settings: Settings) -> Pane:
 
 
 def _below_the_fold() -> dict[str, Any]:
+    with gr.Column(elem_id="sd-below"):  # booth mode folds it away (demo.ui.booth_view)
+        return _below_the_fold_content()
+
+
+def _below_the_fold_content() -> dict[str, Any]:
     b: dict[str, Any] = {}
     with gr.Row():
         b["race_plot"] = gr.Plot(charts.race_figure(None), show_label=False, elem_id="sd-race-plot")

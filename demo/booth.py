@@ -1,0 +1,427 @@
+"""Booth mode: the page races a rotation of presets by itself, all day, and never shows a dead screen.
+
+One ``Booth`` per app conducts the show; every open page watches it (one race, many viewers), so
+two browsers never double the servers' load. Nobody watching means no races: a viewer that has
+not read what was offered for ``VIEWER_TIMEOUT_S`` has gone (Gradio leaves a closed tab's
+generator suspended, see demo.ui.race_stream).
+
+Each turn takes the next preset of the rotation and:
+- both servers answer /health: races it live (demo.ui.race_stream.race_frames), in race mode, and
+  saves the run as any race is saved;
+- a server is down, or fails during the race: plays the newest good recording of that preset
+  (demo.replay) under the RECORDING banner, with a small "live again in …" line read from the
+  supervisor's state file, and tries live again on the next turn.
+A visitor's click or key (``touch``) stops the booth's race and hands the page over; the rotation
+resumes after ``booth_idle_s`` without input and with no visitor race running.
+
+No Gradio here: the booth publishes ``BoothView``s; demo.ui.booth_view draws them. Each turn ends
+with one ``booth-race {json}`` log line (what was shown, live or recording, outcome, speedup, the
+saved run): benchmarks/soak.py reads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from demo import view
+from demo.fmt import esc
+from demo.presets import Preset
+from demo.race import validate_request
+from demo.replay import replay_snapshots
+from demo.results import RaceResult, RaceSnapshot, SideSnapshot
+from demo.runs import load_run, newest_good_run
+from demo.server_info import ServerInfo, probe_servers
+from demo.settings import Settings
+from demo.ui import race_stream
+from demo.ui.race_stream import CHART_INTERVAL_S, Frame, frame_for
+from demo.ui.session import RaceControl
+
+log = logging.getLogger(__name__)
+
+BoothState = Literal["live", "recording", "visitor", "waiting"]
+
+# A page that has not taken the booth's latest update for this long has gone (tab closed).
+VIEWER_TIMEOUT_S = 10.0
+# A live race where a side has sent nothing for this long is abandoned for the recording.
+STALL_S = 20.0
+# How often the caption's countdowns tick, and the servers are probed while they are down.
+TICK_S = 1.0
+
+
+class BoothView(BaseModel):
+    """One update of a booth page; None fields are left as they are."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    caption: str | None = None  # HTML: what is shown and why
+    banner: str | None = None  # HTML: the RECORDING banner, or "" (live)
+    frame: Frame | None = None  # the race area (demo.ui.race_stream.Frame)
+    badge: str | None = None  # the identical-text badge, set at a race's end
+
+    def merged(self, newer: BoothView) -> BoothView:
+        """This update followed by ``newer``: newer values win, a field newer leaves None stays."""
+        frame = self.frame
+        if newer.frame is not None:
+            old, new = frame, newer.frame
+            frame = new if old is None else Frame(**{
+                k: (getattr(new, k) if getattr(new, k) is not None else getattr(old, k)) for k in Frame.model_fields})
+        return BoothView(caption=newer.caption if newer.caption is not None else self.caption,
+                         banner=newer.banner if newer.banner is not None else self.banner,
+                         frame=frame, badge=newer.badge if newer.badge is not None else self.badge)
+
+
+@dataclass(eq=False)
+class Viewer:
+    """One open page: the booth's updates it has not taken yet, folded into one."""
+
+    pending: BoothView | None = None
+    pending_since: float | None = None  # when an untaken update was first offered
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def offer(self, update: BoothView) -> None:
+        self.pending = update if self.pending is None else self.pending.merged(update)
+        if self.pending_since is None:
+            self.pending_since = time.monotonic()
+        self.ready.set()
+
+    async def take(self, timeout_s: float = TICK_S) -> BoothView | None:
+        """The updates since the last take, folded; None when nothing came within ``timeout_s``."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.ready.wait(), timeout_s)
+        self.ready.clear()
+        update, self.pending, self.pending_since = self.pending, None, None
+        return update
+
+    def gone(self, now: float) -> bool:
+        return self.pending_since is not None and now - self.pending_since > VIEWER_TIMEOUT_S
+
+
+def caption_html(state: BoothState, preset: Preset | None, note: str = "", n: int = 0) -> str:
+    """The booth's caption: what is on screen (live, recording, the visitor's turn) and the preset's
+    'what to expect'; ``note`` is the small line under it (a countdown)."""
+    heads = {"live": "● LIVE", "recording": "● RECORDING", "visitor": "Your turn", "waiting": "Next"}
+    title = preset.title if preset is not None else ""
+    expect = preset.expect if preset is not None else ""
+    if state == "visitor":
+        title, expect = "pick a preset and press Start", ""
+    return (f'<div class="sd-booth-caption" data-state="{state}" '
+            f'data-preset="{esc(preset.name if preset else "")}" data-n="{n}">'
+            f'<span class="sd-booth-head">{esc(heads[state])}</span> '
+            f'<span class="sd-booth-title">{esc(title)}</span>'
+            + (f'<div class="sd-booth-expect">{esc(expect)}</div>' if expect else "")
+            + (f'<div class="sd-booth-note">{esc(note)}</div>' if note else "")
+            + "</div>")
+
+
+class RestartWatch:
+    """'Live again in about N s' for a down server, from the supervisor's state file
+    (servers/state.py): its next restart time and how long its last start took."""
+
+    def __init__(self, state_file: Path | None) -> None:
+        self.state_file = state_file
+        self._start_s: dict[str, float] = {}  # url -> the last known time to healthy
+
+    def estimate(self, down: list[ServerInfo], now: datetime | None = None) -> str:
+        what = " and ".join(f"the {i.side} server" for i in down) or "a server"
+        fallback = f"Live again once {what} answers (checked every few seconds)."
+        records = self._records()
+        if not down or records is None:
+            return fallback
+        now = now or datetime.now(UTC)
+        etas: list[float] = []
+        for info in down:
+            rec = records.get(info.url.rstrip("/"))
+            if rec is None:
+                return fallback
+            if rec.held:
+                return f"{what.capitalize()} is down and not being restarted: {rec.held}."
+            start_s = self._start_s.get(info.url.rstrip("/"))
+            if rec.next_restart_at is not None:  # waiting out the restart's backoff
+                since = rec.next_restart_at
+            elif rec.time_to_healthy_s is None:  # restarted, not healthy yet
+                since = rec.started_at
+            else:  # the supervisor has not noticed yet (a hang before its health timeout)
+                return fallback
+            if start_s is None:
+                return fallback
+            etas.append((since - now).total_seconds() + start_s)
+        eta = max(etas)
+        if eta < 1:
+            return f"Live again in a moment: {what} is starting."
+        return f"Live again in about {eta:.0f} s: {what} is restarting."
+
+    def remember(self) -> None:
+        """Note each server's start time while it is healthy (the estimate for its restart)."""
+        self._records()
+
+    def _records(self) -> dict | None:
+        if self.state_file is None:
+            return None
+        from servers.state import read_state  # the launcher's record; absent for remote servers
+        try:
+            state = read_state(self.state_file)
+        except (OSError, ValueError):
+            return None
+        if state is None:
+            return None
+        out = {}
+        for rec in state.servers:
+            url = rec.url.rstrip("/")
+            if rec.time_to_healthy_s is not None:
+                self._start_s[url] = rec.time_to_healthy_s
+            out[url] = rec
+        return out
+
+
+def launcher_state_file() -> Path | None:
+    """Where `python -m servers up` keeps its state (None if its settings cannot be read)."""
+    from servers.settings import LauncherSettings
+    try:
+        return LauncherSettings().state_file
+    except ValueError:
+        return None
+
+
+class Booth:
+    def __init__(self, settings: Settings, presets: dict[str, Preset],
+                 visitor_racing: Callable[[], bool] = lambda: False,
+                 restart_watch: RestartWatch | None = None) -> None:
+        self.settings = settings
+        names = settings.booth_presets or list(presets)
+        self.rotation = [presets[n] for n in names if n in presets]
+        unknown = [n for n in names if n not in presets]
+        if unknown:
+            log.warning("booth: no preset named %s; the rotation skips it", ", ".join(unknown))
+        self.visitor_racing = visitor_racing  # a visitor's race runs on some page
+        self.restarts = restart_watch or RestartWatch(launcher_state_file())
+        self.viewers: set[Viewer] = set()
+        self.current = BoothView(caption=caption_html("waiting", None, "Starting the show…"), banner="")
+        self.turn = 0
+        self.visitor_until = 0.0
+        self._interrupt = asyncio.Event()  # a visitor took over: stop what is on screen
+        self._joined = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------ viewers
+
+    def join(self) -> Viewer:
+        """A page opened: it gets what is on screen now, then every update."""
+        viewer = Viewer()
+        viewer.offer(self.current)
+        self.viewers.add(viewer)
+        self._joined.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self.run())
+        return viewer
+
+    def leave(self, viewer: Viewer) -> None:
+        self.viewers.discard(viewer)
+
+    def watched(self) -> bool:
+        now = time.monotonic()
+        for v in [v for v in self.viewers if v.gone(now)]:
+            self.viewers.discard(v)
+        return bool(self.viewers)
+
+    def publish(self, update: BoothView, reset: bool = False) -> None:
+        self.current = update if reset else self.current.merged(update)
+        for v in list(self.viewers):
+            v.offer(update)
+
+    # ------------------------------------------------------------ the visitor
+
+    def touch(self) -> str:
+        """A visitor's input: the page is theirs until booth_idle_s without input; returns the caption."""
+        self.visitor_until = time.monotonic() + self.settings.booth_idle_s
+        self._interrupt.set()
+        caption = self._visitor_caption()
+        self.current = self.current.merged(BoothView(caption=caption))
+        return caption
+
+    def visitor_active(self) -> bool:
+        return time.monotonic() < self.visitor_until or self.visitor_racing()
+
+    def _visitor_caption(self) -> str:
+        left = max(0.0, self.visitor_until - time.monotonic())
+        note = (f"The show resumes after {self.settings.booth_idle_s:.0f} s without input"
+                + (f" (in {left:.0f} s)." if left < self.settings.booth_idle_s - 1 else "."))
+        if self.visitor_racing():
+            note = "The show resumes once your race ends and the page is left alone."
+        return caption_html("visitor", None, note, self.turn)
+
+    # ------------------------------------------------------------ the show
+
+    async def run(self) -> None:
+        """The show, forever: runs while somebody watches, idles otherwise."""
+        while True:
+            try:
+                await self._one_turn()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug must never end the show: log it, show the next turn
+                log.exception("booth: a turn failed")
+                await asyncio.sleep(TICK_S)
+
+    async def _one_turn(self) -> None:
+        if not self.watched():
+            self._joined.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._joined.wait(), TICK_S)
+            return
+        if self.visitor_active():
+            self.publish(BoothView(caption=self._visitor_caption()))
+            await asyncio.sleep(TICK_S)
+            return
+        self._interrupt.clear()
+        if not self.rotation:
+            self.publish(BoothView(caption=caption_html("waiting", None, "No presets to show: add one to presets/.")))
+            await asyncio.sleep(TICK_S * 5)
+            return
+        preset = self.rotation[self.turn % len(self.rotation)]
+        self.turn += 1
+        infos = await probe_servers(self.settings)
+        down = [i for i in infos if not i.healthy]
+        if not down:
+            await asyncio.to_thread(self.restarts.remember)
+        shown: BoothState = "waiting"
+        if not down:
+            shown = "live" if await self._live(preset) else "recording"
+            if shown == "recording":  # a side failed or stalled during the race
+                down = [i for i in await probe_servers(self.settings) if not i.healthy]
+        if shown != "live":
+            shown, preset = await self._recording(preset, down)
+        await self._pause(shown, preset)
+
+    async def _pause(self, shown: BoothState, preset: Preset) -> None:
+        nxt = self.rotation[self.turn % len(self.rotation)]
+        deadline = time.monotonic() + (self.settings.booth_pause_s if shown == "live" else TICK_S * 2)
+        while time.monotonic() < deadline and not self._interrupt.is_set():
+            left = deadline - time.monotonic()
+            self.publish(BoothView(caption=caption_html(shown, preset, f"Next: {nxt.title}, in {left:.0f} s",
+                                                        self.turn)))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._interrupt.wait(), min(TICK_S, left))
+
+    async def _live(self, preset: Preset) -> bool:
+        """Race ``preset`` live and save it; False when a side failed or stalled (the recording's turn)."""
+        req = race_stream.build_request({preset.name: preset}, preset.name, race_stream.preset_user_text(preset),
+                                        preset.temperature, preset.max_tokens, "simultaneous")
+        validate_request(req, self.settings)
+        control = RaceControl()
+        started = datetime.now(UTC)
+        self.publish(BoothView(caption=caption_html("live", preset, "Racing both servers now", self.turn),
+                               banner="", badge=view.identical_badge_html(None),
+                               frame=frame_for_start()), reset=True)
+        result: RaceResult | None = None
+        failed: str | None = None
+        quiet_since: dict[str, float] = {}
+        frames = race_stream.race_frames(req, self.settings, control)
+        async with contextlib.aclosing(frames):
+            async for frame in frames:
+                if frame.result is not None:
+                    result = frame.result
+                now = time.monotonic()
+                for side in ("baseline", "speculative"):
+                    if frame.side_status is not None and side in frame.side_status:
+                        quiet_since.setdefault(side, now)
+                    elif frame.baseline is not None or frame.side_status is not None:
+                        quiet_since.pop(side, None)
+                stalled = [s for s, t in quiet_since.items() if now - t >= STALL_S]
+                if failed is None and (frame.failed or stalled):
+                    failed = (f"the {' and '.join(frame.failed)} server failed" if frame.failed
+                              else f"the {' and '.join(stalled)} server sent nothing for {STALL_S:.0f} s")
+                    control.stopped_because = failed
+                    control.stop.set()  # closes both streams; the result comes as the last frame
+                if self._interrupt.is_set() and not control.stop.is_set():
+                    control.stopped_because = "a visitor took over"
+                    control.stop.set()
+                if failed is None:
+                    self.publish(BoothView(frame=frame))
+        saved = await race_stream.save(result, self.settings) if result is not None else race_stream.Saved()
+        if failed is None and result is not None:
+            status = race_stream.final_status(result, saved.name, control.stopped_because, saved.note)
+            self.publish(BoothView(frame=Frame(run_status=status), badge=view.identical_badge_html(result)))
+        outcome = None if result is None else ("error" if failed or result.outcome == "error" else result.outcome)
+        log_turn(self.turn, preset, "live", started, outcome, result.speedup if result else None, saved.name,
+                 failed or control.stopped_because)
+        return failed is None
+
+    async def _recording(self, preset: Preset, down: list[ServerInfo]) -> tuple[BoothState, Preset]:
+        """Play the newest good recording of ``preset`` (or of the next preset that has one);
+        returns what was shown and of which preset."""
+        started = datetime.now(UTC)
+        path: Path | None = None
+        shown_preset = preset
+        order = [preset, *[p for p in self.rotation if p is not preset]]
+        for candidate in order:
+            path = await asyncio.to_thread(newest_good_run, self.settings.runs_dir, candidate.name)
+            if path is not None:
+                shown_preset = candidate
+                break
+        if path is None:
+            note = self.restarts.estimate(down)
+            self.publish(BoothView(caption=caption_html("waiting", preset, note, self.turn), banner="",
+                                   frame=frame_for_start(), badge=view.identical_badge_html(None)), reset=True)
+            log_turn(self.turn, preset, "none", started, None, None, None, "no good recording saved yet")
+            await self._wait_interrupt(TICK_S * 3)
+            return "waiting", preset
+        result = await asyncio.to_thread(load_run, path)
+        note = self.restarts.estimate(down) if down else "Live again from the next race."
+        self.publish(BoothView(caption=caption_html("recording", shown_preset, note, self.turn),
+                               banner=view.recording_banner_html(result, note),
+                               badge=view.identical_badge_html(None), frame=frame_for_start()), reset=True)
+        last_chart = last_note = 0.0
+        async for snapshot in replay_snapshots(result):
+            if self._interrupt.is_set():
+                break
+            now = time.monotonic()
+            with_chart = now - last_chart >= CHART_INTERVAL_S
+            if with_chart:
+                last_chart = now
+            update = BoothView(frame=frame_for(snapshot, with_chart))
+            if now - last_note >= TICK_S * 3:  # the "live again in …" line, re-read from the state file
+                last_note = now
+                still_down = [i for i in await probe_servers(self.settings) if not i.healthy] if down else []
+                note = self.restarts.estimate(still_down) if still_down else "Live again from the next race."
+                update.caption = caption_html("recording", shown_preset, note, self.turn)
+                update.banner = view.recording_banner_html(result, note)
+            self.publish(update)
+        else:
+            self.publish(BoothView(badge=view.identical_badge_html(result), frame=Frame(
+                run_status=view.run_status_html("done", "end of the recording (figures as saved)"))))
+        log_turn(self.turn, shown_preset, "recording", started, result.outcome, result.speedup, None,
+                 f"recorded {result.started_at:%Y-%m-%d %H:%M:%S} UTC ({path.name})")
+        return "recording", shown_preset
+
+    async def _wait_interrupt(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._interrupt.wait(), seconds)
+
+
+def frame_for_start() -> Frame:
+    """The race area cleared for a new race: empty panes, no figure yet."""
+    snap = RaceSnapshot(order="simultaneous", baseline=SideSnapshot(side="baseline"),
+                        speculative=SideSnapshot(side="speculative"))
+    frame = frame_for(snap, with_chart=True)
+    frame.run_status = view.run_status_html("running", "race mode")
+    return frame
+
+
+def log_turn(n: int, preset: Preset, source: str, started: datetime, outcome: str | None,
+             speedup: float | None, saved: str | None, note: str | None) -> None:
+    """The turn's one log line, ``booth-race {json}`` (benchmarks/soak.py reads it)."""
+    log.info("booth-race %s", json.dumps({
+        "n": n, "preset": preset.name, "source": source, "outcome": outcome, "speedup": speedup,
+        "saved": saved, "started_at": started.isoformat(), "ended_at": datetime.now(UTC).isoformat(),
+        "note": note}))

@@ -1,0 +1,85 @@
+"""Playing a saved race back at its real timing, without Gradio: the Replay tab and the booth's
+recordings (demo.booth) feed these snapshots through the same frames as a live race.
+
+The saved ChunkEvents are fed, at the times they first arrived, into the same SideMeter the live
+race uses; the last snapshot carries the saved result, so the final figures are the saved ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
+
+from demo import view
+from demo.measure import SideMeter
+from demo.results import LEGACY_ORDER, ChunkEvent, RaceResult, RaceSnapshot, Side
+
+FRAME_INTERVAL_S = 0.05  # at most ~20 page updates per second, as the live race
+_STAMP = re.compile(r"^(\d{8}T\d{6})\d*-(.+)-(simultaneous|sequential|race)$")  # race: an older name
+
+
+def run_label(path: Path) -> str:
+    """'2026-11-29 13:00:49 UTC · json_reformat · sequential' from the saved file's name."""
+    m = _STAMP.match(path.stem)
+    if not m:
+        return path.name
+    when = datetime.strptime(m.group(1), "%Y%m%dT%H%M%S").strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{when} · {m.group(2)} · {view.ORDER_LABELS[LEGACY_ORDER.get(m.group(3), m.group(3))]}"
+
+
+def timeline(result: RaceResult) -> list[tuple[float, Side, ChunkEvent]]:
+    """Both sides' saved events in arrival order (each side timed from its own request)."""
+    sides: tuple[Side, Side] = ("baseline", "speculative")
+    events = [(ev.t_s, side, ev) for side in sides for ev in getattr(result, side).events]
+    return sorted(events, key=lambda e: e[0])
+
+
+async def replay_snapshots(result: RaceResult, interval_s: float = FRAME_INTERVAL_S) -> AsyncIterator[RaceSnapshot]:
+    """Snapshots at the recording's real timing; the last one carries the saved result."""
+    t0 = time.perf_counter()
+    meters: dict[Side, SideMeter] = {}
+    for side in ("baseline", "speculative"):
+        saved = getattr(result, side)
+        meters[side] = SideMeter(side, saved.url, t0=t0)
+        meters[side].model = saved.model
+    last_t = {side: max((e.t_s for e in getattr(result, side).events), default=0.0)
+              for side in ("baseline", "speculative")}
+    failed: set[Side] = set()
+
+    def snap(final: bool = False) -> RaceSnapshot:
+        return RaceSnapshot(order=result.order, baseline=meters["baseline"].snapshot(),
+                            speculative=meters["speculative"].snapshot(), result=result if final else None)
+
+    def settle(now: float) -> None:
+        # A side that failed (or was stopped) in the recording fails here at its last event.
+        for side in ("baseline", "speculative"):
+            saved = getattr(result, side)
+            if saved.error and side not in failed and now >= last_t[side]:
+                failed.add(side)
+                if result.cancelled and not saved.complete:
+                    meters[side].cancel()
+                else:
+                    meters[side].fail(saved.error)
+
+    items = timeline(result)
+    i = 0
+    settle(0.0)
+    yield snap()
+    while i < len(items):
+        now = time.perf_counter() - t0
+        if items[i][0] > now:
+            await asyncio.sleep(min(items[i][0] - now, 1.0))
+            continue
+        while i < len(items) and items[i][0] <= now:
+            _t, side, ev = items[i]
+            meters[side].feed(ev)
+            i += 1
+        settle(now)
+        yield snap()
+        await asyncio.sleep(interval_s)  # many chunks fold into one frame
+    settle(float("inf"))
+    yield snap(final=True)

@@ -1,0 +1,174 @@
+"""Booth mode (`python app.py --booth`, issue 14) in real headless Chromium against stand-in servers:
+the show rotates presets with nobody touching the page, a visitor's click hands the page over and
+the show comes back after the idle time, and a server that goes away turns the show into a
+recording (never an error pane) until it answers again.
+
+The page is polled all along: any pane error, error status or console error fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from demo.runs import list_runs, load_run
+from tests.browser.conftest import AppProcess, screenshot
+from tests.standin import Standin, StandinBehavior
+
+pytestmark = pytest.mark.browser
+
+IDLE_S = 4.0  # the show comes back this long after a visitor's last input
+BASE = StandinBehavior(tokens_per_s=120, ttft_s=0.02)
+SPEC = StandinBehavior(speculative=True, tokens_per_s=240, ttft_s=0.02, chunk_sizes=[1, 3])
+CAPTION = "#sd-booth-caption .sd-booth-caption"
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, Standin]]:
+    base, spec = Standin(BASE).start(), Standin(SPEC).start()
+    yield {"baseline": base, "speculative": spec}
+    base.stop()
+    spec.stop()
+
+
+def booth_app(servers: dict[str, Standin], tmp: Path, **extra: str) -> AppProcess:
+    proc = AppProcess({
+        "SPECDEMO_BOOTH": "true",
+        "SPECDEMO_BASELINE_URL": servers["baseline"].url,
+        "SPECDEMO_SPECULATIVE_URL": servers["speculative"].url,
+        "SPECDEMO_RUNS_DIR": str(tmp / "runs"),
+        "SPECDEMO_BOOTH_PAUSE_S": "0.5",
+        "SPECDEMO_BOOTH_IDLE_S": str(IDLE_S),
+        "SPECDEMO_READ_TIMEOUT_S": "5",
+        "SPECDEMO_PROBE_TIMEOUT_S": "1",
+        # No supervisor here: the "live again" line falls back to its plain wording.
+        "SPECDEMO_SERVERS_RUN_DIR": str(tmp / "no-launcher"),
+        **extra,
+    }, tmp / "app.log")
+    proc.runs_dir = tmp / "runs"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def app(servers: dict[str, Standin], tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
+    proc = booth_app(servers, tmp_path_factory.mktemp("booth-app"))
+    yield proc
+    proc.stop()
+
+
+class Watch:
+    """Polls the page: the caption's state, preset and turn, and anything that looks like an error."""
+
+    def __init__(self, page) -> None:
+        self.page = page
+        self.seen: list[tuple[str, str, int]] = []  # (state, preset, turn), each change once
+        self.errors: list[str] = []
+
+    def poll(self) -> tuple[str, str, int]:
+        got = self.page.evaluate("""(sel) => {
+            const c = document.querySelector(sel);
+            const err = [...document.querySelectorAll('.sd-side-error, .sd-run-status[data-state="error"]')]
+              .filter(e => e.offsetParent !== null).map(e => e.textContent);
+            return [c ? c.dataset.state : '', c ? c.dataset.preset : '', c ? +c.dataset.n : 0, err];
+        }""", CAPTION)
+        state = (got[0], got[1], got[2])
+        if not self.seen or self.seen[-1] != state:
+            self.seen.append(state)
+        self.errors += got[3]
+        return state
+
+    def until(self, cond, timeout_s: float, what: str) -> float:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout_s:
+            if cond(self.poll()):
+                return time.monotonic() - t0
+            time.sleep(0.2)
+        screenshot(self.page, "booth-" + what.replace(" ", "-")[:40])
+        pytest.fail(f"not within {timeout_s} s: {what}; seen {self.seen[-8:]}")
+
+
+def open_booth(page, app: AppProcess) -> Watch:
+    page.goto(app.url, timeout=30_000)
+    page.wait_for_selector(CAPTION, timeout=30_000)
+    return Watch(page)
+
+
+def booth_lines(app: AppProcess) -> list[dict]:
+    return [json.loads(line.split("booth-race ", 1)[1]) for line in app.output().splitlines() if "booth-race {" in line]
+
+
+def test_the_show_rotates_presets_with_nobody_touching_the_page(app: AppProcess, page) -> None:
+    watch = open_booth(page, app)
+    watch.until(lambda s: len({p for st, p, _n in watch.seen if st == "live"}) >= 3, 90, "three presets raced live")
+    # Read from 3 m: the controls and everything below the panes are folded away, the headline is big.
+    assert page.evaluate("document.body.classList.contains('sd-booth')")
+    assert not page.is_visible("#sd-controls")
+    assert not page.is_visible("#sd-race-plot")
+    size = page.evaluate("parseFloat(getComputedStyle(document.querySelector('.sd-speedup-value')).fontSize)")
+    assert size >= 100, size
+    expect = page.text_content(f"{CAPTION} .sd-booth-expect") or ""
+    assert "expect" in expect.lower(), expect  # the preset's "what to expect" says why it is shown
+    # Every live race is saved as a normal race is, and each turn logged once.
+    lines = [x for x in booth_lines(app) if x["source"] == "live"]
+    assert len(lines) >= 2
+    saved = {p.name for p in list_runs(app.runs_dir)}
+    for line in lines:
+        assert line["outcome"] == "done" and line["saved"] in saved, line
+        assert load_run(app.runs_dir / line["saved"]).order == "simultaneous"
+    assert watch.errors == [] and page.console_errors == []
+
+
+def test_a_visitors_click_pauses_the_show_until_the_page_is_left_alone(app: AppProcess, page) -> None:
+    watch = open_booth(page, app)
+    watch.until(lambda s: s[0] == "live", 60, "the show is live")
+    page.mouse.click(640, 400)  # anywhere on the page
+    watch.until(lambda s: s[0] == "visitor", 5, "the visitor's turn")
+    page.wait_for_selector("#sd-controls", state="visible", timeout=2_000)  # the controls unfold
+    turn = watch.poll()[2]
+    runs = len(list_runs(app.runs_dir))
+    # Input keeps the page the visitor's: no booth race starts while they keep touching it.
+    for _ in range(3):
+        time.sleep(IDLE_S / 2)
+        page.keyboard.press("Shift")
+        assert watch.poll()[0] == "visitor" and watch.poll()[2] == turn
+        assert page.is_visible("#sd-controls")
+    time.sleep(1.0)  # the race the click stopped has been saved by now
+    assert len(list_runs(app.runs_dir)) <= runs + 1
+    # Left alone for IDLE_S, the show comes back by itself, in the large layout.
+    watch.until(lambda s: s[0] == "live" and s[2] > turn, IDLE_S + 30, "the show back after the idle time")
+    page.wait_for_function("document.body.classList.contains('sd-booth')", timeout=5_000)
+    assert watch.errors == [] and page.console_errors == []
+
+
+def test_a_server_down_shows_the_recording_and_live_returns_when_it_answers(
+        servers: dict[str, Standin], tmp_path: Path, page) -> None:
+    # One preset in the rotation: its own recording is the one shown.
+    app = booth_app(servers, tmp_path, SPECDEMO_BOOTH_PRESETS='["json_reformat"]')
+    try:
+        watch = open_booth(page, app)
+        watch.until(lambda s: s[0] == "live" and s[2] >= 2, 60, "a first live race done")
+        servers["speculative"].stop()  # gone: every connection refused, as a killed server
+        took = watch.until(lambda s: s[0] == "recording", 15, "the recording while the server is down")
+        banner = page.text_content("#sd-banner") or ""
+        assert "RECORDING" in banner and "Live again once the speculative server answers" in banner, banner
+        assert watch.poll()[1] == "json_reformat"
+        time.sleep(3)  # a while on the recording: still no error anywhere
+        watch.poll()
+        servers["speculative"].start()
+        back = watch.until(lambda s: s[0] == "live", 40, "live again after the server answers")
+        watch.until(lambda s: s[0] == "live" and "RECORDING" not in (page.text_content("#sd-banner") or ""), 5,
+                    "the banner gone when live")
+        print(f"recording shown {took:.1f} s after the server went away; live {back:.1f} s after it came back")
+        lines = booth_lines(app)
+        assert any(x["source"] == "recording" and x["preset"] == "json_reformat" for x in lines), lines
+        assert watch.errors == [], watch.errors
+        assert page.console_errors == []
+    finally:
+        servers["speculative"].behavior = SPEC
+        if servers["speculative"]._server is None:
+            servers["speculative"].start()
+        app.stop()

@@ -1,0 +1,117 @@
+"""Booth mode without a browser: which recording is shown, how old runs are pruned, the
+"live again in …" line from the supervisor's state file, and how a page's pending updates fold.
+The page itself is in tests/browser/test_booth_page.py."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from demo.booth import VIEWER_TIMEOUT_S, BoothView, RestartWatch, Viewer
+from demo.results import RaceRequest, RaceResult, SideResult
+from demo.runs import list_runs, newest_good_run, prune_runs, save_run
+from demo.server_info import ServerInfo
+from demo.ui.race_stream import Frame
+from servers.state import LauncherState, ServerRecord, write_state
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def race(preset: str, minutes: int, *, good: bool = True, order: str = "simultaneous") -> RaceResult:
+    def side(name: str) -> SideResult:
+        return SideResult(side=name, url="http://x", text="ok", complete=good, error=None if good else "boom")
+    return RaceResult(order=order, preset=preset, request=RaceRequest(preset=preset, order=order),
+                      started_at=T0 + timedelta(minutes=minutes), baseline=side("baseline"),
+                      speculative=side("speculative"))
+
+
+def saved(runs: Path, preset: str, minutes: int, **kw) -> Path:
+    path = save_run(race(preset, minutes, **kw), runs)
+    stamp = (T0 + timedelta(minutes=minutes)).timestamp()
+    os.utime(path, (stamp, stamp))  # file times follow the race times
+    return path
+
+
+def test_the_recording_is_the_newest_good_race_of_that_preset_in_race_mode(tmp_path: Path) -> None:
+    old_good = saved(tmp_path, "json_reformat", 1)
+    saved(tmp_path, "json_reformat", 2, order="sequential")
+    saved(tmp_path, "json_reformat", 3, good=False)
+    saved(tmp_path, "code_edit", 4)
+    assert newest_good_run(tmp_path, "json_reformat") == old_good
+    assert newest_good_run(tmp_path, "poetry") is None
+    assert newest_good_run(tmp_path / "missing", "json_reformat") is None
+
+
+def test_pruning_keeps_the_newest_by_count_and_each_presets_newest_good_run(tmp_path: Path) -> None:
+    keep_good = saved(tmp_path, "poetry", 0)  # the only good poetry run: kept however old
+    saved(tmp_path, "poetry", 1, good=False)
+    for m in range(2, 8):
+        saved(tmp_path, "json_reformat", m)
+    removed = prune_runs(tmp_path, keep_count=3, keep_days=None)
+    left = list_runs(tmp_path)
+    assert len(removed) == 4 and keep_good in left and len(left) == 4
+    assert [p.name for p in left[:3]] == [p.name for p in sorted(left, reverse=True)[:3]]
+    assert not any("poetry" in p.name and p != keep_good for p in left)
+
+
+def test_pruning_by_age_and_off_without_limits(tmp_path: Path) -> None:
+    now = (T0 + timedelta(days=10)).timestamp()
+    saved(tmp_path, "sql", 0)
+    saved(tmp_path, "sql", 1)
+    only_poetry = saved(tmp_path, "poetry", 2)  # old, but the only poetry recording
+    fresh = saved(tmp_path, "sql", 60 * 24 * 9)  # a day old
+    assert prune_runs(tmp_path, None, None, now=now) == []
+    removed = prune_runs(tmp_path, None, 2.0, now=now)
+    assert len(removed) == 2
+    assert set(list_runs(tmp_path)) == {fresh, only_poetry}
+    saved(tmp_path, "sql", 60 * 24 * 9 + 1)  # a newer good sql run: the day-old one is just old now
+    assert prune_runs(tmp_path, None, 0.5, now=now) == [fresh]
+
+
+def test_saving_prunes_when_asked(tmp_path: Path) -> None:
+    for m in range(5):
+        save_run(race("code_edit", m), tmp_path, keep_count=2)
+    assert len(list_runs(tmp_path)) == 2
+
+
+def _state(path: Path, **fields) -> None:
+    rec = ServerRecord(role="speculative", url="http://127.0.0.1:8001", pid=1, pgid=1, start_ticks=1,
+                       log_path=Path("x.log"), served_model_name="m", model="m", command=["x"],
+                       started_at=T0, **fields)
+    write_state(path, LauncherState(launcher_pid=1, device="cpu", servers=[rec]))
+
+
+def test_live_again_is_estimated_from_the_supervisors_state(tmp_path: Path) -> None:
+    state = tmp_path / "state.json"
+    down = [ServerInfo(side="speculative", url="http://127.0.0.1:8001")]
+    watch = RestartWatch(state)
+    assert "once the speculative server answers" in watch.estimate(down)  # no state file: plain words
+    _state(state, time_to_healthy_s=40.0)
+    watch.remember()  # seen healthy: a start takes 40 s
+    assert "once the speculative server answers" in watch.estimate(down, now=T0 + timedelta(hours=1))
+    _state(state, next_restart_at=T0 + timedelta(seconds=4), restarts=1)  # killed, restart in 4 s
+    assert watch.estimate(down, now=T0) == "Live again in about 44 s: the speculative server is restarting."
+    _state(state, restarts=1)  # restarted at T0, not healthy yet
+    assert "about 30 s" in watch.estimate(down, now=T0 + timedelta(seconds=10))
+    assert "in a moment" in watch.estimate(down, now=T0 + timedelta(seconds=45))
+    _state(state, held="restart cap reached (5 in the last hour); next try at 13:00:00 UTC")
+    assert "not being restarted: restart cap reached" in watch.estimate(down)
+    assert "checked every few seconds" in RestartWatch(None).estimate(down)
+
+
+def test_a_pages_pending_updates_fold_into_one_and_a_silent_page_is_gone() -> None:
+    async def go() -> None:
+        v = Viewer()
+        v.offer(BoothView(caption="a", banner="", frame=Frame(run_status="racing", speedup="1x")))
+        v.offer(BoothView(caption="b", frame=Frame(speedup="2x")))
+        got = await v.take(0.1)
+        assert got is not None and got.caption == "b" and got.banner == ""
+        assert got.frame is not None and got.frame.run_status == "racing" and got.frame.speedup == "2x"
+        assert await v.take(0.05) is None
+        v.offer(BoothView(caption="c"))
+        assert not v.gone(time.monotonic())
+        assert v.gone(time.monotonic() + VIEWER_TIMEOUT_S + 1)
+    asyncio.run(go())
