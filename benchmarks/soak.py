@@ -580,8 +580,8 @@ class Pair:
             if st.supervisor and procs.is_running(st.supervisor.pid, st.supervisor.start_ticks):
                 with suppress(ProcessLookupError):
                     os.kill(st.supervisor.pid, signal.SIGKILL)
-            for r in st.servers:
-                if procs.group_pids(r.pgid):
+            for r in st.servers:  # only while its leader is the very process started (a PID is reused)
+                if procs.is_running(r.pid, r.start_ticks):
                     procs.stop_group(r.pgid, 3)
         if self.tmp:
             self.tmp.cleanup()
