@@ -16,9 +16,9 @@ What runs:
 - kills: each server in --kills is killed once (SIGKILL to its process group leader, from the
   launcher's state file) at a random time: the window [lead, M minutes - tail] is cut into one
   slot per kill and each lands at a uniform random time in its slot. A kill also waits until a
-  live race has been saved (so the booth has a recording to show), for a bounded time until a live
-  race is running (the hardest moment: the race fails mid-way), and until the kill before it has
-  healed and a live race has run again.
+  live race has been saved (so the booth has a recording to show), for a bounded time until the
+  server is streaming a live race's answer (the hardest moment: the race fails mid-way), and
+  until the kill before it has healed and a live race has run again.
 
 What is measured (files in --out: races.jsonl, samples.jsonl, events.jsonl, summary.json, app.log):
 - per booth race, from the app's ``booth-race {json}`` log lines: source (live / recording /
@@ -77,17 +77,23 @@ MB = 1e6
 ERROR_SELECTOR = '.sd-side-error, [data-state="error"], .toast-body.error'
 CAPTION_SELECTOR = "#sd-booth-caption .sd-booth-caption"
 RUN_STATUS_SELECTOR = "#sd-run-status .sd-run-status"
-# One call per poll: caption, run status, and the visible error markers (class and text).
+# One call per poll: caption, run status, whether each side is still streaming (its status line,
+# demo/view.py side_status_html: waiting / streaming / quiet), and the visible error markers.
 POLL_JS = """([errSel, capSel, runSel]) => {
   const visible = el => !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
   const cap = document.querySelector(capSel);
   const run = document.querySelector(runSel);
+  const streaming = {};
+  for (const side of ['baseline', 'speculative']) {
+    const st = document.querySelector(`#sd-status-${side} .sd-side-status`);
+    streaming[side] = !!st && /\\bsd-status-(waiting|streaming|quiet)\\b/.test(st.className);
+  }
   const errors = [];
   for (const el of document.querySelectorAll(errSel)) {
     if (visible(el)) errors.push(`${el.className}: ${(el.textContent || '').trim().slice(0, 200)}`);
   }
   return {caption: cap ? (cap.dataset.state || null) : null, preset: cap ? (cap.dataset.preset || null) : null,
-          run: run ? (run.dataset.state || null) : null, errors};
+          run: run ? (run.dataset.state || null) : null, streaming, errors};
 }"""
 
 
@@ -236,7 +242,7 @@ class Kill(BaseModel):
     killed_at: datetime | None = None
     killed_at_s: float | None = None
     pid: int | None = None
-    mid_race: bool | None = None  # a live race was running when it was killed
+    mid_race: bool | None = None  # killed while it was streaming a live race's answer
     healthy_at: datetime | None = None  # restarted (another PID) and /health answered
     new_pid: int | None = None
     note: str | None = None  # why it was not done, or did not heal
@@ -839,9 +845,11 @@ class Soak:
                     return
                 if self._due_since is None:
                     self._due_since = t
-                live_running = self.view.get("caption") == "live" and self.view.get("run") == "running"
-                if live_running or t - self._due_since >= self.timing.mid_race_wait_s:
-                    self._kill(pair, k, t, live_running)
+                # Mid-race: a live race is on and the server to kill is still streaming its answer.
+                mid_race = (self.view.get("caption") == "live" and self.view.get("run") == "running"
+                            and bool((self.view.get("streaming") or {}).get(k.role)))
+                if mid_race or t - self._due_since >= self.timing.mid_race_wait_s:
+                    self._kill(pair, k, t, mid_race)
                     self._due_since = None
                 return
             if k.killed_at is not None and k.healthy_at is None and not k.note:
@@ -864,7 +872,7 @@ class Soak:
         k.killed_at, k.killed_at_s, k.pid, k.mid_race = datetime.now(UTC), t, r.pid, mid_race
         self.rec.event("kill", role=k.role, pid=r.pid, t_s=t, mid_race=mid_race)
         self.rec.say(f"SIGKILL {k.role} (PID {r.pid}) at {t:.0f} s, "
-                     + ("mid-race" if mid_race else "no live race was running"))
+                     + ("mid-race (it was streaming)" if mid_race else "not mid-race (no live race was streaming)"))
 
     def _check_healed(self, pair: Pair, k: Kill) -> None:
         assert k.killed_at is not None

@@ -81,6 +81,9 @@ def test_two_minutes_of_booth_mode_with_a_speculative_kill(tmp_path: Path) -> No
     s = json.loads((out / "summary.json").read_text())
     kill = s["kills"][0]
     assert kill["role"] == "speculative" and kill["killed_at_s"] is not None, printed[-3000:]
+    # Killed while it streamed a live race: that race failed, was saved (no lost run), and the
+    # booth cut to a recording.
+    assert kill["mid_race"] and s["outcomes"].get("live error") == 1, s["outcomes"]
     assert kill["kill_to_healthy_s"] is not None and kill["healed"], kill
     assert kill["recordings_while_down"] >= 1, "no recording was shown while the server was down"
     assert kill["live_races_after"] >= 1 and kill["kill_to_live_s"] > kill["kill_to_healthy_s"]
