@@ -741,7 +741,7 @@ class Soak:
             if t >= next_sample:
                 self._sample(pair)
                 next_sample = t + SAMPLE_EVERY_S
-            self._step_kills(pair, page, t)
+            self._step_kills(pair, t)
             page.idle(LOOP_S)
         self._sample(pair)
         self._read_races(tail)
@@ -834,7 +834,7 @@ class Soak:
     def _settled(self, k: Kill) -> bool:
         return bool(k.note or (k.healthy_at and first_live_after(self.races, k.healthy_at)))
 
-    def _step_kills(self, pair: Pair, page: Page, t: float) -> None:
+    def _step_kills(self, pair: Pair, t: float) -> None:
         """Advance the first kill not yet settled: wait for it to be due, kill, watch it heal."""
         for i, k in enumerate(self.kills):
             if k.killed_at is None and not k.note:
