@@ -322,7 +322,7 @@ class Booth:
         started = datetime.now(UTC)
         self.publish(BoothView(caption=caption_html("live", preset, "Racing both servers now", self.turn),
                                banner="", badge=view.identical_badge_html(None),
-                               frame=frame_for_start()), reset=True)
+                               frame=frame_for_start(view.run_status_html("running", "race mode"))), reset=True)
         result: RaceResult | None = None
         failed: str | None = None
         quiet_since: dict[str, float] = {}
@@ -371,8 +371,10 @@ class Booth:
                 break
         if path is None:
             note = self.restarts.estimate(down)
+            # Not "running": nothing streams, and the page would take a silent race for a lost connection.
+            idle = view.run_status_html("idle", text="The servers are restarting")
             self.publish(BoothView(caption=caption_html("waiting", preset, note, self.turn), banner="",
-                                   frame=frame_for_start(), badge=view.identical_badge_html(None)), reset=True)
+                                   frame=frame_for_start(idle), badge=view.identical_badge_html(None)), reset=True)
             log_turn(self.turn, preset, "none", started, None, None, None, "no good recording saved yet")
             await self._wait_interrupt(TICK_S * 3)
             return "waiting", preset
@@ -380,10 +382,14 @@ class Booth:
         note = self.restarts.estimate(down) if down else "Live again from the next race."
         self.publish(BoothView(caption=caption_html("recording", shown_preset, note, self.turn),
                                banner=view.recording_banner_html(result, note),
-                               badge=view.identical_badge_html(None), frame=frame_for_start()), reset=True)
+                               badge=view.identical_badge_html(None),
+                               frame=frame_for_start(view.run_status_html("running", "a recording, not live",
+                                                                          text="Playing the recording…"))),
+                     reset=True)
         last_chart = last_note = 0.0
         async for snapshot in replay_snapshots(result):
-            if self._interrupt.is_set():
+            if self._interrupt.is_set():  # a visitor took over: the page is theirs, ready for Start
+                self.publish(BoothView(frame=Frame(run_status=view.run_status_html("idle"))))
                 break
             now = time.monotonic()
             with_chart = now - last_chart >= CHART_INTERVAL_S
@@ -409,12 +415,12 @@ class Booth:
             await asyncio.wait_for(self._interrupt.wait(), seconds)
 
 
-def frame_for_start() -> Frame:
-    """The race area cleared for a new race: empty panes, no figure yet."""
+def frame_for_start(run_status: str) -> Frame:
+    """The race area cleared for a new race or recording: empty panes, no figure yet."""
     snap = RaceSnapshot(order="simultaneous", baseline=SideSnapshot(side="baseline"),
                         speculative=SideSnapshot(side="speculative"))
     frame = frame_for(snap, with_chart=True)
-    frame.run_status = view.run_status_html("running", "race mode")
+    frame.run_status = run_status
     return frame
 
 
