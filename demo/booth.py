@@ -41,7 +41,7 @@ from demo.race import validate_request
 from demo.replay import replay_snapshots
 from demo.results import RaceResult, RaceSnapshot, SideSnapshot
 from demo.runs import load_run, newest_good_run
-from demo.server_info import ServerInfo, probe_servers
+from demo.server_info import ServerInfo, healthy_sides, probe_servers
 from demo.settings import Settings
 from demo.ui import race_stream
 from demo.ui.race_stream import CHART_INTERVAL_S, Frame, frame_for
@@ -53,8 +53,11 @@ BoothState = Literal["live", "recording", "visitor", "waiting"]
 
 # A page that has not taken the booth's latest update for this long has gone (tab closed).
 VIEWER_TIMEOUT_S = 10.0
-# A live race where a side has sent nothing for this long is abandoned for the recording.
+# A live race where a side has sent nothing for this long, and whose server then does not answer
+# /health, is abandoned for the recording (a hung server). A server that answers is working (a
+# long prompt's prefill takes tens of seconds on a CPU): the race goes on, up to the read timeout.
 STALL_S = 20.0
+STALL_RECHECK_S = 5.0
 # How often the caption's countdowns tick, and the servers are probed while they are down.
 TICK_S = 1.0
 
@@ -326,6 +329,7 @@ class Booth:
         result: RaceResult | None = None
         failed: str | None = None
         quiet_since: dict[str, float] = {}
+        checked_at = 0.0  # when a quiet side's server was last asked for /health
         frames = race_stream.race_frames(req, self.settings, control)
         async with contextlib.aclosing(frames):
             async for frame in frames:
@@ -338,9 +342,16 @@ class Booth:
                     elif frame.baseline is not None or frame.side_status is not None:
                         quiet_since.pop(side, None)
                 stalled = [s for s, t in quiet_since.items() if now - t >= STALL_S]
+                if stalled and failed is None and not frame.failed and now - checked_at >= STALL_RECHECK_S:
+                    checked_at = now
+                    healthy = await healthy_sides(self.settings)
+                    stalled = [s for s in stalled if s not in healthy]
+                else:
+                    stalled = []
                 if failed is None and (frame.failed or stalled):
                     failed = (f"the {' and '.join(frame.failed)} server failed" if frame.failed
-                              else f"the {' and '.join(stalled)} server sent nothing for {STALL_S:.0f} s")
+                              else f"the {' and '.join(stalled)} server sent nothing for {STALL_S:.0f} s "
+                                   "and does not answer /health")
                     control.stopped_because = failed
                     control.stop.set()  # closes both streams; the result comes as the last frame
                 if self._interrupt.is_set() and not control.stop.is_set():

@@ -58,6 +58,14 @@ async def _health(http: httpx.AsyncClient, url: str, timeout_s: float) -> str | 
     return None
 
 
+async def healthy_sides(settings: Settings) -> set[Side]:
+    """The sides whose server answers /health now (both asked at once, each within probe_timeout_s)."""
+    async def one(side: Side) -> Side | None:
+        async with make_http_client(settings, side) as http:
+            return side if await _health(http, settings.endpoint(side).url, settings.probe_timeout_s) is None else None
+    return {s for s in await asyncio.gather(one("baseline"), one("speculative")) if s is not None}
+
+
 async def probe_server(http: httpx.AsyncClient, side: Side, url: str, settings: Settings) -> ServerInfo:
     info = ServerInfo(side=side, url=url)
     why = await _health(http, url, settings.probe_timeout_s)

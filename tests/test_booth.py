@@ -115,3 +115,30 @@ def test_a_pages_pending_updates_fold_into_one_and_a_silent_page_is_gone() -> No
         assert not v.gone(time.monotonic())
         assert v.gone(time.monotonic() + VIEWER_TIMEOUT_S + 1)
     asyncio.run(go())
+
+
+def test_a_slow_first_token_from_a_server_that_answers_health_is_not_a_stall(tmp_path: Path, monkeypatch) -> None:
+    """A long prefill (tens of seconds for rag_long on a CPU) leaves a side quiet; its server still
+    answers /health, so the booth keeps the live race instead of cutting to the recording."""
+    import demo.booth
+    from demo.booth import Booth
+    from demo.presets import load_presets
+    from demo.settings import ROOT, Settings
+    from tests.standin import Standin, StandinBehavior
+
+    monkeypatch.setattr(demo.booth, "STALL_S", 0.3)  # quiet from 2 s on (the quiet notice), checked at once
+    presets, _ = load_presets(ROOT / "presets")
+    with Standin(StandinBehavior(ttft_s=3.5, tokens_per_s=400)) as base, \
+            Standin(StandinBehavior(speculative=True, ttft_s=3.5, tokens_per_s=800)) as spec:
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url, runs_dir=tmp_path, booth=True,
+                            probe_timeout_s=2)
+        booth = Booth(settings, presets)
+        assert asyncio.run(booth._live(presets["json_reformat"])) is True
+        (run,) = list_runs(tmp_path)
+        assert "simultaneous" in run.name and newest_good_run(tmp_path, "json_reformat") == run
+
+        async def nobody_answers(_settings: Settings) -> set[str]:
+            return set()
+        monkeypatch.setattr(demo.booth, "healthy_sides", nobody_answers)  # as a hung server: no /health
+        assert asyncio.run(booth._live(presets["json_reformat"])) is False  # cut short for the recording
+    assert newest_good_run(tmp_path, "json_reformat") == run  # the cut race is saved, never a recording
