@@ -13,9 +13,27 @@ cd "$ROOT"
 T0=$(date +%s)
 stamp() { echo "[test] $* (+$(( $(date +%s) - T0 )) s)"; }
 
+mkdir -p artifacts
+# What only the end-to-end stage needs installs in the background, each into its own log, while
+# the app venv, the browser, lint and types are done: the CPU vLLM venv (a pip install, mostly
+# network and disk; ~3 min on a clean machine) from the start, Debian's Prometheus once the
+# browser's apt-get is done (both use apt). The fast tests wait for both, so that nothing heavy
+# runs beside their timing checks.
+setup_pid="" prom_pid=""
+if [[ "${1:-}" != "--fast" ]]; then
+    bash scripts/setup_cpu_servers.sh >artifacts/setup-cpu-servers.log 2>&1 &
+    setup_pid=$!
+fi
+trap 'for p in $setup_pid $prom_pid; do kill "$p" 2>/dev/null || true; done' EXIT
+
 bash scripts/setup_app.sh
 bash scripts/install_browser.sh
 stamp "app venv and browser ready"
+if [[ "${1:-}" != "--fast" ]]; then
+    # For tests/e2e/test_prometheus_e2e.py (skipped with a reason without it).
+    bash scripts/install_prometheus.sh >artifacts/install-prometheus.log 2>&1 &
+    prom_pid=$!
+fi
 
 # Lint and types first (config in pyproject.toml): both run, either failing fails the run.
 lint=0
@@ -24,6 +42,21 @@ lint=0
 stamp "ruff and mypy done (exit $lint)"
 [[ $lint -eq 0 ]] || exit $lint
 
+setup=0
+if [[ -n "$setup_pid" ]]; then
+    wait "$setup_pid" || setup=$?
+    setup_pid=""
+    cat artifacts/setup-cpu-servers.log
+    stamp "CPU vLLM venv ready (exit $setup)"
+fi
+if [[ -n "$prom_pid" ]]; then
+    prom=0
+    wait "$prom_pid" || prom=$?
+    prom_pid=""
+    cat artifacts/install-prometheus.log
+    [[ $prom -eq 0 ]] || echo "[test] Prometheus not installed; its e2e test will skip"
+fi
+
 # Fast and browser tests first, on an idle machine: their timing checks need the cores
 # the vLLM servers would otherwise take.
 status=0
@@ -31,10 +64,11 @@ status=0
 stamp "fast and browser tests done (exit $status)"
 
 if [[ "${1:-}" != "--fast" ]]; then
-    bash scripts/setup_cpu_servers.sh
-    stamp "CPU vLLM venv ready"
-    # Debian's Prometheus for tests/e2e/test_prometheus_e2e.py (skipped with a reason without it).
-    bash scripts/install_prometheus.sh || echo "[test] Prometheus not installed; its e2e test will skip"
+    if [[ $setup -ne 0 ]]; then
+        echo "[test] the CPU vLLM venv failed to install (log above, artifacts/setup-cpu-servers.log):" \
+             "end-to-end tests not run"
+        exit $setup
+    fi
     e2e=0
     .venv/bin/python -m pytest -m e2e -q -p no:cacheprovider -s || e2e=$?
     stamp "end-to-end tests done (exit $e2e)"

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.standin import Standin, StandinBehavior
@@ -57,8 +58,11 @@ def test_bad_arguments_exit_non_zero_with_a_clear_message(tmp_path: Path) -> Non
         ("--prompt", "x", "--mode", "fast"): "invalid choice",
         (): "one of the arguments --preset --prompt is required",
     }
+    # One process per case, all at once: each is a Python start and an argument check.
+    with ThreadPoolExecutor(len(cases)) as pool:
+        done = {args: pool.submit(run_cli, *args, runs_dir=tmp_path) for args in cases}
     for args, message in cases.items():
-        p = run_cli(*args, runs_dir=tmp_path)
+        p = done[args].result()
         assert p.returncode == 2, (args, p.stdout, p.stderr)
         assert message in p.stderr, (args, p.stderr)
         assert p.stdout == ""

@@ -12,6 +12,7 @@ The launch arguments and the exposure warning are unit-tested in tests/test_ui_a
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -19,20 +20,56 @@ import pytest
 
 from benchmarks.load_test import PageApi, RaceOutcome, race_once, run_async
 from demo.presets import load_presets
-from tests.browser.conftest import AppProcess
+from tests.browser.conftest import AppProcess, start_together
 from tests.standin import Standin, StandinBehavior
 
 API_KEY = "sk-specdemo-TEST-7f3a9c1e5b"
 USER, PASSWORD = "stage", "pw-Q8v2-secret"
 
 
-@pytest.fixture
-def keyed_servers() -> Iterator[tuple[Standin, Standin]]:
+def _keyed_pair() -> tuple[Standin, Standin]:
     """Two stand-ins that refuse any request without ``Authorization: Bearer API_KEY``."""
-    with Standin(StandinBehavior(tokens_per_s=400, api_key=API_KEY)) as base, \
-            Standin(StandinBehavior(speculative=True, tokens_per_s=800, chunk_sizes=[1, 3],
-                                    api_key=API_KEY)) as spec:
-        yield base, spec
+    return (Standin(StandinBehavior(tokens_per_s=400, api_key=API_KEY)).start(),
+            Standin(StandinBehavior(speculative=True, tokens_per_s=800, chunk_sizes=[1, 3], api_key=API_KEY)).start())
+
+
+@dataclass
+class Setup:
+    """One test's own pair of keyed stand-ins and its own app, configured for it."""
+
+    base: Standin
+    spec: Standin
+    app: AppProcess
+    tmp: Path
+
+
+@pytest.fixture(scope="module")
+def setups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Setup]]:
+    """Per test its own stand-in pair (fresh counters) and app, all apps started together before
+    the first test (tests/browser/conftest.py, start_together); each test stops its app."""
+    pairs: dict[str, tuple[Standin, Standin]] = {}
+    try:
+        tmp = {name: tmp_path_factory.mktemp(name) for name in ("bind", "login", "key", "limits")}
+        for name in tmp:
+            pairs[name] = _keyed_pair()
+        apps = start_together({
+            # no SPECDEMO_UI_HOST at all: the real default binding
+            "bind": {"env": _env(*pairs["bind"], SPECDEMO_SAVE_RUNS="false"), "log_path": tmp["bind"] / "app.log",
+                     "pin_host": False},
+            "login": {"env": _env(*pairs["login"], SPECDEMO_UI_AUTH=f"{USER}:{PASSWORD}", SPECDEMO_SAVE_RUNS="false"),
+                      "log_path": tmp["login"] / "app.log"},
+            "key": {"env": _env(*pairs["key"], SPECDEMO_RUNS_DIR=str(tmp["key"] / "runs")),
+                    "log_path": tmp["key"] / "app.log"},
+            "limits": {"env": _env(*pairs["limits"], SPECDEMO_SAVE_RUNS="false"),
+                       "log_path": tmp["limits"] / "app.log"},
+        })
+        yield {name: Setup(*pairs[name], apps[name], tmp[name]) for name in tmp}
+        for app in apps.values():
+            app.stop()
+    finally:
+        for pair in pairs.values():
+            for server in pair:
+                server.stop()
 
 
 def _env(base: Standin, spec: Standin, **extra: str) -> dict[str, str]:
@@ -74,9 +111,8 @@ async def _race_via_api(client: httpx.AsyncClient, prompt: str) -> tuple[RaceOut
 
 
 @pytest.mark.skipif(not Path("/proc/net/tcp").exists(), reason="reads the listening socket from Linux /proc")
-def test_default_bind_is_localhost_only(tmp_path: Path, keyed_servers) -> None:
-    # no SPECDEMO_UI_HOST at all: the real default binding
-    app = AppProcess(_env(*keyed_servers, SPECDEMO_SAVE_RUNS="false"), tmp_path / "app.log", pin_host=False)
+def test_default_bind_is_localhost_only(setups: dict[str, Setup]) -> None:
+    app = setups["bind"].app  # started with no SPECDEMO_UI_HOST at all: the real default binding
     try:
         addrs = _listen_addresses(app.port)
         assert addrs == {"0100007F"}, f"expected only 127.0.0.1 listening, got {addrs}"
@@ -85,10 +121,8 @@ def test_default_bind_is_localhost_only(tmp_path: Path, keyed_servers) -> None:
         app.stop()
 
 
-def test_login_from_settings_guards_the_page_and_its_api(tmp_path: Path, keyed_servers) -> None:
-    base, spec = keyed_servers
-    app = AppProcess(_env(base, spec, SPECDEMO_UI_AUTH=f"{USER}:{PASSWORD}", SPECDEMO_SAVE_RUNS="false"),
-                     tmp_path / "app.log")
+def test_login_from_settings_guards_the_page_and_its_api(setups: dict[str, Setup]) -> None:
+    base, spec, app = setups["login"].base, setups["login"].spec, setups["login"].app  # SPECDEMO_UI_AUTH set
     try:
         url = app.url.rstrip("/")
         with httpx.Client(base_url=url, trust_env=False, timeout=10) as anon:
@@ -118,10 +152,9 @@ def test_login_from_settings_guards_the_page_and_its_api(tmp_path: Path, keyed_s
         app.stop()
 
 
-def test_api_key_reaches_the_servers_and_nowhere_else(tmp_path: Path, keyed_servers) -> None:
-    base, spec = keyed_servers
-    runs = tmp_path / "runs"
-    app = AppProcess(_env(base, spec, SPECDEMO_RUNS_DIR=str(runs)), tmp_path / "app.log")
+def test_api_key_reaches_the_servers_and_nowhere_else(setups: dict[str, Setup]) -> None:
+    base, spec, app = setups["key"].base, setups["key"].spec, setups["key"].app
+    runs = setups["key"].tmp / "runs"  # the app's SPECDEMO_RUNS_DIR
     try:
         url = app.url.rstrip("/")
 
@@ -176,10 +209,9 @@ def test_presets_are_loaded_as_data_never_code(tmp_path: Path) -> None:
     assert not marker.exists()  # the tag was refused, not run
 
 
-def test_the_api_cannot_bypass_the_input_limits(tmp_path: Path, keyed_servers) -> None:
+def test_the_api_cannot_bypass_the_input_limits(setups: dict[str, Setup]) -> None:
     """A script posting straight to the page's API gets the same limits as the page's controls."""
-    base, spec = keyed_servers
-    app = AppProcess(_env(base, spec, SPECDEMO_SAVE_RUNS="false"), tmp_path / "app.log")
+    base, spec, app = setups["limits"].base, setups["limits"].spec, setups["limits"].app
 
     async def race_with(temperature: float, max_tokens: int, prompt: str = "hi") -> str:
         async with httpx.AsyncClient(base_url=app.url.rstrip("/"), trust_env=False, timeout=30) as client:

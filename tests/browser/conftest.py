@@ -30,6 +30,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 VIEWPORT: ViewportSize = {"width": 1280, "height": 720}
+APP_READY_S = 90.0  # the longest an app.py may take to answer its first request
 
 
 # One Playwright and one Chromium per test process, whichever module asks first: the sync API
@@ -96,8 +97,9 @@ class AppProcess:
 
     runs_dir: Path  # set by the fixtures that give the app its own SPECDEMO_RUNS_DIR
 
-    def __init__(self, env: dict[str, str], log_path: Path, *, pin_host: bool = True) -> None:
-        """``pin_host=False`` leaves SPECDEMO_UI_HOST unset: the app's own default binding."""
+    def __init__(self, env: dict[str, str], log_path: Path, *, pin_host: bool = True, wait: bool = True) -> None:
+        """``pin_host=False`` leaves SPECDEMO_UI_HOST unset: the app's own default binding.
+        ``wait=False`` returns at once: call ``wait_ready()`` before use (see ``start_together``)."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log_path = log_path
@@ -110,16 +112,17 @@ class AppProcess:
         self._log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=full_env,
                                      stdout=self._log, stderr=subprocess.STDOUT)
-        self._wait_ready(timeout_s=90)
+        if wait:
+            self.wait_ready()
 
-    def _wait_ready(self, timeout_s: float) -> None:
+    def wait_ready(self, timeout_s: float = APP_READY_S) -> AppProcess:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"app.py exited with {self.proc.returncode}:\n{self.output()}")
             try:
                 if httpx.get(self.url, timeout=2, trust_env=False).status_code == 200:
-                    return
+                    return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.3)
@@ -127,7 +130,8 @@ class AppProcess:
         raise RuntimeError(f"app.py did not answer on {self.url} within {timeout_s:g} s:\n{self.output()}")
 
     def output(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
     def stop(self) -> None:
@@ -139,3 +143,27 @@ class AppProcess:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         self._log.close()
+
+
+def start_together(configs: dict[str, dict[str, Any]]) -> dict[str, AppProcess]:
+    """Several apps, each from its AppProcess keywords (env, log_path, pin_host), started at once
+    and all answering on return.
+
+    Most of an app's start is importing Gradio on one core: a module that needs several differently
+    configured apps starts them side by side, before its first test, instead of one per test (and
+    none is still starting while a test runs). On a failure every app started is stopped.
+    """
+    apps: dict[str, AppProcess] = {}
+    # As long in all as the apps would have had one after another (90 s each): sharing the cores
+    # on a busy machine, every one of them takes longer than one alone.
+    deadline = time.monotonic() + APP_READY_S * len(configs)
+    try:
+        for name, kwargs in configs.items():
+            apps[name] = AppProcess(**kwargs, wait=False)
+        for proc in apps.values():
+            proc.wait_ready(timeout_s=max(1.0, deadline - time.monotonic()))
+    except BaseException:
+        for proc in apps.values():
+            proc.stop()
+        raise
+    return apps

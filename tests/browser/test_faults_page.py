@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from demo.runs import list_runs, load_run
-from tests.browser.conftest import AppProcess, screenshot
+from tests.browser.conftest import AppProcess, screenshot, start_together
 from tests.browser.test_race_page import PRESET_TITLE, choose, open_page, start, tile_value, wait_finished
 from tests.standin import Standin, StandinBehavior
 
@@ -41,18 +41,33 @@ def servers() -> Iterator[dict[str, Standin]]:
 
 
 @pytest.fixture(scope="module")
-def app(servers: dict[str, Standin], tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
+def apps(servers: dict[str, Standin], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, AppProcess]]:
+    """The module's app ("main") and the one with malformed preset files ("presets", for its one
+    test, which stops it), started together before the first test (see start_together)."""
     tmp = tmp_path_factory.mktemp("faults-app")
-    proc = AppProcess({
-        "SPECDEMO_BASELINE_URL": servers["baseline"].url,
-        "SPECDEMO_SPECULATIVE_URL": servers["speculative"].url,
-        "SPECDEMO_RUNS_DIR": str(tmp / "runs"),
-        "SPECDEMO_READ_TIMEOUT_S": str(READ_TIMEOUT_S),
-        "SPECDEMO_PROBE_TIMEOUT_S": "2",
-    }, tmp / "app.log")
-    proc.runs_dir = tmp / "runs"
-    yield proc
-    proc.stop()
+    pair = {"SPECDEMO_BASELINE_URL": servers["baseline"].url, "SPECDEMO_SPECULATIVE_URL": servers["speculative"].url}
+    presets = tmp / "presets"
+    shutil.copytree(ROOT / "presets", presets)
+    (presets / "broken_field.yaml").write_text(yaml.safe_dump({
+        "title": "Broken", "expect": "never shown", "max_tokens": -5,
+        "messages": [{"role": "user", "content": "hi"}]}), encoding="utf-8")
+    (presets / "broken_syntax.yaml").write_text("title: [unclosed\nexpect: x\n", encoding="utf-8")
+    started = start_together({
+        "main": {"env": {**pair, "SPECDEMO_RUNS_DIR": str(tmp / "runs"),
+                         "SPECDEMO_READ_TIMEOUT_S": str(READ_TIMEOUT_S), "SPECDEMO_PROBE_TIMEOUT_S": "2"},
+                 "log_path": tmp / "app.log"},
+        "presets": {"env": {**pair, "SPECDEMO_PRESETS_DIR": str(presets), "SPECDEMO_SAVE_RUNS": "false"},
+                    "log_path": tmp / "presets-app.log"},
+    })
+    started["main"].runs_dir = tmp / "runs"
+    yield started
+    for proc in started.values():
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def app(apps: dict[str, AppProcess]) -> AppProcess:
+    return apps["main"]
 
 
 @pytest.fixture(autouse=True)
@@ -250,19 +265,9 @@ def test_prompt_over_the_context_is_refused_before_sending(page, app, servers) -
     assert_next_run_works(page, servers)
 
 
-def test_malformed_preset_file_is_named_with_its_field_and_the_rest_load(
-        page, servers, tmp_path: Path) -> None:
-    presets = tmp_path / "presets"
-    shutil.copytree(ROOT / "presets", presets)
-    good = sorted(p.stem for p in presets.glob("*.yaml"))
-    (presets / "broken_field.yaml").write_text(yaml.safe_dump({
-        "title": "Broken", "expect": "never shown", "max_tokens": -5,
-        "messages": [{"role": "user", "content": "hi"}]}), encoding="utf-8")
-    (presets / "broken_syntax.yaml").write_text("title: [unclosed\nexpect: x\n", encoding="utf-8")
-    app = AppProcess({"SPECDEMO_BASELINE_URL": servers["baseline"].url,
-                      "SPECDEMO_SPECULATIVE_URL": servers["speculative"].url,
-                      "SPECDEMO_PRESETS_DIR": str(presets), "SPECDEMO_SAVE_RUNS": "false"},
-                     tmp_path / "app.log")
+def test_malformed_preset_file_is_named_with_its_field_and_the_rest_load(page, apps) -> None:
+    app = apps["presets"]  # the project's presets plus broken_field.yaml and broken_syntax.yaml
+    good = sorted(p.stem for p in (ROOT / "presets").glob("*.yaml"))
     try:
         open_page(page, app)
         alert = page.get_by_role("alert").filter(has_text="broken_field.yaml")

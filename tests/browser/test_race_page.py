@@ -12,6 +12,7 @@ import io
 import json
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from demo.runs import list_runs, load_run
-from tests.browser.conftest import AppProcess, screenshot
+from tests.browser.conftest import AppProcess, screenshot, start_together
 from tests.standin import Standin, StandinBehavior
 
 pytestmark = pytest.mark.browser
@@ -61,20 +62,54 @@ def servers() -> Iterator[tuple[Standin, Standin]]:
 
 
 @pytest.fixture(scope="module")
-def app(servers: tuple[Standin, Standin], tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
+def apps(servers: tuple[Standin, Standin], tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, AppProcess]]:
+    """The module's app ("main") and the apps that single tests configure their own way, all started
+    together before the first test (see start_together). A test that uses one of the others stops
+    it at its end; each is used by that one test only."""
     base, spec = servers
     tmp = tmp_path_factory.mktemp("app")
-    proc = AppProcess({
-        "SPECDEMO_BASELINE_URL": base.url,
-        "SPECDEMO_SPECULATIVE_URL": spec.url,
-        "SPECDEMO_RUNS_DIR": str(tmp / "runs"),
-        "SPECDEMO_SPEC_METHOD": "ngram",
-        "SPECDEMO_READ_TIMEOUT_S": "10",
-        "SPECDEMO_PROBE_TIMEOUT_S": "2",
-    }, tmp / "app.log")
-    proc.runs_dir = tmp / "runs"
-    yield proc
-    proc.stop()
+    pair = {"SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": spec.url}
+    presets = tmp / "presets"
+    presets.mkdir()
+    (presets / "evil.yaml").write_text(json.dumps({
+        "title": "Evil <img src=x onerror=\"window.__pwned=3\">",
+        "expect": "<script>window.__pwned=4</script><img src=x onerror=\"window.__pwned=5\">",
+        "messages": [{"role": "user", "content": "Say <b>hi</b>"}],
+        "max_tokens": 30,
+    }), encoding="utf-8")
+    # Ports that refuse connections for the whole module: bound, never listening, so no stand-in
+    # started meanwhile can be given one of them.
+    dead_socks = [socket.socket() for _ in range(2)]
+    for sock in dead_socks:
+        sock.bind(("127.0.0.1", 0))
+    dead = [f"http://127.0.0.1:{sock.getsockname()[1]}" for sock in dead_socks]
+    try:
+        started = start_together({
+            "main": {"env": {**pair, "SPECDEMO_RUNS_DIR": str(tmp / "runs"), "SPECDEMO_SPEC_METHOD": "ngram",
+                             "SPECDEMO_READ_TIMEOUT_S": "10", "SPECDEMO_PROBE_TIMEOUT_S": "2"},
+                     "log_path": tmp / "app.log"},
+            "escape": {"env": {**pair, "SPECDEMO_PRESETS_DIR": str(presets), "SPECDEMO_SAVE_RUNS": "false"},
+                       "log_path": tmp / "escape.log"},
+            "stall": {"env": {**pair, "SPECDEMO_SAVE_RUNS": "false", "SPECDEMO_UI_STALL_NOTICE_S": "3"},
+                      "log_path": tmp / "stall.log"},
+            "no_servers": {"env": {"SPECDEMO_BASELINE_URL": dead[0], "SPECDEMO_SPECULATIVE_URL": dead[1],
+                                   "SPECDEMO_PROBE_TIMEOUT_S": "1"},
+                           "log_path": tmp / "no_servers.log"},
+            "queue": {"env": {**pair, "SPECDEMO_MAX_CONCURRENT_RACES": "1", "SPECDEMO_SAVE_RUNS": "false"},
+                      "log_path": tmp / "queue.log"},
+        })
+        started["main"].runs_dir = tmp / "runs"
+        yield started
+        for proc in started.values():
+            proc.stop()
+    finally:
+        for sock in dead_socks:
+            sock.close()
+
+
+@pytest.fixture(scope="module")
+def app(apps: dict[str, AppProcess]) -> AppProcess:
+    return apps["main"]
 
 
 def set_behaviors(servers: tuple[Standin, Standin], base: StandinBehavior, spec: StandinBehavior) -> None:
@@ -319,21 +354,11 @@ def test_dead_server_shows_banner_and_the_other_side_completes(page, app, server
     assert wait_finished(page) == "done"
 
 
-def test_model_output_and_preset_text_are_escaped(page, servers, tmp_path: Path) -> None:
-    presets = tmp_path / "presets"
-    presets.mkdir()
-    (presets / "evil.yaml").write_text(json.dumps({
-        "title": "Evil <img src=x onerror=\"window.__pwned=3\">",
-        "expect": "<script>window.__pwned=4</script><img src=x onerror=\"window.__pwned=5\">",
-        "messages": [{"role": "user", "content": "Say <b>hi</b>"}],
-        "max_tokens": 30,
-    }), encoding="utf-8")
+def test_model_output_and_preset_text_are_escaped(page, apps, servers) -> None:
     set_behaviors(servers, StandinBehavior(pieces=EVIL, stop_at_end_of_pieces=True, tokens_per_s=50),
                   StandinBehavior(speculative=True, pieces=EVIL, stop_at_end_of_pieces=True,
                                   tokens_per_s=100, chunk_sizes=[1, 2]))
-    app = AppProcess({"SPECDEMO_BASELINE_URL": servers[0].url, "SPECDEMO_SPECULATIVE_URL": servers[1].url,
-                      "SPECDEMO_PRESETS_DIR": str(presets), "SPECDEMO_SAVE_RUNS": "false"},
-                     tmp_path / "app.log")
+    app = apps["escape"]  # its presets: the one evil.yaml
     try:
         open_page(page, app)
         assert "<script>" in page.text_content("#sd-expect")  # shown literally
@@ -374,13 +399,12 @@ def test_closing_the_tab_aborts_both_requests(chromium, app, servers) -> None:
     assert (base.aborted, spec.aborted) == (aborted_before[0] + 1, aborted_before[1] + 1)
 
 
-def test_a_page_that_hears_nothing_says_so(page, servers, tmp_path: Path) -> None:
+def test_a_page_that_hears_nothing_says_so(page, apps, servers) -> None:
     """The app freezes mid-race (SIGSTOP: as a lost connection looks from the page): the page
     itself says so within the notice time, and the notice goes once updates come back."""
     set_behaviors(servers, StandinBehavior(tokens_per_s=15),
                   StandinBehavior(speculative=True, tokens_per_s=30, chunk_sizes=[1, 2]))
-    app = AppProcess({"SPECDEMO_BASELINE_URL": servers[0].url, "SPECDEMO_SPECULATIVE_URL": servers[1].url,
-                      "SPECDEMO_SAVE_RUNS": "false", "SPECDEMO_UI_STALL_NOTICE_S": "3"}, tmp_path / "app.log")
+    app = apps["stall"]  # SPECDEMO_UI_STALL_NOTICE_S=3
     try:
         open_page(page, app)
         choose(page, PRESET_TITLE, max_tokens=600)
@@ -404,11 +428,8 @@ def test_a_page_that_hears_nothing_says_so(page, servers, tmp_path: Path) -> Non
         app.stop()
 
 
-def test_no_servers_says_how_to_start_them(page, tmp_path: Path) -> None:
-    from tests.ports import free_port
-    dead = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
-    app = AppProcess({"SPECDEMO_BASELINE_URL": dead[0], "SPECDEMO_SPECULATIVE_URL": dead[1],
-                      "SPECDEMO_PROBE_TIMEOUT_S": "1"}, tmp_path / "app.log")
+def test_no_servers_says_how_to_start_them(page, apps) -> None:
+    app = apps["no_servers"]  # both URLs on ports that refuse connections
     try:
         out = app.output()
         assert "DOWN" in out and "python -m servers up" in out
@@ -420,13 +441,11 @@ def test_no_servers_says_how_to_start_them(page, tmp_path: Path) -> None:
         app.stop()
 
 
-def test_second_viewer_waits_visibly_for_a_free_slot(chromium, servers, tmp_path: Path) -> None:
+def test_second_viewer_waits_visibly_for_a_free_slot(chromium, apps, servers) -> None:
     base, spec = servers
     set_behaviors(servers, StandinBehavior(tokens_per_s=40),
                   StandinBehavior(speculative=True, tokens_per_s=80, chunk_sizes=[1, 2]))
-    app = AppProcess({"SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": spec.url,
-                      "SPECDEMO_MAX_CONCURRENT_RACES": "1", "SPECDEMO_SAVE_RUNS": "false"},
-                     tmp_path / "app.log")
+    app = apps["queue"]  # SPECDEMO_MAX_CONCURRENT_RACES=1
     contexts = [chromium.new_context(viewport={"width": 1280, "height": 720}) for _ in range(2)]
     try:
         first, second = (c.new_page() for c in contexts)
