@@ -201,7 +201,7 @@ class Booth:
                  visitor_racing: Callable[[], bool] = lambda: False,
                  restart_watch: RestartWatch | None = None) -> None:
         self.settings = settings
-        names = settings.booth_presets or list(presets)
+        names = settings.booth_presets or [n for n, p in presets.items() if p.booth]
         self.rotation = [presets[n] for n in names if n in presets]
         unknown = [n for n in names if n not in presets]
         if unknown:

@@ -23,6 +23,8 @@ class Preset(BaseModel):
     api: Api = "chat"
     # Files (relative to the presets folder) whose text replaces {{name}} in the messages.
     include: dict[str, str] = Field(default_factory=dict)
+    # In booth mode's default rotation (demo.booth); SPECDEMO_BOOTH_PRESETS can still name it.
+    booth: bool = True
 
 
 class PresetError(BaseModel):

@@ -142,3 +142,16 @@ def test_a_slow_first_token_from_a_server_that_answers_health_is_not_a_stall(tmp
         monkeypatch.setattr(demo.booth, "healthy_sides", nobody_answers)  # as a hung server: no /health
         assert asyncio.run(booth._live(presets["json_reformat"])) is False  # cut short for the recording
     assert newest_good_run(tmp_path, "json_reformat") == run  # the cut race is saved, never a recording
+
+
+def test_the_default_rotation_is_every_preset_the_booth_suits() -> None:
+    from demo.booth import Booth
+    from demo.presets import load_presets
+    from demo.settings import ROOT, Settings
+
+    presets, _ = load_presets(ROOT / "presets")
+    names = [p.name for p in Booth(Settings(booth=True), presets).rotation]
+    assert "rag_long" in presets and "rag_long" not in names  # a minute of prefill on a busy CPU
+    assert set(names) == {n for n, p in presets.items() if p.booth} and "json_reformat" in names
+    chosen = Booth(Settings(booth=True, booth_presets=["rag_long", "nope"]), presets).rotation
+    assert [p.name for p in chosen] == ["rag_long"]  # named, it is raced; an unknown name is skipped
