@@ -8,7 +8,6 @@ race uses; the last snapshot carries the saved result, so the final figures are 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -17,18 +16,18 @@ from pathlib import Path
 from demo import view
 from demo.measure import SideMeter
 from demo.results import LEGACY_ORDER, ChunkEvent, RaceResult, RaceSnapshot, Side
+from demo.runs import stem_parts
 
 FRAME_INTERVAL_S = 0.05  # at most ~20 page updates per second, as the live race
-_STAMP = re.compile(r"^(\d{8}T\d{6})\d*-(.+)-(simultaneous|sequential|race)$")  # race: an older name
 
 
 def run_label(path: Path) -> str:
     """'2026-11-29 13:00:49 UTC · json_reformat · sequential' from the saved file's name."""
-    m = _STAMP.match(path.stem)
-    if not m:
+    parts = stem_parts(path)
+    if parts is None:
         return path.name
-    when = datetime.strptime(m.group(1), "%Y%m%dT%H%M%S").strftime("%Y-%m-%d %H:%M:%S UTC")
-    return f"{when} · {m.group(2)} · {view.ORDER_LABELS[LEGACY_ORDER.get(m.group(3), m.group(3))]}"
+    when = datetime.strptime(parts.stamp, "%Y%m%dT%H%M%S").strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"{when} · {parts.preset} · {view.ORDER_LABELS[LEGACY_ORDER.get(parts.order, parts.order)]}"
 
 
 def timeline(result: RaceResult) -> list[tuple[float, Side, ChunkEvent]]:

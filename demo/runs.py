@@ -7,13 +7,21 @@ import logging
 import re
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from demo.files import atomic_write
 from demo.results import RaceResult
 
 log = logging.getLogger(__name__)
 
-_STEM = re.compile(r"^\d{8}T\d+-(?P<preset>.+)-(?P<order>simultaneous|sequential|race)$")
+# A saved run's file name, as run_stem writes it ("race": the older name of "simultaneous").
+_STEM = re.compile(r"^(?P<stamp>\d{8}T\d{6})\d*-(?P<preset>.+)-(?P<order>simultaneous|sequential|race)$")
+
+
+class StemParts(NamedTuple):
+    stamp: str  # YYYYmmddTHHMMSS, UTC
+    preset: str  # as preset_slug wrote it
+    order: str
 
 
 class RunTooLarge(ValueError):
@@ -23,8 +31,18 @@ class RunTooLarge(ValueError):
 def run_stem(result: RaceResult) -> str:
     """'20261129T130049396717-json_reformat-simultaneous': when, what, how (saved runs, exported pages)."""
     stamp = result.started_at.strftime("%Y%m%dT%H%M%S%f")
-    name = re.sub(r"[^a-z0-9_-]", "", (result.preset or "prompt").lower()) or "prompt"
-    return f"{stamp}-{name}-{result.order}"
+    return f"{stamp}-{preset_slug(result.preset or 'prompt')}-{result.order}"
+
+
+def preset_slug(name: str) -> str:
+    """A preset's name as it stands in a run's file name (no character a path could misuse)."""
+    return re.sub(r"[^a-z0-9_-]", "", name.lower()) or "prompt"
+
+
+def stem_parts(path: Path) -> StemParts | None:
+    """When, what and how from a saved run's file name; None for a name run_stem did not write."""
+    m = _STEM.match(path.stem)
+    return StemParts(m["stamp"], m["preset"], m["order"]) if m else None
 
 
 def save_run(result: RaceResult, runs_dir: Path, max_bytes: int | None = None,
@@ -57,12 +75,6 @@ def list_runs(runs_dir: Path) -> list[Path]:
     return sorted(runs_dir.glob("*.json"), reverse=True)
 
 
-def stem_preset(path: Path) -> str | None:
-    """The preset part of a saved run's name (as run_stem wrote it), or None for another name."""
-    m = _STEM.match(path.stem)
-    return m.group("preset") if m else None
-
-
 def is_good(result: RaceResult) -> bool:
     """A race worth showing again: both sides finished, nothing failed, nobody stopped it."""
     return result.outcome == "done" and result.baseline.complete and result.speculative.complete
@@ -91,10 +103,10 @@ def good_run(path: Path) -> bool:
 
 def newest_good_run(runs_dir: Path, preset: str, order: str = "simultaneous") -> Path | None:
     """The newest good saved run of ``preset`` raced in ``order``: the booth's recording."""
-    wanted = re.sub(r"[^a-z0-9_-]", "", preset.lower())
+    wanted = preset_slug(preset)
     for path in list_runs(runs_dir):
-        m = _STEM.match(path.stem)
-        if m and m.group("preset") == wanted and m.group("order") == order and good_run(path):
+        parts = stem_parts(path)
+        if parts and parts.preset == wanted and parts.order == order and good_run(path):
             return path
     return None
 
@@ -122,9 +134,9 @@ def prune_runs(runs_dir: Path, keep_count: int | None, keep_days: float | None,
     covered: set[str] = set()  # presets whose newest good run is already kept
     removed: list[Path] = []
     for path in runs:  # newest first: the first good run of a preset is the one to keep
-        preset = stem_preset(path)
-        if preset is not None and preset not in covered and good_run(path):
-            covered.add(preset)
+        parts = stem_parts(path)
+        if parts is not None and parts.preset not in covered and good_run(path):
+            covered.add(parts.preset)
             continue
         if path in doomed_set:
             try:
