@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ import httpx
 import pytest
 
 from tests.ports import free_port
+from tests.standin import Standin, StandinBehavior
 
 if TYPE_CHECKING:
     from playwright.sync_api import ViewportSize
@@ -167,3 +169,14 @@ def start_together(configs: dict[str, dict[str, Any]]) -> dict[str, AppProcess]:
             proc.stop()
         raise
     return apps
+
+
+@contextmanager
+def standin_pair(base: StandinBehavior, spec: StandinBehavior) -> Iterator[dict[str, Standin]]:
+    """A baseline and a speculative stand-in server, by side; both stopped on the way out."""
+    servers = {"baseline": Standin(base).start(), "speculative": Standin(spec).start()}
+    try:
+        yield servers
+    finally:
+        for s in servers.values():
+            s.stop()

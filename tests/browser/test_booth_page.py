@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from demo.runs import list_runs, load_run
-from tests.browser.conftest import AppProcess, screenshot
+from tests.browser.conftest import AppProcess, screenshot, standin_pair
 from tests.standin import Standin, StandinBehavior
 
 pytestmark = pytest.mark.browser
@@ -29,10 +29,8 @@ CAPTION = "#sd-booth-caption .sd-booth-caption"
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict[str, Standin]]:
-    base, spec = Standin(BASE).start(), Standin(SPEC).start()
-    yield {"baseline": base, "speculative": spec}
-    base.stop()
-    spec.stop()
+    with standin_pair(BASE, SPEC) as pair:
+        yield pair
 
 
 def booth_app(servers: dict[str, Standin], tmp: Path, **extra: str) -> AppProcess:

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from demo.runs import list_runs, load_run
-from tests.browser.conftest import AppProcess, screenshot, start_together
+from tests.browser.conftest import AppProcess, screenshot, standin_pair, start_together
 from tests.browser.test_race_page import PRESET_TITLE, choose, open_page, start, tile_value, wait_finished
 from tests.standin import Standin, StandinBehavior
 
@@ -34,10 +34,8 @@ SIDES = ("baseline", "speculative")
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict[str, Standin]]:
-    base, spec = Standin(BASE).start(), Standin(SPEC).start()
-    yield {"baseline": base, "speculative": spec}
-    base.stop()
-    spec.stop()
+    with standin_pair(BASE, SPEC) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")
