@@ -120,9 +120,6 @@ def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: 
         finally:
             booth.leave(viewer)
 
-    def on_touch() -> str:
-        return booth.touch()
-
     page.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden").then(
         watch, outputs=outputs, concurrency_limit=None, concurrency_id="booth", show_progress="hidden")
-    touch.click(on_touch, outputs=[caption], queue=False, show_progress="hidden")
+    touch.click(booth.touch, outputs=[caption], queue=False, show_progress="hidden")
