@@ -2,11 +2,16 @@
 
     python -m benchmarks.bench_presets                     # every preset, sequential order
     python -m benchmarks.bench_presets --presets json_reformat rag_long --repeat 3
-    python -m benchmarks.bench_presets --restart           # also time a warm restart of the pair
+    python -m benchmarks.bench_presets --restart           # also time a warm restart of the pair, and
+                                                           # its first race's time to first token
 
 Sequential order (one request at a time on an idle server) is the fair A/B. Prints per preset:
-tokens, decode tokens/s of each side, speedup, end-to-end speedup, acceptance, identical text;
-then each server's time to healthy (cold/warm) and memory, from `python -m servers status`.
+tokens, decode tokens/s of each side, speedup, end-to-end speedup, acceptance, tokens per step
+(len: the mean acceptance length), efficiency (speedup / tokens per step; 1.0 is the bound), identical text;
+then each server's time to healthy (cold/warm) and memory, from `python -m servers status`. With
+--restart, the first two races after the restart (the first preset, no warm-up request of our
+own: `servers up` has warmed the servers up) show whether the first race pays for compilation:
+each side's time to first token in race 1 and race 2.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import sys
 import time
 from typing import Any
 
+from demo.measure import efficiency
 from demo.presets import load_presets
 from demo.race import run_race
 from demo.results import RaceRequest, RaceResult
@@ -28,14 +34,14 @@ from servers.launcher import status_rows
 from servers.settings import ROOT, LauncherSettings
 
 
-def _request(settings: Settings, name: str, max_tokens: int | None, warmup: bool) -> RaceRequest:
+def preset_request(settings: Settings, name: str, max_tokens: int | None, warmup: bool) -> RaceRequest:
     presets, _ = load_presets(settings.presets_dir)
     p = presets[name]
     return RaceRequest(preset=p.name, messages=p.messages, temperature=p.temperature, api=p.api,
                        max_tokens=max_tokens or p.max_tokens, order="sequential", warmup=warmup)
 
 
-def _row(name: str, runs: list[RaceResult]) -> dict[str, Any]:
+def preset_row(name: str, runs: list[RaceResult]) -> dict[str, Any]:
     def med(values: list[float | None]) -> float | None:
         vals = [v for v in values if v is not None]
         return statistics.median(vals) if vals else None
@@ -56,6 +62,8 @@ def _row(name: str, runs: list[RaceResult]) -> dict[str, Any]:
         "speculative_ttft_s": med([r.speculative.ttft_s for r in runs]),
         "acceptance_rate": med([s.acceptance_rate if s else None for s in spec]),
         "mean_acceptance_length": med([s.mean_acceptance_length if s else None for s in spec]),
+        "efficiency": med([efficiency(r.speedup, s.mean_acceptance_length if s else None)
+                           for r, s in zip(runs, spec, strict=True)]),
         "identical_text": all(r.identical_text for r in runs),
         "errors": sorted({e for r in runs for e in (r.baseline.error, r.speculative.error) if e}),
     }
@@ -67,7 +75,7 @@ def _f(v: Any, fmt: str) -> str:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     head = f"{'preset':<15} {'T':>3} {'tokens':>6} {'prompt':>6} {'base tok/s':>10} {'spec tok/s':>10} " \
-           f"{'speedup':>7} {'e2e':>5} {'accept':>6} {'len':>4} {'same':>4}"
+           f"{'speedup':>7} {'e2e':>5} {'accept':>6} {'len':>4} {'eff':>4} {'same':>4}"
     print(head)
     print("-" * len(head))
     for r in rows:
@@ -75,9 +83,21 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               f"{_f(r['prompt_tokens'], 'd'):>6} {_f(r['baseline_decode_tokens_per_s'], '.1f'):>10} "
               f"{_f(r['speculative_decode_tokens_per_s'], '.1f'):>10} {_f(r['speedup'], '.2f'):>6}x "
               f"{_f(r['e2e_speedup'], '.2f'):>4}x {_f(r['acceptance_rate'], '.2f'):>6} "
-              f"{_f(r['mean_acceptance_length'], '.2f'):>4} {'yes' if r['identical_text'] else 'no':>4}")
+              f"{_f(r['mean_acceptance_length'], '.2f'):>4} {_f(r['efficiency'], '.2f'):>4} "
+              f"{'yes' if r['identical_text'] else 'no':>4}")
         for e in r["errors"]:
             print(f"    error: {e}")
+
+
+def first_races(settings: Settings, name: str) -> None:
+    """Time to first token of each side in the first and second race after a restart."""
+    races = [asyncio.run(run_race(preset_request(settings, name, None, warmup=False), settings)) for _ in range(2)]
+    print(f"first races after the restart ({name}): time to first token, race 1 / race 2")
+    for side in ("baseline", "speculative"):
+        t1, t2 = (getattr(r, side).ttft_s for r in races)
+        ratio = f"{t1 / t2:.2f}x" if t1 is not None and t2 else "n/a (a side failed)"
+        print(f"  {side:<12} {_f(t1, '.3f')} s / {_f(t2, '.3f')} s  (race 1 = {ratio} race 2)")
+    print()
 
 
 def restart_pair() -> float:
@@ -119,13 +139,15 @@ def main(argv: list[str] | None = None) -> int:
 
     restart_s = restart_pair() if args.restart else None
     print(f"baseline {settings.baseline_url} vs speculative {settings.speculative_url}, sequential order\n")
+    if restart_s is not None:
+        first_races(settings, args.presets[0])
     rows = []
     for i, name in enumerate(args.presets):
         runs = []
         for j in range(args.repeat):
-            req = _request(settings, name, args.max_tokens, warmup=(i == 0 and j == 0))
+            req = preset_request(settings, name, args.max_tokens, warmup=(i == 0 and j == 0))
             runs.append(asyncio.run(run_race(req, settings)))
-        rows.append(_row(name, runs))
+        rows.append(preset_row(name, runs))
     print_table(rows)
     servers = print_servers()
     if restart_s is not None:

@@ -1,0 +1,183 @@
+"""Where a decode step's time goes on the running pair: py-spy on each server's processes.
+
+    python -m benchmarks.profile_step                          # json_reformat, both servers
+    python -m benchmarks.profile_step --preset code_edit --roles speculative --rate 200
+
+Needs the launcher's pair (`python -m servers up`) and py-spy (requirements-dev.txt). For each
+server in turn, one request of the preset is streamed to it alone while py-spy samples its three
+processes (API server, engine core, worker; non-blocking, idle samples included). Each main
+thread's samples are sorted into the parts of a step: the model forward (k+1 positions on the
+speculative server), the logits, sampling and rejection sampling, the n-gram proposer, input
+preparation, the engine core's scheduling and output handling, the hop between the engine core
+and the worker, and waiting. Printed per server: decode steps (tokens, or verification steps from
+vLLM's per-request metrics), milliseconds per step, and each part's share in ms per step; the
+speculative server's step divided by the baseline's is the cost a step of speculation adds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+
+from benchmarks.bench_presets import preset_request
+from demo.client import stream_completion
+from demo.settings import Settings
+from servers import procs
+from servers.config import Role
+from servers.settings import LauncherSettings
+from servers.state import read_state
+
+# (part, substrings of a sampled stack); the first rule any frame matches wins, so specific
+# parts come before the loops that contain them.
+WORKER_PARTS = [
+    ("n-gram proposer", ("ngram_proposer", "propose_draft_token_ids")),
+    ("rejection sampling", ("rejection_sampler",)),
+    ("logits (lm_head)", ("compute_logits",)),
+    ("sampling", ("sample_tokens", "/sampler.py")),
+    ("model forward", ("_model_forward",)),
+    ("input preparation", ("_prepare_inputs", "_update_states", "_bookkeeping_sync", "_preprocess")),
+    ("hop: send output", ("handle_output", "enqueue_output")),
+    ("waiting for the engine core", ("MessageQueue.dequeue", "acquire_read")),
+]
+ENGINE_PARTS = [
+    ("scheduling", ("Scheduler.schedule (",)),
+    ("output handling", ("update_from_output", "process_outputs_socket", "_process_engine_step")),
+    ("hop: worker round trip", ("collective_rpc", "MessageQueue", "execute_model", "sample_tokens")),
+    ("waiting for requests", ("_process_input_queue", "process_input_sockets", "Queue.get")),
+]
+API_PARTS = [
+    ("streaming the response", ("serving_chat", "serving_completion", "chat_completion_stream_generator",
+                                "completion_stream_generator")),
+    ("output processing", ("output_processor", "process_outputs", "detokeniz")),
+]
+
+
+def process_kind(pid: int) -> str | None:
+    try:
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return None
+    if "VLLM::Worker" in cmd:
+        return "worker"
+    if "VLLM::EngineCore" in cmd:
+        return "engine core"
+    if "vllm.entrypoints" in cmd or "vllm serve" in cmd:
+        return "API server"
+    return None
+
+
+def classify(stack: str, parts: list[tuple[str, tuple[str, ...]]]) -> str:
+    for name, keys in parts:
+        if any(k in stack for k in keys):
+            return name
+    return "other"
+
+
+def read_samples(path: Path, parts: list[tuple[str, tuple[str, ...]]]) -> Counter[str]:
+    """py-spy's raw output (``thread (tid): Name;frame;frame count``), main thread only."""
+    out: Counter[str] = Counter()
+    for line in path.read_text(errors="replace").splitlines():
+        stack, _, n = line.rpartition(" ")
+        if not stack or ": MainThread;" not in stack or not n.isdigit():
+            continue
+        out[classify(stack, parts)] += int(n)
+    return out
+
+
+async def one_request(url: str, model: str, preset: str, settings: Settings) -> tuple[int, int, float]:
+    """(completion tokens, decode steps, decode seconds) of one streamed request."""
+    req = preset_request(settings, preset, None, warmup=False)
+    first = last = None
+    tokens, steps = 0, None
+    async with httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=5.0), trust_env=False) as http:
+        async for ev in stream_completion(http, url, model, req):
+            if ev.text and first is None:
+                first = ev.t_s
+            if ev.text:
+                last = ev.t_s
+            if ev.completion_tokens is not None:
+                tokens = ev.completion_tokens
+            if ev.spec is not None and ev.spec.num_spec_steps:
+                steps = ev.spec.num_spec_steps
+    if first is None or last is None or tokens < 2:
+        raise RuntimeError(f"{url}: too few tokens to profile")
+    return tokens, steps if steps else tokens - 1, last - first
+
+
+def profile(role: Role, url: str, pgid: int, model: str, preset: str, rate: int, settings: Settings,
+            spy: str, out_dir: Path) -> None:
+    kinds = {pid: k for pid in procs.group_pids(pgid) if (k := process_kind(pid))}
+    spies = {}
+    for pid, kind in kinds.items():
+        path = out_dir / f"{role}-{kind.replace(' ', '_')}-{pid}.txt"
+        spies[kind] = (path, subprocess.Popen(
+            [spy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw", "--idle", "--threads",
+             "--nonblocking", "--output", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    time.sleep(1.0)  # py-spy attached
+    try:
+        tokens, steps, decode_s = asyncio.run(one_request(url, model, preset, settings))
+    finally:
+        for _, p in spies.values():
+            p.send_signal(signal.SIGINT)
+        for _, p in spies.values():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    ms_step = decode_s / steps * 1000
+    print(f"\n{role}: {tokens} tokens in {steps} decode steps, {decode_s:.2f} s of decode: "
+          f"{ms_step:.1f} ms per step, {tokens / steps:.2f} tokens per step")
+    table = {"worker": WORKER_PARTS, "engine core": ENGINE_PARTS, "API server": API_PARTS}
+    for kind, (path, _) in spies.items():
+        if not path.exists():
+            print(f"  {kind}: py-spy wrote nothing (permissions? see `py-spy record --help`)")
+            continue
+        counts = read_samples(path, table[kind])
+        total = sum(counts.values())
+        if not total:
+            continue
+        print(f"  {kind} (main thread, {total} samples over the request):")
+        for name, n in counts.most_common():
+            print(f"    {name:<30} {100 * n / total:5.1f}%  {ms_step * n / total:6.1f} ms per step")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.profile_step", description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="json_reformat")
+    ap.add_argument("--roles", nargs="+", default=["baseline", "speculative"], choices=["baseline", "speculative"])
+    ap.add_argument("--rate", type=int, default=100, help="py-spy samples per second")
+    ap.add_argument("--keep", type=Path, help="keep py-spy's raw stacks in this folder")
+    a = ap.parse_args(argv)
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not os.access(spy, os.X_OK):
+        print("error: py-spy not found: pip install -r requirements-dev.txt", file=sys.stderr)
+        return 2
+    ls = LauncherSettings()
+    state = read_state(ls.state_file)
+    records = {r.role: r for r in state.servers} if state else {}
+    settings = Settings(save_runs=False)
+    out_dir = a.keep or Path(tempfile.mkdtemp(prefix="profile-step-"))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    print(f"preset {a.preset}; py-spy at {a.rate} Hz; raw stacks in {out_dir}")
+    for role in a.roles:
+        rec = records.get(role)
+        if rec is None:
+            print(f"error: no {role} server started by `python -m servers up`", file=sys.stderr)
+            return 2
+        profile(role, rec.url, rec.pgid, rec.served_model_name, a.preset, a.rate, settings, spy, out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
