@@ -16,7 +16,7 @@ from typing import Any
 import gradio as gr
 
 from demo import view
-from demo.booth import Booth, BoothView, caption_html
+from demo.booth import Booth, caption_html
 from demo.ui.outputs import StreamOutputs, frame_updates
 from demo.ui.race_tab import RaceTab
 
@@ -87,30 +87,28 @@ def build_caption() -> tuple[gr.HTML, gr.Button]:
 
 def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: gr.Button) -> None:
     """Each page watches the show once it has loaded (after the race tab's server probe, so the
-    booth's banner is the last word); the hidden button hands the page to a visitor."""
-    outputs = [caption, race.banner, race.badge, race.mode_label, *race.live_outputs]
-    panes = race.live_panes
+    booth's banner is the last word); the hidden button hands the page to a visitor.
 
-    def updates(update: BoothView) -> dict[Any, Any]:
-        out: dict[Any, Any] = {caption: update.caption, race.banner: update.banner, race.badge: update.badge}
-        if update.frame is not None:
-            out.update(frame_updates(update.frame, panes, race.speedup, race.race_plot, race.run_status))
-        return out
+    Two streams per page, each the only writer of its outputs: the caption (which ticks every
+    second, also in the visitor's turn) and the race area (which changes only with the show's
+    races). Every yield sets every output of its stream (demo.ui.outputs), and the caption's
+    countdown never touches the panes a visitor's race is drawing on."""
+    outputs = [race.banner, race.badge, race.mode_label, *race.live_outputs]
+    panes = race.live_panes
 
     async def watch() -> AsyncIterator[Any]:
         viewer = booth.join()
-        stream = StreamOutputs(outputs, no_resend=[race.race_plot])
+        stream = StreamOutputs(outputs)
+        first = True
         try:
-            first = True
             while True:
                 update = await viewer.take()
-                if update is None:
+                if update is None or (update.frame is None and update.banner is None and update.badge is None):
                     continue
                 try:
-                    if update.frame is None and update.banner is None and update.badge is None and not first:
-                        yield {caption: update.caption}  # a countdown, or the visitor's turn: panes untouched
-                        continue
-                    values = updates(update)
+                    values: dict[Any, Any] = {race.banner: update.banner, race.badge: update.badge}
+                    if update.frame is not None:
+                        values.update(frame_updates(update.frame, panes, race.speedup, race.race_plot, race.run_status))
                     if first:
                         values[race.mode_label] = view.order_html("simultaneous")
                         first = False
@@ -120,6 +118,20 @@ def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: 
         finally:
             booth.leave(viewer)
 
-    page.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden").then(
-        watch, outputs=outputs, concurrency_limit=None, concurrency_id="booth", show_progress="hidden")
+    async def watch_caption() -> AsyncIterator[str]:
+        viewer = booth.join()
+        shown = None
+        try:
+            while True:
+                update = await viewer.take()
+                if update is not None and update.caption is not None and update.caption != shown:
+                    shown = update.caption
+                    yield shown
+        finally:
+            booth.leave(viewer)
+
+    loaded = page.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden")
+    loaded.then(watch, outputs=outputs, concurrency_limit=None, concurrency_id="booth", show_progress="hidden")
+    loaded.then(watch_caption, outputs=[caption], concurrency_limit=None, concurrency_id="booth",
+                show_progress="hidden")
     touch.click(booth.touch, outputs=[caption], queue=False, show_progress="hidden")

@@ -2,10 +2,12 @@
 
 ``frame_updates`` maps a Frame (demo.ui.race_stream) onto the race area's components;
 ``StreamOutputs`` turns those updates into the event's full output list, resending an output's
-last value where the frame has no new one. The reason: Gradio rebuilds a component's config
-for each output left out of a yield (``gr.skip()``, a missing dict key), while a value sent
-again unchanged is diffed away, and the page does not redraw it. Figures are the exception
-(``no_resend``): resending one costs a JSON dump, so they are left out between redraws.
+last value where the frame has no new one. The reason: Gradio builds a new component, with its
+config, for each output left out of a yield (``gr.skip()``, a missing dict key), and over a day
+of streaming those cost memory (the booth soak, docs/benchmarks.md#booth-soak); a value sent
+again unchanged is diffed away, and the page does not redraw it. A figure is serialised once,
+when it is new (Gradio's own ``Plot.postprocess``), and its serialised form is what is resent:
+resending costs no JSON dump.
 """
 
 from __future__ import annotations
@@ -20,30 +22,22 @@ from demo.ui.race_stream import Frame
 
 class StreamOutputs:
     """The values of ``components`` for each frame: the new value where a frame has one, else
-    the last value sent (left out only before the first). Components in ``no_resend``
-    (figures, whose resending costs a JSON dump) are left out instead."""
+    the last value sent (left out only before the first). A new figure for a ``gr.Plot`` is
+    kept serialised, so sending it again is free."""
 
-    def __init__(self, components: Sequence[Any], no_resend: Sequence[Any] = ()) -> None:
+    def __init__(self, components: Sequence[Any]) -> None:
         self.components = list(components)
         self._known = {id(c) for c in self.components}
-        self._no_resend = {id(c) for c in no_resend}
         self._last: dict[int, Any] = {}
 
-    def values(self, updates: dict[Any, Any]) -> list[Any]:
+    def values(self, updates: Mapping[Any, Any]) -> list[Any]:
         """``updates`` maps components to new values; a None value means 'no new value'."""
         for component, value in updates.items():
             if id(component) not in self._known:
                 raise KeyError(f"{component!r} is not one of this event's outputs")
             if value is not None:
-                self._last[id(component)] = value
-        out = []
-        for c in self.components:
-            if id(c) in self._no_resend:
-                value = updates.get(c)
-                out.append(gr.skip() if value is None else value)
-            else:
-                out.append(self._last.get(id(c), gr.skip()))
-        return out
+                self._last[id(component)] = component.postprocess(value) if isinstance(component, gr.Plot) else value
+        return [self._last.get(id(c), gr.skip()) for c in self.components]
 
 
 def frame_updates(frame: Frame, panes: Mapping[str, tuple[Any, Any, Any]], speedup: Any, race_plot: Any,

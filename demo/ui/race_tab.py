@@ -153,7 +153,7 @@ class RaceTab:
         control = self.registry.claim(session)
         if control is None:  # Start pressed again while this page's race waits or runs
             return
-        stream = StreamOutputs(self.live_outputs, no_resend=[self.race_plot])
+        stream = StreamOutputs(self.live_outputs)
         try:
             if control.stop.is_set():  # Stop was pressed while this race waited in the queue
                 yield {self.run_status: view.run_status_html("stopped", "before it started")}

@@ -96,7 +96,7 @@ def build(settings: Settings) -> None:
             yield {status: view.run_status_html("error", f"cannot read {Path(path).name}: {why}")}
             return
         # Every frame sets every output (see demo.ui.outputs): the first frame all of them.
-        stream = StreamOutputs(outputs, no_resend=[race_plot])
+        stream = StreamOutputs(outputs)
         start_view = result_view(None)
         yield stream.values({banner: view.recording_banner_html(result), mode_box: view.order_html(result.order),
                              status: view.run_status_html("running", "playing the recording"),
