@@ -166,6 +166,18 @@ def server_env(s: LauncherSettings, role: Role) -> dict[str, str]:
     return env
 
 
+def server_cpus(s: LauncherSettings, role: Role) -> set[int] | None:
+    """The cores every process of a CPU server runs on: its own cores (the settings'), so that its
+    API server and engine core, which busy-wait while the worker computes, take them from that
+    server's worker and not from the other server's (docs/cpu-servers.md). None (any core) on a
+    GPU, for a --server-command (stand-ins: one process, no busy wait), with --no-pin-processes,
+    or when none of those cores is ours to use."""
+    if s.device != "cpu" or not s.pin_processes or s.server_command:
+        return None
+    cores = s.cores(role) & os.sched_getaffinity(0)
+    return cores or None
+
+
 def plan(s: LauncherSettings, model: str) -> list[Plan]:
     base = shlex.split(s.server_command) if s.server_command else [str(s.python), "-m", API_SERVER_MODULE]
     plans = []
@@ -310,7 +322,8 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
                 kinds[p.role] = "warm" if _marker(s, p).exists() else "cold"
                 with open(p.log_path, "w") as f:  # one log per start; the previous one is replaced
                     f.write(f"# {datetime.now(UTC).isoformat()} {shlex.join(p.cmd)}\n")
-                proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT, keep_fds=(locks[p.role],))
+                proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT, keep_fds=(locks[p.role],),
+                                   cpus=server_cpus(s, p.role))
                 rec = ServerRecord(
                     role=p.role, url=p.url, pid=proc.pid, pgid=proc.pid,
                     start_ticks=procs.start_ticks(proc.pid) or 0, log_path=p.log_path,

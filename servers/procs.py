@@ -19,19 +19,22 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def spawn(
-    cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path, keep_fds: tuple[int, ...] = ()
+    cmd: list[str], env: dict[str, str], log_path: Path, cwd: Path, keep_fds: tuple[int, ...] = (),
+    cpus: set[int] | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start ``cmd`` in a new session (its own process group), stdout+stderr appended to log_path.
 
     A new session keeps a Ctrl-C in the terminal from reaching the server directly (the launcher
     decides when to stop it) and lets `down` stop the server and every child it forked at once.
     ``keep_fds`` are inherited by the server (a port lock that lives exactly as long as it does).
+    ``cpus``: the cores the server and every process it starts may run on (None: any).
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, pass_fds=keep_fds,
+            start_new_session=True, pass_fds=keep_fds, preexec_fn=pin,
         )
 
 

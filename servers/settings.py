@@ -43,6 +43,20 @@ def _default_cache_dir() -> Path:
     return (Path(xdg) if xdg else Path.home() / ".cache") / "specdemo"
 
 
+def parse_cores(text: str) -> set[int]:
+    """A core list in VLLM_CPU_OMP_THREADS_BIND's syntax ("1", "0-3", "0,2,4-5") as a set of cores;
+    vLLM's own words "auto" and "nobind" give the empty set (vLLM places the threads; no pinning)."""
+    if text.strip() in ("auto", "nobind"):
+        return set()
+    cores: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()) or (sep and int(hi) < int(lo)):
+            raise ValueError(f"cores {text!r}: write a core list such as 1, 0-3 or 0,2")
+        cores.update(range(int(lo), int(hi) + 1) if sep else {int(lo)})
+    return cores
+
+
 class LauncherSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="SPECDEMO_SERVERS_", env_file=".env", extra="ignore", populate_by_name=True
@@ -74,12 +88,16 @@ class LauncherSettings(BaseSettings):
     # Extra vLLM flags for both servers, as one shell-like string ("--enforce-eager --seed 0").
     extra_args: str = Field("", description="more vLLM flags for both servers, one string", json_schema_extra=cli(UP))
 
-    # CPU only: the cores each server's OpenMP threads are bound to (VLLM_CPU_OMP_THREADS_BIND
-    # syntax: "0", "0-3", "0,2"), and the KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE).
+    # CPU only: the cores of each server (VLLM_CPU_OMP_THREADS_BIND syntax: "0", "0-3", "0,2"): its
+    # OpenMP threads are bound to them, and all its processes run on them (docs/cpu-servers.md);
+    # and the KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE).
     baseline_cores: str = Field("0", description="CPU: cores of the baseline, e.g. 0 or 0-3", json_schema_extra=cli(UP))
     speculative_cores: str = Field(
         "1", description="CPU: cores of the speculative server, e.g. 1 or 4-7", json_schema_extra=cli(UP)
     )
+    # Also run every process of a server on its cores, not only its OpenMP threads (docs/cpu-servers.md#placement).
+    pin_processes: bool = Field(True, description="CPU: run all of a server's processes on its cores",
+                                json_schema_extra=cli(UP))
     kvcache_space_gib: int = Field(
         1, ge=1, description="CPU: KV cache GiB per server", json_schema_extra=cli(UP, flag="kv-space")
     )
@@ -138,6 +156,12 @@ class LauncherSettings(BaseSettings):
     # uses a smaller stand-in of its own). A hidden flag: --server-command.
     server_command: str | None = Field(None, json_schema_extra=cli(UP, hidden=True))
 
+    @field_validator("baseline_cores", "speculative_cores")
+    @classmethod
+    def _check_cores(cls, v: str) -> str:
+        parse_cores(v)
+        return v
+
     @field_validator("speculative_config", mode="before")
     @classmethod
     def _parse_json(cls, v: Any) -> Any:
@@ -155,6 +179,9 @@ class LauncherSettings(BaseSettings):
     @property
     def state_file(self) -> Path:
         return self.run_dir / "state.json"
+
+    def cores(self, role: str) -> set[int]:
+        return parse_cores(self.baseline_cores if role == "baseline" else self.speculative_cores)
 
     def gpu_share(self, role: str) -> float:
         own = self.baseline_gpu_memory_utilization if role == "baseline" else self.speculative_gpu_memory_utilization

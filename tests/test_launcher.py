@@ -413,12 +413,55 @@ def test_gpu_profile_flags_come_from_the_profile() -> None:
     assert "VLLM_CPU_OMP_THREADS_BIND" not in launcher.server_env(s, "baseline")
 
 
-def test_cpu_pins_each_server_to_its_core(env: Env) -> None:
+def test_cpu_binds_each_server_to_its_core(env: Env) -> None:
     up = env.run("up", "--detach", "--baseline-cores", "0", "--speculative-cores", "1")
     assert up.returncode == 0, up.stderr
     assert "fake baseline: cores=0" in (env.run_dir / "baseline.log").read_text()
     assert "fake speculative: cores=1" in (env.run_dir / "speculative.log").read_text()
     assert env.run("down").returncode == 0
+
+
+def test_spawn_pins_the_server_and_what_it_starts(tmp_path: Path) -> None:
+    """procs.spawn(cpus=...) sets the affinity of the server, inherited by the processes it starts
+    (vLLM's engine core and worker); the real pair was checked by hand (docs/cpu-servers.md)."""
+    from servers import procs
+
+    core = max(os.sched_getaffinity(0))
+    code = ("import os, subprocess, sys; print(sorted(os.sched_getaffinity(0)), flush=True); "
+            "subprocess.run([sys.executable, '-c', 'import os; print(sorted(os.sched_getaffinity(0)))'])")
+    log = tmp_path / "pinned.log"
+    proc = procs.spawn([sys.executable, "-c", code], dict(os.environ), log, tmp_path, cpus={core})
+    assert proc.wait(30) == 0
+    assert log.read_text().splitlines() == [f"[{core}]", f"[{core}]"]
+
+
+def test_cores_are_parsed_and_checked() -> None:
+    from servers.settings import LauncherSettings, parse_cores
+
+    assert parse_cores("1") == {1} and parse_cores("0-3") == {0, 1, 2, 3} and parse_cores("0,2,4-5") == {0, 2, 4, 5}
+    assert parse_cores("auto") == set() == parse_cores("nobind")  # vLLM's words: no pinning
+    for bad in ("", "a", "3-1", "1-", "0;1"):
+        with pytest.raises(ValueError):
+            parse_cores(bad)
+    with pytest.raises(ValueError, match="core list"):
+        LauncherSettings(speculative_cores="one")
+
+
+def test_pinning_keeps_to_the_cores_this_process_may_use() -> None:
+    """A core the launcher may not use is dropped; with none left the server runs anywhere, and a
+    GPU server is never pinned."""
+    from servers.launcher import server_cpus
+    from servers.settings import LauncherSettings
+
+    ours = os.sched_getaffinity(0)
+    one = min(ours)
+    assert server_cpus(LauncherSettings(baseline_cores=str(one)), "baseline") == {one}
+    assert server_cpus(LauncherSettings(baseline_cores=f"{one},4096"), "baseline") == {one}
+    assert server_cpus(LauncherSettings(speculative_cores="4096"), "speculative") is None
+    assert server_cpus(LauncherSettings(device="gpu"), "baseline") is None
+    assert server_cpus(LauncherSettings(pin_processes=False), "baseline") is None
+    assert server_cpus(LauncherSettings(baseline_cores="auto"), "baseline") is None
+    assert server_cpus(LauncherSettings(server_command="python stand-in.py"), "baseline") is None
 
 
 def test_gpu_device_starts_the_speculative_server_after_the_baseline_is_healthy(env: Env) -> None:
@@ -450,7 +493,7 @@ def test_cli_flags_are_the_settings_fields_marked_for_the_cli() -> None:
         "--device", "--model", "--served-model-name", "--speculative-config", "--per-request-spec-metrics",
         "--dtype", "--max-model-len", "--baseline-cores", "--speculative-cores", "--kv-space",
         "--gpu-memory-utilization", "--extra-args", "--vllm-venv", "--vllm-python", "--cache-dir",
-        "--startup-timeout", "--server-command", "--warmup", "--no-warmup",
+        "--startup-timeout", "--server-command", "--warmup", "--no-warmup", "--pin-processes", "--no-pin-processes",
     }
     s = _settings(_parser().parse_args(["up", "--kv-space", "3", "--startup-timeout", "7.5", "--baseline-port", "9001",
                                         "--per-request-spec-metrics", "off", "--run-dir", "/tmp/x"]))
