@@ -10,8 +10,9 @@ tokens, decode tokens/s of each side, speedup, end-to-end speedup, acceptance, t
 (len: the mean acceptance length), efficiency (speedup / tokens per step; 1.0 is the bound), identical text;
 then each server's time to healthy (cold/warm) and memory, from `python -m servers status`. With
 --restart, the first two races after the restart (the first preset, no warm-up request of our
-own: `servers up` has warmed the servers up) show whether the first race pays for compilation:
-each side's time to first token in race 1 and race 2.
+own: `servers up` has warmed the servers up; the second prompt differs at its start, so the prefix
+cache does not help it) show whether the first race pays for compilation: each side's time to
+first token in race 1 and race 2.
 """
 
 from __future__ import annotations
@@ -90,8 +91,17 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 
 def first_races(settings: Settings, name: str) -> None:
-    """Time to first token of each side in the first and second race after a restart."""
-    races = [asyncio.run(run_race(preset_request(settings, name, None, warmup=False), settings)) for _ in range(2)]
+    """Time to first token of each side in the first and second race after a restart. The second
+    prompt starts with two more words, so vLLM's prefix cache cannot serve it the first one's
+    prefill: both races prefill the same length from scratch."""
+    first = preset_request(settings, name, None, warmup=False)
+    if first.messages:
+        head, *rest = first.messages
+        head = head.model_copy(update={"content": f"Once more: {head.content}"})
+        second = first.model_copy(update={"messages": [head, *rest]})
+    else:
+        second = first.model_copy(update={"prompt": f"Once more: {first.prompt or ''}"})
+    races = [asyncio.run(run_race(req, settings)) for req in (first, second)]
     print(f"first races after the restart ({name}): time to first token, race 1 / race 2")
     for side in ("baseline", "speculative"):
         t1, t2 = (getattr(r, side).ttft_s for r in races)

@@ -51,15 +51,16 @@ WORKER_PARTS = [
     ("waiting for the engine core", ("MessageQueue.dequeue", "acquire_read")),
 ]
 ENGINE_PARTS = [
+    ("waiting for the worker (spins)", ("MessageQueue.dequeue", "acquire_read")),
     ("scheduling", ("Scheduler.schedule (",)),
-    ("output handling", ("update_from_output", "process_outputs_socket", "_process_engine_step")),
-    ("hop: worker round trip", ("collective_rpc", "MessageQueue", "execute_model", "sample_tokens")),
-    ("waiting for requests", ("_process_input_queue", "process_input_sockets", "Queue.get")),
+    ("output handling", ("update_from_output",)),
+    ("waiting for requests", ("_process_input_queue", "process_input_sockets")),
 ]
 API_PARTS = [
     ("streaming the response", ("serving_chat", "serving_completion", "chat_completion_stream_generator",
-                                "completion_stream_generator")),
+                                "completion_stream_generator", "RequestResponseCycle")),
     ("output processing", ("output_processor", "process_outputs", "detokeniz")),
+    ("event loop (mostly idle)", ("Runner.run",)),
 ]
 
 

@@ -32,7 +32,7 @@ from benchmarks.bench_presets import preset_request, preset_row, print_table
 from demo.race import run_race
 from demo.settings import Settings
 from servers import procs
-from servers.launcher import health_ok, plan, resolve_model
+from servers.launcher import health_ok, plan, resolve_model, server_cpus
 from servers.settings import ROOT, LauncherSettings
 from servers.warmup import warm_up
 
@@ -60,7 +60,7 @@ def start_speculative(base: LauncherSettings, overrides: dict[str, Any], port: i
     with open(p.log_path, "w") as f:
         f.write(f"# {json.dumps(overrides)}\n")
     t0 = time.monotonic()
-    proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT)
+    proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT, cpus=server_cpus(s, "speculative"))
     with httpx.Client(timeout=2.0, trust_env=False) as http:
         while not health_ok(p.url, client=http):
             if proc.poll() is not None:
