@@ -32,6 +32,7 @@ import httpx
 
 from benchmarks.bench_presets import preset_request
 from demo.client import stream_completion
+from demo.measure import SideMeter
 from demo.settings import Settings
 from servers import procs
 from servers.config import Role
@@ -96,24 +97,20 @@ def read_samples(path: Path, parts: list[tuple[str, tuple[str, ...]]]) -> Counte
     return out
 
 
-async def one_request(url: str, model: str, preset: str, settings: Settings) -> tuple[int, int, float]:
-    """(completion tokens, decode steps, decode seconds) of one streamed request."""
+async def one_request(role: Role, url: str, model: str, preset: str, settings: Settings) -> tuple[int, int, float]:
+    """(completion tokens, decode steps, decode seconds) of one streamed request, as the race
+    measures them (demo.measure.SideMeter: tokens from usage, decode from first to last token)."""
     req = preset_request(settings, preset, None, warmup=False)
-    first = last = None
-    tokens, steps = 0, None
+    meter = SideMeter(role, url)
     async with httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=5.0), trust_env=False) as http:
-        async for ev in stream_completion(http, url, model, req):
-            if ev.text and first is None:
-                first = ev.t_s
-            if ev.text:
-                last = ev.t_s
-            if ev.completion_tokens is not None:
-                tokens = ev.completion_tokens
-            if ev.spec is not None and ev.spec.num_spec_steps:
-                steps = ev.spec.num_spec_steps
-    if first is None or last is None or tokens < 2:
+        async for ev in stream_completion(http, url, model, req, t0=meter.t0):
+            meter.feed(ev)
+    tokens = meter.final_tokens if meter.final_tokens is not None else meter.tokens
+    if meter.t_first is None or meter.t_last is None or tokens < 2:
         raise RuntimeError(f"{url}: too few tokens to profile")
-    return tokens, steps if steps else tokens - 1, last - first
+    spec = meter.spec_request
+    steps = spec.num_spec_steps if spec is not None and spec.num_spec_steps else tokens - 1
+    return tokens, steps, meter.t_last - meter.t_first
 
 
 def profile(role: Role, url: str, pgid: int, model: str, preset: str, rate: int, settings: Settings,
@@ -127,7 +124,7 @@ def profile(role: Role, url: str, pgid: int, model: str, preset: str, rate: int,
              "--nonblocking", "--output", str(path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     time.sleep(1.0)  # py-spy attached
     try:
-        tokens, steps, decode_s = asyncio.run(one_request(url, model, preset, settings))
+        tokens, steps, decode_s = asyncio.run(one_request(role, url, model, preset, settings))
     finally:
         for _, p in spies.values():
             p.send_signal(signal.SIGINT)

@@ -22,18 +22,17 @@ import argparse
 import asyncio
 import json
 import sys
-import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import httpx
 
 from benchmarks.bench_presets import preset_request, preset_row, print_table
 from demo.race import run_race
 from demo.settings import Settings
 from servers import procs
-from servers.launcher import health_ok, plan, resolve_model, server_cpus
+from servers.launcher import health_ok, plan, resolve_model, server_cpus, wait_healthy
 from servers.settings import ROOT, LauncherSettings
+from servers.state import ServerRecord
 from servers.warmup import warm_up
 
 DEFAULT_GRID = [
@@ -59,17 +58,18 @@ def start_speculative(base: LauncherSettings, overrides: dict[str, Any], port: i
     p.log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(p.log_path, "w") as f:
         f.write(f"# {json.dumps(overrides)}\n")
-    t0 = time.monotonic()
     proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT, cpus=server_cpus(s, "speculative"))
-    with httpx.Client(timeout=2.0, trust_env=False) as http:
-        while not health_ok(p.url, client=http):
-            if proc.poll() is not None:
-                raise RuntimeError(f"the server exited ({proc.returncode}); log: {p.log_path}")
-            if time.monotonic() - t0 > s.startup_timeout_s:
-                procs.stop_group(proc.pid, s.stop_timeout_s)
-                raise RuntimeError(f"no /health after {s.startup_timeout_s:.0f} s; log: {p.log_path}")
-            time.sleep(1.0)
-    return proc, time.monotonic() - t0
+    rec = ServerRecord(role="speculative", url=p.url, pid=proc.pid, pgid=proc.pid,
+                       start_ticks=procs.start_ticks(proc.pid) or 0, log_path=p.log_path,
+                       served_model_name=p.config.served_model_name, model=p.config.model, command=p.cmd,
+                       started_at=datetime.now(UTC), start_kind="warm")
+    try:
+        wait_healthy(s, [(p, proc, rec)], sys.stdout)  # the launcher's own wait: phases, exit, timeout
+    except BaseException:
+        procs.stop_group(proc.pid, s.stop_timeout_s)
+        raise
+    assert rec.time_to_healthy_s is not None
+    return proc, rec.time_to_healthy_s
 
 
 def main(argv: list[str] | None = None) -> int:

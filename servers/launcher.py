@@ -337,7 +337,7 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
                       file=out, flush=True)
             write_state(s.state_file, LauncherState(
                 launcher_pid=os.getpid(), device=s.device, servers=records, supervisor=supervisor))
-            _wait_healthy(s, started, out)
+            wait_healthy(s, started, out)
             if s.warmup:
                 _warm_up(s, started, out)
             write_state(s.state_file, LauncherState(
@@ -360,7 +360,7 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
     return pair
 
 
-def _wait_healthy(
+def wait_healthy(
     s: LauncherSettings, started: list[tuple[Plan, subprocess.Popen[bytes], ServerRecord]], out: TextIO
 ) -> None:
     t0 = time.monotonic()
