@@ -1,17 +1,26 @@
-"""Does the page stay smooth? Prints the stage page's updates per second per pane.
+"""Does the page stay smooth, and what does it cost? Prints the stage page's updates per second
+per pane, and the CPU the page takes per race.
 
-Two stand-in servers stream (by default 60 and 150 tokens/s, the speculative one in bursts);
-the page runs in a subprocess; headless Chromium (Debian's, /usr/bin/chromium) counts every
-DOM change of each pane's text and tokens/s tile while it streams. Target: >= 10 updates/s
-per pane (the page redraws at most ~20/s by design). Also checks that the page's final
-figures are the saved RaceResult's. Exit status 1 when the target is missed.
+The page runs in a subprocess; headless Chromium (Debian's, /usr/bin/chromium) counts every DOM
+change of each pane's text and tokens/s tile while it streams. Target: >= 10 updates/s per pane
+(the page redraws at most 12.5 times a second by design). Also checks that the page's final figures are the
+saved RaceResult's. Exit status 1 when the target is missed.
 
 It prints what the page costs per race: CPU seconds of the app process and of the browser
 (Playwright's driver and Chromium). On the CPU laptop path that CPU is taken from the two
-vLLM servers being measured. ``--busy N`` runs N busy-loop processes meanwhile, the way a
-loaded 2-core machine (a CI runner, a laptop in a video call) leaves the page less CPU.
+vLLM servers being measured.
+
+``--servers standin`` (the default): two stand-in servers stream (by default 60 and 150
+tokens/s, the speculative one in bursts). ``--busy N`` runs N busy-loop processes meanwhile, the
+way a loaded 2-core machine (a CI runner, a laptop in a video call) leaves the page less CPU.
+
+``--servers real``: the running pair (`python -m servers up`, the app's default URLs) races
+``--preset`` through the page, each repeat once in race mode and once in sequential A/B, and
+prints the race-mode ratio: race-mode speedup / sequential speedup, both measured through the
+page (the issue's goal: >= 0.85).
 
     python -m benchmarks.bench_ui_rate [--repeats 3] [--tokens 300] [--busy 2]
+    python -m benchmarks.bench_ui_rate --servers real --preset json_reformat --repeats 3
 """
 
 from __future__ import annotations
@@ -22,17 +31,26 @@ import os
 import statistics
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import Browser, Page, sync_playwright
 
+from demo import view
+from demo.fmt import fmt_speedup
+from demo.presets import Preset, load_presets
+from demo.results import RaceResult
 from demo.runs import list_runs, load_run
+from demo.settings import Settings
 from servers.procs import children, cpu_seconds
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, AppProcess
-from tests.browser.test_race_page import OBSERVER_JS, start, tile_value, updates_per_s, wait_finished
+from tests.browser.test_race_page import OBSERVER_JS, choose, start, tile_value, updates_per_s, wait_finished
 from tests.standin import Standin, StandinBehavior
 
 TARGET_PER_S = 10.0
+RATIO_GOAL = 0.85  # race-mode speedup / sequential speedup (docs/benchmarks.md)
+RACE_TIMEOUT_MS = 300_000  # a CPU race of a long preset, sequential, takes minutes
 
 
 def browser_cpu_seconds(exclude: set[int]) -> float:
@@ -49,6 +67,46 @@ def browser_cpu_seconds(exclude: set[int]) -> float:
     return total
 
 
+class PageRace(NamedTuple):
+    """One race through the page: updates per pane, CPU of the app and the browser, and whether
+    the page's figures were the saved RaceResult's."""
+
+    updates: dict[str, tuple[int, float, int]]  # side -> (text updates, per s, tokens/s tile changes)
+    app_cpu_s: float
+    browser_cpu_s: float
+    result: RaceResult
+    page_matches: bool
+
+
+def race_on_page(page: Page, app: AppProcess, not_browser: set[int], runs: Path) -> PageRace | None:
+    """Press Start, wait for the finish, and read what the page showed; None if the run failed."""
+    page.evaluate(OBSERVER_JS)
+    cpu0 = (cpu_seconds(app.proc.pid) or 0.0, browser_cpu_seconds(not_browser))
+    start(page)
+    if wait_finished(page, RACE_TIMEOUT_MS) != "done":
+        print("run failed:", page.text_content("#sd-run-status"), file=sys.stderr)
+        return None
+    app_cpu = (cpu_seconds(app.proc.pid) or 0.0) - cpu0[0]
+    browser_cpu = browser_cpu_seconds(not_browser) - cpu0[1]
+    rec = page.evaluate("() => window.__sd")
+    updates = {}
+    for side in ("baseline", "speculative"):
+        n, rate = updates_per_s(rec[side]["text"])
+        tiles, _ = updates_per_s(rec[side]["tps"])
+        updates[side] = (n, rate, tiles)
+    result = load_run(list_runs(runs)[0])
+    speedup_shown = page.get_attribute("#sd-speedup .sd-speedup", "data-value")
+    assert speedup_shown is not None, "the page shows no speedup"
+    shown = (tile_value(page, "baseline", "tokens_per_s"), tile_value(page, "speculative", "tokens_per_s"),
+             float(speedup_shown))
+    truth = (result.baseline.decode_tokens_per_s, result.speculative.decode_tokens_per_s, result.speedup)
+    return PageRace(updates, app_cpu, browser_cpu, result, shown == truth)
+
+
+def set_order(page: Page, order: str) -> None:
+    page.get_by_label("Sequential A/B" if order == "sequential" else "Race", exact=True).check()
+
+
 def _spin() -> None:
     while True:
         pass
@@ -56,8 +114,10 @@ def _spin() -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--servers", choices=["standin", "real"], default="standin")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--tokens", type=int, default=300)
+    ap.add_argument("--tokens", type=int, default=300, help="max tokens (stand-ins; real: the preset's)")
+    ap.add_argument("--preset", default="json_reformat", help="the preset raced on real servers")
     ap.add_argument("--baseline-tokens-per-s", type=float, default=60)
     ap.add_argument("--speculative-tokens-per-s", type=float, default=150)
     ap.add_argument("--busy", type=int, default=0, help="busy-loop processes to run meanwhile")
@@ -65,69 +125,119 @@ def main() -> int:
     if not CHROMIUM.exists():
         print("needs Debian's Chromium at /usr/bin/chromium: apt-get install -y chromium", file=sys.stderr)
         return 2
-    rates: dict[str, list[float]] = {"baseline": [], "speculative": []}
-    app_cpu: list[float] = []
-    browser_cpu: list[float] = []
-    mismatches = 0
     spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(a.busy)]
     for sp in spinners:
         sp.start()
-    with tempfile.TemporaryDirectory() as tmp, \
-            Standin(StandinBehavior(tokens_per_s=a.baseline_tokens_per_s)) as base, \
-            Standin(StandinBehavior(speculative=True, tokens_per_s=a.speculative_tokens_per_s,
-                                    chunk_sizes=[1, 3, 5, 2])) as spec:
-        runs = Path(tmp) / "runs"
-        app = AppProcess({"SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": spec.url,
-                          "SPECDEMO_RUNS_DIR": str(runs)}, Path(tmp) / "app.log")
-        try:
-            with sync_playwright() as p:
-                browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-                page = browser.new_page(viewport=VIEWPORT)
-                page.goto(app.url, timeout=30_000)
-                page.wait_for_selector("#sd-servers table", timeout=30_000)
-                page.fill("#sd-max-tokens input", str(a.tokens))
-                page.press("#sd-max-tokens input", "Tab")
-                print(f"{'run':>4} {'side':>12} {'text updates':>13} {'per s':>7} {'tok/s tile changes':>19}")
-                for i in range(a.repeats):
-                    page.evaluate(OBSERVER_JS)
-                    not_browser = {app.proc.pid, *(sp.pid for sp in spinners if sp.pid)}
-                    cpu0 = (cpu_seconds(app.proc.pid) or 0.0, browser_cpu_seconds(not_browser))
-                    start(page)
-                    if wait_finished(page, 120_000) != "done":
-                        print("run failed:", page.text_content("#sd-run-status"), file=sys.stderr)
-                        return 1
-                    app_cpu.append((cpu_seconds(app.proc.pid) or 0.0) - cpu0[0])
-                    browser_cpu.append(browser_cpu_seconds(not_browser) - cpu0[1])
-                    print(f"{i:>4} CPU seconds this race: app {app_cpu[-1]:.2f}, browser {browser_cpu[-1]:.2f}")
-                    rec = page.evaluate("() => window.__sd")
-                    for side in ("baseline", "speculative"):
-                        n, rate = updates_per_s(rec[side]["text"])
-                        tiles, _ = updates_per_s(rec[side]["tps"])
-                        rates[side].append(rate)
-                        print(f"{i:>4} {side:>12} {n:>13} {rate:>7.1f} {tiles:>19}")
-                    result = load_run(list_runs(runs)[0])
-                    speedup_shown = page.get_attribute("#sd-speedup .sd-speedup", "data-value")
-                    assert speedup_shown is not None, "the page shows no speedup"
-                    shown = (tile_value(page, "baseline", "tokens_per_s"),
-                             tile_value(page, "speculative", "tokens_per_s"),
-                             float(speedup_shown))
-                    truth = (result.baseline.decode_tokens_per_s, result.speculative.decode_tokens_per_s,
-                             result.speedup)
-                    mismatches += shown != truth
-                browser.close()
-        finally:
-            app.stop()
-            for sp in spinners:
-                sp.terminate()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            runs = Path(tmp) / "runs"
+            env = {"SPECDEMO_RUNS_DIR": str(runs)}
+            if a.servers == "real":
+                settings = Settings()
+                presets, _errors = load_presets(settings.presets_dir)
+                if a.preset not in presets:
+                    print(f"no preset {a.preset!r}; there are: {', '.join(sorted(presets))}", file=sys.stderr)
+                    return 2
+                return run_real(a, env, Path(tmp), runs, presets[a.preset], spinners)
+            with Standin(StandinBehavior(tokens_per_s=a.baseline_tokens_per_s)) as base, \
+                    Standin(StandinBehavior(speculative=True, tokens_per_s=a.speculative_tokens_per_s,
+                                            chunk_sizes=[1, 3, 5, 2])) as spec:
+                env.update({"SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": spec.url})
+                return run_standin(a, env, Path(tmp), runs, spinners)
+    finally:
+        for sp in spinners:
+            sp.terminate()
+
+
+def _print_race(i: int, label: str, r: PageRace) -> None:
+    print(f"{i:>4} {label}: CPU seconds this race: app {r.app_cpu_s:.2f}, browser {r.browser_cpu_s:.2f}; "
+          f"speedup {fmt_speedup(r.result.speedup)}; page figures {'=' if r.page_matches else '!='} saved run")
+    for side, (n, rate, tiles) in r.updates.items():
+        print(f"{i:>4} {side:>12} {n:>13} {rate:>7.1f} {tiles:>19}")
+
+
+def _summary(races: list[PageRace], busy: int) -> bool:
     ok = True
-    for side, values in rates.items():
+    for side in ("baseline", "speculative"):
+        values = [r.updates[side][1] for r in races]
         med = statistics.median(values)
         print(f"{side}: median {med:.1f} updates/s per pane (min {min(values):.1f}); target >= {TARGET_PER_S:g}")
         ok &= med >= TARGET_PER_S
-    print(f"CPU seconds per race (median): app {statistics.median(app_cpu):.2f}, "
-          f"browser {statistics.median(browser_cpu):.2f}; busy-loop processes meanwhile: {a.busy}")
-    print(f"page figures equal the saved RaceResult in {a.repeats - mismatches}/{a.repeats} runs")
-    return 0 if ok and mismatches == 0 else 1
+    tokens = statistics.median(r.result.baseline.completion_tokens or 0 for r in races)
+    print(f"CPU seconds per race (median): app {statistics.median(r.app_cpu_s for r in races):.2f}, "
+          f"browser {statistics.median(r.browser_cpu_s for r in races):.2f} ({tokens:.0f} tokens a side); "
+          f"busy-loop processes meanwhile: {busy}")
+    matches = sum(r.page_matches for r in races)
+    print(f"page figures equal the saved RaceResult in {matches}/{len(races)} runs")
+    return ok and matches == len(races)
+
+
+def _open(browser: Browser, app: AppProcess) -> Page:
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(app.url, timeout=30_000)
+    page.wait_for_selector("#sd-servers table", timeout=30_000)
+    return page
+
+
+def run_standin(a: argparse.Namespace, env: dict[str, str], tmp: Path, runs: Path,
+                spinners: list[multiprocessing.Process]) -> int:
+    app = AppProcess(env, tmp / "app.log")
+    races: list[PageRace] = []
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            page = _open(browser, app)
+            page.fill("#sd-max-tokens input", str(a.tokens))
+            page.press("#sd-max-tokens input", "Tab")
+            print(f"{'run':>4} {'side':>12} {'text updates':>13} {'per s':>7} {'tok/s tile changes':>19}")
+            not_browser = {app.proc.pid, *(sp.pid for sp in spinners if sp.pid)}
+            for i in range(a.repeats):
+                r = race_on_page(page, app, not_browser, runs)
+                if r is None:
+                    return 1
+                races.append(r)
+                _print_race(i, "race", r)
+            browser.close()
+    finally:
+        app.stop()
+    return 0 if _summary(races, a.busy) else 1
+
+
+def run_real(a: argparse.Namespace, env: dict[str, str], tmp: Path, runs: Path, preset: Preset,
+             spinners: list[multiprocessing.Process]) -> int:
+    app = AppProcess(env, tmp / "app.log")
+    by_order: dict[str, list[PageRace]] = {"simultaneous": [], "sequential": []}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            page = _open(browser, app)
+            choose(page, preset.title, preset.max_tokens)
+            print(f"{preset.name} on the running pair, {preset.max_tokens} max tokens, through the page; "
+                  f"started {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.1f}")
+            print(f"{'run':>4} {'side':>12} {'text updates':>13} {'per s':>7} {'tok/s tile changes':>19}")
+            not_browser = {app.proc.pid, *(sp.pid for sp in spinners if sp.pid)}
+            for i in range(a.repeats):
+                for order in ("simultaneous", "sequential"):
+                    set_order(page, order)
+                    r = race_on_page(page, app, not_browser, runs)
+                    if r is None:
+                        return 1
+                    by_order[order].append(r)
+                    _print_race(i, view.ORDER_LABELS[order], r)
+            browser.close()
+    finally:
+        app.stop()
+    race_mode = [r.result.speedup for r in by_order["simultaneous"] if r.result.speedup is not None]
+    sequential = [r.result.speedup for r in by_order["sequential"] if r.result.speedup is not None]
+    ok = _summary(by_order["simultaneous"], a.busy)
+    if race_mode and sequential:
+        rm, sq = statistics.median(race_mode), statistics.median(sequential)
+        print(f"race-mode ratio: race mode {fmt_speedup(rm)} / sequential {fmt_speedup(sq)} = {rm / sq:.2f} "
+              f"(medians of {len(race_mode)} and {len(sequential)}; goal >= {RATIO_GOAL:g})")
+    else:
+        print("race-mode ratio: n/a (a race reported no speedup)")
+    print(f"done {datetime.now(UTC):%H:%M} UTC, load {os.getloadavg()[0]:.1f}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
