@@ -47,7 +47,7 @@ def empty_figure(title: str, message: str, fig_layout: dict[str, object] | None 
 
 def _figure(traces: list[dict[str, object]], fig_layout: dict[str, object]) -> go.Figure:
     # One constructor call: building the same figure with add_trace and update_layout costs
-    # 2-3x the CPU (the race chart, redrawn twice a second: 12.9 ms against 4.8 ms at 400 points).
+    # 2-3x the CPU (the race chart, redrawn once a second: 12.9 ms against 4.8 ms at 400 points).
     return go.Figure(dict(data=traces, layout=fig_layout))
 
 

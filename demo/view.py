@@ -124,8 +124,10 @@ def side_tiles(snap: SideSnapshot, result: SideResult | None, speculative: bool)
 def tiles_html(side: Side, tiles: list[Tile]) -> str:
     parts = [f'<div class="sd-tiles" data-side="{esc(side)}">']
     for t in tiles:
-        value_attr = "" if t.value is None else f' data-value="{esc(repr(t.value))}"'
+        # The exact figure goes in data-value once it is final. A live one would change in every
+        # frame, and the browser would redraw the tile each time although its text had not.
         live = " sd-live" if t.note == "live" else ""
+        value_attr = "" if t.value is None or live else f' data-value="{esc(repr(t.value))}"'
         note = f'<div class="sd-tile-note{live}" title="{esc(t.note)}">{esc(t.note)}</div>' if t.note else ""
         unit = f'<span class="sd-unit">{esc(t.unit)}</span>' if t.unit else ""
         na_class = " sd-na" if t.text == NA else ""
@@ -185,7 +187,11 @@ def burst_css(scope: str) -> str:
 
 def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
     """The streamed text, escaped; with ``shade``, each multi-token chunk in a span classed by its
-    burst size. Single-token chunks stay plain text: the markup stays small on long answers."""
+    burst size. Single-token chunks stay plain text: the markup stays small on long answers.
+
+    Append-only while a side streams: the markup ends with the text, no closing tags (the
+    browser closes the two divs), so each frame's value starts with the last one's and Gradio
+    sends the page only what was added ("append" in its stream diff), not the whole pane."""
     body: list[str] = []
     if snap.bursts:
         for _t, tokens, chunk in snap.bursts:
@@ -198,7 +204,7 @@ def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
                 body.append(esc(chunk))
     elif snap.text:
         body.append(esc(snap.text))
-    return f'<div class="sd-text" data-side="{esc(side)}"><div class="sd-text-body">{"".join(body)}</div></div>'
+    return f'<div class="sd-text" data-side="{esc(side)}"><div class="sd-text-body">{"".join(body)}'
 
 
 def burst_legend_html() -> str:
@@ -217,8 +223,10 @@ def speedup_html(snapshot: RaceSnapshot | None) -> str:
         running = snapshot is not None
         live = snapshot.live_speedup if snapshot is not None else None
         if live is not None:
-            return ('<div class="sd-speedup sd-live" data-state="running" '
-                    f'data-live="{esc(repr(live))}"><div class="sd-speedup-value">{esc(fmt_speedup(live))}</div>'
+            # No exact figure while live (it changes every frame; the text changes far less
+            # often): the page redraws the headline only when what it shows changes.
+            return ('<div class="sd-speedup sd-live" data-state="running">'
+                    f'<div class="sd-speedup-value">{esc(fmt_speedup(live))}</div>'
                     '<div class="sd-speedup-label">live decode speedup · final at the finish</div></div>')
         text = PENDING if running else "—"
         sub = "speedup at the finish" if running else "speedup (decode tokens/s)"

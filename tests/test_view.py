@@ -179,3 +179,34 @@ def test_server_panel_links_to_grafana_only_when_set_and_escapes_the_url() -> No
     assert f'<a href="{href}" target="_blank" rel="noopener noreferrer">' in panel
     hostile = view.server_panel_html([up], 'http://x/"><script>alert(1)</script>')
     assert "<script>" not in hostile and "&quot;&gt;&lt;script&gt;" in hostile
+
+
+def test_streamed_text_markup_only_grows_so_gradio_sends_what_was_added() -> None:
+    # Gradio diffs each streamed value against the last: a value that starts with the last one
+    # goes to the page as an "append" of the new part, not as the whole pane again.
+    from gradio.utils import diff
+
+    bursts = [(0.1, 1, "a<"), (0.2, 3, "b&c"), (0.3, 1, "d")]
+    frames = [view.text_html("speculative", SideSnapshot(side="speculative", bursts=bursts[:n]), shade=True)
+              for n in range(1, len(bursts) + 1)]
+    for before, after in zip(frames, frames[1:], strict=False):
+        assert after.startswith(before)
+        assert diff(before, after) == [["append", [], after[len(before):]]]
+    assert frames[-1].endswith('<span class="b3" title="3 tokens in one step">b&amp;c</span>d')
+
+
+def test_live_figures_change_the_markup_only_when_their_text_changes() -> None:
+    # A live tokens/s of 90.01 and 90.04 both read "90.0": the tile's markup must not differ, or
+    # the browser redraws it in every frame. The exact figure is written once final.
+    def live_html(rate: float) -> str:
+        snap = _snapshot().speculative.model_copy(update={"tokens_per_s": rate})
+        return view.tiles_html("speculative", view.side_tiles(snap, None, speculative=True))
+
+    assert live_html(90.01) == live_html(90.04)
+    assert live_html(90.01) != live_html(91.0)
+    assert "data-value" not in live_html(90.01).split('data-key="tokens_per_s"')[1].split(">")[0]
+    r = _result()
+    final = view.tiles_html("speculative", view.side_tiles(_snapshot(r).speculative, r.speculative, True))
+    assert 'data-key="tokens_per_s" data-side="speculative" data-value="97.123"' in final
+    running = [view.speedup_html(_snapshot().model_copy(update={"live_speedup": x})) for x in (2.501, 2.504)]
+    assert running[0] == running[1] and ">2.50×<" in running[0]

@@ -32,11 +32,14 @@ FREE_PROMPT = "(free prompt)"
 # name never holds a colon).
 WORKLOAD_PREFIX = "workload:"
 MAX_WORKLOAD_CHOICES = 200  # a 10,000-line file would make the dropdown unusable: its first 200
-# The race chart carries every chunk so far: redraw it less often than the tiles (twice a
-# second), live and in a replay alike.
-CHART_INTERVAL_S = 0.5
-# stream_race folds chunks into snapshots at most every this often: 10-20 UI updates/s.
-SNAPSHOT_INTERVAL_S = 0.05
+# Each frame costs the browser ~30 ms of a core whatever it changes (Gradio's per-message work),
+# taken on a CPU laptop from the servers being measured (docs/benchmarks.md, the page's cost).
+# The race chart carries every chunk so far: redraw it once a second, live and in a replay
+# alike (every 0.5 s cost the browser ~15% more CPU per race).
+CHART_INTERVAL_S = 1.0
+# stream_race folds chunks into snapshots at most every this often: at most 12.5 frames a
+# second, above the >= 10 updates/s per pane the page promises (benchmarks/bench_ui_rate.py).
+SNAPSHOT_INTERVAL_S = 0.08
 # Gradio pulls the next frame within milliseconds while the browser is connected. When the
 # tab closes it stops pulling and leaves this generator suspended (its unload event also
 # fires spuriously on heartbeat reconnects, so it cannot be trusted): a frame left unread
