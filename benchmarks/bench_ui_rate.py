@@ -17,7 +17,9 @@ way a loaded 2-core machine (a CI runner, a laptop in a video call) leaves the p
 ``--servers real``: the running pair (`python -m servers up`, the app's default URLs) races
 ``--preset`` through the page, each repeat once in race mode and once in sequential A/B, and
 prints the race-mode ratio: race-mode speedup / sequential speedup, both measured through the
-page (the issue's goal: >= 0.85).
+page (goal >= 0.85, docs/benchmarks.md). A pane there updates as fast as its server sends, below
+10 a second on CPU servers, so the update target is not judged; the exit status is 1 only when a
+race fails or the page's figures differ from the saved run.
 
     python -m benchmarks.bench_ui_rate [--repeats 3] [--tokens 300] [--busy 2]
     python -m benchmarks.bench_ui_rate --servers real --preset json_reformat --repeats 3
@@ -156,13 +158,15 @@ def _print_race(i: int, label: str, r: PageRace) -> None:
         print(f"{i:>4} {side:>12} {n:>13} {rate:>7.1f} {tiles:>19}")
 
 
-def _summary(races: list[PageRace], busy: int) -> bool:
+def _summary(races: list[PageRace], busy: int, judge_rate: bool = True) -> bool:
+    """Prints the medians; False when a target is missed (the update rate only if ``judge_rate``)."""
     ok = True
     for side in ("baseline", "speculative"):
         values = [r.updates[side][1] for r in races]
         med = statistics.median(values)
-        print(f"{side}: median {med:.1f} updates/s per pane (min {min(values):.1f}); target >= {TARGET_PER_S:g}")
-        ok &= med >= TARGET_PER_S
+        target = f"target >= {TARGET_PER_S:g}" if judge_rate else "as fast as the server sends: not judged"
+        print(f"{side}: median {med:.1f} updates/s per pane (min {min(values):.1f}); {target}")
+        ok &= med >= TARGET_PER_S or not judge_rate
     tokens = statistics.median(r.result.baseline.completion_tokens or 0 for r in races)
     print(f"CPU seconds per race (median): app {statistics.median(r.app_cpu_s for r in races):.2f}, "
           f"browser {statistics.median(r.browser_cpu_s for r in races):.2f} ({tokens:.0f} tokens a side); "
@@ -229,7 +233,7 @@ def run_real(a: argparse.Namespace, env: dict[str, str], tmp: Path, runs: Path, 
         app.stop()
     race_mode = [r.result.speedup for r in by_order["simultaneous"] if r.result.speedup is not None]
     sequential = [r.result.speedup for r in by_order["sequential"] if r.result.speedup is not None]
-    ok = _summary(by_order["simultaneous"], a.busy)
+    ok = _summary(by_order["simultaneous"], a.busy, judge_rate=False)
     if race_mode and sequential:
         rm, sq = statistics.median(race_mode), statistics.median(sequential)
         print(f"race-mode ratio: race mode {fmt_speedup(rm)} / sequential {fmt_speedup(sq)} = {rm / sq:.2f} "
