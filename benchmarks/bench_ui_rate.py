@@ -33,11 +33,13 @@ import os
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Page, sync_playwright
 
 from demo import view
 from demo.fmt import fmt_speedup
@@ -176,61 +178,59 @@ def _summary(races: list[PageRace], busy: int, judge_rate: bool = True) -> bool:
     return ok and matches == len(races)
 
 
-def _open(browser: Browser, app: AppProcess) -> Page:
-    page = browser.new_page(viewport=VIEWPORT)
-    page.goto(app.url, timeout=30_000)
-    page.wait_for_selector("#sd-servers table", timeout=30_000)
-    return page
+@contextmanager
+def page_session(env: dict[str, str], tmp: Path, spinners: list[multiprocessing.Process]
+                 ) -> Iterator[tuple[AppProcess, Page, set[int]]]:
+    """The app on ``env``, headless Chromium on its page once the servers answered, and the PIDs
+    whose CPU is not the browser's; closed and stopped on the way out."""
+    app = AppProcess(env, tmp / "app.log")
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport=VIEWPORT)
+            page.goto(app.url, timeout=30_000)
+            page.wait_for_selector("#sd-servers table", timeout=30_000)
+            yield app, page, {app.proc.pid, *(sp.pid for sp in spinners if sp.pid)}
+            browser.close()
+    finally:
+        app.stop()
+
+
+HEADER = f"{'run':>4} {'side':>12} {'text updates':>13} {'per s':>7} {'tok/s tile changes':>19}"
 
 
 def run_standin(a: argparse.Namespace, env: dict[str, str], tmp: Path, runs: Path,
                 spinners: list[multiprocessing.Process]) -> int:
-    app = AppProcess(env, tmp / "app.log")
     races: list[PageRace] = []
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            page = _open(browser, app)
-            page.fill("#sd-max-tokens input", str(a.tokens))
-            page.press("#sd-max-tokens input", "Tab")
-            print(f"{'run':>4} {'side':>12} {'text updates':>13} {'per s':>7} {'tok/s tile changes':>19}")
-            not_browser = {app.proc.pid, *(sp.pid for sp in spinners if sp.pid)}
-            for i in range(a.repeats):
-                r = race_on_page(page, app, not_browser, runs)
-                if r is None:
-                    return 1
-                races.append(r)
-                _print_race(i, "race", r)
-            browser.close()
-    finally:
-        app.stop()
+    with page_session(env, tmp, spinners) as (app, page, not_browser):
+        page.fill("#sd-max-tokens input", str(a.tokens))
+        page.press("#sd-max-tokens input", "Tab")
+        print(HEADER)
+        for i in range(a.repeats):
+            r = race_on_page(page, app, not_browser, runs)
+            if r is None:
+                return 1
+            races.append(r)
+            _print_race(i, "race", r)
     return 0 if _summary(races, a.busy) else 1
 
 
 def run_real(a: argparse.Namespace, env: dict[str, str], tmp: Path, runs: Path, preset: Preset,
              spinners: list[multiprocessing.Process]) -> int:
-    app = AppProcess(env, tmp / "app.log")
     by_order: dict[str, list[PageRace]] = {"simultaneous": [], "sequential": []}
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            page = _open(browser, app)
-            choose(page, preset.title, preset.max_tokens)
-            print(f"{preset.name} on the running pair, {preset.max_tokens} max tokens, through the page; "
-                  f"started {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.1f}")
-            print(f"{'run':>4} {'side':>12} {'text updates':>13} {'per s':>7} {'tok/s tile changes':>19}")
-            not_browser = {app.proc.pid, *(sp.pid for sp in spinners if sp.pid)}
-            for i in range(a.repeats):
-                for order in ("simultaneous", "sequential"):
-                    set_order(page, order)
-                    r = race_on_page(page, app, not_browser, runs)
-                    if r is None:
-                        return 1
-                    by_order[order].append(r)
-                    _print_race(i, view.ORDER_LABELS[order], r)
-            browser.close()
-    finally:
-        app.stop()
+    with page_session(env, tmp, spinners) as (app, page, not_browser):
+        choose(page, preset.title, preset.max_tokens)
+        print(f"{preset.name} on the running pair, {preset.max_tokens} max tokens, through the page; "
+              f"started {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.1f}")
+        print(HEADER)
+        for i in range(a.repeats):
+            for order in ("simultaneous", "sequential"):
+                set_order(page, order)
+                r = race_on_page(page, app, not_browser, runs)
+                if r is None:
+                    return 1
+                by_order[order].append(r)
+                _print_race(i, view.ORDER_LABELS[order], r)
     race_mode = [r.result.speedup for r in by_order["simultaneous"] if r.result.speedup is not None]
     sequential = [r.result.speedup for r in by_order["sequential"] if r.result.speedup is not None]
     ok = _summary(by_order["simultaneous"], a.busy, judge_rate=False)
