@@ -39,7 +39,10 @@ from demo.sweep.profile import pool_outcomes, request_outcome
 from demo.workload import Workload, WorkloadRequest
 
 WARMUP_MAX_TOKENS = 16  # warm-up batches only need to touch every code path once
-KV_SAMPLE_INTERVAL_S = 0.1
+# At most one /metrics scrape a second while a batch streams. A scrape costs a CPU server ~5 ms of
+# the core its engine decodes on (~58 KB of text): ten a second took 4-10% of the measured
+# throughput (docs/evaluator.md, "Measuring without disturbing"); one a second stays under 1%.
+KV_SAMPLE_INTERVAL_S = 1.0
 
 
 class Progress(BaseModel):
@@ -84,7 +87,8 @@ async def _one_request(http: httpx.AsyncClient, server: _Server, model: str, req
 
 async def _kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, peaks: list[float],
                       stop: asyncio.Event) -> None:
-    """Sample /metrics while the batch runs: KV-cache use peaks mid-batch, not after it."""
+    """Sample /metrics while the batch runs (every KV_SAMPLE_INTERVAL_S): KV-cache use peaks
+    mid-batch, not after it."""
     # The scrape just before the batch is the first sample: wait first, so that no scrape
     # competes with the batch's requests while they are being sent.
     while True:
