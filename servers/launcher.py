@@ -163,6 +163,31 @@ def server_env(s: LauncherSettings, role: Role) -> dict[str, str]:
         iomp = s.python.parent.parent / "lib" / "libiomp5.so"
         if iomp.exists() and not s.server_command:
             env["LD_PRELOAD"] = f"{iomp}{os.pathsep}{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(iomp)
+        if s.worker_in_engine_core:
+            env.update(in_process_worker_env(s.cores(role), "libiomp" in env.get("LD_PRELOAD", "")))
+    return env
+
+
+def in_process_worker_env(cores: set[int], iomp: bool) -> dict[str, str]:
+    """The environment that runs a CPU server's worker inside its engine core.
+
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps vLLM's CPU platform on its one-process executor (it forces
+    the multiprocess one only while that variable is 1). That executor sets no OpenMP environment
+    (vLLM's OMPProcessManager does so only for the worker processes it spawns), so this sets what
+    it would have: OMP_NUM_THREADS and, with Intel OpenMP, the thread placement on ``cores`` (as
+    KMP_AFFINITY), its 5 ms spin before sleeping and no TPAUSE. With no explicit cores ("auto",
+    "nobind") only the executor changes."""
+    env = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    if cores:
+        ordered = ",".join(str(c) for c in sorted(cores))
+        env["OMP_NUM_THREADS"] = str(len(cores))
+        if iomp:
+            env["KMP_AFFINITY"] = f"granularity=fine,explicit,proclist=[{ordered}]"
+            env["KMP_BLOCKTIME"] = "5"
+            env["KMP_TPAUSE"] = "0"
+        else:
+            env["OMP_PLACES"] = "{" + ordered + "}"
+            env["OMP_PROC_BIND"] = "true"
     return env
 
 
@@ -187,7 +212,8 @@ def plan(s: LauncherSettings, model: str) -> list[Plan]:
         args = cfg.vllm_args()
         # The compile cache depends on the flags and the core binding, not on the port.
         portless = cfg.model_copy(update={"port": 0}).vllm_args()
-        key_src = json.dumps([s.device, portless, env.get("VLLM_CPU_OMP_THREADS_BIND")])
+        key_src = json.dumps([s.device, portless, env.get("VLLM_CPU_OMP_THREADS_BIND"),
+                              env.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1")])
         key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
         plans.append(Plan(role, cfg, base + args, env, s.log_file(role), key))
     return plans

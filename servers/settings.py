@@ -98,6 +98,10 @@ class LauncherSettings(BaseSettings):
     # Also run every process of a server on its cores, not only its OpenMP threads (docs/cpu-servers.md#placement).
     pin_processes: bool = Field(True, description="CPU: run all of a server's processes on its cores",
                                 json_schema_extra=cli(UP))
+    # Keep the worker in the engine core's process (VLLM_ENABLE_V1_MULTIPROCESSING=0): two processes
+    # a server instead of three, no inter-process hop and no busy wait per step (docs/cpu-servers.md#processes).
+    worker_in_engine_core: bool = Field(True, description="CPU: run the worker inside the engine core "
+                                        "(2 processes a server, not 3)", json_schema_extra=cli(UP))
     kvcache_space_gib: int = Field(
         1, ge=1, description="CPU: KV cache GiB per server", json_schema_extra=cli(UP, flag="kv-space")
     )

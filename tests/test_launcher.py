@@ -494,6 +494,7 @@ def test_cli_flags_are_the_settings_fields_marked_for_the_cli() -> None:
         "--dtype", "--max-model-len", "--baseline-cores", "--speculative-cores", "--kv-space",
         "--gpu-memory-utilization", "--extra-args", "--vllm-venv", "--vllm-python", "--cache-dir",
         "--startup-timeout", "--server-command", "--warmup", "--no-warmup", "--pin-processes", "--no-pin-processes",
+        "--worker-in-engine-core", "--no-worker-in-engine-core",
     }
     s = _settings(_parser().parse_args(["up", "--kv-space", "3", "--startup-timeout", "7.5", "--baseline-port", "9001",
                                         "--per-request-spec-metrics", "off", "--run-dir", "/tmp/x"]))
@@ -502,5 +503,32 @@ def test_cli_flags_are_the_settings_fields_marked_for_the_cli() -> None:
     assert str(s.run_dir) == "/tmp/x"
     assert _settings(_parser().parse_args(["up", "--no-warmup"])).warmup is False
     assert _settings(_parser().parse_args(["up"])).warmup is True  # unset: the setting's default
+    assert _settings(_parser().parse_args(["up", "--no-worker-in-engine-core"])).worker_in_engine_core is False
     with pytest.raises(SystemExit):
         _parser().parse_args(["up", "--device", "tpu"])
+
+
+def test_a_cpu_server_runs_its_worker_in_the_engine_core_with_openmp_placed_as_vllm_would() -> None:
+    """Two processes a server: VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps vLLM's CPU platform on the
+    one-process executor, and the OpenMP placement vLLM gives only the workers it spawns is set
+    here (docs/cpu-servers.md#processes); --no-worker-in-engine-core is the three-process layout."""
+    from servers.launcher import in_process_worker_env, plan, server_env
+    from servers.settings import LauncherSettings
+
+    s = LauncherSettings(baseline_cores="0", speculative_cores="1")
+    env = server_env(s, "speculative")
+    assert env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    assert env["OMP_NUM_THREADS"] == "1"
+    if "libiomp" in env.get("LD_PRELOAD", ""):
+        assert env["KMP_AFFINITY"] == "granularity=fine,explicit,proclist=[1]"
+    assert in_process_worker_env({3, 2}, iomp=True) == {
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": "2",
+        "KMP_AFFINITY": "granularity=fine,explicit,proclist=[2,3]", "KMP_BLOCKTIME": "5", "KMP_TPAUSE": "0"}
+    assert in_process_worker_env({0}, iomp=False) == {
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "OMP_NUM_THREADS": "1", "OMP_PLACES": "{0}", "OMP_PROC_BIND": "true"}
+    assert in_process_worker_env(set(), iomp=True) == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # auto/nobind
+    old = LauncherSettings(worker_in_engine_core=False)
+    assert not {"VLLM_ENABLE_V1_MULTIPROCESSING", "OMP_NUM_THREADS", "KMP_AFFINITY"} & set(server_env(old, "baseline"))
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in server_env(LauncherSettings(device="gpu"), "baseline")
+    # The two layouts compile alike only by chance: they keep separate compile caches.
+    assert plan(s, "m")[0].cache_key != plan(old, "m")[0].cache_key
