@@ -186,6 +186,8 @@ details{background:#121826;border:1px solid #2a3446;border-radius:8px;padding:6p
 .sd-speedup-value{font-size:50px;font-weight:800;line-height:1}
 .sd-speedup.sd-win .sd-speedup-value{color:#4ade80} .sd-speedup.sd-loss .sd-speedup-value{color:#f87171}
 .sd-speedup-label{font-size:14px;color:#c9d1dd}
+.sd-loop{font-size:13px;font-weight:600;color:#ffd37a;max-width:320px;margin:4px auto 0}
+.sd-loop-detail{font-size:12px;font-weight:400;color:#c9d1dd}
 .sd-mode-label{font-size:18px;font-weight:700;color:#ffb000} .sd-mode-note{font-size:13px;color:#c9d1dd}
 .sd-badge{font-size:16px;font-weight:700;padding:4px 10px;border-radius:8px}
 .sd-badge-ok{background:#14532d;color:#dcfce7} .sd-badge-warn{background:#7c2d12;color:#ffedd5}

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from demo.results import ChunkEvent, Side, SideResult, SideSnapshot, SpecPerRequest, SpecStats
+from demo.results import ChunkEvent, Repetition, Side, SideResult, SideSnapshot, SpecPerRequest, SpecStats
 
 NO_CONTINUOUS_USAGE = "the server sent no per-chunk usage (continuous_usage_stats), so per-chunk tokens are unknown"
 
@@ -270,6 +270,7 @@ class SideMeter:
             error=self.error,
             complete=self.done and self.error is None,
             spec=spec,
+            repetition=repetition(self.text, [(n, txt) for _, n, txt in self.chunks] if self.has_usage else None),
             events=list(self.events),
             na_reasons=na,
         )
@@ -309,3 +310,52 @@ def copyness(prompt: str, answer: str, n: int = COPY_NGRAM) -> tuple[float | Non
     seen = {tuple(p[i : i + n]) for i in range(len(p) - n + 1)}
     grams = [tuple(a[i : i + n]) for i in range(len(a) - n + 1)]
     return sum(1 for g in grams if g in seen) / len(grams), None
+
+
+# --------------------------------------------------------------------------- repetition
+
+# An answer "ends in a loop" when its last LOOP_MIN_CHARS or more characters are one span of at most
+# LOOP_MAX_UNIT_CHARS repeated at least LOOP_MIN_REPEATS times: about 40 tokens or more of a small
+# model stuck (SmolLM2-135M ends json_reformat with '"book", ' x 19, 153 characters, ~57 tokens).
+LOOP_MIN_CHARS = 100
+LOOP_MIN_REPEATS = 4
+LOOP_MAX_UNIT_CHARS = 80
+LOOP_SCAN_CHARS = 2000
+LOOP_NOTE = "the model repeated itself: n-gram drafts repetition well; this speedup is not typical"
+
+
+def repetition(text: str, chunks: Sequence[tuple[int | None, str]] | None = None) -> Repetition | None:
+    """The loop the answer ends in, or None. The span is the period of the answer's longest
+    periodic tail (the shortest period on a tie), so '"book", "book", "bo' is '"book", ' repeated,
+    cut. ``chunks`` (tokens, text) in arrival order, when the server sent usage, give the tail's
+    tokens. Tokenizer-free and deterministic: characters only."""
+    n = len(text)
+
+    def periodic_tail(unit: int, limit: int) -> int:
+        m = 0  # characters, from the end, equal to the character one unit earlier
+        while m < limit - unit and text[n - 1 - m] == text[n - 1 - m - unit]:
+            m += 1
+        return m + unit
+
+    # Choose the unit over the last LOOP_SCAN_CHARS at most (a 100,000-character 'aaaa…' would
+    # otherwise be read 80 times), then measure the whole tail for that unit alone.
+    best_len, best_unit = 0, 0
+    for unit in range(1, min(LOOP_MAX_UNIT_CHARS, n // LOOP_MIN_REPEATS) + 1):
+        length = periodic_tail(unit, min(n, LOOP_SCAN_CHARS))
+        if length > best_len:
+            best_len, best_unit = length, unit
+    if best_unit:
+        best_len = periodic_tail(best_unit, n)
+    if best_len < LOOP_MIN_CHARS or best_len < LOOP_MIN_REPEATS * best_unit:
+        return None
+    tail_tokens = None
+    if chunks:
+        covered, tokens = 0, 0
+        for count, piece in reversed(chunks):
+            if covered >= best_len:
+                break
+            covered += len(piece)
+            tokens += count or 0
+        tail_tokens = tokens
+    return Repetition(unit=text[n - best_len: n - best_len + best_unit], tail_chars=best_len,
+                      repeats=best_len / best_unit, share=best_len / n, tail_tokens=tail_tokens)

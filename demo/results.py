@@ -86,6 +86,17 @@ class SpecStats(BaseModel):
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
+class Repetition(BaseModel):
+    """The answer ends in one short span repeated (the model stuck in a loop): n-gram speculation
+    drafts a loop perfectly, so a speedup measured over it is not typical (demo.measure.repetition)."""
+
+    unit: str  # the repeated span, e.g. '"book", '
+    tail_chars: int  # characters at the end of the answer that are the span repeated
+    repeats: float  # tail_chars / len(unit)
+    share: float  # tail_chars / the answer's characters (0..1)
+    tail_tokens: int | None = None  # tokens those characters arrived in (from usage), when known
+
+
 class SideResult(BaseModel):
     side: Side
     url: str
@@ -107,6 +118,7 @@ class SideResult(BaseModel):
     error: str | None = None
     complete: bool = False  # the stream ended with [DONE]
     spec: SpecStats | None = None
+    repetition: Repetition | None = None  # the answer ends in a loop (None: it does not, or no text)
     events: list[ChunkEvent] = Field(default_factory=list)
     na_reasons: dict[str, str] = Field(default_factory=dict)
 

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from demo.fmt import NA, csv_cell, esc, fmt_int, fmt_length, fmt_percent, fmt_rate, fmt_seconds, fmt_speedup, or_na
+from demo.measure import LOOP_NOTE
 from demo.results import Order, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
 from demo.server_info import ServerInfo, down_message
 
@@ -243,7 +244,22 @@ def speedup_html(snapshot: RaceSnapshot | None) -> str:
     cls = "sd-win" if result.speedup >= 1.05 else ("sd-loss" if result.speedup < 0.95 else "sd-even")
     return (f'<div class="sd-speedup {cls}" data-state="final" data-value="{esc(repr(result.speedup))}">'
             f'<div class="sd-speedup-value">{esc(fmt_speedup(result.speedup))}</div>'
-            f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
+            f'<div class="sd-speedup-label">{esc(sub)}</div>{loop_note_html(result)}</div>')
+
+
+def loop_note_html(result: RaceResult) -> str:
+    """Under the speedup when an answer ends in a loop (demo.measure.repetition): the model stuck,
+    not the method working. Empty otherwise."""
+    loops = [(side, r.repetition) for side, r in (("baseline", result.baseline), ("speculative", result.speculative))
+             if r.repetition is not None]
+    if not loops:
+        return ""
+    side, rep = max(loops, key=lambda sr: sr[1].tail_chars)
+    tokens = f", {rep.tail_tokens} tokens" if rep.tail_tokens is not None else ""
+    detail = (f"{side}'s answer ends in “{rep.unit.strip() or rep.unit}” repeated {rep.repeats:.0f} times "
+              f"({rep.share:.0%} of it{tokens})")
+    return (f'<div class="sd-loop" data-loop="{esc(side)}" title="{esc(detail)}">⟳ {esc(LOOP_NOTE)}'
+            f'<div class="sd-loop-detail">{esc(detail)}</div></div>')
 
 
 def order_html(order: Order) -> str:

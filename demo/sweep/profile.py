@@ -39,6 +39,7 @@ class RequestOutcome(BaseModel):
     # (a noisy measurement), not a gain speculation can make.
     efficiency: float | None = None
     copyness: float | None = None  # word 3-gram overlap of the prompt and the baseline's answer
+    loop: bool = False  # an answer ended in a loop (demo.measure.repetition): the speedup is not typical
     error: str | None = None
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
@@ -56,6 +57,7 @@ class RankedRequest(BaseModel):
     efficiency: float | None = None  # speedup / tokens per step (1.0 is the bound)
     acceptance_rate: float | None = None
     copyness: float | None = None
+    loop: bool = False  # an answer ended in a loop: n-gram drafts it perfectly, so the speedup is not typical
     prompt_sha256: str
     prompt_preview: str | None = None  # the prompt's opening, one line; None when redacted (escape before HTML)
 
@@ -86,7 +88,7 @@ def request_outcome(req: WorkloadRequest, base: SideResult, spec: SideResult, *,
     out = RequestOutcome(id=req.id, prompt_sha256=req.prompt_sha256,
                          prompt_text=None if redact else req.prompt_text,
                          prompt_tokens=base.prompt_tokens, output_tokens=base.completion_tokens,
-                         speedup=race.speedup,
+                         speedup=race.speedup, loop=base.repetition is not None or spec.repetition is not None,
                          error=base.error or spec.error)
     if race.speedup is None:
         out.na_reasons["speedup"] = race.na_reasons.get("speedup", "not measured")
@@ -123,7 +125,7 @@ def pool_outcomes(outcomes: Sequence[RequestOutcome]) -> list[RequestOutcome]:
     for rid, group in groups.items():
         first = group[0]
         out = RequestOutcome(id=rid, prompt_sha256=first.prompt_sha256, prompt_text=first.prompt_text,
-                             error=next((g.error for g in group if g.error), None))
+                             loop=any(g.loop for g in group), error=next((g.error for g in group if g.error), None))
         for f in ("prompt_tokens", "output_tokens", "prefill_share", "speedup", "acceptance_rate", "tokens_per_step",
                   "efficiency", "copyness"):
             known = [getattr(g, f) for g in group if getattr(g, f) is not None]
@@ -172,7 +174,7 @@ def _preview(text: str | None) -> str | None:
 
 def _ranked(o: RequestOutcome) -> RankedRequest:
     return RankedRequest(id=o.id, speedup=o.speedup or 0.0, efficiency=o.efficiency, acceptance_rate=o.acceptance_rate,
-                         copyness=o.copyness,
+                         copyness=o.copyness, loop=o.loop,
                          prompt_sha256=o.prompt_sha256, prompt_preview=_preview(o.prompt_text))
 
 

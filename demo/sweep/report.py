@@ -125,6 +125,7 @@ pre{white-space:pre-wrap;background:#121826;padding:8px;border-radius:4px;font-s
 .err{color:#ff6b6b} .chart{margin:12px 0}
 .lead{font-size:18px;background:#121826;border-left:4px solid #3ccf91;padding:10px 14px;border-radius:4px}
 h3{font-size:18px;margin:20px 0 6px} .mono{font-family:ui-monospace,monospace}
+.loop{color:#ffd37a;font-size:13px;margin-top:2px}
 """
 
 # No network for the report: everything it needs is inline (the test checks it in Chromium).

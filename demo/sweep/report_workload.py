@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from demo.fmt import TIMES, fmt_temperature
 from demo.fmt import esc as _e
+from demo.measure import LOOP_NOTE
 from demo.sweep.capacity import Capacity, capacity_summary
 from demo.sweep.models import SweepResult, WorkloadSpec, WorkloadSummary
 from demo.sweep.profile import Distribution, RankedRequest
@@ -65,6 +66,10 @@ def _dist_row(name: str, d: Distribution | None, fmt: str, unit: str, why: str |
             + _num(d.max, fmt, unit) + "</tr>")
 
 
+def _loop_note(loop: bool) -> str:
+    return f'<div class="loop" data-loop="true">⟳ {_e(LOOP_NOTE)}</div>' if loop else ""
+
+
 def _ranked_rows(rows: list[RankedRequest], redacted: bool) -> str:
     out = []
     for r in rows:
@@ -73,7 +78,8 @@ def _ranked_rows(rows: list[RankedRequest], redacted: bool) -> str:
                    + _num(r.efficiency, ".2f")
                    + _num(None if r.acceptance_rate is None else r.acceptance_rate * 100, ".0f", "%")
                    + _num(None if r.copyness is None else r.copyness * 100, ".0f", "%")
-                   + f'<td class="l">{_e(text)}</td><td class="l mono">{_e(r.prompt_sha256[:12])}</td></tr>')
+                   + f'<td class="l">{_e(text)}{_loop_note(r.loop)}</td>'
+                   f'<td class="l mono">{_e(r.prompt_sha256[:12])}</td></tr>')
     return "".join(out)
 
 

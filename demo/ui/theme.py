@@ -48,6 +48,8 @@ footer { display: none !important; }
 .sd-speedup.sd-win .sd-speedup-value { color: #4ade80; }
 .sd-speedup.sd-loss .sd-speedup-value { color: #f87171; }
 .sd-speedup-label { font-size: 14px; color: #c9d1dd; }
+.sd-loop { font-size: 13px; font-weight: 600; color: #ffd37a; max-width: 320px; margin: 4px auto 0; }
+.sd-loop-detail { font-size: 12px; font-weight: 400; color: #c9d1dd; }
 .sd-mode-label { font-size: 22px; font-weight: 700; color: #ffb000; }
 .sd-mode-note { font-size: 13px; color: #c9d1dd; max-width: 520px; }
 .sd-run-detail { font-size: 13px; font-weight: 400; color: #c9d1dd; }

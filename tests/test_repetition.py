@@ -1,0 +1,103 @@
+"""The loop label: an answer that ends in one short span repeated (the small default model stuck)
+is drafted perfectly by n-gram, so its speedup is not typical. One detector
+(demo.measure.repetition), shown under the page's speedup, in the exported race and in the sweep's
+per-request table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from demo.export import export_html
+from demo.measure import LOOP_MIN_CHARS, LOOP_NOTE, SideMeter, repetition
+from demo.race import compare
+from demo.results import ChunkEvent, Message, RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot
+from demo.sweep.profile import RankedRequest
+from demo.sweep.report_workload import _ranked_rows
+from demo.view import speedup_html
+
+FIXTURES = Path(__file__).parent / "fixtures"
+# The baseline's answer to json_reformat on the CPU pair (SmolLM2-135M, T=0, 400 tokens),
+# captured 2026-12-01: it ends in '"book", ' nineteen times.
+LOOPING = (FIXTURES / "looping_answer_json_reformat.txt").read_text()
+
+
+def sse_text(path: Path) -> str:
+    """The answer text of a captured vLLM stream."""
+    out = []
+    for line in path.read_text().splitlines():
+        if line.startswith("data: {"):
+            for choice in json.loads(line[6:]).get("choices", []):
+                out.append((choice.get("delta") or {}).get("content") or choice.get("text") or "")
+    return "".join(out)
+
+
+def test_the_captured_json_reformat_answer_ends_in_a_loop() -> None:
+    rep = repetition(LOOPING)
+    assert rep is not None
+    assert rep.unit == '"book", '
+    assert rep.tail_chars == 153 and rep.repeats > 19
+    assert abs(rep.share - 153 / len(LOOPING)) < 1e-9
+    assert rep.tail_tokens is None  # no chunks given
+
+
+def test_real_answers_that_do_not_loop_are_not_labelled() -> None:
+    answers = {p.name: sse_text(p) for p in sorted(FIXTURES.glob("stream-*.sse"))}
+    answers = {k: v for k, v in answers.items() if len(v) >= LOOP_MIN_CHARS}
+    assert len(answers) >= 4, sorted(answers)
+    assert {k: repetition(v) for k, v in answers.items()} == dict.fromkeys(answers)
+    # Structure repeats with other values, a short refrain, a loop too short to count.
+    items = ",\n".join(f'  {{"id": {i}, "name": "item {i}"}}' for i in range(12))
+    assert repetition(f"[\n{items}\n]") is None
+    assert repetition("Ha ha ha ha ha!") is None
+    assert repetition("x" * (LOOP_MIN_CHARS - 1)) is None
+    assert repetition("") is None
+
+
+def test_a_loop_cut_mid_unit_and_its_tokens_from_the_chunks() -> None:
+    text = "Answer: " + "ab " * 50 + "a"
+    chunks = [(1, "Answer: ")] + [(1, "ab ")] * 50 + [(1, "a")]
+    rep = repetition(text, chunks)
+    # The space that ends "Answer: " already belongs to the loop: " ab" x 50, then "a".
+    assert rep is not None and rep.unit == " ab"
+    assert rep.tail_chars == 152 and rep.tail_tokens == 52  # the chunks the tail spans, the first in part
+    # A 100,000-character answer of one letter: bounded work, the whole tail measured.
+    long = repetition("a" * 100_000)
+    assert long is not None and long.unit == "a" and long.share == 1.0
+
+
+def side(text: str, t_first: float = 0.1) -> SideResult:
+    meter = SideMeter("baseline", "http://x", t0=0.0)
+    meter.feed(ChunkEvent(t_s=t_first, text=text[:10], completion_tokens=1))
+    meter.feed(ChunkEvent(t_s=t_first + 2.0, text=text[10:], completion_tokens=100, finish_reason="length"))
+    meter.feed(ChunkEvent(t_s=t_first + 2.0, done=True))
+    return meter.result()
+
+
+def test_the_label_is_under_the_speedup_on_the_page_and_in_the_export() -> None:
+    looping, plain = side(LOOPING), side("An answer with no loop at its end, " * 2 + "and then it stops.")
+    assert looping.repetition is not None and looping.repetition.tail_tokens is not None
+    assert plain.repetition is None
+    req = RaceRequest(messages=[Message(role="user", content="reformat")], max_tokens=101)
+    spec = looping.model_copy(update={"side": "speculative", "decode_tokens_per_s": 100.0})
+    result = compare(req, looping.model_copy(update={"decode_tokens_per_s": 40.0}), spec)
+    html = speedup_html_for(result)
+    assert LOOP_NOTE in html and ('data-loop="baseline"' in html or 'data-loop="speculative"' in html)
+    assert "&quot;book&quot;," in html and "repeated 19 times" in html
+    assert LOOP_NOTE in export_html(result)
+    calm = compare(req, plain.model_copy(update={"decode_tokens_per_s": 40.0}),
+                   plain.model_copy(update={"side": "speculative", "decode_tokens_per_s": 100.0}))
+    assert LOOP_NOTE not in speedup_html_for(calm) and LOOP_NOTE not in export_html(calm)
+
+
+def speedup_html_for(result: RaceResult) -> str:
+    return speedup_html(RaceSnapshot(order=result.order, baseline=SideSnapshot(side="baseline"),
+                                     speculative=SideSnapshot(side="speculative"), result=result))
+
+
+def test_the_sweeps_per_request_table_labels_a_looping_request() -> None:
+    row = RankedRequest(id="r1", speedup=2.4, loop=True, prompt_sha256="0" * 64, prompt_preview="Reformat this")
+    calm = row.model_copy(update={"id": "r2", "loop": False})
+    html = _ranked_rows([row, calm], redacted=False)
+    first, second = html.split('<tr data-request="r2"')
+    assert LOOP_NOTE in first and LOOP_NOTE not in second
