@@ -55,12 +55,12 @@ from typing import Any, Literal, TextIO
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from demo.measure import percentile
+from harness.ports import free_port
 from servers import procs
 from servers.config import Role
 from servers.launcher import health_ok
 from servers.settings import LauncherSettings
 from servers.state import LauncherState, ServerRecord, read_state
-from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES: tuple[Role, Role] = ("baseline", "speculative")

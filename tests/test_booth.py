@@ -124,7 +124,7 @@ def test_a_slow_first_token_from_a_server_that_answers_health_is_not_a_stall(tmp
     from demo.booth import Booth
     from demo.presets import load_presets
     from demo.settings import ROOT, Settings
-    from tests.standin import Standin, StandinBehavior
+    from harness.standin import Standin, StandinBehavior
 
     monkeypatch.setattr(demo.booth, "STALL_S", 0.3)  # quiet from 2 s on (the quiet notice), checked at once
     presets, _ = load_presets(ROOT / "presets")

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from tests.ports import free_port
-from tests.standin import Standin, StandinBehavior
+from harness.ports import free_port
+from harness.standin import Standin, StandinBehavior
 
 if TYPE_CHECKING:
     from playwright.sync_api import ViewportSize

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from demo.runs import list_runs, load_run
+from harness.standin import Standin, StandinBehavior
 from tests.browser.conftest import AppProcess, screenshot, standin_pair
-from tests.standin import Standin, StandinBehavior
 
 pytestmark = pytest.mark.browser
 

@@ -13,8 +13,8 @@ from demo.race import run_race
 from demo.results import RaceRequest
 from demo.runs import load_run, save_run
 from demo.settings import Settings
+from harness.standin import Standin, StandinBehavior
 from tests.browser.conftest import AppProcess, screenshot
-from tests.standin import Standin, StandinBehavior
 
 pytestmark = pytest.mark.browser
 

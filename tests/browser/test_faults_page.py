@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from demo.runs import list_runs, load_run
+from harness.standin import Standin, StandinBehavior
 from tests.browser.conftest import AppProcess, screenshot, standin_pair, start_together
 from tests.browser.test_race_page import PRESET_TITLE, choose, open_page, start, tile_value, wait_finished
-from tests.standin import Standin, StandinBehavior
 
 pytestmark = pytest.mark.browser
 

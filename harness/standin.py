@@ -43,7 +43,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 FINGERPRINT = "vllm-0.32.0-5a7d1e00"
 Fault = Literal["too_long", "server_error", "refuse", "cut", "stall", "garbage"]
 

@@ -1,0 +1,2 @@
+"""What the tests and the benchmarks both run: the stand-in vLLM server, the app in a subprocess,
+headless Chromium's settings and the page-driving helpers, free ports. Imports nothing from tests/."""
