@@ -52,9 +52,9 @@ import httpx
 from pydantic import BaseModel, Field
 
 from demo.measure import percentile
+from harness.app_process import AppProcess
 from harness.standin import Standin, StandinBehavior
 from servers.procs import cpu_seconds
-from tests.browser.conftest import AppProcess
 
 T = TypeVar("T")
 TARGET_CPU_MS_PER_TOKEN = 2.0

@@ -20,8 +20,8 @@ import pytest
 
 from benchmarks.load_test import PageApi, RaceOutcome, race_once, run_async
 from demo.presets import load_presets
+from harness.app_process import AppProcess, start_together
 from harness.standin import Standin, StandinBehavior
-from tests.browser.conftest import AppProcess, start_together
 
 API_KEY = "sk-specdemo-TEST-7f3a9c1e5b"
 USER, PASSWORD = "stage", "pw-Q8v2-secret"

@@ -22,8 +22,9 @@ sys.path.insert(0, str(ROOT))
 
 from PIL import Image  # noqa: E402
 
+from harness.app_process import AppProcess  # noqa: E402
+from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
 from harness.standin import Standin, StandinBehavior  # noqa: E402
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, AppProcess  # noqa: E402
 
 OUT = ROOT / "docs" / "images" / "race.png"
 PRESET_TITLE = "JSON reformat (copy-heavy)"
