@@ -23,7 +23,7 @@ class Preset(BaseModel):
     api: Api = "chat"
     # Files (relative to the presets folder) whose text replaces {{name}} in the messages.
     include: dict[str, str] = Field(default_factory=dict)
-    # In booth mode's default rotation (demo.booth); SPECDEMO_BOOTH_PRESETS can still name it.
+    # In booth mode's default rotation (demo.live.booth); SPECDEMO_BOOTH_PRESETS can still name it.
     booth: bool = True
 
 

@@ -16,13 +16,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from demo import charts, view
 from demo.fmt import validation_summary
+from demo.live.session import RaceControl
 from demo.presets import Preset
 from demo.race import stream_race
 from demo.results import Message, RaceRequest, RaceResult, RaceSnapshot
 from demo.runs import RunTooLarge, save_run
 from demo.server_info import ServerInfo
 from demo.settings import Settings
-from demo.ui.session import RaceControl
 from demo.workload import Workload, WorkloadRequest
 
 log = logging.getLogger(__name__)
