@@ -126,8 +126,7 @@ def build_request(presets: dict[str, Preset], preset_name: str | None, prompt: s
             return RaceRequest(preset=WORKLOAD_PREFIX + wreq.id, messages=wreq.messages, prompt=wreq.prompt,
                                api=wreq.api, temperature=temperature, max_tokens=tokens, order=order)
         if preset is not None and prompt == preset_user_text(preset):
-            return RaceRequest(preset=preset.name, messages=preset.messages, api=preset.api,
-                               temperature=temperature, max_tokens=tokens, order=order)
+            return preset.to_request(temperature=temperature, max_tokens=tokens, order=order)
         return RaceRequest(messages=[Message(role="user", content=prompt)], temperature=temperature,
                            max_tokens=tokens, order=order)
     except (ValidationError, TypeError) as e:
