@@ -46,7 +46,7 @@ class Setup:
 @pytest.fixture(scope="module")
 def setups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Setup]]:
     """Per test its own stand-in pair (fresh counters) and app, all apps started together before
-    the first test (tests/browser/conftest.py, start_together); each test stops its app."""
+    the first test (harness/app_process.py, start_together); each test stops its app."""
     pairs: dict[str, tuple[Standin, Standin]] = {}
     try:
         tmp = {name: tmp_path_factory.mktemp(name) for name in ("bind", "login", "key", "limits")}

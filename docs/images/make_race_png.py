@@ -5,7 +5,7 @@
 The servers are the test stand-ins (harness/standin.py) on free ports, not vLLM: the picture shows
 the page, and its figures are the stand-ins' (baseline 40 tokens/s one token a step, speculative
 100 tokens/s in steps of 1/3/5/2 tokens), not a measurement. The page runs as `python app.py` on a
-free port (tests/browser/conftest.py); nothing touches ports 8000/8001/7860.
+free port (harness/app_process.py); nothing touches ports 8000/8001/7860.
 """
 
 from __future__ import annotations
