@@ -16,7 +16,7 @@ import statistics
 from demo.race import run_race
 from demo.results import Message, RaceRequest
 from demo.settings import Settings
-from tests.standin import Standin, StandinBehavior
+from harness.standin import Standin, StandinBehavior
 
 
 def main() -> None:

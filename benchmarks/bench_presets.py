@@ -38,8 +38,7 @@ from servers.settings import ROOT, LauncherSettings
 def preset_request(settings: Settings, name: str, max_tokens: int | None, warmup: bool) -> RaceRequest:
     presets, _ = load_presets(settings.presets_dir)
     p = presets[name]
-    return RaceRequest(preset=p.name, messages=p.messages, temperature=p.temperature, api=p.api,
-                       max_tokens=max_tokens or p.max_tokens, order="sequential", warmup=warmup)
+    return p.to_request(max_tokens=max_tokens or p.max_tokens, order="sequential", warmup=warmup)
 
 
 def preset_row(name: str, runs: list[RaceResult]) -> dict[str, Any]:

@@ -47,10 +47,11 @@ from demo.presets import Preset, load_presets
 from demo.results import RaceResult
 from demo.runs import list_runs, load_run
 from demo.settings import Settings
+from harness.app_process import AppProcess
+from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
+from harness.page_driver import OBSERVER_JS, choose, start, tile_value, updates_per_s, wait_finished
+from harness.standin import Standin, StandinBehavior
 from servers.procs import children, cpu_seconds
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, AppProcess
-from tests.browser.test_race_page import OBSERVER_JS, choose, start, tile_value, updates_per_s, wait_finished
-from tests.standin import Standin, StandinBehavior
 
 TARGET_PER_S = 10.0
 RATIO_GOAL = 0.85  # race-mode speedup / sequential speedup (docs/benchmarks.md)

@@ -55,12 +55,12 @@ from typing import Any, Literal, TextIO
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from demo.measure import percentile
+from harness.ports import free_port
 from servers import procs
 from servers.config import Role
 from servers.launcher import health_ok
 from servers.settings import LauncherSettings
 from servers.state import LauncherState, ServerRecord, read_state
-from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLES: tuple[Role, Role] = ("baseline", "speculative")
@@ -602,7 +602,7 @@ class Page:
     def __init__(self, url: str) -> None:
         from playwright.sync_api import sync_playwright
 
-        from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
+        from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
 
         if not CHROMIUM.exists():
             raise RuntimeError(f"no Chromium at {CHROMIUM}: apt-get install -y chromium")
@@ -759,7 +759,7 @@ class Soak:
                          restarts=restarts)
 
     def _start_app(self, pair: Pair) -> Any:
-        from tests.browser.conftest import AppProcess
+        from harness.app_process import AppProcess
 
         env = {k: v for k, v in os.environ.items() if k.startswith("SPECDEMO_")} if pair.kind == "cpu" else {}
         if pair.kind == "standin":  # the booth's "live again in N s" reads the supervisor's state file

@@ -1,18 +1,6 @@
-"""Writing files so that a reader (or a Ctrl-C, or a crash) never sees half of one. A leaf module:
-it imports nothing of ours, so servers/ can use it too."""
+"""``atomic_write``, whose home is now common/files.py (servers/ uses it too); kept so that
+``from demo.files import atomic_write`` still works."""
 
-from __future__ import annotations
+from common.files import atomic_write
 
-import os
-from pathlib import Path
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to a temporary file beside ``path``, then rename it over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+__all__ = ["atomic_write"]

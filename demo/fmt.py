@@ -1,13 +1,16 @@
 """The one home of the small display helpers every surface shares (page, CLI, report, Evaluate tab):
 HTML escaping, number / percent / speedup formatting (one symbol for "times": ×), CSV cells, and
-a pydantic ValidationError as one line. Formatting only: no figure is computed here.
+a pydantic ValidationError as one line (from common/validation.py, which servers/ shares).
+Formatting only: no figure is computed here.
 """
 
 from __future__ import annotations
 
 from html import escape
 
-from pydantic import ValidationError
+# Re-exported: every surface of demo/ takes them from here.
+from common.validation import validation_errors as validation_errors
+from common.validation import validation_summary as validation_summary
 
 NA = "n/a"
 TIMES = "×"
@@ -91,22 +94,3 @@ def csv_cell(value: object) -> str:
     = + - @ and is not a number, e.g. a server's error message) is quoted with a leading '."""
     text = "" if value is None else str(value)
     return "'" + text if text[:1] in ("=", "+", "-", "@") and not is_number(value) else text
-
-
-# ---------------------------------------------------------------- validation errors
-
-
-def validation_errors(e: ValidationError) -> list[tuple[str, str]]:
-    """(field path 'a.b.0', message) per error, in pydantic's order."""
-    return [("", f"not valid JSON ({err['msg']})") if err["type"] == "json_invalid"
-            else (".".join(str(p) for p in err["loc"]), err["msg"]) for err in e.errors()]
-
-
-def validation_summary(e: ValidationError, every: bool = False, count_rest: bool = False) -> str:
-    """'field: message' of the first error (of every error, joined by '; ', with ``every``);
-    ``count_rest`` adds '(and N more)'. Never the input itself: it may hold a secret."""
-    errors = validation_errors(e)
-    text = "; ".join(f"{loc}: {msg}" if loc else msg for loc, msg in (errors if every else errors[:1]))
-    if count_rest and not every and len(errors) > 1:
-        text += f" (and {len(errors) - 1} more)"
-    return text

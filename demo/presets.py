@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from demo.fmt import validation_summary
-from demo.results import Api, Message
+from demo.results import Api, Message, RaceRequest
 
 
 class Preset(BaseModel):
@@ -23,8 +24,15 @@ class Preset(BaseModel):
     api: Api = "chat"
     # Files (relative to the presets folder) whose text replaces {{name}} in the messages.
     include: dict[str, str] = Field(default_factory=dict)
-    # In booth mode's default rotation (demo.booth); SPECDEMO_BOOTH_PRESETS can still name it.
+    # In booth mode's default rotation (demo.live.booth); SPECDEMO_BOOTH_PRESETS can still name it.
     booth: bool = True
+
+    def to_request(self, **changes: Any) -> RaceRequest:
+        """This preset as one race's request: its name, messages, API, temperature and max tokens,
+        with ``changes`` (any other RaceRequest field values: order, warmup, the page's temperature)
+        on top. The one place a preset becomes a RaceRequest; RaceRequest validates the values."""
+        return RaceRequest(**{"preset": self.name, "messages": self.messages, "api": self.api,
+                              "temperature": self.temperature, "max_tokens": self.max_tokens, **changes})
 
 
 class PresetError(BaseModel):

@@ -1,5 +1,5 @@
 """Playing a saved race back at its real timing, without Gradio: the Replay tab and the booth's
-recordings (demo.booth) feed these snapshots through the same frames as a live race.
+recordings (demo.live.booth) feed these snapshots through the same frames as a live race.
 
 The saved ChunkEvents are fed, at the times they first arrived, into the same SideMeter the live
 race uses; the last snapshot carries the saved result, so the final figures are the saved ones.

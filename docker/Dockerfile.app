@@ -17,6 +17,7 @@ COPY requirements.txt ./
 RUN pip install -r requirements.txt
 
 COPY app.py ./
+COPY common/ ./common/
 COPY demo/ ./demo/
 COPY servers/ ./servers/
 COPY presets/ ./presets/

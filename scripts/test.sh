@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # THE test command (README, .ci/run): sets everything up from the project's own files, checks
-# lint and types (ruff, mypy; a finding fails the run before any test), and runs every test: fast
-# ones (stand-in servers on 127.0.0.1), browser ones (headless Chromium), then the end-to-end
-# suite against two real CPU vLLM servers (started by its fixture, stopped after); the e2e stage
-# also parses every generated vLLM command with vLLM's own parser (tests/test_vllm_args.py) and has
-# a real Prometheus scrape the servers (tests/e2e/test_prometheus_e2e.py).
+# lint, types and layers (ruff, mypy, lint-imports; a finding fails the run before any test),
+# and runs every test: fast ones (stand-in servers on 127.0.0.1), browser ones (headless
+# Chromium), then the end-to-end suite against two real CPU vLLM servers (started by its
+# fixture, stopped after); the e2e stage also parses every generated vLLM command with vLLM's
+# own parser (tests/test_vllm_args.py) and has a real Prometheus scrape the servers
+# (tests/e2e/test_prometheus_e2e.py).
 #   bash scripts/test.sh            # everything
 #   bash scripts/test.sh --fast     # skip the real-vLLM end-to-end suite
 set -euo pipefail
@@ -35,11 +36,12 @@ if [[ "${1:-}" != "--fast" ]]; then
     prom_pid=$!
 fi
 
-# Lint and types first (config in pyproject.toml): both run, either failing fails the run.
+# Lint, types and layers first (config in pyproject.toml): all run, any failing fails the run.
 lint=0
 .venv/bin/ruff check . || lint=1
 .venv/bin/mypy || lint=1
-stamp "ruff and mypy done (exit $lint)"
+.venv/bin/lint-imports --no-cache || lint=1
+stamp "ruff, mypy and lint-imports done (exit $lint)"
 [[ $lint -eq 0 ]] || exit $lint
 
 setup=0

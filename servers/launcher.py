@@ -24,7 +24,7 @@ from typing import Literal, TextIO
 import httpx
 from pydantic import ValidationError
 
-from demo.fmt import validation_summary
+from common.validation import validation_summary
 from servers import procs
 from servers.config import COMMON_ENV, Role, ServerConfig
 from servers.progress import Progress

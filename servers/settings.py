@@ -156,7 +156,7 @@ class LauncherSettings(BaseSettings):
     max_restarts_per_hour: int = Field(5, ge=0)
 
     # Replaces "<python> -m vllm.entrypoints.openai.api_server" (the vLLM flags are still
-    # appended). For tests and unusual installs, e.g. "python tests/standin.py" (tests/test_launcher.py
+    # appended). For tests and unusual installs, e.g. "python harness/standin.py" (tests/test_launcher.py
     # uses a smaller stand-in of its own). A hidden flag: --server-command.
     server_command: str | None = Field(None, json_schema_extra=cli(UP, hidden=True))
 

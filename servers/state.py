@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from demo.files import atomic_write
+from common.files import atomic_write
 from servers.config import Role
 
 

@@ -1,4 +1,4 @@
-"""Shared pytest fixtures. Stand-in vLLM servers: real HTTP on 127.0.0.1 (see tests/standin.py)."""
+"""Shared pytest fixtures. Stand-in vLLM servers: real HTTP on 127.0.0.1 (see harness/standin.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.standin import Standin, StandinBehavior
+from harness.standin import Standin, StandinBehavior
 
 
 @pytest.fixture

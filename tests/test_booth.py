@@ -10,11 +10,11 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from demo.booth import VIEWER_TIMEOUT_S, BoothView, RestartWatch, Viewer
+from demo.live.booth import VIEWER_TIMEOUT_S, BoothView, RestartWatch, Viewer
+from demo.live.race_stream import Frame
 from demo.results import RaceRequest, RaceResult, SideResult
 from demo.runs import list_runs, newest_good_run, prune_runs, save_run
 from demo.server_info import ServerInfo
-from demo.ui.race_stream import Frame
 from servers.state import LauncherState, ServerRecord, write_state
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -120,13 +120,13 @@ def test_a_pages_pending_updates_fold_into_one_and_a_silent_page_is_gone() -> No
 def test_a_slow_first_token_from_a_server_that_answers_health_is_not_a_stall(tmp_path: Path, monkeypatch) -> None:
     """A long prefill (tens of seconds for rag_long on a CPU) leaves a side quiet; its server still
     answers /health, so the booth keeps the live race instead of cutting to the recording."""
-    import demo.booth
-    from demo.booth import Booth
+    import demo.live.booth
+    from demo.live.booth import Booth
     from demo.presets import load_presets
     from demo.settings import ROOT, Settings
-    from tests.standin import Standin, StandinBehavior
+    from harness.standin import Standin, StandinBehavior
 
-    monkeypatch.setattr(demo.booth, "STALL_S", 0.3)  # quiet from 2 s on (the quiet notice), checked at once
+    monkeypatch.setattr(demo.live.booth, "STALL_S", 0.3)  # quiet from 2 s on (the quiet notice), checked at once
     presets, _ = load_presets(ROOT / "presets")
     with Standin(StandinBehavior(ttft_s=3.5, tokens_per_s=400)) as base, \
             Standin(StandinBehavior(speculative=True, ttft_s=3.5, tokens_per_s=800)) as spec:
@@ -139,13 +139,13 @@ def test_a_slow_first_token_from_a_server_that_answers_health_is_not_a_stall(tmp
 
         async def nobody_answers(_settings: Settings) -> set[str]:
             return set()
-        monkeypatch.setattr(demo.booth, "healthy_sides", nobody_answers)  # as a hung server: no /health
+        monkeypatch.setattr(demo.live.booth, "healthy_sides", nobody_answers)  # as a hung server: no /health
         assert asyncio.run(booth._live(presets["json_reformat"])) is False  # cut short for the recording
     assert newest_good_run(tmp_path, "json_reformat") == run  # the cut race is saved, never a recording
 
 
 def test_the_default_rotation_is_every_preset_the_booth_suits() -> None:
-    from demo.booth import Booth
+    from demo.live.booth import Booth
     from demo.presets import load_presets
     from demo.settings import ROOT, Settings
 

@@ -9,7 +9,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tests.standin import Standin, StandinBehavior
+from harness.standin import Standin, StandinBehavior
 
 ROOT = Path(__file__).resolve().parent.parent
 SIDE_KEYS = {"completion_tokens", "ttft_s", "decode_tokens_per_s", "e2e_s", "itl_p50_s", "itl_p95_s", "text", "error"}

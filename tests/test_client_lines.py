@@ -8,7 +8,7 @@ import asyncio
 from demo.race import run_race
 from demo.results import Message, RaceRequest
 from demo.settings import Settings
-from tests.standin import Standin, StandinBehavior
+from harness.standin import Standin, StandinBehavior
 
 PIECES = ["Line", "\u2028", "para", "\u2029", "next", "\u0085", "end", "\x1c", "."]
 

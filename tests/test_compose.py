@@ -23,6 +23,7 @@ import jsonschema
 import pytest
 import yaml
 
+from harness.ports import free_port
 from servers.config import COMMON_ENV, NGRAM_CONFIG, Role
 from servers.profiles import (
     CONTAINER_HOST,
@@ -33,7 +34,6 @@ from servers.profiles import (
     Profile,
     env_file_text,
 )
-from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -604,7 +604,7 @@ def test_gpu_smoke_script_is_shellcheck_clean() -> None:
 
 FAKE_DOCKER = """#!{python}
 # A stand-in `docker` for scripts/gpu_smoke.sh: `compose up` starts two stand-in vLLM servers
-# (tests/standin.py, real HTTP on 127.0.0.1); `inspect` reports health from their /health.
+# (harness/standin.py, real HTTP on 127.0.0.1); `inspect` reports health from their /health.
 import os, pathlib, signal, subprocess, sys, urllib.request
 state = pathlib.Path(os.environ["FAKE_DOCKER_STATE"])
 ports = dict(zip(("baseline", "speculative"), os.environ["FAKE_DOCKER_PORTS"].split(",")))
@@ -626,7 +626,7 @@ if cmd == "up":
             (state / f"{{svc}}.exited").touch(); continue
         extra = (["--speculative", "--chunk-sizes", "1,3,4", "--tokens-per-s", "3000"] if svc == "speculative"
                  else ["--tokens-per-s", "1000"])
-        p = subprocess.Popen([sys.executable, "-m", "tests.standin", "--port", port, "--model", "llama", *extra],
+        p = subprocess.Popen([sys.executable, "-m", "harness.standin", "--port", port, "--model", "llama", *extra],
                              cwd={root!r}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         (state / f"{{svc}}.pid").write_text(str(p.pid))
     sys.exit(0)

@@ -16,7 +16,7 @@ from demo.server_info import probe_servers
 from demo.settings import Settings
 from demo.sweep.models import SweepSpec
 from demo.sweep.runner import new_result, run_sweep
-from tests.standin import Standin, StandinBehavior
+from harness.standin import Standin, StandinBehavior
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = StandinBehavior(tokens_per_s=400, ttft_s=0.01)

@@ -31,8 +31,8 @@ from demo.race import run_race
 from demo.results import Message, RaceRequest, RaceResult
 from demo.runs import load_run, run_stem, save_run
 from demo.settings import Settings
-from tests.ports import free_port
-from tests.standin import Standin, StandinBehavior
+from harness.ports import free_port
+from harness.standin import Standin, StandinBehavior
 
 ROOT = Path(__file__).resolve().parent.parent
 EVIL = '</script><img src=x onerror="window.__pwned=1"><!--'

@@ -13,7 +13,7 @@ from demo.measure import SideMeter
 from demo.metrics import parse_metrics, spec_stats_from_delta
 from demo.results import ChunkEvent, RaceRequest
 from demo.settings import Settings
-from tests.standin import Standin, StandinBehavior
+from harness.standin import Standin, StandinBehavior
 
 FIX = Path(__file__).parent / "fixtures"
 

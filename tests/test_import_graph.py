@@ -1,4 +1,4 @@
-"""The import graph of demo/ and servers/ has no cycle (a lazy import inside a function counts too)."""
+"""No import cycle in common/, demo/, servers/ and harness/ (a lazy import inside a function counts too)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from demo.settings import ROOT
 
-PACKAGES = ("demo", "servers")
+PACKAGES = ("common", "demo", "servers", "harness")
 
 
 def module_name(path: Path) -> str:
@@ -83,3 +83,12 @@ def test_the_graph_sees_our_imports() -> None:
 def test_demo_and_servers_import_each_other_without_a_cycle() -> None:
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_scripts_outside_the_packages_import_no_test_module() -> None:
+    """lint-imports checks the packages; app.py and the scripts under docs/ are checked here."""
+    scripts = [ROOT / "app.py", *sorted((ROOT / "docs").rglob("*.py"))]
+    tests_modules = {module_name(p) for p in (ROOT / "tests").rglob("*.py")} | {"tests"}
+    offenders = {p.relative_to(ROOT).as_posix(): sorted(found) for p in scripts
+                 if (found := imports_of(p, tests_modules))}
+    assert not offenders, f"imports test modules (use harness/): {offenders}"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ports import free_port
+from harness.ports import free_port
 from tests.signals import interruptible
 
 ROOT = Path(__file__).resolve().parent.parent

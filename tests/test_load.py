@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.load_test import load_behaviors, run_async, run_load, start_app
-from tests.standin import Standin
+from harness.standin import Standin
 
 USERS, RACES, CONCURRENCY, STOP_EVERY, LEAVE_EVERY = 8, 3, 2, 4, 12
 

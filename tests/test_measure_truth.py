@@ -10,7 +10,7 @@ import pytest
 from demo.race import run_race
 from demo.results import Message, RaceRequest
 from demo.settings import Settings
-from tests.standin import Standin, StandinBehavior
+from harness.standin import Standin, StandinBehavior
 
 REQ = RaceRequest(messages=[Message(role="user", content="Reformat this JSON.")], max_tokens=150)
 

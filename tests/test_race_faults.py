@@ -11,8 +11,8 @@ import pytest
 from demo.race import run_race, stream_race
 from demo.results import Message, RaceRequest, RaceResult
 from demo.settings import Settings
-from tests.ports import free_port
-from tests.standin import Standin, StandinBehavior
+from harness.ports import free_port
+from harness.standin import Standin, StandinBehavior
 
 REQ = RaceRequest(messages=[Message(role="user", content="Hello there")], max_tokens=40)
 FAST = StandinBehavior(tokens_per_s=400, ttft_s=0.01)

@@ -14,8 +14,8 @@ from demo.results import Message, RaceRequest, RaceResult, RaceSnapshot
 from demo.runs import load_run, save_run
 from demo.settings import Settings
 from demo.view import recording_banner_html
-from tests.ports import free_port
-from tests.standin import Standin, StandinBehavior
+from harness.ports import free_port
+from harness.standin import Standin, StandinBehavior
 
 REQ = RaceRequest(preset="json_reformat", messages=[Message(role="user", content="Reformat <b>this</b>")],
                   max_tokens=40, order="simultaneous")

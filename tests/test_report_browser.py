@@ -14,7 +14,7 @@ from demo.sweep.models import SweepSpec
 from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
 from demo.sweep.runner import new_result, run_sweep
-from tests.standin import Standin, StandinBehavior
+from harness.standin import Standin, StandinBehavior
 
 pytestmark = pytest.mark.browser
 

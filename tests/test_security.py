@@ -20,8 +20,8 @@ import pytest
 
 from benchmarks.load_test import PageApi, RaceOutcome, race_once, run_async
 from demo.presets import load_presets
-from tests.browser.conftest import AppProcess, start_together
-from tests.standin import Standin, StandinBehavior
+from harness.app_process import AppProcess, start_together
+from harness.standin import Standin, StandinBehavior
 
 API_KEY = "sk-specdemo-TEST-7f3a9c1e5b"
 USER, PASSWORD = "stage", "pw-Q8v2-secret"
@@ -46,7 +46,7 @@ class Setup:
 @pytest.fixture(scope="module")
 def setups(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Setup]]:
     """Per test its own stand-in pair (fresh counters) and app, all apps started together before
-    the first test (tests/browser/conftest.py, start_together); each test stops its app."""
+    the first test (harness/app_process.py, start_together); each test stops its app."""
     pairs: dict[str, tuple[Standin, Standin]] = {}
     try:
         tmp = {name: tmp_path_factory.mktemp(name) for name in ("bind", "login", "key", "limits")}

@@ -6,7 +6,7 @@ import asyncio
 
 from demo.server_info import down_message, probe_servers, terminal_report
 from demo.settings import Settings
-from tests.ports import free_port
+from harness.ports import free_port
 
 
 def test_probe_reports_model_context_kv_and_spec_config(standin_factory) -> None:

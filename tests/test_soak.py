@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.chromium import CHROMIUM
 from servers import procs
-from tests.browser.conftest import CHROMIUM
 from tests.signals import interruptible
 
 pytestmark = pytest.mark.browser

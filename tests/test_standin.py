@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
-from tests.standin import Standin, StandinBehavior, plan_chunks
+from harness.standin import Standin, StandinBehavior, plan_chunks
 
 FIX = Path(__file__).parent / "fixtures"
 STREAM_OPTS = {"include_usage": True, "continuous_usage_stats": True}
@@ -362,7 +362,7 @@ def test_pair_and_cli(standin_pair) -> None:
     assert not base.behavior.speculative and spec.behavior.speculative and base.url != spec.url
     with Standin(port=0) as probe:  # find a free port, then release it for the CLI
         port = probe.port
-    proc = subprocess.Popen([sys.executable, "-m", "tests.standin", "--port", str(port), "--speculative",
+    proc = subprocess.Popen([sys.executable, "-m", "harness.standin", "--port", str(port), "--speculative",
                              "--chunk-sizes", "1,3,5", "--tokens-per-s", "2000"],
                             cwd=Path(__file__).parent.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:

@@ -21,8 +21,8 @@ from demo.sweep.models import SCHEMA_VERSION, CellResult, SweepResult, SweepSpec
 from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
 from demo.sweep.runner import Progress, new_result, run_sweep
+from harness.standin import Standin, StandinBehavior, Truth
 from tests.signals import interruptible
-from tests.standin import Standin, StandinBehavior, Truth
 
 BASE = StandinBehavior(tokens_per_s=80, ttft_s=0.03)
 SPEC = StandinBehavior(tokens_per_s=200, ttft_s=0.03, speculative=True, chunk_sizes=[1, 3, 5, 2])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.standin import Standin, StandinBehavior
+from harness.standin import Standin, StandinBehavior
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "ZQX-PLANTED-7731"  # in every prompt of the redaction test; must never reach an output file

@@ -11,10 +11,10 @@ import pytest
 from gradio.components.plot import PlotData
 
 from demo import charts
+from demo.live.session import RaceRegistry
 from demo.settings import Settings
 from demo.ui.app import build_app
 from demo.ui.outputs import StreamOutputs
-from demo.ui.session import RaceRegistry
 
 
 def _is_skip(value: object) -> bool:

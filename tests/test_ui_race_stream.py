@@ -1,4 +1,4 @@
-"""demo/ui/race_stream.py without a browser: frames, the final result, Stop, and the watchdog
+"""demo/live/race_stream.py without a browser: frames, the final result, Stop, and the watchdog
 that aborts a race nobody reads any more (a closed tab). Real stand-in servers on 127.0.0.1.
 """
 
@@ -10,12 +10,12 @@ import time
 
 import pytest
 
+from demo.live import race_stream
+from demo.live.session import RaceControl, RaceRegistry
 from demo.presets import Message, Preset
 from demo.race import validate_request
 from demo.runs import list_runs
 from demo.settings import Settings
-from demo.ui import race_stream
-from demo.ui.session import RaceControl, RaceRegistry
 from demo.workload import Workload, WorkloadRequest
 
 
@@ -206,7 +206,7 @@ async def test_a_run_over_the_size_limit_is_not_written_and_the_status_says_why(
     assert result is not None
     size = len(result.model_dump_json(indent=1).encode())
     small = Settings(runs_dir=tmp_path / "small", max_run_file_bytes=size - 1)
-    with caplog.at_level(logging.WARNING, logger="demo.ui.race_stream"):
+    with caplog.at_level(logging.WARNING, logger="demo.live.race_stream"):
         saved = await race_stream.save(result, small)
     assert saved.name is None and not list_runs(small.runs_dir)
     assert saved.note and f"{size:,} bytes" in saved.note and "SPECDEMO_MAX_RUN_FILE_BYTES" in saved.note

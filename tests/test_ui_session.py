@@ -1,9 +1,9 @@
-"""demo/ui/session.py: one race per page session; Start pressed again while it waits or runs
+"""demo/live/session.py: one race per page session; Start pressed again while it waits or runs
 is refused, and the race events those presses chain do nothing, before or after the race."""
 
 from __future__ import annotations
 
-from demo.ui.session import MAX_UNTAKEN, RaceRegistry
+from demo.live.session import MAX_UNTAKEN, RaceRegistry
 
 
 def test_presses_while_a_race_waits_or_runs_are_refused_and_their_events_do_nothing() -> None:

@@ -10,17 +10,17 @@ import logging
 
 import gradio as gr
 
-from demo.booth import Booth
+from demo.live.booth import Booth
+from demo.live.session import RaceRegistry
 from demo.settings import Settings
 from demo.ui import booth_view, evaluate_tab, race_tab, replay_tab
-from demo.ui.session import RaceRegistry
 from demo.ui.theme import CSS, make_theme
 
 log = logging.getLogger(__name__)
 
 # Ctrl+Enter starts a race, Escape stops it, from anywhere on the page. Start (the button or
 # the key) does nothing more while this page's race waits or runs, or was just asked for and
-# the app has not answered yet (the app refuses such a press too: demo.ui.session).
+# the app has not answered yet (the app refuses such a press too: demo.live.session).
 KEYS_JS = """
 let sdChanges = 0;  // updates of the status line seen so far
 let sdPressed = null;  // [sdChanges when Start was last let through, when]

@@ -1,5 +1,5 @@
 """Booth mode on the page (`python app.py --booth`): the caption over the race area, the big
-layout, the visitor's takeover, and each page's view of the one show (demo.booth).
+layout, the visitor's takeover, and each page's view of the one show (demo.live.booth).
 
 Every open page runs ``watch``: it joins the app's Booth and draws its updates on the Race tab's
 own components, so the show and a visitor's race use the same panes. The page's script (BOOTH_JS)
@@ -16,7 +16,7 @@ from typing import Any
 import gradio as gr
 
 from demo import view
-from demo.booth import Booth, caption_html
+from demo.live.booth import Booth, caption_html
 from demo.ui.outputs import StreamOutputs, frame_updates
 from demo.ui.race_tab import RaceTab
 

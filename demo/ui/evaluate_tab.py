@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from demo.cli_args import UsageError
 from demo.fmt import esc, fmt_percent, fmt_speedup, fmt_temperature, or_na, validation_summary
+from demo.live.race_stream import internal_error_text
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep import figures
@@ -30,7 +31,6 @@ from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.report import VERDICT_CSS, finalize, verdict_html, write_outputs
 from demo.sweep.report_workload import capacity_html, profile_html, summary_paragraph
 from demo.sweep.runner import Progress, new_result, run_sweep
-from demo.ui.race_stream import internal_error_text
 from demo.view import run_status_html
 from demo.workload import Workload, WorkloadError, open_workload
 

@@ -5,7 +5,7 @@ servers and the run history below the fold.
 methods of ``RaceTab``, the tab's components. A race is three events in a chain: ``on_arm``
 (no queue: the status says "waiting" at once), ``on_race`` (queued, streams the frames) and
 ``on_finish`` (draws the result once the race is over). One race at a time per page: Start
-pressed again while it waits or runs does nothing (see demo.ui.session).
+pressed again while it waits or runs does nothing (see demo.live.session).
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ import gradio as gr
 
 from demo import charts, view
 from demo.export import ExportError, export_file
+from demo.live import race_stream
+from demo.live.race_stream import FREE_PROMPT
+from demo.live.session import RaceRegistry
 from demo.presets import Preset, PresetError, load_presets
 from demo.race import validate_request
 from demo.results import Order, RaceResult
 from demo.server_info import ServerInfo, probe_servers
 from demo.settings import Settings
-from demo.ui import race_stream
 from demo.ui.outputs import StreamOutputs, frame_updates
-from demo.ui.race_stream import FREE_PROMPT
-from demo.ui.session import RaceRegistry
 from demo.workload import Workload, WorkloadRequest
 
 log = logging.getLogger(__name__)

@@ -2,10 +2,10 @@
 
     .venv/bin/python docs/images/make_race_png.py
 
-The servers are the test stand-ins (tests/standin.py) on free ports, not vLLM: the picture shows
+The servers are the test stand-ins (harness/standin.py) on free ports, not vLLM: the picture shows
 the page, and its figures are the stand-ins' (baseline 40 tokens/s one token a step, speculative
 100 tokens/s in steps of 1/3/5/2 tokens), not a measurement. The page runs as `python app.py` on a
-free port (tests/browser/conftest.py); nothing touches ports 8000/8001/7860.
+free port (harness/app_process.py); nothing touches ports 8000/8001/7860.
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ sys.path.insert(0, str(ROOT))
 
 from PIL import Image  # noqa: E402
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, AppProcess  # noqa: E402
-from tests.standin import Standin, StandinBehavior  # noqa: E402
+from harness.app_process import AppProcess  # noqa: E402
+from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
+from harness.standin import Standin, StandinBehavior  # noqa: E402
 
 OUT = ROOT / "docs" / "images" / "race.png"
 PRESET_TITLE = "JSON reformat (copy-heavy)"

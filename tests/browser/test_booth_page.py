@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from demo.runs import list_runs, load_run
-from tests.browser.conftest import AppProcess, screenshot, standin_pair
-from tests.standin import Standin, StandinBehavior
+from harness.app_process import AppProcess
+from harness.page_driver import screenshot
+from harness.standin import Standin, StandinBehavior
+from tests.browser.conftest import standin_pair
 
 pytestmark = pytest.mark.browser
 

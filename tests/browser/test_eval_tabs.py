@@ -13,8 +13,9 @@ from demo.race import run_race
 from demo.results import RaceRequest
 from demo.runs import load_run, save_run
 from demo.settings import Settings
-from tests.browser.conftest import AppProcess, screenshot
-from tests.standin import Standin, StandinBehavior
+from harness.app_process import AppProcess
+from harness.page_driver import screenshot
+from harness.standin import Standin, StandinBehavior
 
 pytestmark = pytest.mark.browser
 

@@ -18,9 +18,11 @@ import pytest
 import yaml
 
 from demo.runs import list_runs, load_run
-from tests.browser.conftest import AppProcess, screenshot, standin_pair, start_together
-from tests.browser.test_race_page import PRESET_TITLE, choose, open_page, start, tile_value, wait_finished
-from tests.standin import Standin, StandinBehavior
+from harness.app_process import AppProcess, start_together
+from harness.page_driver import choose, open_page, screenshot, start, tile_value, wait_finished
+from harness.standin import Standin, StandinBehavior
+from tests.browser.conftest import standin_pair
+from tests.browser.test_race_page import PRESET_TITLE
 
 pytestmark = pytest.mark.browser
 

@@ -9,9 +9,10 @@ import pytest
 
 from demo.runs import list_runs, load_run
 from demo.settings import Settings
+from harness.app_process import AppProcess
+from harness.page_driver import OBSERVER_JS, choose, screenshot, start, tile_value, updates_per_s, wait_finished
 from servers.procs import cpu_seconds
-from tests.browser.conftest import AppProcess, chromium, page, screenshot  # noqa: F401 - fixtures
-from tests.browser.test_race_page import OBSERVER_JS, choose, start, tile_value, updates_per_s, wait_finished
+from tests.browser.conftest import chromium, page  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 

@@ -23,9 +23,9 @@ import pytest
 from demo.race import run_race
 from demo.results import Message, RaceRequest, RaceResult
 from demo.settings import Settings
+from harness.ports import free_port
 from servers import monitor
 from servers.config import Role
-from tests.ports import free_port
 from tests.promql import dashboard_queries, exposed_names, metric_names
 
 pytestmark = pytest.mark.e2e

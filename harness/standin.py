@@ -15,7 +15,7 @@ is what the client's measurements are checked against:
 
 Acceptance model: the first token is the prefill token (its own 1-token chunk); every later
 chunk of n tokens is one verification step that drafted k tokens and accepted n-1 (plus the
-bonus token). Run it alone with ``python -m tests.standin --port 8000 [--speculative] ...``.
+bonus token). Run it alone with ``python -m harness.standin --port 8000 [--speculative] ...``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 FINGERPRINT = "vllm-0.32.0-5a7d1e00"
 Fault = Literal["too_long", "server_error", "refuse", "cut", "stall", "garbage"]
 
@@ -924,7 +924,7 @@ class _Generation:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m tests.standin",
+    p = argparse.ArgumentParser(prog="python -m harness.standin",
                                 description="Run a stand-in vLLM server in the foreground.")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)

@@ -3,10 +3,10 @@
 One ``Booth`` per app conducts the show; every open page watches it (one race, many viewers), so
 two browsers never double the servers' load. Nobody watching means no races: a viewer that has
 not read what was offered for ``VIEWER_TIMEOUT_S`` has gone (Gradio leaves a closed tab's
-generator suspended, see demo.ui.race_stream).
+generator suspended, see demo.live.race_stream).
 
 Each turn takes the next preset of the rotation and:
-- both servers answer /health: races it live (demo.ui.race_stream.race_frames), in race mode, and
+- both servers answer /health: races it live (demo.live.race_stream.race_frames), in race mode, and
   saves the run as any race is saved;
 - a server is down, or fails during the race: plays the newest good recording of that preset
   (demo.replay) under the RECORDING banner, with a small "live again in …" line read from the
@@ -36,6 +36,9 @@ from pydantic import BaseModel, ConfigDict
 
 from demo import view
 from demo.fmt import esc
+from demo.live import race_stream
+from demo.live.race_stream import CHART_INTERVAL_S, Frame, frame_for
+from demo.live.session import RaceControl
 from demo.presets import Preset
 from demo.race import validate_request
 from demo.replay import replay_snapshots
@@ -43,9 +46,6 @@ from demo.results import RaceResult, RaceSnapshot, SideSnapshot
 from demo.runs import load_run, newest_good_run
 from demo.server_info import ServerInfo, healthy_sides, probe_servers
 from demo.settings import Settings
-from demo.ui import race_stream
-from demo.ui.race_stream import CHART_INTERVAL_S, Frame, frame_for
-from demo.ui.session import RaceControl
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class BoothView(BaseModel):
 
     caption: str | None = None  # HTML: what is shown and why
     banner: str | None = None  # HTML: the RECORDING banner, or "" (live)
-    frame: Frame | None = None  # the race area (demo.ui.race_stream.Frame)
+    frame: Frame | None = None  # the race area (demo.live.race_stream.Frame)
     badge: str | None = None  # the identical-text badge, set at a race's end
 
     def merged(self, newer: BoothView) -> BoothView:

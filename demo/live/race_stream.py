@@ -16,13 +16,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from demo import charts, view
 from demo.fmt import validation_summary
+from demo.live.session import RaceControl
 from demo.presets import Preset
 from demo.race import stream_race
 from demo.results import Message, RaceRequest, RaceResult, RaceSnapshot
 from demo.runs import RunTooLarge, save_run
 from demo.server_info import ServerInfo
 from demo.settings import Settings
-from demo.ui.session import RaceControl
 from demo.workload import Workload, WorkloadRequest
 
 log = logging.getLogger(__name__)
@@ -126,8 +126,7 @@ def build_request(presets: dict[str, Preset], preset_name: str | None, prompt: s
             return RaceRequest(preset=WORKLOAD_PREFIX + wreq.id, messages=wreq.messages, prompt=wreq.prompt,
                                api=wreq.api, temperature=temperature, max_tokens=tokens, order=order)
         if preset is not None and prompt == preset_user_text(preset):
-            return RaceRequest(preset=preset.name, messages=preset.messages, api=preset.api,
-                               temperature=temperature, max_tokens=tokens, order=order)
+            return preset.to_request(temperature=temperature, max_tokens=tokens, order=order)
         return RaceRequest(messages=[Message(role="user", content=prompt)], temperature=temperature,
                            max_tokens=tokens, order=order)
     except (ValidationError, TypeError) as e:

@@ -1,0 +1,21 @@
+"""A pydantic ValidationError as one line a person can read: "field: message", never the input."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+
+def validation_errors(e: ValidationError) -> list[tuple[str, str]]:
+    """(field path 'a.b.0', message) per error, in pydantic's order."""
+    return [("", f"not valid JSON ({err['msg']})") if err["type"] == "json_invalid"
+            else (".".join(str(p) for p in err["loc"]), err["msg"]) for err in e.errors()]
+
+
+def validation_summary(e: ValidationError, every: bool = False, count_rest: bool = False) -> str:
+    """'field: message' of the first error (of every error, joined by '; ', with ``every``);
+    ``count_rest`` adds '(and N more)'. Never the input itself: it may hold a secret."""
+    errors = validation_errors(e)
+    text = "; ".join(f"{loc}: {msg}" if loc else msg for loc, msg in (errors if every else errors[:1]))
+    if count_rest and not every and len(errors) > 1:
+        text += f" (and {len(errors) - 1} more)"
+    return text

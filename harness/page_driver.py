@@ -1,0 +1,107 @@
+"""Driving the race page in Playwright: open it, choose a preset, press Start, wait for the end,
+read a tile, count DOM updates, save a screenshot. Shared by the browser tests and the benchmarks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import ROOT
+from harness.app_process import AppProcess
+
+ARTIFACTS = ROOT / "artifacts"  # screenshots (git-ignored)
+
+# Counts, per pane, every DOM update of the text and of the tokens/s tile, with the time
+# and the content it then showed, so a test can tell real updates from re-renders.
+OBSERVER_JS = """
+() => {
+  window.__sd = {};
+  for (const side of ['baseline', 'speculative']) {
+    const rec = {text: [], tps: []};
+    window.__sd[side] = rec;
+    const textEl = document.querySelector('#sd-text-' + side);
+    new MutationObserver(() => {
+      const t = textEl.querySelector('.sd-text');
+      rec.text.push([performance.now(), t ? t.textContent.length : 0]);
+    }).observe(textEl, {childList: true, subtree: true, characterData: true});
+    const tilesEl = document.querySelector('#sd-tiles-' + side);
+    new MutationObserver(() => {
+      const v = tilesEl.querySelector('[data-key="tokens_per_s"] .sd-tile-value');
+      rec.tps.push([performance.now(), v ? v.textContent : '']);
+    }).observe(tilesEl, {childList: true, subtree: true, characterData: true});
+  }
+}
+"""
+
+
+def screenshot(pg, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    pg.screenshot(path=str(path))
+    return path
+
+
+def open_page(page, app: AppProcess) -> None:
+    page.goto(app.url, timeout=30_000)
+    page.wait_for_selector("#sd-start", timeout=30_000)
+    page.wait_for_selector("#sd-servers table", timeout=15_000)  # the load-time probe answered
+
+
+def choose(page, preset_title: str, max_tokens: int, order: str = "simultaneous") -> None:
+    if page.input_value("#sd-preset input") != preset_title:
+        before = page.text_content("#sd-expect")
+        page.click("#sd-preset input")
+        page.get_by_role("option", name=preset_title).click()
+        # The preset fills the fields asynchronously: wait for it before overriding max tokens.
+        page.wait_for_function("b => document.querySelector('#sd-expect').textContent !== b", arg=before)
+        page.wait_for_timeout(200)
+    page.fill("#sd-max-tokens input", str(max_tokens))
+    page.press("#sd-max-tokens input", "Tab")
+    if order == "sequential":
+        page.get_by_label("Sequential A/B").check()
+
+
+def start(page, key: bool = False) -> None:
+    """Press Start (or Ctrl+Enter); the old status is marked first so a wait can't match it."""
+    page.evaluate("() => { const e = document.querySelector('#sd-run-status .sd-run-status');"
+                  " if (e) e.dataset.state = 'old'; }")
+    if key:
+        page.keyboard.press("Control+Enter")
+    else:
+        page.click("#sd-start")
+
+
+def wait_finished(page, timeout_ms: int = 60_000, app: AppProcess | None = None) -> str:
+    """The run's final state; when it never comes, the failure shows the page's status, the
+    text of both panes and (given ``app``) the end of the app's log."""
+    try:
+        page.wait_for_selector(
+            '#sd-run-status .sd-run-status:is([data-state="done"],[data-state="stopped"],[data-state="error"])',
+            timeout=timeout_ms)
+    except Exception:
+        screenshot(page, "failure-not-finished")
+        panes = {side: page.inner_text(f"#sd-pane-{side}")[-400:] for side in ("baseline", "speculative")}
+        log = app.output()[-3000:] if app is not None else "(no app given)"
+        raise AssertionError(f"the run did not finish; console errors: {page.console_errors}; status: "
+                             + page.inner_html("#sd-run-status .html-container")[-500:]
+                             + f"\npanes: {panes}\napp log:\n{log}") from None
+    return page.get_attribute("#sd-run-status .sd-run-status", "data-state")
+
+
+def tile_value(page, side: str, key: str) -> float | None:
+    raw = page.get_attribute(f'#sd-tiles-{side} .sd-tile[data-key="{key}"]', "data-value")
+    return None if raw is None else float(raw)
+
+
+def updates_per_s(samples: list[list[float | int | str]]) -> tuple[int, float]:
+    """(content changes, changes per second) over the span in which the content changed. Empty
+    content (a pane cleared at the start, a side still waiting its turn) is not counted: the
+    rate is that of the side's own streaming."""
+    changes: list[float] = []
+    last: object = None
+    for t, content in samples:
+        if content and content != last:
+            changes.append(float(t))
+            last = content
+    if len(changes) < 2:
+        return len(changes), 0.0
+    return len(changes), (len(changes) - 1) / ((changes[-1] - changes[0]) / 1000)
