@@ -15,7 +15,7 @@ from demo.metrics import MetricsSample
 from demo.results import Message, RaceRequest
 from demo.settings import Settings
 from demo.sweep import runner
-from tests.standin import Standin, StandinBehavior
+from harness.standin import Standin, StandinBehavior
 
 
 def test_a_streaming_batch_is_scraped_at_most_once_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
