@@ -83,3 +83,9 @@ def served_model(real_servers: Settings) -> str:
     data = httpx.get(f"{real_servers.baseline_url}/v1/models", timeout=5.0).json()
     return str(data["data"][0]["id"])
 
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules that restart servers (DISRUPTIVE = True) run after every other test, so that no race
+    of another module meets a server being killed."""
+    items.sort(key=lambda item: bool(getattr(getattr(item, "module", None), "DISRUPTIVE", False)))
