@@ -89,6 +89,11 @@ class StandinBehavior(BaseModel):
     # Load (capacity tests): with r requests already running, a new one gets ttft_s * (1 + x*r)
     # and tokens_per_s / (1 + x*r): latency grows and per-request speed falls with concurrency.
     slowdown_per_running: float = Field(0.0, ge=0)
+    # Load (load sweep tests): every stream's decode rate follows the streams in flight *now*:
+    # tokens_per_s / (1 + x*(n_in_flight - 1)), re-read before each chunk (n counts this one).
+    # A batch of n identical streams then decodes at exactly that rate each: the truth to check.
+    slowdown_in_flight: float = Field(0.0, ge=0)
+    preemptions_total: int = Field(0, ge=0)  # vllm:num_preemptions_total as /metrics reports it
 
     @model_validator(mode="after")
     def _check_chunks(self) -> StandinBehavior:
@@ -294,6 +299,7 @@ class _Counters:
             "vllm:kv_cache_usage_perc": min(1.0, kv_tokens / b.kv_cache_tokens),
             "vllm:prompt_tokens_total": self.prompt_tokens,
             "vllm:generation_tokens_total": self.generation_tokens,
+            "vllm:num_preemptions_total": b.preemptions_total,
         }
         for name, h in self.hists.items():
             values[name + "_count"] = h.n
@@ -793,6 +799,12 @@ class _Generation:
     def _due(self, t0: float, last_token_index: int) -> float:
         return t0 + self.b.ttft_s + last_token_index / self.b.tokens_per_s
 
+    def _rate_now(self) -> float:
+        """The decode rate of one stream now (slowdown_in_flight: it falls with the streams in flight)."""
+        with self.s._lock:
+            n = max(1, len(self.s._running))
+        return self.b.tokens_per_s / (1 + self.b.slowdown_in_flight * (n - 1))
+
     async def stream(self, send: Send) -> None:
         if self.b.replay_fixture is not None:
             await self._replay(send)
@@ -802,6 +814,7 @@ class _Generation:
         ends = list(itertools.accumulate(sizes))  # tokens sent once chunk c is out
         t0, i, last = self.truth.t_request + b.ttft_s, 0, len(sizes) - 1
         fault_at = b.fault_after_chunks if b.fault in ("cut", "stall", "garbage") else -1
+        dynamic, due = b.slowdown_in_flight > 0, t0
         while i <= last:
             if i == fault_at:
                 fault_at = -1
@@ -811,18 +824,22 @@ class _Generation:
                 if b.fault == "stall":
                     await asyncio.sleep(b.stall_s)
                     t0 += b.stall_s  # then carry on at the normal pace
+                    due += b.stall_s
                 if b.fault == "garbage":
                     await send({"type": "http.response.body", "body": b"data: {\"id\": oops not json\n\n",
                                 "more_body": True})
-            # A chunk is due when its last token is ready: token m at ttft + m / rate.
-            due = t0 + (ends[i] - 1) / b.tokens_per_s
+            if dynamic:  # each chunk's tokens at the rate the streams in flight allow now
+                due = t0 if i == 0 else due + sizes[i] / self._rate_now()
+            else:  # a chunk is due when its last token is ready: token m at ttft + m / rate
+                due = t0 + (ends[i] - 1) / b.tokens_per_s
             now = time.perf_counter()
             while due > now:  # sleep to an absolute target, so lateness never accumulates
                 await asyncio.sleep(due - now)
                 now = time.perf_counter()
             # Everything already due goes out in one write (as vLLM merges piled-up outputs).
             j = i + 1
-            while j <= last and j != fault_at and t0 + (ends[j] - 1) / b.tokens_per_s <= now:
+            while (not dynamic and j <= last and j != fault_at
+                   and t0 + (ends[j] - 1) / b.tokens_per_s <= now):
                 j += 1
             parts = [f"data: {self.role_chunk()}\n\n"] if i == 0 and self.chat else []
             chunk_texts = ["".join(texts[ends[c] - sizes[c]:ends[c]]) for c in range(i, j)]
