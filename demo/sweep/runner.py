@@ -83,7 +83,7 @@ async def _one_request(http: httpx.AsyncClient, server: _Server, model: str, req
 
 
 async def _kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, peaks: list[float],
-                      stop: asyncio.Event) -> None:
+                      stop: asyncio.Event, waiting: list[float] | None = None) -> None:
     """Sample /metrics while the batch runs: KV-cache use peaks mid-batch, not after it."""
     # The scrape just before the batch is the first sample: wait first, so that no scrape
     # competes with the batch's requests while they are being sent.
@@ -98,6 +98,8 @@ async def _kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, pea
             return  # no /metrics: do not keep knocking
         if m.kv_cache_usage_perc is not None:
             peaks.append(m.kv_cache_usage_perc)
+        if waiting is not None and m.num_requests_waiting is not None:
+            waiting.append(m.num_requests_waiting)
 
 
 async def _stream_all(http: httpx.AsyncClient, server: _Server, model: str, reqs: list[RaceRequest],
@@ -126,10 +128,12 @@ async def run_batch(http: httpx.AsyncClient, server: _Server, reqs: list[RaceReq
         return batch_stats(server.side, failed, None, None, None, None), failed
     before = await scrape_metrics(http, server.url, settings)
     peaks: list[float] = []
+    waiting: list[float] = []  # the queue (vllm:num_requests_waiting), sampled with the KV use
     if before.ok and before.kv_cache_usage_perc is not None:
         peaks.append(before.kv_cache_usage_perc)
     stop = asyncio.Event()
-    sampler = asyncio.create_task(_kv_sampler(http, server.url, settings, peaks, stop)) if before.ok else None
+    sampler = (asyncio.create_task(_kv_sampler(http, server.url, settings, peaks, stop, waiting))
+               if before.ok else None)
     t_start = time.perf_counter()
     try:
         results = await _stream_all(http, server, model, reqs, concurrency)
@@ -142,8 +146,9 @@ async def run_batch(http: httpx.AsyncClient, server: _Server, reqs: list[RaceReq
     after = await scrape_metrics(http, server.url, settings) if before.ok else None
     if after is not None and after.ok and after.kv_cache_usage_perc is not None:
         peaks.append(after.kv_cache_usage_perc)
+    waiting += [m.num_requests_waiting for m in (before, after) if m and m.ok and m.num_requests_waiting is not None]
     stats = batch_stats(server.side, results, wall_s, max(peaks) if peaks else None, before, after,
-                        keep_text=keep_text)
+                        keep_text=keep_text, waiting_peak=max(waiting) if waiting else None)
     if not before.ok:
         stats.na_reasons.setdefault("kv_cache_usage_peak_perc", before.error or "/metrics unavailable")
     return stats, results
