@@ -1,5 +1,6 @@
 """``python -m demo load --users 1,2,4,8,16 ...`` and ``race --users N``: the load engine
-(demo/load.py) on the command line; its table and its JSON (the same LoadSide objects)."""
+(demo/load.py) on the command line; its table and its JSON (the same LoadSide objects), and
+--out's load.json and load.html (demo/load_page.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args
+from demo.files import atomic_write
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
 from demo.load import SIDES, LoadResult, LoadSide, LoadSpec, LoadStep, parse_users, request_from_race, run_load
+from demo.load_page import load_html
 from demo.results import RaceRequest
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
@@ -47,7 +50,8 @@ def add_load_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slo-ttft-ms", type=float, metavar="MS", help="latency target: time to first token p95")
     p.add_argument("--slo-itl-ms", type=float, metavar="MS", help="latency target: inter-token latency p95")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    p.add_argument("--out", type=Path, metavar="DIR", help="also write load.json (every figure) into DIR")
+    p.add_argument("--out", type=Path, metavar="DIR", help="also write load.json (every figure) and load.html "
+                   "(the two curves, a self-contained page) into DIR")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=cmd_load)
 
@@ -179,13 +183,13 @@ def users_table(r: LoadResult) -> str:
     return "\n".join(lines)
 
 
-def write_out(r: LoadResult, out: Path) -> Path:
-    from demo.files import atomic_write
-
+def write_out(r: LoadResult, out: Path) -> list[Path]:
+    """load.json (every figure, each step's evaluator cell too) and load.html (the curves, offline)."""
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "load.json"
-    atomic_write(path, r.model_dump_json(indent=1))
-    return path
+    paths = [out / "load.json", out / "load.html"]
+    atomic_write(paths[0], r.model_dump_json(indent=1))
+    atomic_write(paths[1], load_html(r))
+    return paths
 
 
 def cmd_load(args: argparse.Namespace) -> int:
@@ -197,8 +201,8 @@ def cmd_load(args: argparse.Namespace) -> int:
     result = run(spec, req, settings, progress=not args.no_progress)
     if args.out is not None:
         try:
-            path = write_out(result, args.out)
-            print(f"wrote {path}", file=sys.stderr)
+            paths = write_out(result, args.out)
+            print(f"wrote {', '.join(map(str, paths))}", file=sys.stderr)
         except OSError as e:
             print(f"warning: could not write into {args.out}: {e}", file=sys.stderr)
     print(json.dumps(load_json(result)) if args.json else load_table(result))

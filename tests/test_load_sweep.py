@@ -74,10 +74,11 @@ def truth_speedups(base: Standin, spec: Standin, users: list[int]) -> list[float
     return out
 
 
-def test_load_sweep_speedup_matches_truth_and_finds_the_crossover(pair, capsys) -> None:
+def test_load_sweep_speedup_matches_truth_and_finds_the_crossover(pair, capsys, tmp_path: Path) -> None:
     base, spec = pair
     out = run_json(capsys, "load", *urls(base, spec), "--users", ",".join(map(str, USERS)), "--preset",
-                   "json_reformat", "--max-tokens", str(MAX_TOKENS), "--json", "--no-progress")
+                   "json_reformat", "--max-tokens", str(MAX_TOKENS), "--json", "--no-progress",
+                   "--out", str(tmp_path))
     truth = truth_speedups(base, spec, USERS)
     assert [s["users"] for s in out["steps"]] == USERS
     for step, true, n in zip(out["steps"], truth, USERS, strict=True):
@@ -97,6 +98,14 @@ def test_load_sweep_speedup_matches_truth_and_finds_the_crossover(pair, capsys) 
     cross = out["crossover"]
     assert (cross["pays_up_to_users"], cross["loses_from_users"]) == (2, 4)
     assert cross["text"].startswith("speculation pays up to 2 users and loses from 4 on these servers")
+    # --out: every figure, and the page with the two curves (self-contained: no URL to load)
+    saved = json.loads((tmp_path / "load.json").read_text())
+    assert [s["speedup"] for s in saved["steps"]] == [s["speedup"] for s in out["steps"]]
+    assert saved["steps"][0]["cell"]["decode_speedup"]["median"] == out["steps"][0]["speedup"]
+    page = (tmp_path / "load.html").read_text()
+    assert 'id="chart-per-user"' in page and 'id="chart-total"' in page
+    assert "speculation pays up to 2 users and loses from 4" in page
+    assert "<script src=" not in page and "Content-Security-Policy" in page
 
 
 def test_the_evaluators_checklist_finds_the_same_crossover(pair, tmp_path: Path, capsys) -> None:
