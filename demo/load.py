@@ -211,11 +211,12 @@ def _cell_settings(spec: LoadSpec, users: int) -> CellSettings:
 
 async def run_load(spec: LoadSpec, request: WorkloadRequest, settings: Settings, *,
                    on_step: StepFn | None = None, on_progress: ProgressFn | None = None,
-                   http: httpx.AsyncClient | None = None) -> LoadResult:
-    """Every users count of ``spec``, ascending, each a cell of ``request`` copied ``users`` times.
-    A failing server never stops the sweep: its step records the error. Cancelled, the result
-    holds the finished steps (and the one in progress, as ``interrupted``)."""
-    result = LoadResult(spec=spec)
+                   http: httpx.AsyncClient | None = None, result: LoadResult | None = None) -> LoadResult:
+    """Every users count of ``spec``, ascending, each a cell of ``request`` copied ``users`` times,
+    appended to ``result`` (a new one if None) as each ends. A failing server never stops the
+    sweep: its step records the error. Cancelled, the result holds the finished steps (and the
+    one in progress, as ``interrupted``)."""
+    result = result if result is not None else LoadResult(spec=spec)
     urls: dict[Side, str] = {"baseline": spec.baseline_url, "speculative": spec.speculative_url}
     servers = {side: _Server(side, url, settings.endpoint(side).model, http or make_http_client(settings, side))
                for side, url in urls.items()}

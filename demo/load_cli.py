@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args
 from demo.files import atomic_write
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
-from demo.load import SIDES, LoadResult, LoadSide, LoadSpec, LoadStep, parse_users, request_from_race, run_load
+from demo.load import SIDES, LoadResult, LoadSide, LoadSpec, LoadStep, finish, parse_users, request_from_race, run_load
 from demo.load_page import load_html
 from demo.results import RaceRequest
 from demo.settings import Settings
@@ -78,7 +78,9 @@ def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str
         raise UsageError(validation_summary(e)) from None
 
 
-def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool) -> LoadResult:
+def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, result: LoadResult | None = None,
+        out: Path | None = None) -> LoadResult:
+    """The sweep, with progress on stderr; ``out``: its files rewritten after every step."""
     def say(label: str) -> None:
         if progress:
             print(f"  {label}", file=sys.stderr, flush=True)
@@ -88,8 +90,11 @@ def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool) ->
             print(f"{step.users} users: speedup {or_na(fmt_speedup(step.speedup))}, throughput ratio "
                   f"{or_na(fmt_speedup(step.throughput_ratio))}" + (f" ({step.errors[0]})" if step.errors else ""),
                   file=sys.stderr, flush=True)
+        if out is not None and result is not None:
+            write_out(result, out)
 
-    return asyncio.run(run_load(spec, request_from_race(req), settings, on_step=done, on_progress=say))
+    return asyncio.run(run_load(spec, request_from_race(req), settings, on_step=done, on_progress=say,
+                                result=result))
 
 
 # --------------------------------------------------------------------------- output
@@ -196,15 +201,30 @@ def cmd_load(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     users = users_arg(args.users, settings)
     req = _request(args, settings)
-    slo = Slo(ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms) if (args.slo_ttft_ms or args.slo_itl_ms) else None
+    try:
+        slo = (Slo(ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms)
+               if args.slo_ttft_ms is not None or args.slo_itl_ms is not None else None)
+    except ValidationError as e:
+        raise UsageError(validation_summary(e)) from None
     spec = make_spec(settings, req, users, args.order, args.repeats, args.warmup, slo)
-    result = run(spec, req, settings, progress=not args.no_progress)
-    if args.out is not None:
+    result = LoadResult(spec=spec)
+    out: Path | None = args.out
+    if out is not None:
         try:
-            paths = write_out(result, args.out)
-            print(f"wrote {', '.join(map(str, paths))}", file=sys.stderr)
+            write_out(result, out)  # a folder that cannot be written is found before anything is sent
         except OSError as e:
-            print(f"warning: could not write into {args.out}: {e}", file=sys.stderr)
+            raise UsageError(f"--out {out}: cannot write there ({e.strerror or e})") from None
+    try:
+        run(spec, req, settings, progress=not args.no_progress, result=result, out=out)
+    except KeyboardInterrupt:
+        result.interrupted = True
+        if out is not None:
+            write_out(finish(result), out)
+        print(f"interrupted: {len(result.steps)} step(s) measured" + (f", written to {out}/" if out else ""),
+              file=sys.stderr)
+        return 130
+    if out is not None:
+        print(f"wrote {', '.join(map(str, write_out(result, out)))}", file=sys.stderr)
     print(json.dumps(load_json(result)) if args.json else load_table(result))
     return 0 if any(s.speedup is not None for s in result.steps) else 1
 

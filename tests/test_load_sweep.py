@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from demo.cli import main
-from demo.load import LoadSpec, LoadStep, run_load
+from demo.load import LoadResult, LoadSpec, LoadStep, run_load
 from demo.settings import ROOT, Settings
 from demo.workload import WorkloadRequest
+from tests.signals import interruptible
 from tests.standin import Standin, StandinBehavior, Truth
 
 MAX_TOKENS = 60
@@ -184,3 +188,45 @@ def test_a_server_failing_mid_sweep_fails_its_step_and_the_sweep_goes_on(pair) -
     assert failed.baseline.per_user_decode_tokens_per_s is not None  # the other side was measured
     assert failed.na_reasons["speedup"]
     assert result.crossover.measured_users == [1, 4]  # the failed step is left out, not guessed
+
+
+@pytest.mark.parametrize(("extra", "says"), [
+    (["--slo-itl-ms", "-5"], "itl_ms"),
+    (["--repeats", "0"], "repeats"),
+    (["--max-tokens", "0"], "max_tokens"),
+    (["--out", "/proc/no-such-dir"], "--out /proc/no-such-dir: cannot write there"),
+])
+def test_other_bad_load_flags_are_one_line_and_exit_2(extra: list[str], says: str, capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["load", "--users", "1,2", "--prompt", "hi", "--baseline-url", "http://127.0.0.1:9",
+              "--speculative-url", "http://127.0.0.1:9", *extra])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+
+
+def test_ctrl_c_keeps_the_steps_measured(pair, tmp_path: Path) -> None:
+    base, spec = pair
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "demo", "load", *urls(base, spec), "--users", "1,2,4", "--preset", "json_reformat",
+           "--max-tokens", "40", "--out", str(out)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
+    try:
+        deadline = time.monotonic() + 60
+        while not ((out / "load.json").exists()
+                   and LoadResult.model_validate_json((out / "load.json").read_text()).steps):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no step written after 60 s"
+            time.sleep(0.05)
+        time.sleep(0.3)  # into the second step
+        proc.send_signal(signal.SIGINT)
+        _stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "interrupted:" in stderr
+    saved = LoadResult.model_validate_json((out / "load.json").read_text())
+    assert saved.interrupted and saved.steps[0].status == "ok" and len(saved.steps) < 3
+    assert "Interrupted" in (out / "load.html").read_text()
