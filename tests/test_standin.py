@@ -430,3 +430,21 @@ def test_metrics_report_queue_kv_and_preemptions(standin_factory) -> None:
     assert spec_value(m, "vllm:num_requests_waiting") == 0
     assert spec_value(m, "vllm:kv_cache_usage_perc") == 0
     assert spec_value(m, "vllm:num_preemptions_total") == 3
+
+
+def test_max_num_seqs_queues_the_rest_and_reports_them_waiting(standin_factory) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    s = standin_factory(tokens_per_s=100, ttft_s=0.01, max_num_seqs=2)
+    with ThreadPoolExecutor(4) as pool:
+        done = [pool.submit(stream_lines, s.url, chat_body(max_tokens=30)) for _ in range(4)]
+        deadline = time.monotonic() + 5
+        while s.open_streams < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        m = metric_samples(s.url)
+        for f in done:
+            f.result()
+    assert spec_value(m, "vllm:num_requests_running") == 2
+    assert spec_value(m, "vllm:num_requests_waiting") == 2
+    firsts = sorted(t.t_first_token_sent - t.t_request for t in s.truth)
+    assert firsts[1] < 0.2 < firsts[2]  # the last two started after the first two's 0.3 s
