@@ -230,3 +230,49 @@ def test_ctrl_c_keeps_the_steps_measured(pair, tmp_path: Path) -> None:
     saved = LoadResult.model_validate_json((out / "load.json").read_text())
     assert saved.interrupted and saved.steps[0].status == "ok" and len(saved.steps) < 3
     assert "Interrupted" in (out / "load.html").read_text()
+
+
+def test_each_step_shows_the_servers_queue_and_preemptions(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import demo.sweep.runner as runner
+
+    # Sample often enough to see a queue in a short batch (the interval is the runner's concern).
+    monkeypatch.setattr(runner, "KV_SAMPLE_INTERVAL_S", 0.05)
+    with Standin.pair(StandinBehavior(tokens_per_s=100, ttft_s=0.01, max_num_seqs=2),
+                      StandinBehavior(tokens_per_s=200, ttft_s=0.01, speculative=True)) as (base, spec):
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url, read_timeout_s=10)
+        load = LoadSpec(users=[4], workload="prompt", max_tokens=40, temperature=0, baseline_url=base.url,
+                        speculative_url=spec.url)
+        request = WorkloadRequest(id="prompt", api="chat", messages=[{"role": "user", "content": "hi"}])
+
+        def preempt_mid_batch() -> None:  # the engine preempts 3 requests while the speculative batch runs
+            deadline = time.monotonic() + 30
+            while spec.open_streams == 0 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            spec.behavior.preemptions_total = 3
+
+        watcher = threading.Thread(target=preempt_mid_batch, daemon=True)
+        watcher.start()
+        (step,) = asyncio.run(run_load(load, request, settings)).steps
+        watcher.join(5)
+    assert step.baseline.num_requests_waiting_peak == 2  # 4 users, 2 slots
+    assert step.speculative.num_requests_waiting_peak == 0
+    assert (step.baseline.num_preemptions, step.speculative.num_preemptions) == (0, 3)
+    # Queued users wait for their first token: the baseline's TTFT p95 holds the queue's wait.
+    assert step.baseline.ttft_p95_s is not None and step.baseline.ttft_p95_s > 0.2
+
+
+def test_pressure_is_na_with_the_reason_without_metrics() -> None:
+    with Standin.pair(StandinBehavior(tokens_per_s=300, ttft_s=0.01, metrics_mode="missing"),
+                      StandinBehavior(tokens_per_s=300, ttft_s=0.01, speculative=True)) as (base, spec):
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url, read_timeout_s=10)
+        load = LoadSpec(users=[2], workload="prompt", max_tokens=20, temperature=0, baseline_url=base.url,
+                        speculative_url=spec.url)
+        request = WorkloadRequest(id="prompt", api="chat", messages=[{"role": "user", "content": "hi"}])
+        (step,) = asyncio.run(run_load(load, request, settings)).steps
+    b = step.baseline
+    assert b.num_requests_waiting_peak is None and b.kv_cache_usage_peak_perc is None and b.num_preemptions is None
+    for field in ("num_requests_waiting_peak", "kv_cache_usage_peak_perc", "num_preemptions"):
+        assert "HTTP 404" in b.na_reasons[field], (field, b.na_reasons)
+    assert step.speculative.num_preemptions == 0 and step.speedup is not None

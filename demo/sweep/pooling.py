@@ -150,7 +150,9 @@ def side_cell(side: Side, batches: list[BatchStats]) -> SideCell:
     preempted = [b.num_preemptions for b in batches if b.num_preemptions is not None]
     cell.num_preemptions = sum(preempted) if preempted else None
     if not kv:
-        cell.na_reasons["kv_cache_usage_peak_perc"] = "the server's /metrics gave no KV-cache usage"
+        cell.na_reasons["kv_cache_usage_peak_perc"] = next(  # a batch's own reason (e.g. /metrics down) first
+            (b.na_reasons["kv_cache_usage_peak_perc"] for b in batches if "kv_cache_usage_peak_perc" in b.na_reasons),
+            "the server's /metrics gave no KV-cache usage")
     cell.sample_text = next((b.sample_text for b in batches if b.sample_text), "")
     for b in batches:
         for f, why in b.na_reasons.items():
