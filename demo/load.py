@@ -88,6 +88,12 @@ class LoadSide(BaseModel):
     num_requests_waiting_peak: float | None = None  # the server's queue (vllm:num_requests_waiting)
     kv_cache_usage_peak_perc: float | None = None  # 0..1 (vllm:kv_cache_usage_perc)
     num_preemptions: int | None = None  # vllm:num_preemptions_total over the batch
+    # The client's own headroom (demo/sweep/headroom.py), the worst over the batches: with
+    # client_limited the speeds may be the client's ceiling, not the server's (client_note says why).
+    client_loop_lag_p95_ms: float | None = None
+    client_cpu_share: float | None = None  # of one core
+    client_limited: bool = False
+    client_note: str | None = None
     errors: list[str] = Field(default_factory=list)
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
@@ -161,6 +167,12 @@ def _side(side: Side, sc: SideCell, cell: CellResult) -> LoadSide:
     highs = [b.decode_tokens_per_s_max for b in sc.batches if b.decode_tokens_per_s_max is not None]
     out.per_user_decode_tokens_per_s_min = min(lows) if lows else None
     out.per_user_decode_tokens_per_s_max = max(highs) if highs else None
+    clients = [b.client for b in sc.batches if b.client is not None]
+    lags = [c.loop_lag_p95_ms for c in clients if c.loop_lag_p95_ms is not None]
+    cpus = [c.cpu_share for c in clients if c.cpu_share is not None]
+    out.client_loop_lag_p95_ms, out.client_cpu_share = (max(lags) if lags else None), (max(cpus) if cpus else None)
+    out.client_limited = any(c.limited for c in clients)
+    out.client_note = next((c.note for c in clients if c.note), None)
     for key, name in _REASONS.items():
         if getattr(out, name) is None and key in sc.na_reasons:
             out.na_reasons.setdefault(name, sc.na_reasons[key])

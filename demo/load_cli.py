@@ -161,6 +161,8 @@ def load_table(r: LoadResult) -> str:
                  f"throughput ratio (total) {or_na(fmt_speedup(step.throughput_ratio))}")
         lines.append(ratio)
         lines += [f"{'':21}error: {e}" for e in step.errors]
+        lines += [f"{'':21}client-limited ({side}): {getattr(step, side).client_note}" for side in SIDES
+                  if getattr(step, side).client_limited]
     lines += ["", f"Crossover (per-user decode speedup): {r.crossover.text}"]
     if r.slo_users and r.spec.slo is not None:
         for side in SIDES:
@@ -185,6 +187,8 @@ def users_table(r: LoadResult) -> str:
     lines += ["", f"Speedup (per-user decode tokens/s, {step.users} users): {or_na(fmt_speedup(step.speedup))}",
               f"Throughput ratio (total output tokens/s):   {or_na(fmt_speedup(step.throughput_ratio))}"]
     lines += [f"error: {e}" for e in step.errors]
+    lines += [f"client-limited ({side}): {getattr(step, side).client_note}" for side in SIDES
+              if getattr(step, side).client_limited]
     return "\n".join(lines)
 
 

@@ -277,3 +277,32 @@ def test_pressure_is_na_with_the_reason_without_metrics() -> None:
     for field in ("num_requests_waiting_peak", "kv_cache_usage_peak_perc", "num_preemptions"):
         assert "HTTP 404" in b.na_reasons[field], (field, b.na_reasons)
     assert step.speculative.num_preemptions == 0 and step.speedup is not None
+
+
+def test_the_client_reports_its_own_headroom() -> None:
+    from demo.sweep.headroom import LAG_LIMIT_MS, HeadroomProbe
+
+    async def blocked() -> HeadroomProbe:
+        async with HeadroomProbe() as probe:
+            await asyncio.sleep(0.05)
+            end = time.perf_counter() + 0.15
+            while time.perf_counter() < end:  # a client too busy to read its streams: the loop wakes late
+                pass
+            await asyncio.sleep(0.05)
+        return probe
+
+    h = asyncio.run(blocked()).result()
+    assert h.loop_lag_max_ms is not None and h.loop_lag_max_ms > 100
+    assert h.cpu_share is not None and h.cpu_share > 0.2  # the spin is CPU (a busy machine may deschedule it)
+    assert h.limited is True and h.note and "event loop ran" in h.note
+    # A batch records it per side.
+    with Standin.pair(StandinBehavior(tokens_per_s=100, ttft_s=0.01),
+                      StandinBehavior(tokens_per_s=200, ttft_s=0.01, speculative=True)) as (base, spec):
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url, read_timeout_s=10)
+        load = LoadSpec(users=[2], workload="prompt", max_tokens=20, temperature=0, baseline_url=base.url,
+                        speculative_url=spec.url)
+        request = WorkloadRequest(id="prompt", api="chat", messages=[{"role": "user", "content": "hi"}])
+        (step,) = asyncio.run(run_load(load, request, settings)).steps
+    for side in (step.baseline, step.speculative):
+        assert side.client_loop_lag_p95_ms is not None and side.client_cpu_share is not None
+        assert side.client_limited == (side.client_loop_lag_p95_ms > LAG_LIMIT_MS or side.client_cpu_share > 0.9)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, computed_field, model_validator
 from demo.results import Api, Order, Side
 from demo.server_info import ServerInfo
 from demo.sweep.capacity import Capacity, Slo
+from demo.sweep.headroom import ClientHeadroom
 from demo.sweep.profile import RequestOutcome, WorkloadProfile
 from demo.workload import LoadIssue, SampleInfo
 
@@ -109,6 +110,7 @@ class BatchStats(BaseModel):
     # The server's queue: highest vllm:num_requests_waiting of the batch's /metrics samples.
     num_requests_waiting_peak: float | None = None
     num_preemptions: int | None = None  # vllm:num_preemptions_total after the batch minus before
+    client: ClientHeadroom | None = None  # the client's own event-loop lag and CPU during the batch
     accepted_tokens: int | None = None
     draft_tokens: int | None = None
     drafts: int | None = None

@@ -31,6 +31,7 @@ from demo.presets import Preset
 from demo.results import RaceRequest, Side, SideResult
 from demo.server_info import probe_server
 from demo.settings import Settings
+from demo.sweep.headroom import HeadroomProbe
 from demo.sweep.machine import machine_info, server_version
 from demo.sweep.models import BatchStats, CellResult, CellSettings, SweepResult, SweepSpec
 from demo.sweep.plan import batch_requests, cell_label, cell_requests, plan_cells
@@ -135,8 +136,10 @@ async def run_batch(http: httpx.AsyncClient, server: _Server, reqs: list[RaceReq
     sampler = (asyncio.create_task(_kv_sampler(http, server.url, settings, peaks, stop, waiting))
                if before.ok else None)
     t_start = time.perf_counter()
+    probe = HeadroomProbe()
     try:
-        results = await _stream_all(http, server, model, reqs, concurrency)
+        async with probe:  # is the client keeping up? (its loop lag and CPU, not the server's)
+            results = await _stream_all(http, server, model, reqs, concurrency)
         wall_s = time.perf_counter() - t_start
     finally:
         stop.set()
@@ -151,6 +154,7 @@ async def run_batch(http: httpx.AsyncClient, server: _Server, reqs: list[RaceReq
                         keep_text=keep_text, waiting_peak=max(waiting) if waiting else None)
     if not before.ok:
         stats.na_reasons.setdefault("kv_cache_usage_peak_perc", before.error or "/metrics unavailable")
+    stats.client = probe.result()
     return stats, results
 
 
