@@ -1,4 +1,4 @@
-"""Command line: ``python -m demo race ...`` (and ``sweep``, see demo/sweep)."""
+"""Command line: ``python -m demo race ...`` (and ``load``, see demo/load_cli.py; ``sweep``, see demo/sweep)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,13 @@ import json
 import sys
 from typing import Any
 
-from pydantic import ValidationError
-
-from demo.cli_args import UsageError, add_server_args, settings_from_args
+from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args
 from demo.export import add_export_parser
-from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
-from demo.presets import load_presets
-from demo.race import run_race, validate_request
-from demo.results import LEGACY_ORDER, Message, RaceRequest, RaceResult, SideResult
+from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
+from demo.load_cli import add_load_parser, cmd_race_users, users_arg
+from demo.race import run_race
+from demo.results import LEGACY_ORDER, RaceResult, SideResult
 from demo.runs import RunTooLarge, save_run
-from demo.settings import Settings
 from demo.sweep.cli import add_sweep_parser
 
 SIDE_KEYS = ("completion_tokens", "ttft_s", "decode_tokens_per_s", "e2e_s", "itl_p50_s", "itl_p95_s", "text", "error")
@@ -37,34 +34,11 @@ def add_race_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float)
     p.add_argument("--api", choices=["chat", "completions"])
     p.add_argument("--warmup", action="store_true", help="send a short warm-up request to each server first")
+    p.add_argument("--users", default="1", help="N > 1: N copies of the prompt per side at once, measured as a "
+                   "batch (per-user decode tokens/s, total output tokens/s); 1 to SPECDEMO_MAX_USERS (default 32)")
     p.add_argument("--no-save", action="store_true", help="do not save the run under the runs folder")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.set_defaults(func=cmd_race)
-
-
-def build_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
-    fields: dict[str, Any] = {"order": args.order, "warmup": args.warmup}
-    if args.preset:
-        presets, _ = load_presets(settings.presets_dir)
-        if args.preset not in presets:
-            known = ", ".join(sorted(presets)) or "none found"
-            raise UsageError(f"unknown preset {args.preset!r}; known presets: {known}")
-        pr = presets[args.preset]
-        fields.update(preset=pr.name, messages=pr.messages, temperature=pr.temperature,
-                      max_tokens=pr.max_tokens, api=pr.api)
-    else:
-        fields.update(messages=[Message(role="user", content=args.prompt)])
-    for name in ("max_tokens", "temperature", "api"):
-        if getattr(args, name) is not None:
-            fields[name] = getattr(args, name)
-    try:
-        req = RaceRequest(**fields)
-        validate_request(req)
-    except ValidationError as e:
-        raise UsageError(validation_summary(e)) from e
-    except ValueError as e:
-        raise UsageError(str(e).splitlines()[0]) from e
-    return req
 
 
 def side_json(side: SideResult) -> dict[str, Any]:
@@ -136,7 +110,13 @@ def result_table(r: RaceResult) -> str:
 
 def cmd_race(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    users = users_arg(args.users, settings)
+    if len(users) != 1:
+        raise UsageError(f"--users takes one count for a race (a sweep over counts is `python -m demo load`), "
+                         f"got {args.users!r}")
     req = build_request(args, settings)
+    if users[0] > 1:
+        return cmd_race_users(args, settings, users[0], req)
     result = asyncio.run(run_race(req, settings))
     if settings.save_runs and not args.no_save:
         try:
@@ -157,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     add_race_parser(sub)
     add_export_parser(sub)
     add_sweep_parser(sub)
+    add_load_parser(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

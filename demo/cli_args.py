@@ -1,6 +1,6 @@
-"""What both command lines share (``python -m demo race`` and ``sweep``): the usage error and
-the argument helpers. A leaf: it imports no other CLI, so neither CLI imports the other's module
-for these.
+"""What the command lines share (``python -m demo race``, ``load`` and ``sweep``): the usage
+error and the argument helpers, and the request a race or a load sweep sends. A leaf: it
+imports no CLI, so no CLI imports another's module for these.
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from demo.fmt import validation_summary
+from demo.presets import load_presets
+from demo.race import validate_request
+from demo.results import Message, RaceRequest
 from demo.settings import Settings
 
 
@@ -71,3 +74,28 @@ def parse_numbers(text: str, kind: type, what: str) -> list[Any]:
     if not values:
         raise UsageError(f"--{what} is empty")
     return values
+
+
+def build_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
+    fields: dict[str, Any] = {"order": args.order, "warmup": args.warmup}
+    if args.preset:
+        presets, _ = load_presets(settings.presets_dir)
+        if args.preset not in presets:
+            known = ", ".join(sorted(presets)) or "none found"
+            raise UsageError(f"unknown preset {args.preset!r}; known presets: {known}")
+        pr = presets[args.preset]
+        fields.update(preset=pr.name, messages=pr.messages, temperature=pr.temperature,
+                      max_tokens=pr.max_tokens, api=pr.api)
+    else:
+        fields.update(messages=[Message(role="user", content=args.prompt)])
+    for name in ("max_tokens", "temperature", "api"):
+        if getattr(args, name) is not None:
+            fields[name] = getattr(args, name)
+    try:
+        req = RaceRequest(**fields)
+        validate_request(req)
+    except ValidationError as e:
+        raise UsageError(validation_summary(e)) from e
+    except ValueError as e:
+        raise UsageError(str(e).splitlines()[0]) from e
+    return req

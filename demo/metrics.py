@@ -27,6 +27,7 @@ class MetricsSample(BaseModel):
     kv_cache_usage_perc: float | None = None  # 0..1
     num_requests_running: float | None = None
     num_requests_waiting: float | None = None
+    num_preemptions_total: float | None = None  # a counter: the engine's preemptions since start
     generation_tokens_total: float | None = None
 
 
@@ -51,6 +52,7 @@ def parse_metrics(text: str) -> MetricsSample:
     sample.kv_cache_usage_perc = totals.get("vllm:kv_cache_usage_perc", totals.get("vllm:gpu_cache_usage_perc"))
     sample.num_requests_running = totals.get("vllm:num_requests_running")
     sample.num_requests_waiting = totals.get("vllm:num_requests_waiting")
+    sample.num_preemptions_total = totals.get("vllm:num_preemptions_total")
     sample.generation_tokens_total = totals.get("vllm:generation_tokens_total")
     return sample
 

@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     ui_auth: SecretStr | None = None
     # Races running at once in the page; more wait in a visible queue.
     max_concurrent_races: int = Field(2, ge=1)
+    # The most users (streams per server at once) a race or a load sweep may ask for.
+    max_users: int = Field(32, ge=1, le=1024)
     # The page warns when a race shows "Racing…" but nothing has arrived from the app for this long.
     ui_stall_notice_s: float = Field(15.0, ge=2)
 

@@ -89,6 +89,14 @@ class StandinBehavior(BaseModel):
     # Load (capacity tests): with r requests already running, a new one gets ttft_s * (1 + x*r)
     # and tokens_per_s / (1 + x*r): latency grows and per-request speed falls with concurrency.
     slowdown_per_running: float = Field(0.0, ge=0)
+    # Load (load sweep tests): every stream's decode rate follows the streams in flight *now*:
+    # tokens_per_s / (1 + x*(n_in_flight - 1)), re-read before each chunk (n counts this one).
+    # A batch of n identical streams then decodes at exactly that rate each: the truth to check.
+    slowdown_in_flight: float = Field(0.0, ge=0)
+    preemptions_total: int = Field(0, ge=0)  # vllm:num_preemptions_total as /metrics reports it
+    # At most this many streams decode at once (vLLM's --max-num-seqs); later ones wait, counted in
+    # vllm:num_requests_waiting, and their prefill (ttft_s) starts when a slot frees. None: no cap.
+    max_num_seqs: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _check_chunks(self) -> StandinBehavior:
@@ -282,7 +290,7 @@ class _Counters:
         for p in range(accepted):
             self.per_pos[p] += 1
 
-    def render(self, b: StandinBehavior, running: int, kv_tokens: int) -> str:
+    def render(self, b: StandinBehavior, running: int, kv_tokens: int, waiting: int = 0) -> str:
         k = b.num_spec_tokens
         per_pos = self.per_pos + [0] * max(0, k - len(self.per_pos))
         values: dict[str, float] = {
@@ -290,10 +298,11 @@ class _Counters:
             "vllm:spec_decode_num_draft_tokens_total": self.draft_tokens,
             "vllm:spec_decode_num_accepted_tokens_total": self.accepted,
             "vllm:num_requests_running": running,
-            "vllm:num_requests_waiting": 0,
+            "vllm:num_requests_waiting": waiting,
             "vllm:kv_cache_usage_perc": min(1.0, kv_tokens / b.kv_cache_tokens),
             "vllm:prompt_tokens_total": self.prompt_tokens,
             "vllm:generation_tokens_total": self.generation_tokens,
+            "vllm:num_preemptions_total": b.preemptions_total,
         }
         for name, h in self.hists.items():
             values[name + "_count"] = h.n
@@ -386,6 +395,7 @@ class Standin:
         self.truth: list[Truth] = []
         self._counters = _Counters()  # replaced on every start()
         self._running: dict[int, Truth] = {}
+        self._admitted: set[int] = set()  # with max_num_seqs: the running requests that hold a slot
         self.app = Starlette(routes=[
             Route("/health", self._health, methods=["GET"]),
             Route("/metrics", self._metrics, methods=["GET"]),
@@ -523,9 +533,9 @@ class Standin:
         if b.metrics_mode == "slow":
             await asyncio.sleep(b.metrics_slow_s)
         with self._lock:
-            running = len(self._running)
+            running = len(self._running) if b.max_num_seqs is None else len(self._admitted)
             kv = sum(t.prompt_tokens + t.completion_tokens for t in self._running.values())
-            text = self._counters.render(b, running, kv)
+            text = self._counters.render(b, running, kv, waiting=len(self._running) - running)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def _models(self, request: Request) -> Response:
@@ -684,6 +694,7 @@ class Standin:
             truth.outcome = outcome
             truth.finish_reason = finish_reason
             self._running.pop(id(truth), None)
+            self._admitted.discard(id(truth))
             if outcome == "completed":
                 c = self._counters
                 c.success[finish_reason or "stop"] = c.success.get(finish_reason or "stop", 0) + 1
@@ -793,6 +804,21 @@ class _Generation:
     def _due(self, t0: float, last_token_index: int) -> float:
         return t0 + self.b.ttft_s + last_token_index / self.b.tokens_per_s
 
+    async def _admit(self, cap: int) -> float:
+        """Wait for one of ``cap`` slots (max_num_seqs); the time it was taken."""
+        while True:
+            with self.s._lock:
+                if len(self.s._admitted) < cap:
+                    self.s._admitted.add(id(self.truth))
+                    return time.perf_counter()
+            await asyncio.sleep(0.002)
+
+    def _rate_now(self) -> float:
+        """The decode rate of one stream now (slowdown_in_flight: it falls with the streams in flight)."""
+        with self.s._lock:
+            n = max(1, len(self.s._running) if self.b.max_num_seqs is None else len(self.s._admitted))
+        return self.b.tokens_per_s / (1 + self.b.slowdown_in_flight * (n - 1))
+
     async def stream(self, send: Send) -> None:
         if self.b.replay_fixture is not None:
             await self._replay(send)
@@ -801,7 +827,10 @@ class _Generation:
         sizes, texts, b = self.sizes, self.texts, self.b
         ends = list(itertools.accumulate(sizes))  # tokens sent once chunk c is out
         t0, i, last = self.truth.t_request + b.ttft_s, 0, len(sizes) - 1
+        if b.max_num_seqs is not None:  # queued until a slot frees; prefill starts then
+            t0 = max(self.truth.t_request, await self._admit(b.max_num_seqs)) + b.ttft_s
         fault_at = b.fault_after_chunks if b.fault in ("cut", "stall", "garbage") else -1
+        dynamic, due = b.slowdown_in_flight > 0, t0
         while i <= last:
             if i == fault_at:
                 fault_at = -1
@@ -811,18 +840,22 @@ class _Generation:
                 if b.fault == "stall":
                     await asyncio.sleep(b.stall_s)
                     t0 += b.stall_s  # then carry on at the normal pace
+                    due += b.stall_s
                 if b.fault == "garbage":
                     await send({"type": "http.response.body", "body": b"data: {\"id\": oops not json\n\n",
                                 "more_body": True})
-            # A chunk is due when its last token is ready: token m at ttft + m / rate.
-            due = t0 + (ends[i] - 1) / b.tokens_per_s
+            if dynamic:  # each chunk's tokens at the rate the streams in flight allow now
+                due = t0 if i == 0 else due + sizes[i] / self._rate_now()
+            else:  # a chunk is due when its last token is ready: token m at ttft + m / rate
+                due = t0 + (ends[i] - 1) / b.tokens_per_s
             now = time.perf_counter()
             while due > now:  # sleep to an absolute target, so lateness never accumulates
                 await asyncio.sleep(due - now)
                 now = time.perf_counter()
             # Everything already due goes out in one write (as vLLM merges piled-up outputs).
             j = i + 1
-            while j <= last and j != fault_at and t0 + (ends[j] - 1) / b.tokens_per_s <= now:
+            while (not dynamic and j <= last and j != fault_at
+                   and t0 + (ends[j] - 1) / b.tokens_per_s <= now):
                 j += 1
             parts = [f"data: {self.role_chunk()}\n\n"] if i == 0 and self.chat else []
             chunk_texts = ["".join(texts[ends[c] - sizes[c]:ends[c]]) for c in range(i, j)]

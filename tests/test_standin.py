@@ -407,3 +407,44 @@ def test_concurrent_streams_are_all_counted(standin_factory) -> None:
     m = metric_samples(s.url)
     assert spec_value(m, "vllm:generation_tokens_total") == 320
     assert spec_value(m, "vllm:e2e_request_latency_seconds_count") == 8
+
+
+def test_speed_falls_with_streams_in_flight(standin_factory) -> None:
+    """slowdown_in_flight: n streams at once each decode at tokens_per_s / (1 + x*(n-1))."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    s = standin_factory(tokens_per_s=300, ttft_s=0.01, slowdown_in_flight=0.5)
+    stream_lines(s.url, chat_body(max_tokens=40))
+    alone = s.truth[-1].decode_tokens_per_s
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: stream_lines(s.url, chat_body(max_tokens=40)), range(4)))
+    together = sorted(t.decode_tokens_per_s or 0 for t in s.truth[1:])
+    assert alone == pytest.approx(300, rel=0.15)
+    # 4 in flight: 300 / 2.5 = 120 each (the ratio is what holds on a busy machine).
+    assert together[len(together) // 2] / alone == pytest.approx(1 / 2.5, rel=0.1)
+
+
+def test_metrics_report_queue_kv_and_preemptions(standin_factory) -> None:
+    s = standin_factory(preemptions_total=3)
+    m = metric_samples(s.url)
+    assert spec_value(m, "vllm:num_requests_waiting") == 0
+    assert spec_value(m, "vllm:kv_cache_usage_perc") == 0
+    assert spec_value(m, "vllm:num_preemptions_total") == 3
+
+
+def test_max_num_seqs_queues_the_rest_and_reports_them_waiting(standin_factory) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    s = standin_factory(tokens_per_s=100, ttft_s=0.01, max_num_seqs=2)
+    with ThreadPoolExecutor(4) as pool:
+        done = [pool.submit(stream_lines, s.url, chat_body(max_tokens=30)) for _ in range(4)]
+        deadline = time.monotonic() + 5
+        while s.open_streams < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        m = metric_samples(s.url)
+        for f in done:
+            f.result()
+    assert spec_value(m, "vllm:num_requests_running") == 2
+    assert spec_value(m, "vllm:num_requests_waiting") == 2
+    firsts = sorted(t.t_first_token_sent - t.t_request for t in s.truth)
+    assert firsts[1] < 0.2 < firsts[2]  # the last two started after the first two's 0.3 s

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from demo.sweep.crossover import find_crossover
 from demo.sweep.models import BatchStats, CellResult, CellSettings, SideCell, Spread, SweepResult, SweepSpec
 from demo.sweep.pooling import expected_tokens_per_step
-from demo.sweep.verdict import decide, verdicts
+from demo.sweep.verdict import GAIN_NONE, GAIN_WORTH, decide, verdicts
 
 
 def cell(preset: str, concurrency: int, speedup: float | None, *, temperature: float = 0.0,
@@ -65,6 +66,8 @@ def test_gain_that_falls_with_concurrency_is_depends_and_says_where() -> None:
     assert "Enable for concurrency up to 4, not beyond" in v.headline
     conc = next(i for i in v.checklist if i.name == "concurrency")
     assert conc.status == "mixed" and "2.10× at 1, 1.50× at 4, 1.10× at 16" in conc.text
+    # The crossover, the load sweep's own function: 1.10x at 16 is neither paying nor losing.
+    assert "pays up to 4 concurrent requests; from 16 the gain is too small to count" in conc.text
 
 
 def test_free_form_text_with_no_gain_is_dont() -> None:
@@ -125,3 +128,28 @@ def test_a_gain_beyond_the_tokens_per_step_is_noise_and_not_counted() -> None:
     assert v.decision == "don't"
     assert "at concurrency 1: 1.00×, acceptance 0%" in v.headline
     assert "1.28× measured at concurrency 1 is more than the 1.00 tokens per step" in v.headline
+
+
+@pytest.mark.parametrize(("points", "pays", "loses", "text"), [
+    ([(1, 2.0), (2, 1.4), (4, 0.9), (8, 0.7)], 2, 4,
+     "speculation pays up to 2 users and loses from 4 on these servers"),
+    ([(1, 1.9), (2, 1.7), (4, 1.4), (8, 1.31), (16, 1.37), (32, 1.2)], 32, None,
+     "it pays at every count measured (up to 32 users)"),
+    ([(1, 1.0), (2, 0.9)], None, 1, "speculation does not pay at any count measured, from 1 user (1.00×) to 2 users"),
+    ([(1, 1.5), (4, 1.1), (8, 1.0)], 1, 8, "speculation pays up to 1 user, gains too little to count from 4 and loses "
+                                           "from 8"),
+    ([(8, 0.8), (1, 1.5), (2, None), (4, 1.2)], 4, 8, "speculation pays up to 4 users and loses from 8"),
+])
+def test_crossover_between_measured_counts(points, pays, loses, text) -> None:
+    c = find_crossover(points)
+    assert (c.pays_up_to_users, c.loses_from_users) == (pays, loses)
+    assert c.text.startswith(text)
+    assert "1.15×" in c.text and "1.05×" in c.text  # the thresholds are named
+    assert (c.gain_worth, c.gain_none) == (GAIN_WORTH, GAIN_NONE)
+
+
+def test_crossover_says_when_the_gain_comes_back_and_never_extrapolates() -> None:
+    c = find_crossover([(1, 1.5), (2, 1.0), (4, 1.3)])
+    assert (c.pays_up_to_users, c.loses_from_users) == (1, 2)
+    assert "pays again at 4" in c.text
+    assert find_crossover([]).pays_up_to_users is None and "no count" in find_crossover([]).text

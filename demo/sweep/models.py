@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, computed_field, model_validator
 from demo.results import Api, Order, Side
 from demo.server_info import ServerInfo
 from demo.sweep.capacity import Capacity, Slo
+from demo.sweep.headroom import ClientHeadroom
 from demo.sweep.profile import RequestOutcome, WorkloadProfile
 from demo.workload import LoadIssue, SampleInfo
 
@@ -96,6 +97,8 @@ class BatchStats(BaseModel):
     wall_s: float | None = None  # batch start to the last request's end
     output_tokens_per_s: float | None = None  # aggregate: completion_tokens_total / wall_s
     decode_tokens_per_s_p50: float | None = None  # median over requests of each one's decode rate
+    decode_tokens_per_s_min: float | None = None  # the slowest request's (user's) decode rate
+    decode_tokens_per_s_max: float | None = None  # the fastest request's
     ttft_p50_s: float | None = None
     ttft_p95_s: float | None = None
     # Over every token of the batch (each chunk's gap spread over its tokens).
@@ -104,6 +107,10 @@ class BatchStats(BaseModel):
     e2e_p50_s: float | None = None
     e2e_p95_s: float | None = None
     kv_cache_usage_peak_perc: float | None = None  # 0..1, highest /metrics sample in the batch
+    # The server's queue: highest vllm:num_requests_waiting of the batch's /metrics samples.
+    num_requests_waiting_peak: float | None = None
+    num_preemptions: int | None = None  # vllm:num_preemptions_total after the batch minus before
+    client: ClientHeadroom | None = None  # the client's own event-loop lag and CPU during the batch
     accepted_tokens: int | None = None
     draft_tokens: int | None = None
     drafts: int | None = None
@@ -138,6 +145,8 @@ class SideCell(BaseModel):
     e2e_p95_s: float | None = None
     prefill_share: float | None = None  # ttft_p50_s / e2e_p50_s
     kv_cache_usage_peak_perc: float | None = None
+    num_requests_waiting_peak: float | None = None  # highest over the batches
+    num_preemptions: int | None = None  # summed over the batches
     sample_text: str = ""
     batches: list[BatchStats] = Field(default_factory=list)
     na_reasons: dict[str, str] = Field(default_factory=dict)

@@ -40,10 +40,13 @@ def expected_tokens_per_step(a: float | None, k: int | None) -> float | None:
 
 
 def batch_stats(side: Side, results: list[SideResult], wall_s: float | None, kv_peak: float | None,
-                before: MetricsSample | None, after: MetricsSample | None, *, keep_text: bool = True) -> BatchStats:
+                before: MetricsSample | None, after: MetricsSample | None, *, keep_text: bool = True,
+                waiting_peak: float | None = None) -> BatchStats:
     """Pool one batch's per-request results (all figures come from SideMeter). ``keep_text`` False
-    (redaction) keeps no answer text."""
-    stats = BatchStats(side=side, requests=len(results), wall_s=wall_s, kv_cache_usage_peak_perc=kv_peak)
+    (redaction) keeps no answer text. ``waiting_peak``: the highest queue length sampled."""
+    stats = BatchStats(side=side, requests=len(results), wall_s=wall_s, kv_cache_usage_peak_perc=kv_peak,
+                       num_requests_waiting_peak=waiting_peak)
+    _pool_pressure(stats, before, after)
     for r in results:
         if r.error and r.error not in stats.errors:
             stats.errors.append(r.error)
@@ -59,7 +62,9 @@ def batch_stats(side: Side, results: list[SideResult], wall_s: float | None, kv_
         stats.output_tokens_per_s = stats.completion_tokens_total / wall_s
     else:
         stats.na_reasons["output_tokens_per_s"] = "no tokens counted (the server sent no usage)"
-    stats.decode_tokens_per_s_p50 = median([r.decode_tokens_per_s for r in ok if r.decode_tokens_per_s])
+    rates = [r.decode_tokens_per_s for r in ok if r.decode_tokens_per_s]
+    stats.decode_tokens_per_s_p50 = median(rates)
+    stats.decode_tokens_per_s_min, stats.decode_tokens_per_s_max = (min(rates), max(rates)) if rates else (None, None)
     if stats.decode_tokens_per_s_p50 is None:
         stats.na_reasons["decode_tokens_per_s_p50"] = next(
             (r.na_reasons["decode_tokens_per_s"] for r in ok if "decode_tokens_per_s" in r.na_reasons), "not measured")
@@ -77,6 +82,21 @@ def batch_stats(side: Side, results: list[SideResult], wall_s: float | None, kv_
     if side == "speculative":
         _pool_acceptance(stats, ok, before, after)
     return stats
+
+
+def _pool_pressure(stats: BatchStats, before: MetricsSample | None, after: MetricsSample | None) -> None:
+    """Preemptions in the batch (the counter's delta), and why the queue or the preemptions are n/a."""
+    failed = next((m for m in (before, after) if m is not None and not m.ok), None)
+    why = (failed.error if failed else None) or "/metrics was not scraped"
+    if before is None or after is None or failed is not None:
+        stats.na_reasons.setdefault("num_preemptions", why)
+    elif before.num_preemptions_total is None or after.num_preemptions_total is None:
+        stats.na_reasons["num_preemptions"] = "the server's /metrics has no vllm:num_preemptions_total"
+    else:
+        stats.num_preemptions = int(after.num_preemptions_total - before.num_preemptions_total)
+    if stats.num_requests_waiting_peak is None:
+        stats.na_reasons["num_requests_waiting_peak"] = (
+            why if failed is not None or before is None else "the server's /metrics has no vllm:num_requests_waiting")
 
 
 def _pool_acceptance(stats: BatchStats, ok: list[SideResult], before: MetricsSample | None,
@@ -125,8 +145,14 @@ def side_cell(side: Side, batches: list[BatchStats]) -> SideCell:
         cell.prefill_share = cell.ttft_p50_s / cell.e2e_p50_s
     kv = [b.kv_cache_usage_peak_perc for b in batches if b.kv_cache_usage_peak_perc is not None]
     cell.kv_cache_usage_peak_perc = max(kv) if kv else None
+    waiting = [b.num_requests_waiting_peak for b in batches if b.num_requests_waiting_peak is not None]
+    cell.num_requests_waiting_peak = max(waiting) if waiting else None
+    preempted = [b.num_preemptions for b in batches if b.num_preemptions is not None]
+    cell.num_preemptions = sum(preempted) if preempted else None
     if not kv:
-        cell.na_reasons["kv_cache_usage_peak_perc"] = "the server's /metrics gave no KV-cache usage"
+        cell.na_reasons["kv_cache_usage_peak_perc"] = next(  # a batch's own reason (e.g. /metrics down) first
+            (b.na_reasons["kv_cache_usage_peak_perc"] for b in batches if "kv_cache_usage_peak_perc" in b.na_reasons),
+            "the server's /metrics gave no KV-cache usage")
     cell.sample_text = next((b.sample_text for b in batches if b.sample_text), "")
     for b in batches:
         for f, why in b.na_reasons.items():

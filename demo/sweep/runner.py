@@ -31,6 +31,7 @@ from demo.presets import Preset
 from demo.results import RaceRequest, Side, SideResult
 from demo.server_info import probe_server
 from demo.settings import Settings
+from demo.sweep.headroom import HeadroomProbe
 from demo.sweep.machine import machine_info, server_version
 from demo.sweep.models import BatchStats, CellResult, CellSettings, SweepResult, SweepSpec
 from demo.sweep.plan import batch_requests, cell_label, cell_requests, plan_cells
@@ -86,9 +87,9 @@ async def _one_request(http: httpx.AsyncClient, server: _Server, model: str, req
 
 
 async def _kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, peaks: list[float],
-                      stop: asyncio.Event) -> None:
-    """Sample /metrics while the batch runs (every KV_SAMPLE_INTERVAL_S): KV-cache use peaks
-    mid-batch, not after it."""
+                      stop: asyncio.Event, waiting: list[float] | None = None) -> None:
+    """Sample /metrics while the batch runs (every KV_SAMPLE_INTERVAL_S): KV-cache use and the
+    queue peak mid-batch, not after it."""
     # The scrape just before the batch is the first sample: wait first, so that no scrape
     # competes with the batch's requests while they are being sent.
     while True:
@@ -102,6 +103,8 @@ async def _kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, pea
             return  # no /metrics: do not keep knocking
         if m.kv_cache_usage_perc is not None:
             peaks.append(m.kv_cache_usage_perc)
+        if waiting is not None and m.num_requests_waiting is not None:
+            waiting.append(m.num_requests_waiting)
 
 
 async def _stream_all(http: httpx.AsyncClient, server: _Server, model: str, reqs: list[RaceRequest],
@@ -129,14 +132,16 @@ async def run_batch(http: httpx.AsyncClient, server: _Server, reqs: list[RaceReq
         failed = [SideResult(side=server.side, url=server.url, error=str(e)) for _ in reqs]
         return batch_stats(server.side, failed, None, None, None, None), failed
     before = await scrape_metrics(http, server.url, settings)
-    peaks: list[float] = []
-    if before.ok and before.kv_cache_usage_perc is not None:
-        peaks.append(before.kv_cache_usage_perc)
+    during: list[float] = []  # KV-cache use sampled while the batch streamed
+    waiting: list[float] = []  # the queue (vllm:num_requests_waiting), sampled with the KV use
     stop = asyncio.Event()
-    sampler = asyncio.create_task(_kv_sampler(http, server.url, settings, peaks, stop)) if before.ok else None
+    sampler = (asyncio.create_task(_kv_sampler(http, server.url, settings, during, stop, waiting))
+               if before.ok else None)
     t_start = time.perf_counter()
+    probe = HeadroomProbe()
     try:
-        results = await _stream_all(http, server, model, reqs, concurrency)
+        async with probe:  # is the client keeping up? (its loop lag and CPU, not the server's)
+            results = await _stream_all(http, server, model, reqs, concurrency)
         wall_s = time.perf_counter() - t_start
     finally:
         stop.set()
@@ -144,12 +149,21 @@ async def run_batch(http: httpx.AsyncClient, server: _Server, reqs: list[RaceReq
             sampler.cancel()
             await asyncio.gather(sampler, return_exceptions=True)
     after = await scrape_metrics(http, server.url, settings) if before.ok else None
-    if after is not None and after.ok and after.kv_cache_usage_perc is not None:
-        peaks.append(after.kv_cache_usage_perc)
+    # The KV peak is a mid-batch figure: before the batch and after it the cache holds none of its
+    # requests. With no sample while it streamed, the peak is not known (rather than a false 0).
+    peaks = [*during, *(m.kv_cache_usage_perc for m in (before, after)
+                        if during and m and m.ok and m.kv_cache_usage_perc is not None)]
+    waiting += [m.num_requests_waiting for m in (before, after) if m and m.ok and m.num_requests_waiting is not None]
     stats = batch_stats(server.side, results, wall_s, max(peaks) if peaks else None, before, after,
-                        keep_text=keep_text)
+                        keep_text=keep_text, waiting_peak=max(waiting) if waiting else None)
     if not before.ok:
         stats.na_reasons.setdefault("kv_cache_usage_peak_perc", before.error or "/metrics unavailable")
+    elif not during:
+        stats.na_reasons.setdefault(
+            "kv_cache_usage_peak_perc",
+            f"the batch took {wall_s:.1f} s, less than one KV sample ({KV_SAMPLE_INTERVAL_S:g} s apart, so as not "
+            "to slow the server): not sampled while it ran")
+    stats.client = probe.result()
     return stats, results
 
 

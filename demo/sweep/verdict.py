@@ -14,13 +14,13 @@ from __future__ import annotations
 from demo.fmt import fmt_percent as pct
 from demo.fmt import fmt_speedup as times
 from demo.fmt import fmt_temperature
+from demo.sweep.crossover import GAIN_NONE, GAIN_WORTH, find_crossover
 from demo.sweep.models import CellResult, ChecklistItem, SweepResult, WorkloadVerdict
 from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance, workload_groups
 
-# At or above this at a concurrency, speculation "pays" there. n-gram speculation costs no second
-# model and little memory, so a 15% gain is worth one flag; a draft model asks for more.
-GAIN_WORTH = 1.15
-GAIN_NONE = 1.05  # below this there is no gain worth the name
+# GAIN_WORTH (a gain that pays) and GAIN_NONE (below it, no gain worth the name) live with the
+# crossover (demo/sweep/crossover.py), which the load sweep shares; imported here as the verdict's own.
+__all__ = ["GAIN_NONE", "GAIN_WORTH", "credible_gain", "decide", "verdicts"]
 ACCEPT_HIGH = 0.5
 ACCEPT_LOW = 0.25
 KV_TIGHT = 0.8  # speculation needs KV blocks for the drafts; above this the batch shrinks
@@ -91,16 +91,16 @@ def _concurrency(gains: list[tuple[int, float]]) -> ChecklistItem:
         return ChecklistItem(name="concurrency", status=status,
                              text=f"measured at concurrency {c} only ({times(g)}); try higher concurrency to see "
                                   "where the gain stops")
-    lo = min(g for _, g in gains)
-    hi = max(g for _, g in gains)
-    if lo >= GAIN_WORTH:
+    cross = find_crossover(gains, noun="concurrent request")
+    if cross.stops_paying_from_users is None:
         status, why = "good", "the gain holds as the batch grows"
-    elif hi < GAIN_NONE:
+    elif all(g < GAIN_NONE for _, g in gains):
         status, why = "bad", "no gain at any concurrency"
     else:
         status, why = "mixed", ("speculation spends spare compute, and a fuller batch leaves less of it"
                                 if gains[0][1] > gains[-1][1] else "the gain varies with concurrency")
-    return ChecklistItem(name="concurrency", status=status, text=f"gain {listed} (by concurrency): {why}")
+    return ChecklistItem(name="concurrency", status=status,
+                         text=f"gain {listed} (by concurrency): {why}; {cross.text}")
 
 
 def _prefill(cells: list[CellResult]) -> ChecklistItem:
@@ -183,9 +183,9 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
         verdict.headline = f"{numbers}. Don't: no gain, speculation only adds work.{why}"
     else:
         verdict.decision = "depends"
-        pays = [c for c, g in gains if g >= GAIN_WORTH]
-        if pays and len(pays) < len(gains):
-            where = f" Enable for concurrency up to {max(pays)}, not beyond." if max(pays) < cn else ""
+        cross = find_crossover(gains, noun="concurrent request")
+        if cross.pays_up_to_users is not None:  # it stops paying above it: this is "depends"
+            where = f" Enable for concurrency up to {cross.pays_up_to_users}, not beyond."
         else:
             where = f" The gain ({times(lo)}-{times(hi)}) is small: measure on your own traffic."
         verdict.headline = f"{numbers}.{where}"

@@ -1,0 +1,260 @@
+"""Load: N users per side, and a sweep over user counts, on the evaluator's own engine.
+
+A *step* of a load sweep is one evaluator cell (demo/sweep/runner.py ``run_cell``): ``users``
+copies of one prompt start together on a server, measured per request by demo.measure.SideMeter
+and pooled by demo/sweep/pooling.py; one repeat and no warm-up by default, so the lesson takes
+minutes. Users here and ``--concurrency`` in the evaluator are the same quantity: streams at once
+per server. ``python -m demo race --users N`` is a sweep of one step.
+
+The records (units in the names):
+
+- ``LoadSide``: one server at one step: per-user decode tokens/s (median over users, min, max),
+  total output tokens/s, TTFT p95, ITL p95, and the server's pressure (queue peak, KV-cache peak,
+  preemptions), each None with its reason in ``na_reasons``.
+- ``LoadStep``: one users count: the baseline, the speculative side, ``speedup`` (per-user
+  decode speedup) and ``throughput_ratio`` (total over total), and the evaluator's cell they came
+  from (``cell``, where the same two ratios are ``decode_speedup`` and ``speedup``).
+- ``LoadResult``: the spec, the steps, the crossover (demo/sweep/crossover.py, shared with the
+  verdict) and, with a latency target, the most users each side serves within it.
+
+Arms (several speculative servers, the next issue) slot in per step: each arm is one more A/B
+cell against the same baseline batch, kept as ``arms: {name: ArmStep(side, speedup,
+throughput_ratio, cell)}``, with ``speculative``/``speedup``/``throughput_ratio`` holding the
+first arm as today, and one crossover per arm from the same ``find_crossover``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Literal
+
+import httpx
+from pydantic import BaseModel, Field
+
+from demo.client import make_http_client
+from demo.results import Api, Order, RaceRequest, Side
+from demo.settings import Settings
+from demo.sweep.capacity import Slo
+from demo.sweep.crossover import Crossover, find_crossover
+from demo.sweep.models import CellResult, CellSettings, CellStatus, SideCell
+from demo.sweep.runner import _Server, run_cell
+from demo.workload import WorkloadRequest
+
+SIDES: tuple[Side, Side] = ("baseline", "speculative")
+
+# SideCell's reason keys -> LoadSide's field names.
+_REASONS = {
+    "decode_tokens_per_s_p50": "per_user_decode_tokens_per_s",
+    "output_tokens_per_s": "output_tokens_per_s",
+    "ttft_p50_s": "ttft_p95_s",
+    "itl_p95_s": "itl_p95_s",
+    "kv_cache_usage_peak_perc": "kv_cache_usage_peak_perc",
+    "num_requests_waiting_peak": "num_requests_waiting_peak",
+    "num_preemptions": "num_preemptions",
+}
+
+
+class LoadSpec(BaseModel):
+    """What was asked for: the user counts and how each step is measured."""
+
+    users: list[int] = Field(min_length=1)  # ascending, distinct
+    workload: str  # the preset's name, or "prompt" for a free prompt
+    max_tokens: int
+    temperature: float
+    api: Api = "chat"
+    # sequential (the load sweep's default): baseline batch, then speculative; simultaneous: both at once.
+    order: Order = "sequential"
+    repeats: int = Field(1, ge=1, le=100)
+    warmup: int = Field(0, ge=0, le=100)
+    slo: Slo | None = None
+    baseline_url: str
+    speculative_url: str
+
+
+class LoadSide(BaseModel):
+    """One server at one users count (its batch: ``users`` streams started together)."""
+
+    side: str  # "baseline" or "speculative" (an arm's name, later)
+    users: int
+    ok_users: int = 0  # requests that finished, over the repeats
+    per_user_decode_tokens_per_s: float | None = None  # median over users (of a repeat; median of repeats)
+    per_user_decode_tokens_per_s_min: float | None = None  # the slowest user's
+    per_user_decode_tokens_per_s_max: float | None = None  # the fastest user's
+    output_tokens_per_s: float | None = None  # total: every user's tokens / the batch's wall time
+    ttft_p95_s: float | None = None
+    itl_p95_s: float | None = None  # over every token of the batch
+    num_requests_waiting_peak: float | None = None  # the server's queue (vllm:num_requests_waiting)
+    kv_cache_usage_peak_perc: float | None = None  # 0..1 (vllm:kv_cache_usage_perc)
+    num_preemptions: int | None = None  # vllm:num_preemptions_total over the batch
+    # The client's own headroom (demo/sweep/headroom.py), the worst over the batches: with
+    # client_limited the speeds may be the client's ceiling, not the server's (client_note says why).
+    client_loop_lag_p95_ms: float | None = None
+    client_cpu_share: float | None = None  # of one core
+    client_limited: bool = False
+    client_note: str | None = None
+    errors: list[str] = Field(default_factory=list)
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
+class LoadStep(BaseModel):
+    users: int
+    status: CellStatus
+    baseline: LoadSide
+    speculative: LoadSide
+    # Per-user decode speedup: speculative median per-user decode tokens/s over the baseline's
+    # (the cell's decode_speedup; a one-user race's speedup).
+    speedup: float | None = None
+    # Total output tokens/s, speculative over baseline (the cell's ``speedup``).
+    throughput_ratio: float | None = None
+    errors: list[str] = Field(default_factory=list)
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+    cell: CellResult  # the evaluator's record of this step, every figure
+
+
+class LoadResult(BaseModel):
+    kind: Literal["load"] = "load"
+    spec: LoadSpec
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    interrupted: bool = False
+    steps: list[LoadStep] = Field(default_factory=list)
+    crossover: Crossover = Field(default_factory=Crossover)
+    # With a latency target: per side, the most users measured at which it is met (None: at none).
+    slo_users: dict[str, int | None] = Field(default_factory=dict)
+
+
+StepFn = Callable[[LoadStep], None]
+ProgressFn = Callable[[str], None]
+
+
+def check_users(values: list[int], max_users: int) -> None:
+    """ValueError (one line) unless every count is a whole number from 1 to max_users."""
+    for v in values:
+        if v < 1 or v > max_users:
+            raise ValueError(f"users must be from 1 to {max_users} (SPECDEMO_MAX_USERS), got {v}")
+
+
+def parse_users(text: str, max_users: int) -> list[int]:
+    """'1,2,4' -> [1, 2, 4] (ascending, distinct); ValueError with a one-line message."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts:
+        raise ValueError("users is empty: give counts such as 1,2,4,8")
+    values = []
+    for p in parts:
+        if not p.lstrip("-").isdigit():
+            raise ValueError(f"users must be whole numbers from 1 to {max_users}, got {p!r}")
+        values.append(int(p))
+    check_users(values, max_users)
+    return sorted(set(values))
+
+
+def request_from_race(req: RaceRequest) -> WorkloadRequest:
+    """The request each user sends: a race's request, in the evaluator's vocabulary."""
+    return WorkloadRequest(id=req.preset or "prompt", api=req.api, messages=req.messages, prompt=req.prompt,
+                           max_tokens=req.max_tokens, temperature=req.temperature)
+
+
+def _side(side: Side, sc: SideCell, cell: CellResult) -> LoadSide:
+    out = LoadSide(side=side, users=cell.settings.concurrency, ok_users=sc.ok_requests,
+                   per_user_decode_tokens_per_s=sc.decode_tokens_per_s.median if sc.decode_tokens_per_s else None,
+                   output_tokens_per_s=sc.output_tokens_per_s.median if sc.output_tokens_per_s else None,
+                   ttft_p95_s=sc.ttft_p95_s, itl_p95_s=sc.itl_p95_s,
+                   num_requests_waiting_peak=sc.num_requests_waiting_peak,
+                   kv_cache_usage_peak_perc=sc.kv_cache_usage_peak_perc, num_preemptions=sc.num_preemptions,
+                   errors=[e.removeprefix(f"{side}: ") for e in cell.errors if e.startswith(f"{side}: ")])
+    lows = [b.decode_tokens_per_s_min for b in sc.batches if b.decode_tokens_per_s_min is not None]
+    highs = [b.decode_tokens_per_s_max for b in sc.batches if b.decode_tokens_per_s_max is not None]
+    out.per_user_decode_tokens_per_s_min = min(lows) if lows else None
+    out.per_user_decode_tokens_per_s_max = max(highs) if highs else None
+    clients = [b.client for b in sc.batches if b.client is not None]
+    lags = [c.loop_lag_p95_ms for c in clients if c.loop_lag_p95_ms is not None]
+    cpus = [c.cpu_share for c in clients if c.cpu_share is not None]
+    out.client_loop_lag_p95_ms, out.client_cpu_share = (max(lags) if lags else None), (max(cpus) if cpus else None)
+    out.client_limited = any(c.limited for c in clients)
+    out.client_note = next((c.note for c in clients if c.note), None)
+    for key, name in _REASONS.items():
+        if getattr(out, name) is None and key in sc.na_reasons:
+            out.na_reasons.setdefault(name, sc.na_reasons[key])
+    for name in _REASONS.values():
+        if getattr(out, name) is None:
+            out.na_reasons.setdefault(name, out.errors[0] if out.errors else "not measured")
+    return out
+
+
+def step_from_cell(cell: CellResult) -> LoadStep:
+    """A load step from the evaluator's cell: the same figures, named for users."""
+    step = LoadStep(users=cell.settings.concurrency, status=cell.status, cell=cell, errors=list(cell.errors),
+                    baseline=_side("baseline", cell.baseline, cell),
+                    speculative=_side("speculative", cell.speculative, cell),
+                    speedup=cell.decode_speedup.median if cell.decode_speedup else None,
+                    throughput_ratio=cell.speedup.median if cell.speedup else None)
+    if step.speedup is None:
+        step.na_reasons["speedup"] = cell.na_reasons.get("decode_speedup", "not measured")
+    if step.throughput_ratio is None:
+        step.na_reasons["throughput_ratio"] = cell.na_reasons.get("speedup", "not measured")
+    return step
+
+
+def within_slo(side: LoadSide, slo: Slo) -> bool:
+    """The side's step meets the target (an unknown figure does not meet it)."""
+    if slo.ttft_ms is not None and (side.ttft_p95_s is None or side.ttft_p95_s * 1000 > slo.ttft_ms):
+        return False
+    return not (slo.itl_ms is not None and (side.itl_p95_s is None or side.itl_p95_s * 1000 > slo.itl_ms))
+
+
+def finish(result: LoadResult) -> LoadResult:
+    """The crossover and the SLO figures from the steps so far (called after every step)."""
+    result.crossover = find_crossover([(s.users, s.speedup) for s in result.steps])
+    slo = result.spec.slo
+    if slo is not None and slo.given:
+        for side in SIDES:
+            ok = [s.users for s in result.steps if within_slo(getattr(s, side), slo)]
+            result.slo_users[side] = max(ok) if ok else None
+    return result
+
+
+def _cell_settings(spec: LoadSpec, users: int) -> CellSettings:
+    return CellSettings(preset=spec.workload, kind="preset", temperature=spec.temperature, concurrency=users,
+                        max_tokens=spec.max_tokens, requests=1, api=spec.api, repeats=spec.repeats,
+                        warmup=spec.warmup, order=spec.order, baseline_url=spec.baseline_url,
+                        speculative_url=spec.speculative_url)
+
+
+async def run_load(spec: LoadSpec, request: WorkloadRequest, settings: Settings, *,
+                   on_step: StepFn | None = None, on_progress: ProgressFn | None = None,
+                   http: httpx.AsyncClient | None = None, result: LoadResult | None = None) -> LoadResult:
+    """Every users count of ``spec``, ascending, each a cell of ``request`` copied ``users`` times,
+    appended to ``result`` (a new one if None) as each ends. A failing server never stops the
+    sweep: its step records the error. Cancelled, the result holds the finished steps (and the
+    one in progress, as ``interrupted``)."""
+    result = result if result is not None else LoadResult(spec=spec)
+    urls: dict[Side, str] = {"baseline": spec.baseline_url, "speculative": spec.speculative_url}
+    servers = {side: _Server(side, url, settings.endpoint(side).model, http or make_http_client(settings, side))
+               for side, url in urls.items()}
+    req = request.model_copy(update={"max_tokens": spec.max_tokens, "temperature": spec.temperature})
+
+    def progress(label: str, done: bool) -> None:
+        if on_progress is not None and not done:
+            on_progress(label)
+
+    def interrupted(cell: CellResult) -> None:
+        result.steps.append(step_from_cell(cell))
+
+    try:
+        for users in spec.users:
+            try:
+                cell = await run_cell(_cell_settings(spec, users), [req], servers, settings, progress, interrupted)
+            except asyncio.CancelledError:
+                result.interrupted = True
+                finish(result)
+                raise
+            step = step_from_cell(cell)
+            result.steps.append(step)
+            finish(result)
+            if on_step is not None:
+                on_step(step)
+    finally:
+        if http is None:
+            await asyncio.gather(*(s.http.aclose() for s in servers.values()))
+    return finish(result)

@@ -1,0 +1,243 @@
+"""``python -m demo load --users 1,2,4,8,16 ...`` and ``race --users N``: the load engine
+(demo/load.py) on the command line; its table and its JSON (the same LoadSide objects), and
+--out's load.json and load.html (demo/load_page.py)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args
+from demo.files import atomic_write
+from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
+from demo.load import SIDES, LoadResult, LoadSide, LoadSpec, LoadStep, finish, parse_users, request_from_race, run_load
+from demo.load_page import load_html
+from demo.results import RaceRequest
+from demo.settings import Settings
+from demo.sweep.capacity import Slo
+
+# A step's own keys in --json (the evaluator's cell stays out: it is in --out's load.json).
+STEP_KEYS = ("users", "status", "speedup", "throughput_ratio", "errors", "na_reasons")
+
+
+def add_load_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("load", help="where speculation stops paying: a sweep over user counts",
+                       description="Per users count, that many copies of one prompt start together on each "
+                                   "server (one evaluator cell: one repeat, no warm-up by default); prints "
+                                   "per-user decode tokens/s, total output tokens/s, latency, the servers' "
+                                   "queue, KV cache and preemptions, and where the gain crosses the verdict's "
+                                   "thresholds.")
+    add_server_args(p)
+    p.add_argument("--users", required=True, help="user counts, comma-separated, e.g. 1,2,4,8,16 "
+                   "(each from 1 to SPECDEMO_MAX_USERS, default 32)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--preset", help="a preset name from presets/")
+    src.add_argument("--prompt", help="a free prompt")
+    p.add_argument("--order", choices=["sequential", "simultaneous"], default="sequential",
+                   help="sequential (default): baseline batch, then speculative, each server alone (the fair "
+                        "A/B); simultaneous: both at once")
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--api", choices=["chat", "completions"])
+    p.add_argument("--repeats", type=int, default=1, help="measured batches per side per step (default 1)")
+    p.add_argument("--warmup", type=int, default=0, help="untimed warm-up batches per side per step (default 0)")
+    p.add_argument("--slo-ttft-ms", type=float, metavar="MS", help="latency target: time to first token p95")
+    p.add_argument("--slo-itl-ms", type=float, metavar="MS", help="latency target: inter-token latency p95")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.add_argument("--out", type=Path, metavar="DIR", help="also write load.json (every figure) and load.html "
+                   "(the two curves, a self-contained page) into DIR")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(func=cmd_load)
+
+
+def users_arg(text: str, settings: Settings) -> list[int]:
+    try:
+        return parse_users(text, settings.max_users)
+    except ValueError as e:
+        raise UsageError(f"--{e}") from None
+
+
+def _request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
+    # A load sweep's warm-up is a count of batches (LoadSpec.warmup), not the race's flag.
+    return build_request(argparse.Namespace(**{**vars(args), "warmup": False}), settings)
+
+
+def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str, repeats: int = 1,
+              warmup: int = 0, slo: Slo | None = None) -> LoadSpec:
+    try:
+        return LoadSpec(users=users, workload=req.preset or "prompt", max_tokens=req.max_tokens,
+                        temperature=req.temperature, api=req.api, order=order, repeats=repeats, warmup=warmup,
+                        slo=slo, baseline_url=settings.baseline_url, speculative_url=settings.speculative_url)
+    except ValidationError as e:
+        raise UsageError(validation_summary(e)) from None
+
+
+def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, result: LoadResult | None = None,
+        out: Path | None = None) -> LoadResult:
+    """The sweep, with progress on stderr; ``out``: its files rewritten after every step."""
+    def say(label: str) -> None:
+        if progress:
+            print(f"  {label}", file=sys.stderr, flush=True)
+
+    def done(step: LoadStep) -> None:
+        if progress:
+            print(f"{step.users} users: speedup {or_na(fmt_speedup(step.speedup))}, throughput ratio "
+                  f"{or_na(fmt_speedup(step.throughput_ratio))}" + (f" ({step.errors[0]})" if step.errors else ""),
+                  file=sys.stderr, flush=True)
+        if out is not None and result is not None:
+            write_out(result, out)
+
+    return asyncio.run(run_load(spec, request_from_race(req), settings, on_step=done, on_progress=say,
+                                result=result))
+
+
+# --------------------------------------------------------------------------- output
+
+
+def step_json(step: LoadStep) -> dict[str, Any]:
+    out: dict[str, Any] = {k: getattr(step, k) for k in STEP_KEYS}
+    for side in SIDES:
+        out[side] = getattr(step, side).model_dump()
+    return out
+
+
+def load_json(r: LoadResult) -> dict[str, Any]:
+    return {
+        "workload": r.spec.workload,
+        "order": r.spec.order,
+        "repeats": r.spec.repeats,
+        "warmup": r.spec.warmup,
+        "steps": [step_json(s) for s in r.steps],
+        "crossover": r.crossover.model_dump(),
+        "slo": r.spec.slo.model_dump() if r.spec.slo else None,
+        "slo_users": r.slo_users or None,
+        "interrupted": r.interrupted,
+    }
+
+
+def users_json(r: LoadResult) -> dict[str, Any]:
+    """``race --users N --json``: the one step, keyed like a race."""
+    step = r.steps[0]
+    return {"users": step.users, "order": r.spec.order, "preset": r.spec.workload if r.spec.workload != "prompt"
+            else None, **step_json(step)}
+
+
+def _n(v: float | None, digits: int = 1) -> str:
+    return or_na(fmt_number(v, digits))
+
+
+def _ms(v: float | None) -> str:
+    return or_na(fmt_number(v * 1000 if v is not None else None, 0))
+
+
+def _side_cells(s: LoadSide) -> list[str]:
+    per_user = _n(s.per_user_decode_tokens_per_s)
+    if s.per_user_decode_tokens_per_s_min is not None and s.per_user_decode_tokens_per_s_max is not None:
+        per_user += f" ({s.per_user_decode_tokens_per_s_min:.0f}-{s.per_user_decode_tokens_per_s_max:.0f})"
+    return [per_user, _n(s.output_tokens_per_s), _ms(s.ttft_p95_s), _ms(s.itl_p95_s),
+            _n(s.num_requests_waiting_peak, 0), or_na(fmt_percent(s.kv_cache_usage_peak_perc, 0)),
+            _n(s.num_preemptions, 0)]
+
+
+def load_table(r: LoadResult) -> str:
+    order = "sequential A/B (each server alone)" if r.spec.order == "sequential" else "simultaneous"
+    lines = [f"Load: {r.spec.workload}, {r.spec.max_tokens} tokens, {order}, {r.spec.repeats} repeat(s), "
+             f"{r.spec.warmup} warm-up batch(es) per step", ""]
+    head = ["users", "side", "per-user tok/s (min-max)", "total tok/s", "TTFT p95 ms", "ITL p95 ms", "queue",
+            "KV peak", "preempt"]
+    widths = [5, 12, 25, 11, 11, 10, 6, 7, 7]
+    lines.append("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
+    for step in r.steps:
+        for side in SIDES:
+            cells = [str(step.users) if side == "baseline" else "", side, *_side_cells(getattr(step, side))]
+            lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
+        ratio = (f"{'':5}  {'':12}  speedup (per-user decode) {or_na(fmt_speedup(step.speedup))}, "
+                 f"throughput ratio (total) {or_na(fmt_speedup(step.throughput_ratio))}")
+        lines.append(ratio)
+        lines += [f"{'':21}error: {e}" for e in step.errors]
+        lines += [f"{'':21}client-limited ({side}): {getattr(step, side).client_note}" for side in SIDES
+                  if getattr(step, side).client_limited]
+    lines += ["", f"Crossover (per-user decode speedup): {r.crossover.text}"]
+    if r.slo_users and r.spec.slo is not None:
+        for side in SIDES:
+            n = r.slo_users.get(side)
+            lines.append(f"Within {r.spec.slo.describe()}: {side} serves "
+                         + (f"up to {n} users (the most measured within it)" if n is not None
+                            else "no measured count"))
+    if r.interrupted:
+        lines.append("Interrupted: the steps above are those measured.")
+    return "\n".join(lines)
+
+
+def users_table(r: LoadResult) -> str:
+    """``race --users N``: the one step's table."""
+    step = r.steps[0]
+    rows = ["per-user decode tok/s", "total output tok/s", "TTFT p95 (ms)", "ITL p95 (ms)", "queue peak",
+            "KV-cache peak", "preemptions"]
+    b, s = _side_cells(step.baseline), _side_cells(step.speculative)
+    lines = [f"{step.users} users, order: {r.spec.order}   {r.spec.workload}", "",
+             f"{'':26}{'baseline':>22}{'speculative':>22}"]
+    lines += [f"{name:26}{bv:>22}{sv:>22}" for name, bv, sv in zip(rows, b, s, strict=True)]
+    lines += ["", f"Speedup (per-user decode tokens/s, {step.users} users): {or_na(fmt_speedup(step.speedup))}",
+              f"Throughput ratio (total output tokens/s):   {or_na(fmt_speedup(step.throughput_ratio))}"]
+    lines += [f"error: {e}" for e in step.errors]
+    lines += [f"client-limited ({side}): {getattr(step, side).client_note}" for side in SIDES
+              if getattr(step, side).client_limited]
+    return "\n".join(lines)
+
+
+def write_out(r: LoadResult, out: Path) -> list[Path]:
+    """load.json (every figure, each step's evaluator cell too) and load.html (the curves, offline)."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / "load.json", out / "load.html"]
+    atomic_write(paths[0], r.model_dump_json(indent=1))
+    atomic_write(paths[1], load_html(r))
+    return paths
+
+
+def cmd_load(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    users = users_arg(args.users, settings)
+    req = _request(args, settings)
+    try:
+        slo = (Slo(ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms)
+               if args.slo_ttft_ms is not None or args.slo_itl_ms is not None else None)
+    except ValidationError as e:
+        raise UsageError(validation_summary(e)) from None
+    spec = make_spec(settings, req, users, args.order, args.repeats, args.warmup, slo)
+    result = LoadResult(spec=spec)
+    out: Path | None = args.out
+    if out is not None:
+        try:
+            write_out(result, out)  # a folder that cannot be written is found before anything is sent
+        except OSError as e:
+            raise UsageError(f"--out {out}: cannot write there ({e.strerror or e})") from None
+    try:
+        run(spec, req, settings, progress=not args.no_progress, result=result, out=out)
+    except KeyboardInterrupt:
+        result.interrupted = True
+        if out is not None:
+            write_out(finish(result), out)
+        print(f"interrupted: {len(result.steps)} step(s) measured" + (f", written to {out}/" if out else ""),
+              file=sys.stderr)
+        return 130
+    if out is not None:
+        print(f"wrote {', '.join(map(str, write_out(result, out)))}", file=sys.stderr)
+    print(json.dumps(load_json(result)) if args.json else load_table(result))
+    return 0 if any(s.speedup is not None for s in result.steps) else 1
+
+
+def cmd_race_users(args: argparse.Namespace, settings: Settings, users: int, req: RaceRequest) -> int:
+    """``race --users N`` (N > 1): N copies of the prompt per side at once, through the load engine."""
+    spec = make_spec(settings, req, [users], req.order, warmup=1 if req.warmup else 0)
+    result = run(spec, req, settings, progress=False)
+    if not args.no_save:
+        print("note: a race of several users is not saved (saved runs hold one request per side)", file=sys.stderr)
+    print(json.dumps(users_json(result)) if args.json else users_table(result))
+    return 0 if result.steps and result.steps[0].speedup is not None else 1

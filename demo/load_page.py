@@ -1,0 +1,76 @@
+"""A load sweep as one self-contained HTML page (``python -m demo load --out DIR``): the two
+curves, the crossover's sentence and a table of every step. No network: Plotly is inline, as
+in the evaluator's report.
+"""
+
+from __future__ import annotations
+
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from demo.fmt import esc, fmt_number, fmt_percent, fmt_speedup, or_na
+from demo.load import SIDES, LoadResult, LoadSide
+from demo.load_figures import per_user_figure, total_figure
+from demo.sweep.report import CSP, CSS
+
+
+def _cells(s: LoadSide) -> str:
+    ms = [None if v is None else v * 1000 for v in (s.ttft_p95_s, s.itl_p95_s)]
+    values = [fmt_number(s.per_user_decode_tokens_per_s, 1), fmt_number(s.per_user_decode_tokens_per_s_min, 1),
+              fmt_number(s.per_user_decode_tokens_per_s_max, 1), fmt_number(s.output_tokens_per_s, 1),
+              fmt_number(ms[0], 0), fmt_number(ms[1], 0), fmt_number(s.num_requests_waiting_peak, 0),
+              fmt_percent(s.kv_cache_usage_peak_perc, 0), fmt_number(s.num_preemptions, 0)]
+    return "".join(f"<td>{esc(or_na(v))}</td>" for v in values)
+
+
+def steps_table(result: LoadResult) -> str:
+    head = ("users", "side", "per-user decode tok/s", "slowest", "fastest", "total output tok/s", "TTFT p95 ms",
+            "ITL p95 ms", "queue peak", "KV-cache peak", "preemptions", "speedup (per-user)", "throughput ratio")
+    rows = []
+    for step in result.steps:
+        for i, side in enumerate(SIDES):
+            ratio = (f'<td rowspan="2">{esc(or_na(fmt_speedup(step.speedup)))}</td>'
+                     f'<td rowspan="2">{esc(or_na(fmt_speedup(step.throughput_ratio)))}</td>') if i == 0 else ""
+            users = f'<td rowspan="2">{step.users}</td>' if i == 0 else ""
+            rows.append(f'<tr>{users}<td class="l">{side}</td>{_cells(getattr(step, side))}{ratio}</tr>')
+        rows += [f'<tr><td></td><td class="l err" colspan="{len(head) - 1}">{esc(e)}</td></tr>' for e in step.errors]
+    header = "".join(f"<th>{esc(h)}</th>" for h in head)
+    return f'<div class="scroll"><table><tr>{header}</tr>{"".join(rows)}</table></div>'
+
+
+def load_html(result: LoadResult) -> str:
+    config = {"displaylogo": False, "responsive": True}
+    figs = "".join('<div class="chart">' + pio.to_html(fig, full_html=False, include_plotlyjs=False,
+                                                       div_id=f"chart-{key}", config=config) + "</div>"
+                   for key, fig in (("per-user", per_user_figure(result)), ("total", total_figure(result))))
+    sp = result.spec
+    when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")
+    order = ("sequential A/B: baseline batch, then speculative, each server alone" if sp.order == "sequential"
+             else "simultaneous: both batches at once (they compete)")
+    slo = ""
+    if sp.slo is not None and result.slo_users:
+        slo = "".join(f"<li>{esc(side)}: " + (f"up to {n} users" if (n := result.slo_users.get(side)) is not None
+                                               else "no measured count") + "</li>" for side in SIDES)
+        slo = f"<h2>Within {esc(sp.slo.describe())}</h2><ul>{slo}</ul>"
+    banner = '<p class="banner">Interrupted: the steps below are those measured.</p>' if result.interrupted else ""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Speculative decoding under load: {esc(sp.workload)}, {esc(when)}</title>
+<style>{CSS}</style>
+<script>{get_plotlyjs()}</script>
+</head><body><main>
+<h1>Where speculation stops paying: {esc(sp.workload)}</h1>
+<p class="lead" id="crossover">{esc(result.crossover.text)}.</p>
+<p class="muted">Load sweep of {esc(when)}: users {esc(", ".join(map(str, sp.users)))}; {sp.max_tokens} tokens;
+{esc(order)}; {sp.repeats} repeat(s), {sp.warmup} warm-up batch(es) per step. Speedup = per-user decode
+tokens/s (median over users), speculative over baseline; throughput ratio = total output tokens/s over
+total.</p>
+{banner}
+{figs}
+{slo}
+<h2>Every step</h2>
+{steps_table(result)}
+</main></body></html>
+"""
