@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from common.validation import validation_summary
 from servers import procs
+from servers.arms import refusal
 from servers.config import COMMON_ENV, Role, ServerConfig
 from servers.progress import Progress
 from servers.settings import ROOT, LauncherSettings
@@ -71,6 +72,14 @@ class Plan:
 
 
 # ---------------------------------------------------------------- planning
+
+
+def check_speculative_config(s: LauncherSettings) -> None:
+    """Refuse a config the device cannot serve, before anything starts (a synthetic-acceptance
+    config on a CPU would start, then die on the first request)."""
+    reason = refusal(s.speculative_config, s.device)
+    if reason:
+        raise LauncherError(f"not starting: {reason}")
 
 
 def check_runtime(s: LauncherSettings) -> None:
@@ -322,6 +331,7 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
     exit codes. ``supervisor`` is recorded in the state file from the first write on.
     """
 
+    check_speculative_config(s)
     check_runtime(s)
     check_ports(plan(s, s.model or "default-model"))  # fail fast, before any model preparation
     model = resolve_model(s, out)
