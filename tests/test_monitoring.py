@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MON = ROOT / "monitoring"
 DASHBOARDS = sorted((MON / "grafana" / "dashboards").glob("*.json"))
 FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("metrics-*.txt"))
-PROFILE_SETS: list[set[str]] = [set(), {"cpu"}, {"monitoring"}, {"cpu", "monitoring"}]
+PROFILE_SETS: list[set[str]] = [set(), {"cpu"}, {"monitoring"}, {"cpu", "monitoring"}, {"methods"},
+                                 {"methods", "monitoring"}]
 
 
 def fixture_names() -> set[str]:

@@ -71,13 +71,17 @@ def test_every_generated_command_parses_and_builds_engine_args(results: tuple[li
     commands, out = results
     sources = {c["source"] for c in commands}
     assert sources == {"compose", "launcher", "helm"}
-    assert len({c["profile"] for c in commands}) == 5
+    assert {c["profile"] for c in commands} >= {"cpu-smollm2", "llama-eagle3", "methods"}
+    assert len({c["profile"] for c in commands}) == 6
     failed = {label(c): out[label(c)]["error"] for c in commands if not out[label(c)]["ok"]}
     assert failed == {}
-    spec = [out[label(c)]["engine_args"]["speculative_config"] for c in commands if c["role"] == "speculative"]
+    spec = [out[label(c)]["engine_args"]["speculative_config"] for c in commands if c["role"] != "baseline"]
     assert all(isinstance(s, dict) and s.get("method") for s in spec)
     assert all(out[label(c)]["engine_args"]["per_request_spec_decode_metrics"] == "detailed"
-               for c in commands if c["role"] == "speculative")
+               for c in commands if c["role"] != "baseline")
+    methods = {c["role"]: out[label(c)]["engine_args"] for c in commands if c["profile"] == "methods"}
+    assert set(methods) == {"baseline", "ngram", "eagle3", "draft"}
+    assert len({json.dumps(e["model"]) for e in methods.values()}) == 1, "one target for every arm"
 
 
 def test_planted_bad_flags_fail(results: tuple[list[Command], dict[str, Any]]) -> None:
@@ -95,9 +99,12 @@ def test_compose_launcher_and_helm_give_vllm_the_same_engine_args(
     for c in commands:
         by_key.setdefault((c["profile"], c["role"]), {})[c["source"]] = out[label(c)]["engine_args"]
     for (profile, role), engines in by_key.items():
-        assert engines["compose"] == engines["launcher"], (profile, role)
+        if "launcher" not in engines:
+            assert profile == "methods"  # the launcher starts a pair, not the methods profile's four servers
+        else:
+            assert engines["compose"] == engines["launcher"], (profile, role)
         if "helm" not in engines:
-            assert profile == "cpu-smollm2"
+            assert profile in ("cpu-smollm2", "methods")
             continue
         helm, compose = engines["helm"], engines["compose"]
         diff = {k for k in compose if compose[k] != helm[k]}
