@@ -90,6 +90,10 @@ ARM_CONFIGS: dict[str, ArmConfig] = {
                   speculative_config=dict(PROFILES["llama-eagle3"].speculative_config), target=LLAMA),
         ArmConfig(name="draft", summary="Llama-3.2-1B-Instruct draft model, k=5 (same 128k vocabulary)",
                   speculative_config=dict(PROFILES["llama-draft"].speculative_config), target=LLAMA),
+        ArmConfig(name="eagle3-whatif",
+                  summary="what-if: EAGLE-3, k=4, acceptance forced to a mean length of 3.0 (GPU only; "
+                          "the text is not the target's)",
+                  speculative_config=dict(PROFILES["llama-whatif"].speculative_config), target=LLAMA),
     ]
 }
 

@@ -26,6 +26,9 @@ def test_named_arms_carry_their_method_and_today_s_default_is_the_ngram_arm() ->
     assert ARM_CONFIGS["eagle3"].speculative_config == PROFILES["llama-eagle3"].speculative_config
     assert ARM_CONFIGS["draft"].method == "draft_model"
     assert all(a.target is None for a in ARM_CONFIGS.values() if a.method == "ngram")
+    whatif = ARM_CONFIGS["eagle3-whatif"]
+    assert whatif.what_if and whatif.speculative_config == PROFILES["llama-whatif"].speculative_config
+    assert [a.name for a in ARM_CONFIGS.values() if a.what_if] == ["eagle3-whatif"]
     with pytest.raises(KeyError, match="unknown arm 'medusa'; choose from: ngram"):
         get_arm_config("medusa")
     with pytest.raises(ValueError, match="needs a 'method'"):
@@ -71,6 +74,8 @@ def test_methods_setup_one_target_a_baseline_and_three_arms() -> None:
     assert gib > 80, "four bf16 copies of an 8B target do not fit an 80 GB GPU"
 
 
-def test_methods_setup_refuses_an_arm_made_for_another_target() -> None:
+def test_methods_setup_refuses_an_arm_made_for_another_target_or_a_what_if() -> None:
     with pytest.raises(ValueError, match="made for meta-llama/Llama-3.1-8B-Instruct"):
         MethodsSetup(profile="qwen3-draft", arms=("ngram", "eagle3"))
+    with pytest.raises(ValueError, match="what-if"):
+        MethodsSetup(profile="llama-ngram", arms=("ngram", "eagle3-whatif"))

@@ -406,8 +406,8 @@ def test_cpu_refuses_a_synthetic_acceptance_config_before_starting_anything(env:
     assert "AssertionError: Synthetic acceptance not supported with CPU sampling" in line
     assert "vllm/utils/cpu_triton_utils.py" in line and "--device gpu" in line
     assert env.leftovers() == [] and not env.run_dir.exists(), "nothing started, no log, no state file"
-    # A GPU profile forced onto the CPU with such a config is refused the same way.
-    up = env.run("up", "--detach", "--profile", "llama-ngram", "--device", "cpu", "--speculative-config", synthetic)
+    # The what-if pair profile is a GPU profile; forced onto the CPU it is refused the same way.
+    up = env.run("up", "--detach", "--profile", "llama-whatif", "--device", "cpu")
     assert up.returncode == 1 and "Synthetic acceptance not supported" in up.stderr
     assert env.leftovers() == []
 
