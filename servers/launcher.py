@@ -534,6 +534,7 @@ def supervisor_line(state: LauncherState | None) -> str:
 def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
     state = read_state(s.state_file)
     records = {r.role: r for r in state.servers} if state else {}
+    on_cpu = (state.device if state else s.device) == "cpu"
     rows = []
     for role in ROLES:
         r = records.get(role)
@@ -544,6 +545,8 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
         row: dict[str, object] = {
             "role": role,
             "url": url,
+            # CPU: the cores its threads are bound to (the settings'); None on a GPU.
+            "cores": (s.baseline_cores if role == "baseline" else s.speculative_cores) if on_cpu else None,
             "healthy": health_ok(url),
             "managed": running,  # started by this launcher and still running
             "pid": r.pid if running and r else None,
@@ -607,8 +610,9 @@ def print_status(s: LauncherSettings, out: TextIO = sys.stdout, as_json: bool = 
                 owner = "not started by this launcher" if row["healthy"] else "not running"
             print(f"{row['role']:<12} {row['url']}  {health}; {owner}", file=out)
             if row["managed"] or row["healthy"]:
-                print(f"{'':<12} model: {row['served_model'] or '-'}; memory: {_gb(row['memory_pss_bytes'])} PSS "
-                      f"({_gb(row['memory_rss_bytes'])} RSS)", file=out)
+                cores = f"; cores: {row['cores']}" if row["cores"] is not None else ""
+                print(f"{'':<12} model: {row['served_model'] or '-'}{cores}; memory: {_gb(row['memory_pss_bytes'])} "
+                      f"PSS ({_gb(row['memory_rss_bytes'])} RSS)", file=out)
             if row["time_to_healthy_s"] is not None:
                 warm = f", warmed up in {row['warmup_s']} s" if row.get("warmup_s") is not None else ""
                 print(f"{'':<12} last start: {row['start_kind']}, healthy after {row['time_to_healthy_s']} s{warm}",

@@ -179,7 +179,11 @@ def test_up_status_down_starts_and_stops_exactly_its_processes(env: Env) -> None
         assert (env.tmp / f"{role}.warmup").read_text().splitlines() == ["/v1/completions"] * 5
         assert f"{role}: warmed up with 5 requests in" in up.stdout
         assert isinstance(rows[role]["warmup_s"], float)
-    assert env.run("status").stdout.count(", warmed up in ") == 2
+    text = env.run("status").stdout
+    assert text.count(", warmed up in ") == 2
+    # Port and core of each server are stated (CPU: each on its own core).
+    assert [rows[r]["cores"] for r in ("baseline", "speculative")] == ["0", "1"]
+    assert "model: smollm2; cores: 0; memory:" in text and "model: smollm2; cores: 1; memory:" in text
 
     again = env.run("up", "--detach")
     assert again.returncode == 0 and "already running, nothing to start" in again.stdout
