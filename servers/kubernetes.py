@@ -4,13 +4,15 @@ The vLLM flags come from ``ServerConfig.vllm_args()`` of a profile in servers/pr
 docker-compose.yml's do; the files under deploy/kubernetes/ are this module's output, and
 tests/test_kubernetes.py checks the committed files equal it (and compose, launcher and Helm agree).
 
-    python -m servers.kubernetes write            # regenerate deploy/kubernetes/ for every GPU profile
+    python -m servers.kubernetes write            # regenerate deploy/kubernetes/ for every GPU profile and methods
     python -m servers.kubernetes values NAME      # print one profile's Helm values
 
 Differences from compose, on purpose: each engine is its own pod on its own GPU, so there is no
 ``--gpu-memory-utilization`` share (vLLM's default); the chart sets ``--host``/``--port`` and takes
-the model from ``modelURL``; the served model names get a ``-baseline``/``-speculative`` suffix so
-the chart's router does not pool the two engines as replicas of one model.
+the model from ``modelURL``; the served model names get a ``-baseline``/``-speculative`` suffix
+(``-<arm>`` in methods/) so the chart's router does not pool the engines as replicas of one model.
+deploy/kubernetes/methods/ runs servers/arms.py METHODS, the compose `methods` profile: one modelSpec
+per arm, a GPU each.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from servers.arms import METHODS, MethodsSetup
 from servers.config import COMMON_ENV, Role, ServerConfig
 from servers.profiles import CONTAINER_HOST, DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
@@ -84,49 +87,75 @@ def chart_command(spec: dict[str, Any], container_port: int = 8000) -> list[str]
     return cmd + list(vc.get("extraArgs", []))
 
 
-def helm_values(profile: Profile) -> dict[str, Any]:
-    if profile.device != "gpu":
-        raise ValueError(f"profile {profile.name} is a CPU profile; the production-stack values are for GPUs")
-    specs = []
-    for role in ROLES:
-        specs.append({
-            "name": role,
-            "repository": VLLM_REPOSITORY,
-            "tag": VLLM_TAG,
-            "modelURL": profile.model,
-            "replicaCount": 1,
-            "requestCPU": 4,
-            "requestMemory": "32Gi",
-            "requestGPU": 1,
-            "pvcStorage": "80Gi",
-            "pvcAccessMode": ["ReadWriteOnce"],
-            # HF_TOKEN from an existing secret: kubectl create secret generic hf-token --from-literal=token=hf_...
-            "hf_token": {"secretName": "hf-token", "secretKey": "token"},
-            "env": [{"name": k, "value": v} for k, v in COMMON_ENV.items()],
-            "vllmConfig": {
-                # vLLM's default, as compose and the launcher run it (the chart would pass --no-... otherwise).
-                "enablePrefixCaching": True,
-                "extraArgs": extra_args(engine_config(profile, role)),
-            },
-        })
+def model_spec(name: str, model: str, config: ServerConfig) -> dict[str, Any]:
+    """One engine of the chart: its own pod and GPU, the flags of ``config`` the chart does not own."""
+    return {
+        "name": name,
+        "repository": VLLM_REPOSITORY,
+        "tag": VLLM_TAG,
+        "modelURL": model,
+        "replicaCount": 1,
+        "requestCPU": 4,
+        "requestMemory": "32Gi",
+        "requestGPU": 1,
+        "pvcStorage": "80Gi",
+        "pvcAccessMode": ["ReadWriteOnce"],
+        # HF_TOKEN from an existing secret: kubectl create secret generic hf-token --from-literal=token=hf_...
+        "hf_token": {"secretName": "hf-token", "secretKey": "token"},
+        "env": [{"name": k, "value": v} for k, v in COMMON_ENV.items()],
+        "vllmConfig": {
+            # vLLM's default, as compose and the launcher run it (the chart would pass --no-... otherwise).
+            "enablePrefixCaching": True,
+            "extraArgs": extra_args(config),
+        },
+    }
+
+
+# The chart labels each engine's pods model=<modelSpec name>. Every series gets role baseline (the
+# engine named baseline) or speculative (any other), and arm=<modelSpec name>, the labels
+# monitoring/prometheus/prometheus.yml gives compose's servers.
+RELABELINGS: list[dict[str, Any]] = [
+    {"targetLabel": "role", "replacement": "speculative"},
+    {"sourceLabels": ["__meta_kubernetes_pod_label_model"], "regex": "baseline", "targetLabel": "role",
+     "replacement": "baseline"},
+    {"sourceLabels": ["__meta_kubernetes_pod_label_model"], "targetLabel": "arm"},
+    {"targetLabel": "job", "replacement": "vllm"},
+]
+
+
+def _values(specs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "servingEngineSpec": {
             "runtimeClassName": "nvidia",
             "modelSpec": specs,
             # Off by default (needs the Prometheus Operator CRDs, e.g. kube-prometheus-stack); when on,
-            # series get the same job/role labels as monitoring/prometheus/prometheus.yml, so the
+            # series get the same job/role/arm labels as monitoring/prometheus/prometheus.yml, so the
             # dashboards in deploy/kubernetes/grafana-dashboards.yaml work unchanged.
             "serviceMonitor": {
                 "enabled": False,
                 "interval": "5s",
                 "scrapeTimeout": "4s",
-                "relabelings": [
-                    {"sourceLabels": ["__meta_kubernetes_pod_label_model"], "targetLabel": "role"},
-                    {"targetLabel": "job", "replacement": "vllm"},
-                ],
+                "relabelings": RELABELINGS,
             },
         },
     }
+
+
+def helm_values(profile: Profile) -> dict[str, Any]:
+    if profile.device != "gpu":
+        raise ValueError(f"profile {profile.name} is a CPU profile; the production-stack values are for GPUs")
+    return _values([model_spec(role, profile.model, engine_config(profile, role)) for role in ROLES])
+
+
+def methods_helm_values(setup: MethodsSetup = METHODS) -> dict[str, Any]:
+    """The methods setup's baseline and arms, one modelSpec each (name: baseline or the arm's)."""
+    profile = PROFILES[setup.profile]
+    specs = []
+    for name, config in setup.server_configs(host=CONTAINER_HOST).items():
+        own = config.model_copy(update={"served_model_name": f"{profile.served_model_name}-{name}",
+                                        "gpu_memory_utilization": None})
+        specs.append(model_spec(name, profile.model, own))
+    return _values(specs)
 
 
 def engine_url(role: Role) -> str:
@@ -229,6 +258,8 @@ def generated_files() -> dict[Path, str]:
         header = HEADER.format(profile=p.name)
         files[DEPLOY_DIR / p.name / "values.yaml"] = dump([helm_values(p)], header)
         files[DEPLOY_DIR / p.name / "page.yaml"] = dump(page_manifests(p), header)
+    files[DEPLOY_DIR / "methods" / "values.yaml"] = dump(
+        [methods_helm_values()], HEADER.replace("servers/profiles.py ({profile})", "servers/arms.py (METHODS)"))
     files[DEPLOY_DIR / "grafana-dashboards.yaml"] = dump(
         [dashboards_configmap()], HEADER.format(profile="monitoring/grafana/dashboards"))
     return files

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from common.validation import validation_summary
 from servers import procs
+from servers.arms import refusal
 from servers.config import COMMON_ENV, Role, ServerConfig
 from servers.progress import Progress
 from servers.settings import ROOT, LauncherSettings
@@ -71,6 +72,14 @@ class Plan:
 
 
 # ---------------------------------------------------------------- planning
+
+
+def check_speculative_config(s: LauncherSettings) -> None:
+    """Refuse a config the device cannot serve, before anything starts (a synthetic-acceptance
+    config on a CPU would start, then die on the first request)."""
+    reason = refusal(s.speculative_config, s.device)
+    if reason:
+        raise LauncherError(f"not starting: {reason}")
 
 
 def check_runtime(s: LauncherSettings) -> None:
@@ -322,6 +331,7 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
     exit codes. ``supervisor`` is recorded in the state file from the first write on.
     """
 
+    check_speculative_config(s)
     check_runtime(s)
     check_ports(plan(s, s.model or "default-model"))  # fail fast, before any model preparation
     model = resolve_model(s, out)
@@ -524,6 +534,7 @@ def supervisor_line(state: LauncherState | None) -> str:
 def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
     state = read_state(s.state_file)
     records = {r.role: r for r in state.servers} if state else {}
+    on_cpu = (state.device if state else s.device) == "cpu"
     rows = []
     for role in ROLES:
         r = records.get(role)
@@ -534,6 +545,8 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
         row: dict[str, object] = {
             "role": role,
             "url": url,
+            # CPU: the cores its threads are bound to (the settings'); None on a GPU.
+            "cores": (s.baseline_cores if role == "baseline" else s.speculative_cores) if on_cpu else None,
             "healthy": health_ok(url),
             "managed": running,  # started by this launcher and still running
             "pid": r.pid if running and r else None,
@@ -597,8 +610,9 @@ def print_status(s: LauncherSettings, out: TextIO = sys.stdout, as_json: bool = 
                 owner = "not started by this launcher" if row["healthy"] else "not running"
             print(f"{row['role']:<12} {row['url']}  {health}; {owner}", file=out)
             if row["managed"] or row["healthy"]:
-                print(f"{'':<12} model: {row['served_model'] or '-'}; memory: {_gb(row['memory_pss_bytes'])} PSS "
-                      f"({_gb(row['memory_rss_bytes'])} RSS)", file=out)
+                cores = f"; cores: {row['cores']}" if row["cores"] is not None else ""
+                print(f"{'':<12} model: {row['served_model'] or '-'}{cores}; memory: {_gb(row['memory_pss_bytes'])} "
+                      f"PSS ({_gb(row['memory_rss_bytes'])} RSS)", file=out)
             if row["time_to_healthy_s"] is not None:
                 warm = f", warmed up in {row['warmup_s']} s" if row.get("warmup_s") is not None else ""
                 print(f"{'':<12} last start: {row['start_kind']}, healthy after {row['time_to_healthy_s']} s{warm}",

@@ -195,6 +195,27 @@ PROFILES: dict[str, Profile] = {
             min_gpu_memory_gib=48,
         ),
         Profile(
+            name="llama-whatif",
+            device="gpu",
+            summary="what-if: the llama-eagle3 pair, k=4, with acceptance forced to a mean length of 3.0 "
+                    "(synthetic rejection sampling, vLLM >= 0.32, GPU only): its text is not the target's.",
+            model="meta-llama/Llama-3.1-8B-Instruct",
+            served_model_name="llama-3.1-8b-instruct",
+            speculative_config={
+                "method": "eagle3",
+                "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                "num_speculative_tokens": 4,
+                # Accepts each draft position at rates that give this mean acceptance length (in
+                # [1, k+1]): the speedup a better drafter would buy, measured on the verifier's side.
+                "rejection_sample_method": "synthetic",
+                "synthetic_acceptance_length": 3.0,
+            },
+            dtype="auto",
+            baseline_gpu_memory=0.44,
+            speculative_gpu_memory=0.46,
+            min_gpu_memory_gib=48,
+        ),
+        Profile(
             name="qwen3-draft",
             device="gpu",
             summary="Qwen3-8B + Qwen3-0.6B draft: ungated (no HF token), same 151,936-token vocabulary.",

@@ -1,7 +1,8 @@
 """Every vLLM command line this project generates, for every profile and role, from each path:
 
 - ``compose``: docker-compose.yml's `command:` interpolated with each profile block of .env.example
-  (GPU profiles) or as written (the `cpu` profile's services);
+  (GPU profiles) or as written (the `cpu` and `methods` profiles' services; a methods server's role
+  is its arm's name, or baseline);
 - ``launcher``: what `python -m servers up --profile NAME` runs (servers/launcher.py server_config);
 - ``helm``: the `vllm serve` line the production-stack chart renders from deploy/kubernetes/NAME/values.yaml.
 
@@ -22,7 +23,15 @@ from servers import launcher
 from servers.__main__ import _profile_overrides
 from servers.profiles import CONTAINER_HOST, PROFILES
 from servers.settings import LauncherSettings
-from tests.test_compose import CPU_MODEL_DIR, CPU_SERVERS, ENV_EXAMPLE, GPU_SERVERS, compose, parse_dotenv
+from tests.test_compose import (
+    CPU_MODEL_DIR,
+    CPU_SERVERS,
+    ENV_EXAMPLE,
+    GPU_SERVERS,
+    METHODS_SERVERS,
+    compose,
+    parse_dotenv,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy" / "kubernetes"
@@ -50,6 +59,8 @@ def compose_commands() -> list[Command]:
     services = compose()["services"]
     for role, svc in CPU_SERVERS.items():
         out.append({"source": "compose", "profile": "cpu-smollm2", "role": role, "argv": services[svc]["command"]})
+    for name, svc in METHODS_SERVERS.items():
+        out.append({"source": "compose", "profile": "methods", "role": name, "argv": services[svc]["command"]})
     return out
 
 

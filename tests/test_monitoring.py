@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MON = ROOT / "monitoring"
 DASHBOARDS = sorted((MON / "grafana" / "dashboards").glob("*.json"))
 FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("metrics-*.txt"))
-PROFILE_SETS: list[set[str]] = [set(), {"cpu"}, {"monitoring"}, {"cpu", "monitoring"}]
+PROFILE_SETS: list[set[str]] = [set(), {"cpu"}, {"monitoring"}, {"cpu", "monitoring"}, {"methods"},
+                                 {"methods", "monitoring"}]
 
 
 def fixture_names() -> set[str]:
@@ -95,20 +96,25 @@ def check_monitoring_services(doc: dict[str, Any]) -> list[str]:
 
 def test_prometheus_config_is_generated_and_scrapes_both_servers_every_5_s() -> None:
     text = (MON / "prometheus" / "prometheus.yml").read_text()
-    assert text == monitor.config_text(monitor.scrape_config(monitor.COMPOSE_TARGETS), monitor.HEADER), (
+    config = monitor.scrape_config(monitor.COMPOSE_TARGETS, monitor.COMPOSE_ARM_TARGETS)
+    want = monitor.config_text(config, monitor.HEADER)
+    assert text == want, (
         "regenerate: python -m servers.monitor compose-config > monitoring/prometheus/prometheus.yml")
     cfg = yaml.safe_load(text)
     job = cfg["scrape_configs"][0]
     assert job["scrape_interval"] == "5s" and job["metrics_path"] == "/metrics"
     services = raw_compose()["services"]
-    roles = {}
+    labels = {}
     for group in job["static_configs"]:
         for target in group["targets"]:
             svc, port = target.split(":")
             assert cmd_value(services[svc]["command"], "--port") == port, target
-            roles[svc] = group["labels"]["role"]
-    assert roles == {"baseline": "baseline", "baseline-cpu": "baseline",
-                     "speculative": "speculative", "speculative-cpu": "speculative"}
+            labels[svc] = (group["labels"]["role"], group["labels"]["arm"])
+    assert labels == {"baseline": ("baseline", "baseline"), "baseline-cpu": ("baseline", "baseline"),
+                      "speculative": ("speculative", "speculative"), "speculative-cpu": ("speculative", "speculative"),
+                      # Profile methods: every arm scraped, each its own line.
+                      "methods-baseline": ("baseline", "baseline"), "methods-ngram": ("speculative", "ngram"),
+                      "methods-eagle3": ("speculative", "eagle3"), "methods-draft": ("speculative", "draft")}
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (apt-get install prometheus)")
@@ -170,9 +176,11 @@ def test_our_dashboard_shows_the_pair_side_by_side() -> None:
             "vllm:spec_decode_num_accepted_tokens_per_pos_total", "vllm:num_requests_running",
             "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"} <= names
     generation = next(q for q in queries if "generation_tokens_total" in q)
-    assert "by (role)" in generation, "baseline and speculative must be separate series"
-    for q in queries:  # both servers report model_name=smollm2: only the role label separates them
-        assert "role" in q, q
+    assert "by (arm)" in generation, "the baseline and each arm must be separate series"
+    for q in queries:  # every server reports the same model_name: only the arm label separates them
+        assert "by (arm" in q, q
+    legends = [t["legendFormat"] for p in dash["panels"] for t in p.get("targets", [])]
+    assert all("{{arm}}" in legend for legend in legends), legends
 
 
 def test_vllm_dashboard_is_the_upstream_copy_with_its_source_recorded() -> None:

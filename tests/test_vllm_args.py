@@ -44,6 +44,14 @@ def planted(commands: list[Command]) -> dict[str, tuple[list[str], str]]:
         "planted/unknown-key": (with_config({**good, "num_speculative_tokenz": 3}), "num_speculative_tokenz"),
         "planted/unknown-method": (with_config({**good, "method": "eagle4"}), "eagle4"),
         "planted/bad-dtype": ([*spec, "--dtype", "float13"], "parser"),
+        # The what-if keys (vLLM >= 0.32): checked as SpeculativeConfig would, not only by name.
+        "planted/synthetic-length-out-of-range": (with_config({
+            **good, "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 9.0}),
+            "synthetic_acceptance_length must be in [1, "),
+        "planted/synthetic-length-without-synthetic": (with_config({**good, "synthetic_acceptance_length": 2.0}),
+                                                       "only valid with rejection_sample_method='synthetic'"),
+        "planted/unknown-rejection-method": (with_config({**good, "rejection_sample_method": "synthetik"}),
+                                             "synthetik"),
     }
 
 
@@ -71,13 +79,22 @@ def test_every_generated_command_parses_and_builds_engine_args(results: tuple[li
     commands, out = results
     sources = {c["source"] for c in commands}
     assert sources == {"compose", "launcher", "helm"}
-    assert len({c["profile"] for c in commands}) == 5
+    assert {c["profile"] for c in commands} >= {"cpu-smollm2", "llama-eagle3", "methods"}
+    assert len({c["profile"] for c in commands}) == 7
     failed = {label(c): out[label(c)]["error"] for c in commands if not out[label(c)]["ok"]}
     assert failed == {}
-    spec = [out[label(c)]["engine_args"]["speculative_config"] for c in commands if c["role"] == "speculative"]
+    spec = [out[label(c)]["engine_args"]["speculative_config"] for c in commands if c["role"] != "baseline"]
     assert all(isinstance(s, dict) and s.get("method") for s in spec)
     assert all(out[label(c)]["engine_args"]["per_request_spec_decode_metrics"] == "detailed"
-               for c in commands if c["role"] == "speculative")
+               for c in commands if c["role"] != "baseline")
+    # The what-if pair: vLLM's parser takes the synthetic keys, from compose, the launcher and Helm alike.
+    whatif = [out[label(c)]["engine_args"]["speculative_config"] for c in commands
+              if c["profile"] == "llama-whatif" and c["role"] != "baseline"]
+    assert len(whatif) == 3 and all(w["rejection_sample_method"] == "synthetic"
+                                    and w["synthetic_acceptance_length"] == 3.0 for w in whatif), whatif
+    methods = {c["role"]: out[label(c)]["engine_args"] for c in commands if c["profile"] == "methods"}
+    assert set(methods) == {"baseline", "ngram", "eagle3", "draft"}
+    assert len({json.dumps(e["model"]) for e in methods.values()}) == 1, "one target for every arm"
 
 
 def test_planted_bad_flags_fail(results: tuple[list[Command], dict[str, Any]]) -> None:
@@ -95,7 +112,10 @@ def test_compose_launcher_and_helm_give_vllm_the_same_engine_args(
     for c in commands:
         by_key.setdefault((c["profile"], c["role"]), {})[c["source"]] = out[label(c)]["engine_args"]
     for (profile, role), engines in by_key.items():
-        assert engines["compose"] == engines["launcher"], (profile, role)
+        if "launcher" not in engines:
+            assert profile == "methods"  # the launcher starts a pair, not the methods profile's four servers
+        else:
+            assert engines["compose"] == engines["launcher"], (profile, role)
         if "helm" not in engines:
             assert profile == "cpu-smollm2"
             continue

@@ -7,7 +7,11 @@ serve parser (``make_arg_parser`` over ``FlexibleArgumentParser``, as `vllm serv
 parses the argv, ``validate_parsed_serve_args`` checks it, and ``AsyncEngineArgs.from_cli_args``
 builds the engine arguments (no engine is created, nothing is downloaded). Every key of
 ``--speculative-config`` must be a field of ``vllm.config.SpeculativeConfig`` and its ``method``
-one of ``SpeculativeMethod``. Writes one JSON object {label: {"ok", "error", "engine_args"}} to
+one of ``SpeculativeMethod``; ``rejection_sample_method`` one of ``RejectionSampleMethod``, and a
+synthetic-acceptance config (``"rejection_sample_method": "synthetic"``) is resolved with
+SpeculativeConfig's own ``_resolve_synthetic_acceptance_rates`` (the range and exclusivity checks its
+``__post_init__`` runs: building the whole SpeculativeConfig offline is not possible, it needs the
+target's model config from the hub). Writes one JSON object {label: {"ok", "error", "engine_args"}} to
 RESULTS.json (vLLM logs to stdout) and exits 0: the caller decides which labels must pass and
 which must fail. Uses only vLLM and the standard library: it runs outside the app's venv.
 """
@@ -42,15 +46,34 @@ def _jsonable(value: Any) -> Any:
         return repr(value)
 
 
+def _synthetic_problems(spec: dict[str, Any], rejection_methods: set[str], spec_class: Any) -> list[str]:
+    """What SpeculativeConfig.__post_init__ would say of the rejection-sampling keys."""
+    how = spec.get("rejection_sample_method", "standard")
+    if how not in rejection_methods:
+        return [f"--speculative-config rejection_sample_method {how!r} is not one of {sorted(rejection_methods)}"]
+    rates, length = spec.get("synthetic_acceptance_rates"), spec.get("synthetic_acceptance_length")
+    if how != "synthetic":
+        if rates is not None or length is not None:
+            return ["--speculative-config: synthetic_acceptance_rates / synthetic_acceptance_length "
+                    "are only valid with rejection_sample_method='synthetic'"]
+        return []
+    try:
+        spec_class._resolve_synthetic_acceptance_rates(int(spec.get("num_speculative_tokens") or 0), rates, length)
+    except (ValueError, TypeError) as e:
+        return [f"--speculative-config synthetic: {e}"]
+    return []
+
+
 def main(path: str, out_path: str) -> int:
     from vllm.config import SpeculativeConfig
-    from vllm.config.speculative import SpeculativeMethod
+    from vllm.config.speculative import RejectionSampleMethod, SpeculativeMethod
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     spec_fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
     methods = _literal_values(SpeculativeMethod)
+    rejection_methods = _literal_values(RejectionSampleMethod)
     commands = json.loads(open(path, encoding="utf-8").read())
     results: dict[str, dict[str, Any]] = {}
     for cmd in commands:
@@ -83,6 +106,7 @@ def main(path: str, out_path: str) -> int:
                              for k in sorted(set(spec) - spec_fields)]
                 if spec.get("method") not in methods:
                     problems.append(f"--speculative-config method {spec.get('method')!r} is not one of vLLM's methods")
+                problems += _synthetic_problems(spec, rejection_methods, SpeculativeConfig)
         if problems:
             result["error"] = "; ".join(problems)
             continue
