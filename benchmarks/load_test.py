@@ -21,7 +21,7 @@ Figures (all printed):
   (``time.perf_counter`` of this process): the time the viewer received the first frame whose
   tokens tile counts that token, minus the time the stand-in wrote the chunk holding it to its
   socket. It is everything the app adds between the server and the viewer: the client's
-  parsing and measurement, the snapshot cadence of the race (demo.live.race_stream.SNAPSHOT_INTERVAL_S,
+  parsing and measurement, the snapshot cadence of the race (demo.live.frame_stream.SNAPSHOT_INTERVAL_S,
   50 ms: a token waits for the next frame by design, ~25 ms on average), rendering the frame,
   Gradio's queue and the event stream. On a shared 2-core machine the viewers, the stand-ins and
   the app compete for the CPU, so it is an upper bound.

@@ -3,10 +3,10 @@
 One ``Booth`` per app conducts the show; every open page watches it (one race, many viewers), so
 two browsers never double the servers' load. Nobody watching means no races: a viewer that has
 not read what was offered for ``VIEWER_TIMEOUT_S`` has gone (Gradio leaves a closed tab's
-generator suspended, see demo.live.race_stream).
+generator suspended, see demo.live.frame_stream).
 
 Each turn takes the next preset of the rotation and:
-- both servers answer /health: races it live (demo.live.race_stream.race_frames), in race mode, and
+- both servers answer /health: races it live (demo.live.frame_stream.race_frames), in race mode, and
   saves the run as any race is saved;
 - a server is down, or fails during the race: plays the newest good recording of that preset
   (demo.replay) under the RECORDING banner, with a small "live again in …" line read from the
@@ -36,9 +36,12 @@ from pydantic import BaseModel, ConfigDict
 
 from demo import view
 from demo.fmt import esc
-from demo.live import race_stream
-from demo.live.race_stream import CHART_INTERVAL_S, Frame, frame_for
+from demo.live.frame_stream import race_frames
+from demo.live.frames import CHART_INTERVAL_S, Frame, frame_for
+from demo.live.request import build_request, preset_user_text
+from demo.live.saving import Saved, save
 from demo.live.session import RaceControl
+from demo.live.status import final_status
 from demo.presets import Preset
 from demo.race import validate_request
 from demo.replay import replay_snapshots
@@ -69,7 +72,7 @@ class BoothView(BaseModel):
 
     caption: str | None = None  # HTML: what is shown and why
     banner: str | None = None  # HTML: the RECORDING banner, or "" (live)
-    frame: Frame | None = None  # the race area (demo.live.race_stream.Frame)
+    frame: Frame | None = None  # the race area (demo.live.frames.Frame)
     badge: str | None = None  # the identical-text badge, set at a race's end
 
     def merged(self, newer: BoothView) -> BoothView:
@@ -318,7 +321,7 @@ class Booth:
 
     async def _live(self, preset: Preset) -> bool:
         """Race ``preset`` live and save it; False when a side failed or stalled (the recording's turn)."""
-        req = race_stream.build_request({preset.name: preset}, preset.name, race_stream.preset_user_text(preset),
+        req = build_request({preset.name: preset}, preset.name, preset_user_text(preset),
                                         preset.temperature, preset.max_tokens, "simultaneous")
         validate_request(req, self.settings)
         control = RaceControl()
@@ -330,7 +333,7 @@ class Booth:
         failed: str | None = None
         quiet_since: dict[str, float] = {}
         checked_at = 0.0  # when a quiet side's server was last asked for /health
-        frames = race_stream.race_frames(req, self.settings, control)
+        frames = race_frames(req, self.settings, control)
         async with contextlib.aclosing(frames):
             async for frame in frames:
                 if frame.result is not None:
@@ -359,9 +362,9 @@ class Booth:
                     control.stop.set()
                 if failed is None:
                     self.publish(BoothView(frame=frame))
-        saved = await race_stream.save(result, self.settings) if result is not None else race_stream.Saved()
+        saved = await save(result, self.settings) if result is not None else Saved()
         if failed is None and result is not None:
-            status = race_stream.final_status(result, saved.name, control.stopped_because, saved.note)
+            status = final_status(result, saved.name, control.stopped_because, saved.note)
             self.publish(BoothView(frame=Frame(run_status=status), badge=view.identical_badge_html(result)))
         outcome = None if result is None else ("error" if failed or result.outcome == "error" else result.outcome)
         log_turn(self.turn, preset, "live", started, outcome, result.speedup if result else None, saved.name,

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from demo.cli_args import UsageError
 from demo.fmt import esc, fmt_percent, fmt_speedup, fmt_temperature, or_na, validation_summary
-from demo.live.race_stream import internal_error_text
+from demo.live.status import internal_error_text
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep import figures

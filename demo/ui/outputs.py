@@ -1,6 +1,6 @@
 """The values a streaming event yields for each frame: every output, every time.
 
-``frame_updates`` maps a Frame (demo.live.race_stream) onto the race area's components;
+``frame_updates`` maps a Frame (demo.live.frames) onto the race area's components;
 ``StreamOutputs`` turns those updates into the event's full output list, resending an output's
 last value where the frame has no new one. The reason: Gradio builds a new component, with its
 config, for each output left out of a yield (``gr.skip()``, a missing dict key), and over a day
@@ -17,7 +17,7 @@ from typing import Any
 
 import gradio as gr
 
-from demo.live.race_stream import Frame
+from demo.live.frames import Frame
 
 
 class StreamOutputs:

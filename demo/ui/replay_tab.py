@@ -3,7 +3,7 @@ figures, clearly labelled as a recording (stage insurance when a server or the n
 
 The playback (demo.replay) feeds the saved events through the live race's SideMeter, so the
 panes and charts are drawn by the same code (demo.view, demo.charts through
-demo.live.race_stream.frame_for). The final frame shows the figures saved with the run.
+demo.live.frames.frame_for). The final frame shows the figures saved with the run.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from demo import charts, view
 from demo.export import ExportError, export_file, read_run
 from demo.fmt import validation_summary
-from demo.live.race_stream import CHART_INTERVAL_S, frame_for, result_view
+from demo.live.frames import CHART_INTERVAL_S, frame_for, result_view
 from demo.replay import replay_snapshots, run_label
 from demo.runs import list_runs, load_run
 from demo.settings import Settings
