@@ -13,13 +13,14 @@ import pytest
 
 from demo.live import frame_stream
 from demo.live.frame_stream import race_frames
-from demo.live.frames import result_view
+from demo.live.frames import ChartThrottle, result_view, throttled_frames
 from demo.live.request import build_request, workload_choices, workload_request, workload_user_text
 from demo.live.saving import save
 from demo.live.session import RaceControl, RaceRegistry
 from demo.live.status import final_status
 from demo.presets import Message, Preset
 from demo.race import validate_request
+from demo.results import RaceSnapshot, SideSnapshot
 from demo.runs import list_runs
 from demo.settings import Settings
 from demo.workload import Workload, WorkloadRequest
@@ -221,3 +222,26 @@ async def test_a_run_over_the_size_limit_is_not_written_and_the_status_says_why(
     assert "run not saved" in status and "run saved" not in status.replace("run not saved", "")
     fits = await save(result, Settings(runs_dir=tmp_path / "fits", max_run_file_bytes=size))
     assert fits.name is not None and len(list_runs(tmp_path / "fits")) == 1
+
+
+def _snap() -> RaceSnapshot:
+    return RaceSnapshot(order="simultaneous", baseline=SideSnapshot(side="baseline"),
+                        speculative=SideSnapshot(side="speculative"))
+
+
+def test_the_chart_throttle_redraws_the_race_chart_at_most_once_an_interval() -> None:
+    throttle = ChartThrottle()
+    t0 = 1000.0
+    drawn = [throttle.frame(_snap(), now).race_figure is not None for now in (t0, t0 + 0.5, t0 + 0.99, t0 + 1.0)]
+    assert drawn == [True, False, False, True]
+
+
+@pytest.mark.asyncio
+async def test_throttled_frames_gives_one_frame_per_snapshot_the_first_with_the_chart() -> None:
+    async def snapshots():
+        for _ in range(3):
+            yield _snap()
+
+    frames = [f async for f in throttled_frames(snapshots())]
+    assert len(frames) == 3 and frames[0].race_figure is not None
+    assert [f.race_figure is None for f in frames[1:]] == [True, True]  # within the same second

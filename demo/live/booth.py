@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict
 from demo import view
 from demo.fmt import esc
 from demo.live.frame_stream import race_frames
-from demo.live.frames import CHART_INTERVAL_S, Frame, frame_for
+from demo.live.frames import Frame, frame_for, throttled_frames
 from demo.live.request import build_request, preset_user_text
 from demo.live.saving import Saved, save
 from demo.live.session import RaceControl
@@ -400,16 +400,13 @@ class Booth:
                                frame=frame_for_start(view.run_status_html("running", "a recording, not live",
                                                                           text="Playing the recording…"))),
                      reset=True)
-        last_chart = last_note = 0.0
-        async for snapshot in replay_snapshots(result):
+        last_note = 0.0
+        async for frame in throttled_frames(replay_snapshots(result)):
             if self._interrupt.is_set():  # a visitor took over: the page is theirs, ready for Start
                 self.publish(BoothView(frame=Frame(run_status=view.run_status_html("idle"))))
                 break
             now = time.monotonic()
-            with_chart = now - last_chart >= CHART_INTERVAL_S
-            if with_chart:
-                last_chart = now
-            update = BoothView(frame=frame_for(snapshot, with_chart))
+            update = BoothView(frame=frame)
             if now - last_note >= TICK_S * 3:  # the "live again in …" line, re-read from the state file
                 last_note = now
                 still_down = [i for i in await probe_servers(self.settings) if not i.healthy] if down else []

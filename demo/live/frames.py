@@ -1,10 +1,12 @@
 """Snapshots as Frames of display values, without Gradio: one Frame per snapshot, the race chart
-redrawn at most once a CHART_INTERVAL_S, and the result view drawn once at the end.
+redrawn at most once a CHART_INTERVAL_S (the one throttle of the live race, the Replay tab and
+the booth's recordings), and the result view drawn once at the end.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterable, AsyncIterator
 
 import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict
@@ -76,3 +78,9 @@ class ChartThrottle:
             self.last_chart = now
         return frame_for(snapshot, with_chart)
 
+
+async def throttled_frames(snapshots: AsyncIterable[RaceSnapshot]) -> AsyncIterator[Frame]:
+    """A Frame for each snapshot, the chart throttled (a replay, a booth recording)."""
+    throttle = ChartThrottle()
+    async for snapshot in snapshots:
+        yield throttle.frame(snapshot)

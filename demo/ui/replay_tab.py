@@ -3,13 +3,12 @@ figures, clearly labelled as a recording (stage insurance when a server or the n
 
 The playback (demo.replay) feeds the saved events through the live race's SideMeter, so the
 panes and charts are drawn by the same code (demo.view, demo.charts through
-demo.live.frames.frame_for). The final frame shows the figures saved with the run.
+demo.live.frames.throttled_frames). The final frame shows the figures saved with the run.
 """
 
 from __future__ import annotations
 
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from pydantic import ValidationError
 from demo import charts, view
 from demo.export import ExportError, export_file, read_run
 from demo.fmt import validation_summary
-from demo.live.frames import CHART_INTERVAL_S, frame_for, result_view
+from demo.live.frames import result_view, throttled_frames
 from demo.replay import replay_snapshots, run_label
 from demo.runs import list_runs, load_run
 from demo.settings import Settings
@@ -102,13 +101,8 @@ def build(settings: Settings) -> None:
                              status: view.run_status_html("running", "playing the recording"),
                              badge: start_view.badge, acc_plot: start_view.acceptance_figure,
                              chunk_plot: start_view.chunk_figure})
-        last_chart = 0.0
-        async for snapshot in replay_snapshots(result):
-            now = time.monotonic()
-            with_chart = now - last_chart >= CHART_INTERVAL_S
-            if with_chart:
-                last_chart = now
-            yield stream.values(frame_updates(frame_for(snapshot, with_chart), panes, speedup, race_plot))
+        async for frame in throttled_frames(replay_snapshots(result)):
+            yield stream.values(frame_updates(frame, panes, speedup, race_plot))
         end_view = result_view(result)
         yield stream.values({badge: end_view.badge, acc_plot: end_view.acceptance_figure,
                              chunk_plot: end_view.chunk_figure,
