@@ -45,7 +45,7 @@ from demo import view
 from demo.fmt import fmt_speedup
 from demo.presets import Preset, load_presets
 from demo.results import RaceResult
-from demo.runs import list_runs, load_run
+from demo.runs import list_runs, read_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
@@ -99,7 +99,7 @@ def race_on_page(page: Page, app: AppProcess, not_browser: set[int], runs: Path)
         n, rate = updates_per_s(rec[side]["text"])
         tiles, _ = updates_per_s(rec[side]["tps"])
         updates[side] = (n, rate, tiles)
-    result = load_run(list_runs(runs)[0])
+    result = read_run(list_runs(runs)[0])
     speedup_shown = page.get_attribute("#sd-speedup .sd-speedup", "data-value")
     assert speedup_shown is not None, "the page shows no speedup"
     shown = (tile_value(page, "baseline", "tokens_per_s"), tile_value(page, "speculative", "tokens_per_s"),

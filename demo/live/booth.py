@@ -46,7 +46,7 @@ from demo.presets import Preset
 from demo.race import validate_request
 from demo.replay import replay_snapshots
 from demo.results import RaceResult, RaceSnapshot, SideSnapshot
-from demo.runs import load_run, newest_good_run
+from demo.runs import newest_good_run, read_run
 from demo.server_info import ServerInfo, healthy_sides, probe_servers
 from demo.settings import Settings
 
@@ -392,7 +392,7 @@ class Booth:
             log_turn(self.turn, preset, "none", started, None, None, None, "no good recording saved yet")
             await self._wait_interrupt(TICK_S * 3)
             return "waiting", preset
-        result = await asyncio.to_thread(load_run, path)
+        result = await asyncio.to_thread(read_run, path)
         note = self.restarts.estimate(down) if down else "Live again from the next race."
         self.publish(BoothView(caption=caption_html("recording", shown_preset, note, self.turn),
                                banner=view.recording_banner_html(result, note),

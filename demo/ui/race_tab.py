@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from demo import charts, view
-from demo.export import ExportError, export_file
+from demo.export import export_to_temp
 from demo.live.frame_stream import race_frames
 from demo.live.frames import result_view
 from demo.live.pane_title import spec_title
@@ -227,11 +227,7 @@ class RaceTab:
         """The last race as a self-contained page (demo.export) to download; errors in the status."""
         if not last_run:
             return None, view.run_status_html("error", "no race to export yet: run one first")
-        try:
-            out = export_file(RaceResult.model_validate(last_run), Path(tempfile.mkdtemp(prefix="specdemo-export-")))
-        except ExportError as e:
-            return None, view.run_status_html("error", f"cannot export: {e}")
-        return str(out), view.run_status_html("done", f"exported {out.name}: it opens offline in any browser")
+        return export_to_temp(lambda: RaceResult.model_validate(last_run))
 
     async def on_stop(self, request: gr.Request) -> None:
         self.registry.stop(_session(request))

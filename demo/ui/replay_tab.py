@@ -8,19 +8,17 @@ demo.live.frames.throttled_frames). The final frame shows the figures saved with
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
-from pydantic import ValidationError
 
 from demo import charts, view
-from demo.export import ExportError, export_file, read_run
-from demo.fmt import validation_summary
+from demo.errors import DemoError
+from demo.export import export_to_temp, run_for_export
 from demo.live.frames import result_view, throttled_frames
 from demo.replay import replay_snapshots, run_label
-from demo.runs import list_runs, load_run
+from demo.runs import list_runs, read_run
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
 
@@ -28,15 +26,10 @@ MAX_LISTED = 200
 
 
 def export_run(path: str | None) -> tuple[str | None, str]:
-    """The saved run as a self-contained page (demo.export) in a fresh temp folder: (its path,
-    the status line). An ExportError is the status's one line, with no file."""
+    """The saved run as a self-contained page to download (demo.export); errors in the status."""
     if not path:
         return None, view.run_status_html("error", "no saved run picked: pick one to export")
-    try:
-        out = export_file(read_run(Path(path)), Path(tempfile.mkdtemp(prefix="specdemo-export-")))
-    except ExportError as e:
-        return None, view.run_status_html("error", f"cannot export: {e}")
-    return str(out), view.run_status_html("done", f"exported {out.name}: it opens offline in any browser")
+    return export_to_temp(lambda: run_for_export(Path(path)))
 
 
 # --------------------------------------------------------------------------- the tab
@@ -89,10 +82,9 @@ def build(settings: Settings) -> None:
                                                 f"{settings.runs_dir})")}
             return
         try:
-            result = load_run(Path(path))
-        except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
-            why = validation_summary(e) if isinstance(e, ValidationError) else str(e).splitlines()[0]
-            yield {status: view.run_status_html("error", f"cannot read {Path(path).name}: {why}")}
+            result = read_run(Path(path))
+        except DemoError as e:
+            yield {status: view.run_status_html("error", f"cannot play it: {e}")}
             return
         # Every frame sets every output (see demo.ui.outputs): the first frame all of them.
         stream = StreamOutputs(outputs)
