@@ -52,6 +52,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from demo.measure import percentile
+from demo.results import SIDES
 from harness.app_process import AppProcess
 from harness.standin import Standin, StandinBehavior
 from servers.procs import cpu_seconds
@@ -162,7 +163,7 @@ class PageApi:
         outputs = [elem.get(i) for i in deps["on_race"]["outputs"]]
         self.n_inputs = len(deps["on_race"]["inputs"])
         self.status_at = outputs.index("sd-run-status")
-        self.tiles_at = {side: outputs.index(f"sd-tiles-{side}") for side in ("baseline", "speculative")}
+        self.tiles_at = {side: outputs.index(f"sd-tiles-{side}") for side in SIDES}
         # The page follows a race with on_finish, which shows the final status with the result.
         self.finish_id: int = deps["on_finish"]["id"]
         self.finish_n_inputs = len(deps["on_finish"]["inputs"])

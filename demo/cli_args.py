@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from demo.fmt import validation_summary
+from demo.results import SIDES
 from demo.settings import Settings
 
 
@@ -48,7 +49,7 @@ def _headers(values: list[str], flag: str) -> dict[str, str]:
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Settings (environment, .env) with the endpoint flags on top; UsageError says what is wrong."""
     overrides: dict[str, Any] = {}
-    for side in ("baseline", "speculative"):
+    for side in SIDES:
         for field in ("url", "model"):
             if getattr(args, f"{side}_{field}", None):
                 overrides[f"{side}_{field}"] = getattr(args, f"{side}_{field}")

@@ -32,12 +32,11 @@ from demo import view
 from demo.errors import DemoError
 from demo.files import atomic_write
 from demo.measure import SideMeter, efficiency
-from demo.results import RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
+from demo.results import SIDES, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
 from demo.runs import read_run, run_stem
 
 # Refuse runs that would make a page too large to mail (and a saved run too large to read).
 MAX_EXPORT_BYTES = 10_000_000
-SIDES: tuple[Side, Side] = ("baseline", "speculative")
 
 
 class ExportError(DemoError):

@@ -17,7 +17,7 @@ import httpx
 from demo.client import StreamError, count_prompt_tokens, discover_model, make_http_client, stream_completion
 from demo.measure import SideMeter
 from demo.metrics import MetricsSample, scrape_metrics, spec_stats_from_delta
-from demo.results import RaceRequest, RaceResult, RaceSnapshot, Side, SideResult
+from demo.results import SIDES, RaceRequest, RaceResult, RaceSnapshot, Side, SideResult
 from demo.settings import Settings
 
 WARMUP = RaceRequest(prompt="Hello", max_tokens=4, temperature=0.0)
@@ -174,7 +174,7 @@ async def stream_race(
     """
     validate_request(req, settings)
     # Each side gets its own client (its own key and headers) unless the caller shares one.
-    clients = {side: http or make_http_client(settings, side) for side in ("baseline", "speculative")}
+    clients = {side: http or make_http_client(settings, side) for side in SIDES}
     changed = asyncio.Event()
     sides = {
         "baseline": _SideRun("baseline", settings.baseline_url, settings, clients["baseline"], changed),

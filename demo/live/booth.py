@@ -45,7 +45,7 @@ from demo.live.status import final_status
 from demo.presets import Preset
 from demo.race import validate_request
 from demo.replay import replay_snapshots
-from demo.results import RaceResult, RaceSnapshot, SideSnapshot
+from demo.results import SIDES, RaceResult, RaceSnapshot, SideSnapshot
 from demo.runs import newest_good_run, read_run
 from demo.server_info import ServerInfo, healthy_sides, probe_servers
 from demo.settings import Settings
@@ -339,7 +339,7 @@ class Booth:
                 if frame.result is not None:
                     result = frame.result
                 now = time.monotonic()
-                for side in ("baseline", "speculative"):
+                for side in SIDES:
                     if frame.side_status is not None and side in frame.side_status:
                         quiet_since.setdefault(side, now)
                     elif frame.baseline is not None or frame.side_status is not None:

@@ -16,7 +16,7 @@ from demo.live.frames import ChartThrottle, Frame
 from demo.live.session import RaceControl
 from demo.live.status import internal_error_text
 from demo.race import stream_race
-from demo.results import RaceRequest, RaceSnapshot
+from demo.results import SIDES, RaceRequest, RaceSnapshot
 from demo.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class RaceFrames:
         self.changed = asyncio.Event()
         self.unread_since: float | None = None  # a frame is waiting to be read since then
         self.shown: RaceSnapshot | None = None
-        self.progress_at = {"baseline": time.monotonic(), "speculative": time.monotonic()}
+        self.progress_at: dict[str, float] = {side: time.monotonic() for side in SIDES}
         self.throttle = ChartThrottle()
 
     async def frames(self) -> AsyncGenerator[Frame, None]:
@@ -124,7 +124,7 @@ class RaceFrames:
             return None
         snap, self.latest = self.latest, None
         now = time.monotonic()
-        for side in ("baseline", "speculative"):
+        for side in SIDES:
             before = getattr(self.shown, side) if self.shown is not None else None
             after = getattr(snap, side)
             if before is None or (after.completion_tokens, len(after.text), after.status) != (
@@ -157,7 +157,7 @@ def _quiet_status(shown: RaceSnapshot | None, progress_at: dict[str, float],
         return {}
     now = time.monotonic()
     out: dict[str, str] = {}
-    for side in ("baseline", "speculative"):
+    for side in SIDES:
         snap = getattr(shown, side)
         quiet = now - progress_at[side]
         if snap.status in ("waiting", "streaming") and quiet >= QUIET_NOTICE_S:

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict
 
 from demo import charts, view
-from demo.results import RaceResult, RaceSnapshot
+from demo.results import SIDES, RaceResult, RaceSnapshot
 
 # Each frame costs the browser ~30 ms of a core whatever it changes (Gradio's per-message work),
 # taken on a CPU laptop from the servers being measured (docs/benchmarks.md, the page's cost).
@@ -60,7 +60,7 @@ def frame_for(snapshot: RaceSnapshot, with_chart: bool) -> Frame:
         speculative=view.pane_view("speculative", snapshot),
         race_figure=charts.race_figure(snapshot) if with_chart or final else None,
         result=snapshot.result,
-        failed=[s for s in ("baseline", "speculative") if getattr(snapshot, s).status == "error"],
+        failed=[s for s in SIDES if getattr(snapshot, s).status == "error"],
     )
 
 

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from demo import view
-from demo.results import RaceResult
+from demo.results import SIDES, RaceResult
 
 
 def internal_error_text(exc: BaseException) -> str:
@@ -23,6 +23,6 @@ def final_status(result: RaceResult, saved: str | None, stopped_because: str | N
     if state == "stopped" and stopped_because:
         detail = f"{stopped_because} · {detail}"
     if state == "error":
-        failed = [s for s in ("baseline", "speculative") if getattr(result, s).error]
+        failed = [s for s in SIDES if getattr(result, s).error]
         detail = f"{' and '.join(failed)} failed (see the pane) · " + detail
     return view.run_status_html(state, detail)

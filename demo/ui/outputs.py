@@ -18,6 +18,7 @@ from typing import Any
 import gradio as gr
 
 from demo.live.frames import Frame
+from demo.results import SIDES
 
 
 class StreamOutputs:
@@ -47,11 +48,11 @@ def frame_updates(frame: Frame, panes: Mapping[str, tuple[Any, Any, Any]], speed
     out: dict[Any, Any] = {speedup: frame.speedup, race_plot: frame.race_figure}
     if run_status is not None:
         out[run_status] = frame.run_status
-    for side in ("baseline", "speculative"):
+    for side in SIDES:
         pane = getattr(frame, side)
         if pane is not None:
             status, tiles, text = panes[side]
             out[status], out[tiles], out[text] = pane.status_html, pane.tiles_html, pane.text_html
-    for side, html in (frame.side_status or {}).items():
-        out[panes[side][0]] = html
+    for quiet_side, html in (frame.side_status or {}).items():
+        out[panes[quiet_side][0]] = html
     return out

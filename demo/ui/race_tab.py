@@ -37,7 +37,7 @@ from demo.live.session import RaceRegistry
 from demo.live.status import final_status, internal_error_text
 from demo.presets import Preset, PresetError, load_presets
 from demo.race import validate_request
-from demo.results import Order, RaceResult
+from demo.results import SIDES, Order, RaceResult
 from demo.server_info import ServerInfo, probe_servers
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
@@ -45,7 +45,6 @@ from demo.workload import Workload, WorkloadRequest
 
 log = logging.getLogger(__name__)
 
-SIDES = ("baseline", "speculative")
 
 
 class Finished(NamedTuple):

@@ -18,6 +18,7 @@ from demo.errors import DemoError
 from demo.export import export_to_temp, run_for_export
 from demo.live.frames import result_view, throttled_frames
 from demo.replay import replay_snapshots, run_label
+from demo.results import SIDES
 from demo.runs import list_runs, read_run
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
@@ -61,7 +62,7 @@ def build(settings: Settings) -> None:
         badge = gr.HTML(view.identical_badge_html(None), elem_id="sd-replay-badge", min_width=220)
     panes: dict[str, tuple[Any, Any, Any]] = {}
     with gr.Row(equal_height=True):
-        for side in ("baseline", "speculative"):
+        for side in SIDES:
             with gr.Column(min_width=360):
                 gr.HTML(view.pane_title_html(side.capitalize() + " (recorded)"))
                 panes[side] = (gr.HTML("", elem_id=f"sd-replay-status-{side}"),
