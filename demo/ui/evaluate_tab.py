@@ -43,7 +43,8 @@ TABLE_HEADERS = ["preset", "T", "concurrency", "status", "speedup", "decode spee
                  "tokens/step (theory)", "baseline tok/s", "speculative tok/s", "prefill share", "errors"]
 
 
-def cells_table(result: SweepResult) -> list[list[str]]:
+def cell_rows(result: SweepResult) -> list[list[str]]:
+    """The Evaluate tab's table: one row of shown text per cell, under TABLE_HEADERS."""
     rows = []
     for c in result.cells:
         st = c.settings
@@ -249,7 +250,7 @@ def build(settings: Settings, workload_state: gr.State | None = None) -> None:
                     upload_status_html(workload, lines) if workload is not None else gr.skip(),
                     summary_paragraph(result) if result.workloads else "", verdicts_html(result),
                     workload_html(result), figures.speedup_figure(result), figures.acceptance_figure(result),
-                    figures.time_split_figure(result), cells_table(result),
+                    figures.time_split_figure(result), cell_rows(result),
                     [str(paths["html"]), str(paths["json"]), str(paths["csv"])])
         except Exception as e:  # a bug or a full disk: said where the user looks, traceback in the log
             log.exception("the sweep failed")
