@@ -35,7 +35,7 @@ from demo.live.request import (
 from demo.live.saving import save
 from demo.live.session import RaceRegistry
 from demo.live.status import final_status, internal_error_text
-from demo.presets import Preset, PresetError, load_presets
+from demo.presets import Preset, PresetProblem, load_presets
 from demo.race import validate_request
 from demo.results import SIDES, Order, RaceResult
 from demo.server_info import ServerInfo, probe_servers
@@ -376,7 +376,7 @@ def _workload(dump: dict | None) -> Workload | None:
     return None if not dump else Workload.model_validate(dump)
 
 
-def _preset_errors_html(errors: list[PresetError]) -> str:
+def _preset_errors_html(errors: list[PresetProblem]) -> str:
     return '<div class="sd-banner" role="alert"><ul>' + "".join(
         f"<li>Preset file {view.esc(e.file)} skipped: {view.esc(e.message)}</li>" for e in errors
     ) + "</ul></div>"
