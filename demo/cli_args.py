@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from demo.errors import BadInput
 from demo.fmt import validation_summary
 from demo.results import SIDES
 from demo.settings import Settings
@@ -64,11 +65,18 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def parse_numbers(text: str, kind: type, what: str) -> list[Any]:
-    """Comma-separated numbers of ``kind`` for the flag ``--what``; UsageError when not."""
+    """Comma-separated numbers of ``kind`` for the input ``what`` (the flag ``--what``); BadInput
+    about ``what`` when not (usage_error gives the CLI's wording)."""
     try:
         values = [kind(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise UsageError(f"--{what} must be comma-separated numbers, got {text!r}") from None
+        raise BadInput.about(what, f"must be comma-separated numbers, got {text!r}") from None
     if not values:
-        raise UsageError(f"--{what} is empty")
+        raise BadInput.about(what, "is empty")
     return values
+
+
+def usage_error(e: BadInput) -> UsageError:
+    """A BadInput in the CLI's words: the input it is about named as its flag (``--concurrency
+    values must be between 1 and 1024``); the page shows ``str(e)``, without the dashes."""
+    return UsageError(f"--{e.field} {e.problem}" if e.field and e.problem else str(e))

@@ -18,7 +18,6 @@ from typing import Any
 import gradio as gr
 from pydantic import ValidationError
 
-from demo.cli_args import UsageError
 from demo.fmt import esc, fmt_percent, fmt_speedup, fmt_temperature, or_na, validation_summary
 from demo.live.status import internal_error_text
 from demo.presets import load_presets
@@ -27,7 +26,7 @@ from demo.sweep import figures
 from demo.sweep.capacity import Slo
 from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
-from demo.sweep.plan import UnknownPresetError, resolve_presets
+from demo.sweep.plan import resolve_presets
 from demo.sweep.report import VERDICT_CSS, finalize, verdict_html, write_outputs
 from demo.sweep.report_workload import capacity_html, profile_html, summary_paragraph
 from demo.sweep.runner import Progress, new_result, run_sweep
@@ -226,7 +225,7 @@ def build(settings: Settings, workload_state: gr.State | None = None) -> None:
                              int(max_tok) if max_tok else None, workload=workload, redact=bool(redacted),
                              slo=slo, gpu_hour_price=gpu_price or None)
             chosen = resolve_presets(spec.presets, settings.presets_dir)
-        except (UsageError, UnknownPresetError, ValueError) as e:
+        except ValueError as e:  # BadInput (flag-free words), NotFound (a preset), a pydantic error
             return failed(str(e).splitlines()[0])
         batches = batches_of(spec, workload)
         if batches > MAX_BATCHES:
