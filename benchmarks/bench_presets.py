@@ -29,7 +29,7 @@ from typing import Any
 from demo.measure import efficiency
 from demo.presets import load_presets
 from demo.race import run_race
-from demo.results import RaceRequest, RaceResult
+from demo.results import SIDES, RaceRequest, RaceResult
 from demo.settings import Settings
 from servers.launcher import status_rows
 from servers.settings import ROOT, LauncherSettings
@@ -102,7 +102,7 @@ def first_races(settings: Settings, name: str) -> None:
         second = first.model_copy(update={"prompt": f"Once more: {first.prompt or ''}"})
     races = [asyncio.run(run_race(req, settings)) for req in (first, second)]
     print(f"first races after the restart ({name}): time to first token, race 1 / race 2")
-    for side in ("baseline", "speculative"):
+    for side in SIDES:
         t1, t2 = (getattr(r, side).ttft_s for r in races)
         ratio = f"{t1 / t2:.2f}x" if t1 is not None and t2 else "n/a (a side failed)"
         print(f"  {side:<12} {_f(t1, '.3f')} s / {_f(t2, '.3f')} s  (race 1 = {ratio} race 2)")

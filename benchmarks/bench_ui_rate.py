@@ -44,8 +44,8 @@ from playwright.sync_api import Page, sync_playwright
 from demo import view
 from demo.fmt import fmt_speedup
 from demo.presets import Preset, load_presets
-from demo.results import RaceResult
-from demo.runs import list_runs, load_run
+from demo.results import SIDES, RaceResult
+from demo.runs import list_runs, read_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
@@ -94,12 +94,12 @@ def race_on_page(page: Page, app: AppProcess, not_browser: set[int], runs: Path)
     app_cpu = (cpu_seconds(app.proc.pid) or 0.0) - cpu0[0]
     browser_cpu = browser_cpu_seconds(not_browser) - cpu0[1]
     rec = page.evaluate("() => window.__sd")
-    updates = {}
-    for side in ("baseline", "speculative"):
+    updates: dict[str, tuple[int, float, int]] = {}
+    for side in SIDES:
         n, rate = updates_per_s(rec[side]["text"])
         tiles, _ = updates_per_s(rec[side]["tps"])
         updates[side] = (n, rate, tiles)
-    result = load_run(list_runs(runs)[0])
+    result = read_run(list_runs(runs)[0])
     speedup_shown = page.get_attribute("#sd-speedup .sd-speedup", "data-value")
     assert speedup_shown is not None, "the page shows no speedup"
     shown = (tile_value(page, "baseline", "tokens_per_s"), tile_value(page, "speculative", "tokens_per_s"),
@@ -164,7 +164,7 @@ def _print_race(i: int, label: str, r: PageRace) -> None:
 def _summary(races: list[PageRace], busy: int, judge_rate: bool = True) -> bool:
     """Prints the medians; False when a target is missed (the update rate only if ``judge_rate``)."""
     ok = True
-    for side in ("baseline", "speculative"):
+    for side in SIDES:
         values = [r.updates[side][1] for r in races]
         med = statistics.median(values)
         target = f"target >= {TARGET_PER_S:g}" if judge_rate else "as fast as the server sends: not judged"

@@ -21,7 +21,7 @@ Figures (all printed):
   (``time.perf_counter`` of this process): the time the viewer received the first frame whose
   tokens tile counts that token, minus the time the stand-in wrote the chunk holding it to its
   socket. It is everything the app adds between the server and the viewer: the client's
-  parsing and measurement, the snapshot cadence of the race (demo.live.race_stream.SNAPSHOT_INTERVAL_S,
+  parsing and measurement, the snapshot cadence of the race (demo.live.frame_stream.SNAPSHOT_INTERVAL_S,
   50 ms: a token waits for the next frame by design, ~25 ms on average), rendering the frame,
   Gradio's queue and the event stream. On a shared 2-core machine the viewers, the stand-ins and
   the app compete for the CPU, so it is an upper bound.
@@ -52,6 +52,7 @@ import httpx
 from pydantic import BaseModel, Field
 
 from demo.measure import percentile
+from demo.results import SIDES
 from harness.app_process import AppProcess
 from harness.standin import Standin, StandinBehavior
 from servers.procs import cpu_seconds
@@ -162,7 +163,7 @@ class PageApi:
         outputs = [elem.get(i) for i in deps["on_race"]["outputs"]]
         self.n_inputs = len(deps["on_race"]["inputs"])
         self.status_at = outputs.index("sd-run-status")
-        self.tiles_at = {side: outputs.index(f"sd-tiles-{side}") for side in ("baseline", "speculative")}
+        self.tiles_at = {side: outputs.index(f"sd-tiles-{side}") for side in SIDES}
         # The page follows a race with on_finish, which shows the final status with the result.
         self.finish_id: int = deps["on_finish"]["id"]
         self.finish_n_inputs = len(deps["on_finish"]["inputs"])

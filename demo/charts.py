@@ -11,7 +11,7 @@ from itertools import accumulate
 import plotly.graph_objects as go
 
 from demo.fmt import fmt_percent
-from demo.results import RaceResult, RaceSnapshot, SideSnapshot
+from demo.results import SIDES, RaceResult, RaceSnapshot, SideSnapshot
 
 COLORS = {"baseline": "#9aa4b2", "speculative": "#ffb000"}
 FONT = dict(size=16, color="#f2f4f8")
@@ -67,7 +67,7 @@ def race_figure(snapshot: RaceSnapshot | None) -> go.Figure:
     if snapshot is None or not (snapshot.baseline.bursts or snapshot.speculative.bursts):
         return empty_figure(title, "Press Start: both answers will race here")
     traces: list[dict[str, object]] = []
-    for side in ("baseline", "speculative"):
+    for side in SIDES:
         snap: SideSnapshot = getattr(snapshot, side)
         if snap.bursts:
             x, y = _token_line(snap)
@@ -107,7 +107,7 @@ def chunk_figure(result: RaceResult | None) -> go.Figure:
     if result is None:
         return empty_figure(title, "After a run: how many tokens each step delivered")
     bars: list[dict[str, object]] = []
-    for side in ("baseline", "speculative"):
+    for side in SIDES:
         dist = getattr(result, side).tokens_per_chunk
         if dist:
             sizes = sorted(dist)

@@ -10,10 +10,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from demo.errors import BadInput
 from demo.fmt import validation_summary
 from demo.presets import load_presets
 from demo.race import validate_request
-from demo.results import Message, RaceRequest
+from demo.results import SIDES, Message, RaceRequest
 from demo.settings import Settings
 
 
@@ -51,7 +52,7 @@ def _headers(values: list[str], flag: str) -> dict[str, str]:
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Settings (environment, .env) with the endpoint flags on top; UsageError says what is wrong."""
     overrides: dict[str, Any] = {}
-    for side in ("baseline", "speculative"):
+    for side in SIDES:
         for field in ("url", "model"):
             if getattr(args, f"{side}_{field}", None):
                 overrides[f"{side}_{field}"] = getattr(args, f"{side}_{field}")
@@ -66,13 +67,14 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 def parse_numbers(text: str, kind: type, what: str) -> list[Any]:
-    """Comma-separated numbers of ``kind`` for the flag ``--what``; UsageError when not."""
+    """Comma-separated numbers of ``kind`` for the input ``what`` (the flag ``--what``); BadInput
+    about ``what`` when not (usage_error gives the CLI's wording)."""
     try:
         values = [kind(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise UsageError(f"--{what} must be comma-separated numbers, got {text!r}") from None
+        raise BadInput.about(what, f"must be comma-separated numbers, got {text!r}") from None
     if not values:
-        raise UsageError(f"--{what} is empty")
+        raise BadInput.about(what, "is empty")
     return values
 
 
@@ -99,3 +101,9 @@ def build_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
     except ValueError as e:
         raise UsageError(str(e).splitlines()[0]) from e
     return req
+
+
+def usage_error(e: BadInput) -> UsageError:
+    """A BadInput in the CLI's words: the input it is about named as its flag (``--concurrency
+    values must be between 1 and 1024``); the page shows ``str(e)``, without the dashes."""
+    return UsageError(f"--{e.field} {e.problem}" if e.field and e.problem else str(e))

@@ -16,11 +16,12 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
+from demo.errors import ServerError
 from demo.results import ChunkEvent, RaceRequest, Side, SpecPerRequest
 from demo.settings import Settings
 
 
-class StreamError(Exception):
+class StreamError(ServerError):
     """A request failed; the message is one line that says what failed and what to do."""
 
 

@@ -22,25 +22,24 @@ import base64
 import hashlib
 import json
 import sys
+import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from demo import view
+from demo.errors import DemoError
 from demo.files import atomic_write
-from demo.fmt import validation_summary
 from demo.measure import SideMeter, efficiency
-from demo.results import RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
-from demo.runs import run_stem
+from demo.results import SIDES, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
+from demo.runs import read_run, run_stem
 
 # Refuse runs that would make a page too large to mail (and a saved run too large to read).
 MAX_EXPORT_BYTES = 10_000_000
-SIDES: tuple[Side, Side] = ("baseline", "speculative")
 
 
-class ExportError(Exception):
+class ExportError(DemoError):
     """The export cannot be made: the message is one line saying what failed and what to do."""
 
 
@@ -376,26 +375,23 @@ def export_file(result: RaceResult, dir: Path) -> Path:
     return path
 
 
+def export_to_temp(read: Callable[[], RaceResult]) -> tuple[str | None, str]:
+    """The page's download: the race ``read`` gives, exported into a fresh temp folder; (its path,
+    the status line). A DemoError (no such run, not a run, too large, cannot write) is the status's
+    one line, with no file."""
+    try:
+        out = export_file(read(), Path(tempfile.mkdtemp(prefix="specdemo-export-")))
+    except DemoError as e:
+        return None, view.run_status_html("error", f"cannot export: {e}")
+    return str(out), view.run_status_html("done", f"exported {out.name}: it opens offline in any browser")
+
+
 # --------------------------------------------------------------------------- command line
 
 
-def read_run(path: Path) -> RaceResult:
-    """A saved run, validated; ExportError with one line when it is missing, oversize or not a run."""
-    if not path.exists():
-        raise ExportError(f"{path}: no such file (saved races are under runs/)")
-    if not path.is_file():
-        raise ExportError(f"{path} is not a file: give one saved race (a .json under runs/)")
-    size = path.stat().st_size
-    if size > MAX_EXPORT_BYTES:
-        raise ExportTooLarge(f"{path} is {size / 1e6:.1f} MB, over the export limit of {MAX_EXPORT_BYTES / 1e6:g} MB")
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise ExportError(f"cannot read {path}: {e.strerror or e}") from e
-    try:
-        return RaceResult.model_validate_json(raw)
-    except ValidationError as e:
-        raise ExportError(f"{path} is not a saved race: {validation_summary(e, count_rest=True)}") from e
+def run_for_export(path: Path) -> RaceResult:
+    """A saved run (runs.read_run), refused before it is read when over MAX_EXPORT_BYTES."""
+    return read_run(path, MAX_EXPORT_BYTES, "export limit")
 
 
 def add_export_parser(sub: argparse._SubParsersAction) -> None:
@@ -408,12 +404,12 @@ def add_export_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     try:
-        result = read_run(args.run)
+        result = run_for_export(args.run)
         out: Path = args.out if args.out is not None else Path(args.run.stem + ".html")
         if out.is_dir():
             out = out / f"{run_stem(result)}.html"
         _write(out, export_html(result))
-    except ExportError as e:
+    except DemoError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB): opens offline in any browser and replays the race")

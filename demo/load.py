@@ -34,15 +34,13 @@ import httpx
 from pydantic import BaseModel, Field
 
 from demo.client import make_http_client
-from demo.results import Api, Order, RaceRequest, Side
+from demo.results import SIDES, Api, Order, RaceRequest, Side
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
 from demo.sweep.crossover import Crossover, find_crossover
 from demo.sweep.models import CellResult, CellSettings, CellStatus, SideCell
 from demo.sweep.runner import _Server, run_cell
 from demo.workload import WorkloadRequest
-
-SIDES: tuple[Side, Side] = ("baseline", "speculative")
 
 # SideCell's reason keys -> LoadSide's field names.
 _REASONS = {

@@ -35,7 +35,10 @@ class Preset(BaseModel):
                               "temperature": self.temperature, "max_tokens": self.max_tokens, **changes})
 
 
-class PresetError(BaseModel):
+class PresetProblem(BaseModel):
+    """A preset file that did not load, for the load report (a record, not an exception): the
+    file's name and one line on what is wrong with it."""
+
     file: str
     message: str
 
@@ -63,24 +66,24 @@ def _yaml_message(e: yaml.YAMLError) -> str:
     return str(e).splitlines()[0]
 
 
-def load_presets(folder: Path) -> tuple[dict[str, Preset], list[PresetError]]:
+def load_presets(folder: Path) -> tuple[dict[str, Preset], list[PresetProblem]]:
     """Load every preset; a broken file is reported by name and field, the rest still load."""
     presets: dict[str, Preset] = {}
-    errors: list[PresetError] = []
+    errors: list[PresetProblem] = []
     for path in sorted(folder.glob("*.yaml")):
         try:
             preset = _load_one(path)
         except ValidationError as e:
-            errors.append(PresetError(file=path.name, message=validation_summary(e, every=True)))
+            errors.append(PresetProblem(file=path.name, message=validation_summary(e, every=True)))
             continue
         except yaml.YAMLError as e:
-            errors.append(PresetError(file=path.name, message=_yaml_message(e)))
+            errors.append(PresetProblem(file=path.name, message=_yaml_message(e)))
             continue
         except (OSError, ValueError) as e:
-            errors.append(PresetError(file=path.name, message=str(e).splitlines()[0]))
+            errors.append(PresetProblem(file=path.name, message=str(e).splitlines()[0]))
             continue
         if preset.name in presets:
-            errors.append(PresetError(file=path.name, message=f"duplicate preset name {preset.name!r}"))
+            errors.append(PresetProblem(file=path.name, message=f"duplicate preset name {preset.name!r}"))
             continue
         presets[preset.name] = preset
     return presets, errors

@@ -17,7 +17,7 @@ import httpx
 from demo.client import StreamError, count_prompt_tokens, discover_model, make_http_client, stream_completion
 from demo.measure import SideMeter
 from demo.metrics import MetricsSample, scrape_metrics, spec_stats_from_delta
-from demo.results import RaceRequest, RaceResult, RaceSnapshot, Side, SideResult
+from demo.results import SIDES, RaceRequest, RaceResult, RaceSnapshot, Side, SideResult
 from demo.settings import Settings
 
 WARMUP = RaceRequest(prompt="Hello", max_tokens=4, temperature=0.0)
@@ -174,7 +174,7 @@ async def stream_race(
     """
     validate_request(req, settings)
     # Each side gets its own client (its own key and headers) unless the caller shares one.
-    clients = {side: http or make_http_client(settings, side) for side in ("baseline", "speculative")}
+    clients = {side: http or make_http_client(settings, side) for side in SIDES}
     changed = asyncio.Event()
     sides = {
         "baseline": _SideRun("baseline", settings.baseline_url, settings, clients["baseline"], changed),
@@ -184,44 +184,19 @@ async def stream_race(
     stop_wait: asyncio.Task[bool] | None = None
     cancelled = False
 
-    def snap(result: RaceResult | None = None) -> RaceSnapshot:
-        base, spec = sides["baseline"].meter.snapshot(), sides["speculative"].meter.snapshot()
-        live = None
-        if base.tokens_per_s and spec.tokens_per_s and not base.error and not spec.error:
-            live = spec.tokens_per_s / base.tokens_per_s
-        return RaceSnapshot(order=req.order, baseline=base, speculative=spec, live_speedup=live, result=result)
-
-    async def drive() -> None:
-        await asyncio.gather(*(s.prepare(req) for s in sides.values()))
-        if req.order == "simultaneous":
-            await asyncio.gather(*(s.scrape_before() for s in sides.values()))
-            t0 = time.perf_counter()
-            await asyncio.gather(*(s.run(req, t0) for s in sides.values()))
-        else:
-            for s in sides.values():
-                await s.scrape_before()
-                await s.run(req, time.perf_counter())
-
     try:
-        yield snap()
-        task = asyncio.create_task(drive())
+        yield _snapshot(req, sides)
+        task = asyncio.create_task(_drive(req, sides))
         stop_wait = asyncio.create_task(stop.wait()) if stop else None
         while not task.done():
-            waiters: set[asyncio.Future[Any]] = {task, asyncio.ensure_future(changed.wait())}
-            if stop_wait:
-                waiters.add(stop_wait)
-            # The timeout is a heartbeat: elapsed time keeps moving while a server is silent.
-            await asyncio.wait(waiters, timeout=HEARTBEAT_S, return_when=asyncio.FIRST_COMPLETED)
-            for w in waiters:
-                if w is not task and w is not stop_wait and not w.done():
-                    w.cancel()
+            await _next_change(task, changed, stop_wait)
             if stop is not None and stop.is_set() and not task.done():
                 cancelled = True
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
                 break
             changed.clear()
-            yield snap()
+            yield _snapshot(req, sides)
             await asyncio.sleep(interval_s)  # throttle: many chunks fold into one snapshot
         if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
             raise exc  # a bug, not a server fault: never swallow it
@@ -231,7 +206,7 @@ async def stream_race(
         result = compare(
             req, sides["baseline"].meter.result(), sides["speculative"].meter.result(), cancelled=cancelled
         )
-        yield snap(result)
+        yield _snapshot(req, sides, result)
     finally:
         if stop_wait is not None:
             stop_wait.cancel()
@@ -240,6 +215,40 @@ async def stream_race(
             await asyncio.gather(task, return_exceptions=True)
         if http is None:
             await asyncio.gather(*(c.aclose() for c in clients.values()))
+
+
+def _snapshot(req: RaceRequest, sides: dict[str, _SideRun], result: RaceResult | None = None) -> RaceSnapshot:
+    """Both sides as they stand, with the live speedup while both stream without error."""
+    base, spec = sides["baseline"].meter.snapshot(), sides["speculative"].meter.snapshot()
+    live = None
+    if base.tokens_per_s and spec.tokens_per_s and not base.error and not spec.error:
+        live = spec.tokens_per_s / base.tokens_per_s
+    return RaceSnapshot(order=req.order, baseline=base, speculative=spec, live_speedup=live, result=result)
+
+
+async def _drive(req: RaceRequest, sides: dict[str, _SideRun]) -> None:
+    """Both sides' requests, in the race's order: at once from one start line, or one after the other."""
+    await asyncio.gather(*(s.prepare(req) for s in sides.values()))
+    if req.order == "simultaneous":
+        await asyncio.gather(*(s.scrape_before() for s in sides.values()))
+        t0 = time.perf_counter()
+        await asyncio.gather(*(s.run(req, t0) for s in sides.values()))
+    else:
+        for s in sides.values():
+            await s.scrape_before()
+            await s.run(req, time.perf_counter())
+
+
+async def _next_change(task: asyncio.Task[None], changed: asyncio.Event, stop_wait: asyncio.Task[bool] | None) -> None:
+    """Until a side changed, the race ended, Stop was pressed, or a heartbeat passed."""
+    waiters: set[asyncio.Future[Any]] = {task, asyncio.ensure_future(changed.wait())}
+    if stop_wait:
+        waiters.add(stop_wait)
+    # The timeout is a heartbeat: elapsed time keeps moving while a server is silent.
+    await asyncio.wait(waiters, timeout=HEARTBEAT_S, return_when=asyncio.FIRST_COMPLETED)
+    for w in waiters:
+        if w is not task and w is not stop_wait and not w.done():
+            w.cancel()
 
 
 async def run_race(req: RaceRequest, settings: Settings, *, http: httpx.AsyncClient | None = None) -> RaceResult:

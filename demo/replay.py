@@ -15,7 +15,7 @@ from pathlib import Path
 
 from demo import view
 from demo.measure import SideMeter
-from demo.results import LEGACY_ORDER, ChunkEvent, RaceResult, RaceSnapshot, Side
+from demo.results import LEGACY_ORDER, SIDES, ChunkEvent, RaceResult, RaceSnapshot, Side
 from demo.runs import stem_parts
 
 FRAME_INTERVAL_S = 0.05  # at most ~20 page updates per second, as the live race
@@ -32,8 +32,7 @@ def run_label(path: Path) -> str:
 
 def timeline(result: RaceResult) -> list[tuple[float, Side, ChunkEvent]]:
     """Both sides' saved events in arrival order (each side timed from its own request)."""
-    sides: tuple[Side, Side] = ("baseline", "speculative")
-    events = [(ev.t_s, side, ev) for side in sides for ev in getattr(result, side).events]
+    events = [(ev.t_s, side, ev) for side in SIDES for ev in getattr(result, side).events]
     return sorted(events, key=lambda e: e[0])
 
 
@@ -41,12 +40,12 @@ async def replay_snapshots(result: RaceResult, interval_s: float = FRAME_INTERVA
     """Snapshots at the recording's real timing; the last one carries the saved result."""
     t0 = time.perf_counter()
     meters: dict[Side, SideMeter] = {}
-    for side in ("baseline", "speculative"):
+    for side in SIDES:
         saved = getattr(result, side)
         meters[side] = SideMeter(side, saved.url, t0=t0)
         meters[side].model = saved.model
     last_t = {side: max((e.t_s for e in getattr(result, side).events), default=0.0)
-              for side in ("baseline", "speculative")}
+              for side in SIDES}
     failed: set[Side] = set()
 
     def snap(final: bool = False) -> RaceSnapshot:
@@ -55,7 +54,7 @@ async def replay_snapshots(result: RaceResult, interval_s: float = FRAME_INTERVA
 
     def settle(now: float) -> None:
         # A side that failed (or was stopped) in the recording fails here at its last event.
-        for side in ("baseline", "speculative"):
+        for side in SIDES:
             saved = getattr(result, side)
             if saved.error and side not in failed and now >= last_t[side]:
                 failed.add(side)

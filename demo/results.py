@@ -13,6 +13,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 Side = Literal["baseline", "speculative"]
+# The sides of a race, in the order they are shown: the one spelling of the pair in demo/ (a list of
+# arms once a race has several speculative ones). servers/ has its own Role: it imports nothing from demo.
+SIDES: tuple[Side, ...] = ("baseline", "speculative")
 # simultaneous: both servers at the same instant (on one GPU they compete); sequential: the
 # baseline, then the speculative server, each alone (the fair A/B). The race, the sweep, the
 # CLI flags, saved records and the page all use these two words.

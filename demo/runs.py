@@ -9,7 +9,11 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from pydantic import ValidationError
+
+from demo.errors import BadInput, NotFound
 from demo.files import atomic_write
+from demo.fmt import validation_summary
 from demo.results import RaceResult
 
 log = logging.getLogger(__name__)
@@ -24,7 +28,7 @@ class StemParts(NamedTuple):
     order: str
 
 
-class RunTooLarge(ValueError):
+class RunTooLarge(BadInput):
     """A run over the size limit: it is not written."""
 
 
@@ -64,8 +68,25 @@ def save_run(result: RaceResult, runs_dir: Path, max_bytes: int | None = None,
     return path
 
 
-def load_run(path: Path) -> RaceResult:
-    return RaceResult.model_validate_json(path.read_text(encoding="utf-8"))
+def read_run(path: Path, max_bytes: int | None = None, limit: str = "limit") -> RaceResult:
+    """A saved run, validated (runs saved by older versions load too). NotFound when there is no
+    such file; BadInput, one line, when it is not a file, over ``max_bytes`` (checked before it is
+    read; ``limit`` names that limit in the message), unreadable, or not a saved race."""
+    if not path.exists():
+        raise NotFound(f"{path}: no such file (saved races are under runs/)")
+    if not path.is_file():
+        raise BadInput(f"{path} is not a file: give one saved race (a .json under runs/)")
+    size = path.stat().st_size
+    if max_bytes is not None and size > max_bytes:
+        raise RunTooLarge(f"{path} is {size / 1e6:.1f} MB, over the {limit} of {max_bytes / 1e6:g} MB")
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise BadInput(f"cannot read {path}: {e.strerror or e}") from e
+    try:
+        return RaceResult.model_validate_json(raw)
+    except ValidationError as e:
+        raise BadInput(f"{path} is not a saved race: {validation_summary(e, count_rest=True)}") from e
 
 
 def list_runs(runs_dir: Path) -> list[Path]:
@@ -94,7 +115,7 @@ def good_run(path: Path) -> bool:
     if hit is not None and hit[:2] == (st.st_size, st.st_mtime_ns):
         return hit[2]
     try:
-        good = is_good(load_run(path))
+        good = is_good(read_run(path))
     except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
         good = False
     _good_cache[path] = (st.st_size, st.st_mtime_ns, good)

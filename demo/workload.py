@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from demo.errors import BadInput
 from demo.race import prompt_size_problem
 from demo.results import Api, Message, RaceRequest
 from demo.settings import Settings
@@ -53,7 +54,7 @@ class LoadIssue(BaseModel):
         return f"{self.file}:{self.line}: {self.message}" if self.line is not None else f"{self.file}: {self.message}"
 
 
-class WorkloadError(ValueError):
+class WorkloadError(BadInput):
     """The workload cannot be used; ``str(e)`` is one line naming the file, the problem and the fix."""
 
     def __init__(self, message: str, issues: list[LoadIssue] | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from demo.results import SIDES
 from harness import ROOT
 from harness.app_process import AppProcess
 
@@ -79,7 +80,7 @@ def wait_finished(page, timeout_ms: int = 60_000, app: AppProcess | None = None)
             timeout=timeout_ms)
     except Exception:
         screenshot(page, "failure-not-finished")
-        panes = {side: page.inner_text(f"#sd-pane-{side}")[-400:] for side in ("baseline", "speculative")}
+        panes = {side: page.inner_text(f"#sd-pane-{side}")[-400:] for side in SIDES}
         log = app.output()[-3000:] if app is not None else "(no app given)"
         raise AssertionError(f"the run did not finish; console errors: {page.console_errors}; status: "
                              + page.inner_html("#sd-run-status .html-container")[-500:]

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from demo.live.booth import VIEWER_TIMEOUT_S, BoothView, RestartWatch, Viewer
-from demo.live.race_stream import Frame
+from demo.live.frames import Frame
 from demo.results import RaceRequest, RaceResult, SideResult
 from demo.runs import list_runs, newest_good_run, prune_runs, save_run
 from demo.server_info import ServerInfo

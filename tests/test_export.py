@@ -29,7 +29,7 @@ from demo.export import (
 from demo.measure import SideMeter, efficiency
 from demo.race import run_race
 from demo.results import Message, RaceRequest, RaceResult
-from demo.runs import load_run, run_stem, save_run
+from demo.runs import RunTooLarge, read_run, run_stem, save_run
 from demo.settings import Settings
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
@@ -59,7 +59,7 @@ def run_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def result(run_path: Path) -> RaceResult:
-    r = load_run(run_path)
+    r = read_run(run_path)
     assert EVIL in r.baseline.text and EVIL in r.speculative.text  # the payload really is in the answers
     return r
 
@@ -162,7 +162,7 @@ def test_efficiency_and_its_na_reason() -> None:
 
 
 def test_a_failed_side_says_so_and_figures_say_na(tmp_path: Path) -> None:
-    r = load_run(make_run(tmp_path, base_url=f"http://127.0.0.1:{free_port()}"))
+    r = read_run(make_run(tmp_path, base_url=f"http://127.0.0.1:{free_port()}"))
     assert r.baseline.error and r.speedup is None
     side = player_data(r)["sides"]["baseline"]
     assert side["chunks"] == [] and side["end_state"] == "error" and r.baseline.error in side["end_text"]
@@ -239,8 +239,8 @@ def test_an_oversize_run_file_is_refused_before_it_is_read(run_path: Path, monke
     import demo.export
 
     monkeypatch.setattr(demo.export, "MAX_EXPORT_BYTES", 1000)
-    with pytest.raises(ExportTooLarge, match=r"MB, over the export limit of 0.001 MB"):
-        demo.export.read_run(run_path)
+    with pytest.raises(RunTooLarge, match=r"MB, over the export limit of 0.001 MB"):
+        demo.export.run_for_export(run_path)
 
 
 def test_a_run_without_a_timeline_shows_its_answer_whole(result: RaceResult) -> None:
@@ -249,3 +249,12 @@ def test_a_run_without_a_timeline_shows_its_answer_whole(result: RaceResult) -> 
     assert [c[4] for c in side["chunks"]] == [result.baseline.text]
     assert side["chunks"][0][2] == result.baseline.completion_tokens
     assert "no timeline was saved" in side["end_text"]
+
+
+def test_the_pages_download_is_one_handler_with_errors_in_the_status(run_path: Path, tmp_path: Path) -> None:
+    import demo.export
+
+    out, status = demo.export.export_to_temp(lambda: demo.export.run_for_export(run_path))
+    assert out is not None and Path(out).is_file() and "exported" in status
+    out, status = demo.export.export_to_temp(lambda: demo.export.run_for_export(tmp_path / "gone.json"))
+    assert out is None and "cannot export" in status and "no such file" in status

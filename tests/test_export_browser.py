@@ -13,7 +13,7 @@ import pytest
 
 from demo.export import export_file, player_data
 from demo.results import RaceResult
-from demo.runs import load_run
+from demo.runs import read_run
 from demo.settings import ROOT
 from tests.test_export import EVIL, make_run
 
@@ -27,7 +27,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[RaceResult, Path]:
     # 150 tokens at 100 tok/s: a playback of about 1.5 seconds, to watch it grow.
-    result = load_run(make_run(tmp_path_factory.mktemp("runs"), max_tokens=150))
+    result = read_run(make_run(tmp_path_factory.mktemp("runs"), max_tokens=150))
     return result, export_file(result, tmp_path_factory.mktemp("export"))
 
 

@@ -15,7 +15,7 @@ import pytest
 from demo.cli import add_race_parser
 from demo.replay import run_label
 from demo.results import RaceRequest, RaceResult, RaceSnapshot, SideSnapshot
-from demo.runs import load_run, save_run
+from demo.runs import read_run, save_run
 from demo.sweep.models import SweepResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -25,7 +25,7 @@ LEGACY_RUN = FIXTURES / "legacy-run-mode-race.json"
 def test_a_race_saved_with_mode_race_loads_as_simultaneous(tmp_path: Path) -> None:
     raw = json.loads(LEGACY_RUN.read_text())
     assert raw["mode"] == "race" and raw["request"]["mode"] == "race" and "order" not in raw  # truly old
-    result = load_run(LEGACY_RUN)
+    result = read_run(LEGACY_RUN)
     assert result.order == "simultaneous" and result.request.order == "simultaneous"
     assert result.preset == raw["preset"] and result.speedup == raw["speedup"]
     assert result.speculative.text == raw["speculative"]["text"]
@@ -35,7 +35,7 @@ def test_a_race_saved_with_mode_race_loads_as_simultaneous(tmp_path: Path) -> No
     assert again.name.endswith("-simultaneous.json")
     rewritten = json.loads(again.read_text())
     assert rewritten["order"] == "simultaneous" and "mode" not in rewritten and "mode" not in rewritten["request"]
-    assert load_run(again) == result
+    assert read_run(again) == result
 
 
 def test_a_sequential_race_saved_with_mode_loads_as_sequential(tmp_path: Path) -> None:
@@ -43,7 +43,7 @@ def test_a_sequential_race_saved_with_mode_loads_as_sequential(tmp_path: Path) -
     raw["mode"] = raw["request"]["mode"] = "sequential"
     path = tmp_path / "20261130T153449761253-json_reformat-sequential.json"
     path.write_text(json.dumps(raw))
-    result = load_run(path)
+    result = read_run(path)
     assert result.order == "sequential" and result.request.order == "sequential"
 
 

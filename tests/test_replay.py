@@ -11,7 +11,7 @@ import pytest
 from demo.race import run_race
 from demo.replay import replay_snapshots, run_label, timeline
 from demo.results import Message, RaceRequest, RaceResult, RaceSnapshot
-from demo.runs import load_run, save_run
+from demo.runs import read_run, save_run
 from demo.settings import Settings
 from demo.view import recording_banner_html
 from harness.ports import free_port
@@ -39,7 +39,7 @@ def play(result: RaceResult) -> list[tuple[float, RaceSnapshot]]:
 
 
 def test_replay_runs_at_the_recorded_timing_and_ends_on_the_saved_figures(tmp_path: Path) -> None:
-    result = load_run(saved_race(tmp_path))
+    result = read_run(saved_race(tmp_path))
     frames = play(result)
     last_event = max(t for t, _s, _e in timeline(result))
     took = frames[-1][0]
@@ -60,7 +60,7 @@ def test_replay_runs_at_the_recorded_timing_and_ends_on_the_saved_figures(tmp_pa
 
 
 def test_a_failed_side_replays_as_failed(tmp_path: Path) -> None:
-    result = load_run(saved_race(tmp_path, base_url=f"http://127.0.0.1:{free_port()}"))
+    result = read_run(saved_race(tmp_path, base_url=f"http://127.0.0.1:{free_port()}"))
     assert result.baseline.error
     final = play(result)[-1][1]
     assert final.baseline.status == "error" and final.baseline.error == result.baseline.error
@@ -69,7 +69,7 @@ def test_a_failed_side_replays_as_failed(tmp_path: Path) -> None:
 
 def test_labels_say_recording_and_escape(tmp_path: Path) -> None:
     path = saved_race(tmp_path)
-    result = load_run(path)
+    result = read_run(path)
     banner = recording_banner_html(result)
     assert "RECORDING of " + result.started_at.strftime("%Y-%m-%d %H:%M:%S UTC") + ", not live" in banner
     assert run_label(path).endswith("· json_reformat · Simultaneous race")

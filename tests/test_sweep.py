@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from demo.cli import main
+from demo.errors import BadInput
 from demo.settings import ROOT, Settings
+from demo.sweep.cli import make_spec
 from demo.sweep.models import SCHEMA_VERSION, CellResult, SweepResult, SweepSpec
 from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
@@ -161,6 +163,25 @@ def test_bad_numbers_exit_2(tmp_path: Path, args: list[str], capsys: pytest.Capt
         main(["sweep", "--presets", "poetry", "--out", str(tmp_path), *args])
     assert exc.value.code == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--concurrency", "0"], "error: --concurrency values must be between 1 and 1024"),
+    (["--concurrency", "1,x"], "error: --concurrency must be comma-separated numbers, got '1,x'"),
+    (["--temperatures", "3"], "error: --temperatures must be between 0 and 2")])
+def test_bad_numbers_name_their_flag_on_the_command_line(tmp_path: Path, args: list[str], said: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["sweep", "--presets", "poetry", "--out", str(tmp_path), *args])
+    assert capsys.readouterr().err.strip() == said
+
+
+def test_bad_numbers_are_said_without_flags_for_the_page() -> None:
+    with pytest.raises(BadInput) as exc:
+        make_spec(Settings(), ["poetry"], "0", "", 1, 0, 20)
+    assert str(exc.value) == "concurrency values must be between 1 and 1024"
+    with pytest.raises(BadInput, match="^temperatures must be between 0 and 2$"):
+        make_spec(Settings(), ["poetry"], "1", "3", 1, 0, 20)
 
 
 def test_ctrl_c_writes_partial_results(tmp_path: Path) -> None:

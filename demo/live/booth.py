@@ -3,10 +3,10 @@
 One ``Booth`` per app conducts the show; every open page watches it (one race, many viewers), so
 two browsers never double the servers' load. Nobody watching means no races: a viewer that has
 not read what was offered for ``VIEWER_TIMEOUT_S`` has gone (Gradio leaves a closed tab's
-generator suspended, see demo.live.race_stream).
+generator suspended, see demo.live.frame_stream).
 
 Each turn takes the next preset of the rotation and:
-- both servers answer /health: races it live (demo.live.race_stream.race_frames), in race mode, and
+- both servers answer /health: races it live (demo.live.frame_stream.race_frames), in race mode, and
   saves the run as any race is saved;
 - a server is down, or fails during the race: plays the newest good recording of that preset
   (demo.replay) under the RECORDING banner, with a small "live again in …" line read from the
@@ -36,14 +36,17 @@ from pydantic import BaseModel, ConfigDict
 
 from demo import view
 from demo.fmt import esc
-from demo.live import race_stream
-from demo.live.race_stream import CHART_INTERVAL_S, Frame, frame_for
+from demo.live.frame_stream import race_frames
+from demo.live.frames import Frame, frame_for, throttled_frames
+from demo.live.request import build_request, preset_user_text
+from demo.live.saving import Saved, save
 from demo.live.session import RaceControl
+from demo.live.status import final_status
 from demo.presets import Preset
 from demo.race import validate_request
 from demo.replay import replay_snapshots
-from demo.results import RaceResult, RaceSnapshot, SideSnapshot
-from demo.runs import load_run, newest_good_run
+from demo.results import SIDES, RaceResult, RaceSnapshot, SideSnapshot
+from demo.runs import newest_good_run, read_run
 from demo.server_info import ServerInfo, healthy_sides, probe_servers
 from demo.settings import Settings
 
@@ -69,7 +72,7 @@ class BoothView(BaseModel):
 
     caption: str | None = None  # HTML: what is shown and why
     banner: str | None = None  # HTML: the RECORDING banner, or "" (live)
-    frame: Frame | None = None  # the race area (demo.live.race_stream.Frame)
+    frame: Frame | None = None  # the race area (demo.live.frames.Frame)
     badge: str | None = None  # the identical-text badge, set at a race's end
 
     def merged(self, newer: BoothView) -> BoothView:
@@ -318,7 +321,7 @@ class Booth:
 
     async def _live(self, preset: Preset) -> bool:
         """Race ``preset`` live and save it; False when a side failed or stalled (the recording's turn)."""
-        req = race_stream.build_request({preset.name: preset}, preset.name, race_stream.preset_user_text(preset),
+        req = build_request({preset.name: preset}, preset.name, preset_user_text(preset),
                                         preset.temperature, preset.max_tokens, "simultaneous")
         validate_request(req, self.settings)
         control = RaceControl()
@@ -330,13 +333,13 @@ class Booth:
         failed: str | None = None
         quiet_since: dict[str, float] = {}
         checked_at = 0.0  # when a quiet side's server was last asked for /health
-        frames = race_stream.race_frames(req, self.settings, control)
+        frames = race_frames(req, self.settings, control)
         async with contextlib.aclosing(frames):
             async for frame in frames:
                 if frame.result is not None:
                     result = frame.result
                 now = time.monotonic()
-                for side in ("baseline", "speculative"):
+                for side in SIDES:
                     if frame.side_status is not None and side in frame.side_status:
                         quiet_since.setdefault(side, now)
                     elif frame.baseline is not None or frame.side_status is not None:
@@ -359,9 +362,9 @@ class Booth:
                     control.stop.set()
                 if failed is None:
                     self.publish(BoothView(frame=frame))
-        saved = await race_stream.save(result, self.settings) if result is not None else race_stream.Saved()
+        saved = await save(result, self.settings) if result is not None else Saved()
         if failed is None and result is not None:
-            status = race_stream.final_status(result, saved.name, control.stopped_because, saved.note)
+            status = final_status(result, saved.name, control.stopped_because, saved.note)
             self.publish(BoothView(frame=Frame(run_status=status), badge=view.identical_badge_html(result)))
         outcome = None if result is None else ("error" if failed or result.outcome == "error" else result.outcome)
         log_turn(self.turn, preset, "live", started, outcome, result.speedup if result else None, saved.name,
@@ -389,7 +392,7 @@ class Booth:
             log_turn(self.turn, preset, "none", started, None, None, None, "no good recording saved yet")
             await self._wait_interrupt(TICK_S * 3)
             return "waiting", preset
-        result = await asyncio.to_thread(load_run, path)
+        result = await asyncio.to_thread(read_run, path)
         note = self.restarts.estimate(down) if down else "Live again from the next race."
         self.publish(BoothView(caption=caption_html("recording", shown_preset, note, self.turn),
                                banner=view.recording_banner_html(result, note),
@@ -397,16 +400,13 @@ class Booth:
                                frame=frame_for_start(view.run_status_html("running", "a recording, not live",
                                                                           text="Playing the recording…"))),
                      reset=True)
-        last_chart = last_note = 0.0
-        async for snapshot in replay_snapshots(result):
+        last_note = 0.0
+        async for frame in throttled_frames(replay_snapshots(result)):
             if self._interrupt.is_set():  # a visitor took over: the page is theirs, ready for Start
                 self.publish(BoothView(frame=Frame(run_status=view.run_status_html("idle"))))
                 break
             now = time.monotonic()
-            with_chart = now - last_chart >= CHART_INTERVAL_S
-            if with_chart:
-                last_chart = now
-            update = BoothView(frame=frame_for(snapshot, with_chart))
+            update = BoothView(frame=frame)
             if now - last_note >= TICK_S * 3:  # the "live again in …" line, re-read from the state file
                 last_note = now
                 still_down = [i for i in await probe_servers(self.settings) if not i.healthy] if down else []

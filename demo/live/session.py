@@ -7,7 +7,7 @@ event each press chains, so the registry counts the refused presses to know thos
 Stop sets the race's ``stop`` event: demo.race.stream_race then closes both streams
 (the servers abort the requests) and still delivers a final, cancelled result that the
 page shows and saves. Closing the tab leaves nobody to read the frames: the watchdog in
-demo.live.race_stream.race_frames then sets ``stop`` the same way and says why in
+demo.live.frame_stream.RaceFrames then sets ``stop`` the same way and says why in
 ``stopped_because`` (a page that was only slow still gets a final state, never a frozen one).
 
 A race's end is handed to the event that draws it through ``hand_over``/``take``: taken

@@ -19,9 +19,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from demo.results import Order, Side
-
-SIDES: tuple[Side, Side] = ("baseline", "speculative")
+from demo.results import SIDES, Order, Side
 
 
 class Slo(BaseModel):

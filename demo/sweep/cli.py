@@ -15,7 +15,8 @@ from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
-from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_from_args
+from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_from_args, usage_error
+from demo.errors import BadInput
 from demo.fmt import validation_summary
 from demo.presets import load_presets
 from demo.settings import Settings
@@ -105,9 +106,12 @@ def build_spec(args: argparse.Namespace, settings: Settings, workload: Workload 
         names = [] if workload is not None else sorted(load_presets(settings.presets_dir)[0])
     slo = Slo(ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms) if (args.slo_ttft_ms or args.slo_itl_ms) else None
     price = args.gpu_hour_price if args.gpu_hour_price is not None else settings.gpu_hour_price
-    return make_spec(settings, names, args.concurrency, args.temperatures, args.repeats, args.warmup,
-                     args.max_tokens, args.order, workload=workload, redact=args.redact, slo=slo,
-                     gpu_hour_price=price, shared_gpu=args.shared_gpu)
+    try:
+        return make_spec(settings, names, args.concurrency, args.temperatures, args.repeats, args.warmup,
+                         args.max_tokens, args.order, workload=workload, redact=args.redact, slo=slo,
+                         gpu_hour_price=price, shared_gpu=args.shared_gpu)
+    except BadInput as e:
+        raise usage_error(e) from None
 
 
 def same_host(a: str, b: str) -> bool:
@@ -135,13 +139,14 @@ def make_spec(settings: Settings, presets: list[str], concurrency: str, temperat
               warmup: int, max_tokens: int | None, order: str = "sequential", *, workload: Workload | None = None,
               redact: bool = False, slo: Slo | None = None, gpu_hour_price: float | None = None,
               shared_gpu: bool | None = None) -> SweepSpec:
-    """A checked SweepSpec from text inputs (the CLI's and the Evaluate tab's); UsageError says what is wrong."""
+    """A checked SweepSpec from text inputs (the CLI's and the Evaluate tab's); BadInput says what
+    is wrong in the user's words (the CLI names the flag: build_spec)."""
     conc = parse_numbers(concurrency, int, "concurrency")
     temps = parse_numbers(temperatures, float, "temperatures") if temperatures and temperatures.strip() else None
     if any(c < 1 or c > 1024 for c in conc):
-        raise UsageError("--concurrency values must be between 1 and 1024")
+        raise BadInput.about("concurrency", "values must be between 1 and 1024")
     if any(not 0 <= t <= 2 for t in temps or []):
-        raise UsageError("--temperatures must be between 0 and 2")
+        raise BadInput.about("temperatures", "must be between 0 and 2")
     try:
         wspec = None if workload is None else WorkloadSpec(
             name=workload.name, source=workload.source, format=workload.format, requests=len(workload.requests),
@@ -153,7 +158,7 @@ def make_spec(settings: Settings, presets: list[str], concurrency: str, temperat
                          warmup=warmup, max_tokens=max_tokens, order=order, redact=redact, slo=slo,
                          gpu_hour_price=gpu_hour_price, shared_gpu=shared_gpu)
     except ValidationError as e:
-        raise UsageError(validation_summary(e)) from None
+        raise BadInput(validation_summary(e)) from None
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

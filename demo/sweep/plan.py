@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from demo.errors import NotFound
 from demo.fmt import fmt_temperature
 from demo.presets import Preset, load_presets
 from demo.sweep.models import CellSettings, SweepSpec
 from demo.workload import Workload, WorkloadRequest
 
 
-class UnknownPresetError(ValueError):
+class UnknownPresetError(NotFound):
     """A preset name that is not in the presets folder."""
 
 

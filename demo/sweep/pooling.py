@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from demo.measure import Acceptance, acceptance, efficiency, percentile
 from demo.metrics import MetricsSample, spec_stats_from_delta
-from demo.results import Side, SideResult
-from demo.sweep.capacity import SIDES, MeasuredPoint, build_capacity
+from demo.results import SIDES, Side, SideResult
+from demo.sweep.capacity import MeasuredPoint, build_capacity
 from demo.sweep.models import BatchStats, CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadSummary
 from demo.sweep.profile import workload_profile
 

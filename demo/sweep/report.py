@@ -178,7 +178,8 @@ SIDE_HEADS = ["output tok/s", "decode tok/s", "TTFT p50", "TTFT p95", "ITL p50",
               "e2e p95", "prefill share", "KV peak", "ok"]
 
 
-def cells_table(result: SweepResult) -> str:
+def cells_table_html(result: SweepResult) -> str:
+    """The report's table of the cells, as HTML (the Evaluate tab has its own rows: cell_rows)."""
     head1 = ('<tr><th class="l" colspan="4">cell</th><th colspan="7">speculative vs baseline</th>'
              f'<th colspan="{len(SIDE_HEADS)}">baseline</th><th colspan="{len(SIDE_HEADS)}">speculative</th></tr>')
     cols = ["preset", "T", "conc.", "status", "speedup", "decode speedup", "e2e speedup", "acceptance",
@@ -293,7 +294,7 @@ speculative over baseline, per repeat (median, and the range over repeats).</p>
 <h2>Charts</h2>
 {figs}
 <h2>Every cell</h2>
-{cells_table(result)}
+{cells_table_html(result)}
 <h2>Errors</h2>
 {errors_html(result)}
 <h2>Sample answers</h2>

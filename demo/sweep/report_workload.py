@@ -9,6 +9,7 @@ from __future__ import annotations
 from demo.fmt import TIMES, fmt_temperature
 from demo.fmt import esc as _e
 from demo.measure import LOOP_NOTE
+from demo.results import SIDES
 from demo.sweep.capacity import Capacity, capacity_summary
 from demo.sweep.models import SweepResult, WorkloadSpec, WorkloadSummary
 from demo.sweep.profile import Distribution, RankedRequest
@@ -142,7 +143,7 @@ def capacity_html(w: WorkloadSummary) -> str:
             '<th>TTFT p95</th><th>ITL p50</th><th>ITL p95</th><th class="l">meets the target</th>'
             f'<th>{cur} per million output tokens</th></tr>')
     best = []
-    for side in ("baseline", "speculative"):
+    for side in SIDES:
         b = getattr(c.best, side)
         if b is None:
             best.append(f"<li>{_e(side)}: n/a: {_e(c.best.na_reasons.get(side, 'not measured'))}</li>")

@@ -28,7 +28,7 @@ from demo.client import StreamError, discover_model, make_http_client, stream_co
 from demo.measure import SideMeter
 from demo.metrics import scrape_metrics
 from demo.presets import Preset
-from demo.results import RaceRequest, Side, SideResult
+from demo.results import SIDES, RaceRequest, Side, SideResult
 from demo.server_info import probe_server
 from demo.settings import Settings
 from demo.sweep.headroom import HeadroomProbe
@@ -203,7 +203,7 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
     answers: dict[Side, list[list[SideResult]]] = {"baseline": [], "speculative": []}
     t0 = time.perf_counter()
     try:
-        for side in ("baseline", "speculative"):
+        for side in SIDES:
             if cell.warmup:
                 step(f"{cell_label(cell)}: warm-up {side}", False)
                 await _warm_up(servers[side], reqs, cell.concurrency, settings, cell.warmup)

@@ -12,22 +12,22 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 from pydantic import ValidationError
 
-from demo.cli_args import UsageError
 from demo.fmt import esc, fmt_percent, fmt_speedup, fmt_temperature, or_na, validation_summary
-from demo.live.race_stream import internal_error_text
+from demo.live.status import internal_error_text
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep import figures
 from demo.sweep.capacity import Slo
 from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
-from demo.sweep.plan import UnknownPresetError, resolve_presets
+from demo.sweep.plan import resolve_presets
 from demo.sweep.report import VERDICT_CSS, finalize, verdict_html, write_outputs
 from demo.sweep.report_workload import capacity_html, profile_html, summary_paragraph
 from demo.sweep.runner import Progress, new_result, run_sweep
@@ -43,7 +43,8 @@ TABLE_HEADERS = ["preset", "T", "concurrency", "status", "speedup", "decode spee
                  "tokens/step (theory)", "baseline tok/s", "speculative tok/s", "prefill share", "errors"]
 
 
-def cells_table(result: SweepResult) -> list[list[str]]:
+def cell_rows(result: SweepResult) -> list[list[str]]:
+    """The Evaluate tab's table: one row of shown text per cell, under TABLE_HEADERS."""
     rows = []
     for c in result.cells:
         st = c.settings
@@ -131,134 +132,128 @@ def workload_html(result: SweepResult) -> str:
             f"<h3>Capacity and cost</h3>{capacities}</div>")
 
 
-def build(settings: Settings, workload_state: gr.State | None = None) -> None:
-    """Lay out the tab inside the current gr.Tab and wire its events."""
-    presets, _errors = load_presets(settings.presets_dir)
-    choices = [(p.title, name) for name, p in presets.items()]
-    default = [n for n in DEFAULT_PRESETS if n in presets] or list(presets)[:1]
+INTRO = ("### Is it worth it for my workload?\n"
+         "Each cell sends the same prompt to both servers, `concurrency` requests at once: the baseline "
+         "batch first, then the speculative batch (each server alone: the fair A/B), repeated. "
+         "The verdict follows the checklist: structured output (acceptance), memory headroom (KV cache), "
+         "concurrency, and how much of the time is prefill. For a full sweep use "
+         "`python -m demo sweep` (see docs/evaluator.md).")
 
-    gr.Markdown(
-        "### Is it worth it for my workload?\n"
-        "Each cell sends the same prompt to both servers, `concurrency` requests at once: the baseline "
-        "batch first, then the speculative batch (each server alone: the fair A/B), repeated. "
-        "The verdict follows the checklist: structured output (acceptance), memory headroom (KV cache), "
-        "concurrency, and how much of the time is prefill. For a full sweep use "
-        "`python -m demo sweep` (see docs/evaluator.md).")
-    with gr.Row(equal_height=False):
-        with gr.Column(scale=1, min_width=280):
-            preset_cb = gr.CheckboxGroup(choices=choices, value=default, label="Presets", elem_id="sd-eval-presets")
-            concurrency = gr.Textbox(value="1,2", label="Concurrency (comma-separated)", elem_id="sd-eval-conc")
-            temperatures = gr.Textbox(value="", label="Temperatures (blank: each preset's own)",
-                                      placeholder="e.g. 0,0.7,1.0", elem_id="sd-eval-temps")
-            with gr.Row():
-                repeats = gr.Number(value=1, minimum=1, maximum=10, precision=0, label="Repeats", min_width=90,
-                                    elem_id="sd-eval-repeats")
-                warmup = gr.Number(value=1, minimum=0, maximum=5, precision=0, label="Warm-up", min_width=90,
-                                   elem_id="sd-eval-warmup")
-                max_tokens = gr.Number(value=128, minimum=1, maximum=4096, precision=0, label="Max tokens",
-                                       min_width=90, elem_id="sd-eval-max-tokens")
-            with gr.Accordion("Your workload (upload)", open=True):
-                upload = gr.File(label="Workload file (.jsonl, .csv, .txt, .md)", file_types=WORKLOAD_SUFFIXES,
-                                 file_count="single", type="filepath", elem_id="sd-eval-upload")
-                gr.Markdown(WORKLOAD_HELP, elem_classes=["sd-upload-help"])
-                upload_status = gr.HTML("", elem_id="sd-eval-upload-status")
-                with gr.Row():
-                    # No minimum: Gradio would refuse with a passing toast; load_upload says it here.
-                    sample_n = gr.Number(value=0, precision=0, label="Sample N (0: all)",
-                                         min_width=90, elem_id="sd-eval-sample")
-                    seed = gr.Number(value=0, precision=0, label="Seed", min_width=90,
-                                     elem_id="sd-eval-seed")
-                with gr.Row():
-                    slo_ttft = gr.Number(value=0, label="SLO TTFT p95 ms (0: none)", min_width=90,
-                                         elem_id="sd-eval-slo-ttft")
-                    slo_itl = gr.Number(value=0, label="SLO ITL p95 ms (0: none)", min_width=90,
-                                        elem_id="sd-eval-slo-itl")
-                    price = gr.Number(value=settings.gpu_hour_price or 0, label="GPU-hour price (0: none)",
-                                      min_width=90, elem_id="sd-eval-price")
-                redact = gr.Checkbox(value=False, label="Redact: no prompt or answer text in the report",
-                                     elem_id="sd-eval-redact")
-            with gr.Row():
-                run = gr.Button("▶ Run sweep", variant="primary", elem_id="sd-eval-run", min_width=120)
-                stop = gr.Button("■ Stop", variant="stop", elem_id="sd-eval-stop", min_width=100)
-            status = gr.HTML(run_status_html("idle", text="Ready: pick presets and press Run sweep"),
-                             elem_id="sd-eval-status")
-            report = gr.File(label="Full report (report.html, results.json, results.csv)", file_count="multiple",
-                             interactive=False, elem_id="sd-eval-report")
-        with gr.Column(scale=3):
-            summary = gr.HTML(elem_id="sd-eval-summary")
-            verdict = gr.HTML(elem_id="sd-eval-verdict")
-            workloads = gr.HTML(elem_id="sd-eval-workloads")
-            speedup_plot = gr.Plot(figures.speedup_figure(_empty()), label="Speedup", elem_id="sd-eval-speedup")
-            with gr.Row():
-                acc_plot = gr.Plot(figures.acceptance_figure(_empty()), label="Acceptance",
-                                   elem_id="sd-eval-acceptance")
-                split_plot = gr.Plot(figures.time_split_figure(_empty()), label="TTFT vs decode",
-                                     elem_id="sd-eval-split")
-            table = gr.Dataframe(headers=TABLE_HEADERS, value=[], interactive=False, wrap=True,
-                                 elem_id="sd-eval-table")
 
-    outputs = [status, upload_status, summary, verdict, workloads, speedup_plot, acc_plot, split_plot, table,
-               report]
-    keep = [gr.skip()] * (len(outputs) - 2)
+@dataclass(frozen=True, eq=False)
+class EvaluateTab:
+    """The tab's components (page order), what its handlers need, and the handlers."""
 
-    def failed(text: str, upload_html: Any = None) -> tuple[Any, ...]:
+    settings: Settings
+    # the sweep's settings
+    presets: gr.CheckboxGroup
+    concurrency: gr.Textbox
+    temperatures: gr.Textbox
+    repeats: gr.Number
+    warmup: gr.Number
+    max_tokens: gr.Number
+    # the workload upload, its sample and the capacity inputs
+    upload: gr.File
+    upload_status: gr.HTML
+    sample_n: gr.Number
+    seed: gr.Number
+    slo_ttft: gr.Number
+    slo_itl: gr.Number
+    price: gr.Number
+    redact: gr.Checkbox
+    # run
+    run: gr.Button
+    stop: gr.Button
+    status: gr.HTML
+    report: gr.File
+    # the results
+    summary: gr.HTML
+    verdict: gr.HTML
+    workloads: gr.HTML
+    speedup_plot: gr.Plot
+    acc_plot: gr.Plot
+    split_plot: gr.Plot
+    table: gr.Dataframe
+    # session state
+    workload: gr.State  # dict | None: the uploaded Workload, shared with the Race tab (see demo.ui.app)
+
+    # ------------------------------------------------------------ output lists
+
+    @property
+    def run_inputs(self) -> list[Any]:
+        return [self.presets, self.concurrency, self.temperatures, self.repeats, self.warmup, self.max_tokens,
+                self.upload, self.sample_n, self.seed, self.slo_ttft, self.slo_itl, self.price, self.redact]
+
+    @property
+    def run_outputs(self) -> list[Any]:
+        return [self.status, self.upload_status, self.summary, self.verdict, self.workloads, self.speedup_plot,
+                self.acc_plot, self.split_plot, self.table, self.report]
+
+    def failed(self, text: str, upload_html: Any = None) -> tuple[Any, ...]:
+        """The run's outputs for a sweep that did not run: the status (and the upload's), the rest kept."""
+        keep = [gr.skip()] * (len(self.run_outputs) - 2)
         return (run_status_html("error", text=text), gr.skip() if upload_html is None else upload_html, *keep)
 
-    async def on_run(names: list[str], conc: str, temps: str, reps: float, warm: float, max_tok: float,
+    # ------------------------------------------------------------ handlers
+
+    async def on_run(self, names: list[str], conc: str, temps: str, reps: float, warm: float, max_tok: float,
                      path: str | None, n: float | None, seed_value: float | None, ttft_ms: float | None,
                      itl_ms: float | None, gpu_price: float | None, redacted: bool,
                      progress: gr.Progress = gr.Progress()) -> tuple[Any, ...]:  # noqa: B008 (Gradio's idiom)
         try:
-            workload, lines = load_upload(path, settings, n, seed_value)
+            workload, lines = load_upload(path, self.settings, n, seed_value)
         except WorkloadError as e:
-            return failed(str(e), upload_error_html(e))
+            return self.failed(str(e), upload_error_html(e))
         except OSError as e:  # the upload vanished from Gradio's cache
-            return failed(f"cannot read the uploaded file: {e.strerror or e}; upload it again")
+            return self.failed(f"cannot read the uploaded file: {e.strerror or e}; upload it again")
         if not names and workload is None:
-            return failed("Pick at least one preset, or upload a workload file.")
+            return self.failed("Pick at least one preset, or upload a workload file.")
         try:
             slo = Slo(ttft_ms=ttft_ms or None, itl_ms=itl_ms or None) if (ttft_ms or itl_ms) else None
         except ValidationError as e:
-            return failed(f"SLO: {validation_summary(e)}")
+            return self.failed(f"SLO: {validation_summary(e)}")
         try:
-            spec = make_spec(settings, list(names or []), conc, temps, int(reps or 1), int(warm or 0),
+            spec = make_spec(self.settings, list(names or []), conc, temps, int(reps or 1), int(warm or 0),
                              int(max_tok) if max_tok else None, workload=workload, redact=bool(redacted),
                              slo=slo, gpu_hour_price=gpu_price or None)
-            chosen = resolve_presets(spec.presets, settings.presets_dir)
-        except (UsageError, UnknownPresetError, ValueError) as e:
-            return failed(str(e).splitlines()[0])
+            chosen = resolve_presets(spec.presets, self.settings.presets_dir)
+        except ValueError as e:  # BadInput (flag-free words), NotFound (a preset), a pydantic error
+            return self.failed(str(e).splitlines()[0])
         batches = batches_of(spec, workload)
         if batches > MAX_BATCHES:
             hint = " or a smaller Sample N" if workload is not None else ""
-            return failed(f"That sweep has {batches} batches; the page runs at most {MAX_BATCHES}. Use fewer "
-                          f"cells or repeats{hint}, or `python -m demo sweep`.")
+            return self.failed(f"That sweep has {batches} batches; the page runs at most {MAX_BATCHES}. Use "
+                               f"fewer cells or repeats{hint}, or `python -m demo sweep`.")
         result = new_result(spec, chosen)
 
         def on_progress(p: Progress) -> None:
             progress(p.done / p.total if p.total else 1.0, desc=p.label)
 
         try:
-            await run_sweep(spec, settings, result, chosen, on_progress=on_progress, workload=workload)
+            await run_sweep(spec, self.settings, result, chosen, on_progress=on_progress, workload=workload)
             finalize(result)
-            out = Path(tempfile.mkdtemp(prefix="specdemo-sweep-"))
-            paths = write_outputs(result, out)
-            failed_cells = sum(c.status == "failed" for c in result.cells)
-            done = f"Done: {len(result.cells)} cell(s)" + (
-                f", {failed_cells} failed (see the table)" if failed_cells else "")
-            return (run_status_html("done" if not failed_cells else "error", text=done),
-                    upload_status_html(workload, lines) if workload is not None else gr.skip(),
-                    summary_paragraph(result) if result.workloads else "", verdicts_html(result),
-                    workload_html(result), figures.speedup_figure(result), figures.acceptance_figure(result),
-                    figures.time_split_figure(result), cells_table(result),
-                    [str(paths["html"]), str(paths["json"]), str(paths["csv"])])
+            paths = write_outputs(result, Path(tempfile.mkdtemp(prefix="specdemo-sweep-")))
+            return self._finished(result, workload, lines, [str(paths[k]) for k in ("html", "json", "csv")])
         except Exception as e:  # a bug or a full disk: said where the user looks, traceback in the log
             log.exception("the sweep failed")
-            return failed(internal_error_text(e))
+            return self.failed(internal_error_text(e))
 
-    def on_upload(path: str | None, n: float | None, seed_value: float | None) -> tuple[Any, Any]:
+    def _finished(self, result: SweepResult, workload: Workload | None, lines: list[str],
+                  files: list[str]) -> tuple[Any, ...]:
+        """The run's outputs for a finished sweep, in run_outputs' order."""
+        failed_cells = sum(c.status == "failed" for c in result.cells)
+        done = f"Done: {len(result.cells)} cell(s)" + (
+            f", {failed_cells} failed (see the table)" if failed_cells else "")
+        return (run_status_html("done" if not failed_cells else "error", text=done),
+                upload_status_html(workload, lines) if workload is not None else gr.skip(),
+                summary_paragraph(result) if result.workloads else "", verdicts_html(result),
+                workload_html(result), figures.speedup_figure(result), figures.acceptance_figure(result),
+                figures.time_split_figure(result), cell_rows(result), files)
+
+    def on_upload(self, path: str | None, n: float | None, seed_value: float | None) -> tuple[Any, Any]:
         """The upload (or a new sample) loaded at once: its status here, its requests for the Race tab."""
         try:
-            workload, lines = load_upload(path, settings, n, seed_value)
+            workload, lines = load_upload(path, self.settings, n, seed_value)
         except WorkloadError as e:
             return upload_error_html(e), None
         except OSError as e:
@@ -266,18 +261,110 @@ def build(settings: Settings, workload_state: gr.State | None = None) -> None:
                                                     "upload it again")), None)
         return upload_status_html(workload, lines), (None if workload is None else workload.model_dump())
 
-    if workload_state is None:  # a page without a Race tab to share it with
-        workload_state = gr.State(None)
-    for trigger in (upload.change, sample_n.submit, seed.submit):
-        trigger(on_upload, inputs=[upload, sample_n, seed], outputs=[upload_status, workload_state],
+
+# ---------------------------------------------------------------- layout
+
+
+def build(settings: Settings, workload_state: gr.State | None = None) -> EvaluateTab:
+    """Lay out the tab inside the current gr.Tab and wire its events. ``workload_state`` is the
+    page's shared uploaded workload (the Race tab reads it); a page without one gets its own."""
+    presets, _errors = load_presets(settings.presets_dir)
+    choices = [(p.title, name) for name, p in presets.items()]
+    default = [n for n in DEFAULT_PRESETS if n in presets] or list(presets)[:1]
+    gr.Markdown(INTRO)
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=280):
+            controls = _controls(choices, default)
+            with gr.Accordion("Your workload (upload)", open=True):
+                upload = _upload(settings)
+            run = _run()
+        with gr.Column(scale=3):
+            results = _results()
+    tab = EvaluateTab(settings=settings, **controls, **upload, **run, **results,
+                      workload=workload_state if workload_state is not None else gr.State(None))
+    wire(tab)
+    return tab
+
+
+def _controls(choices: list[tuple[str, str]], default: list[str]) -> dict[str, Any]:
+    c: dict[str, Any] = {}
+    c["presets"] = gr.CheckboxGroup(choices=choices, value=default, label="Presets", elem_id="sd-eval-presets")
+    c["concurrency"] = gr.Textbox(value="1,2", label="Concurrency (comma-separated)", elem_id="sd-eval-conc")
+    c["temperatures"] = gr.Textbox(value="", label="Temperatures (blank: each preset's own)",
+                                   placeholder="e.g. 0,0.7,1.0", elem_id="sd-eval-temps")
+    with gr.Row():
+        c["repeats"] = gr.Number(value=1, minimum=1, maximum=10, precision=0, label="Repeats", min_width=90,
+                                 elem_id="sd-eval-repeats")
+        c["warmup"] = gr.Number(value=1, minimum=0, maximum=5, precision=0, label="Warm-up", min_width=90,
+                                elem_id="sd-eval-warmup")
+        c["max_tokens"] = gr.Number(value=128, minimum=1, maximum=4096, precision=0, label="Max tokens",
+                                    min_width=90, elem_id="sd-eval-max-tokens")
+    return c
+
+
+def _upload(settings: Settings) -> dict[str, Any]:
+    c: dict[str, Any] = {}
+    c["upload"] = gr.File(label="Workload file (.jsonl, .csv, .txt, .md)", file_types=WORKLOAD_SUFFIXES,
+                          file_count="single", type="filepath", elem_id="sd-eval-upload")
+    gr.Markdown(WORKLOAD_HELP, elem_classes=["sd-upload-help"])
+    c["upload_status"] = gr.HTML("", elem_id="sd-eval-upload-status")
+    with gr.Row():
+        # No minimum: Gradio would refuse with a passing toast; load_upload says it here.
+        c["sample_n"] = gr.Number(value=0, precision=0, label="Sample N (0: all)", min_width=90,
+                                  elem_id="sd-eval-sample")
+        c["seed"] = gr.Number(value=0, precision=0, label="Seed", min_width=90, elem_id="sd-eval-seed")
+    with gr.Row():
+        c["slo_ttft"] = gr.Number(value=0, label="SLO TTFT p95 ms (0: none)", min_width=90,
+                                  elem_id="sd-eval-slo-ttft")
+        c["slo_itl"] = gr.Number(value=0, label="SLO ITL p95 ms (0: none)", min_width=90,
+                                 elem_id="sd-eval-slo-itl")
+        c["price"] = gr.Number(value=settings.gpu_hour_price or 0, label="GPU-hour price (0: none)",
+                               min_width=90, elem_id="sd-eval-price")
+    c["redact"] = gr.Checkbox(value=False, label="Redact: no prompt or answer text in the report",
+                              elem_id="sd-eval-redact")
+    return c
+
+
+def _run() -> dict[str, Any]:
+    c: dict[str, Any] = {}
+    with gr.Row():
+        c["run"] = gr.Button("▶ Run sweep", variant="primary", elem_id="sd-eval-run", min_width=120)
+        c["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-eval-stop", min_width=100)
+    c["status"] = gr.HTML(run_status_html("idle", text="Ready: pick presets and press Run sweep"),
+                          elem_id="sd-eval-status")
+    c["report"] = gr.File(label="Full report (report.html, results.json, results.csv)", file_count="multiple",
+                          interactive=False, elem_id="sd-eval-report")
+    return c
+
+
+def _results() -> dict[str, Any]:
+    c: dict[str, Any] = {}
+    c["summary"] = gr.HTML(elem_id="sd-eval-summary")
+    c["verdict"] = gr.HTML(elem_id="sd-eval-verdict")
+    c["workloads"] = gr.HTML(elem_id="sd-eval-workloads")
+    c["speedup_plot"] = gr.Plot(figures.speedup_figure(_empty()), label="Speedup", elem_id="sd-eval-speedup")
+    with gr.Row():
+        c["acc_plot"] = gr.Plot(figures.acceptance_figure(_empty()), label="Acceptance",
+                                elem_id="sd-eval-acceptance")
+        c["split_plot"] = gr.Plot(figures.time_split_figure(_empty()), label="TTFT vs decode",
+                                  elem_id="sd-eval-split")
+    c["table"] = gr.Dataframe(headers=TABLE_HEADERS, value=[], interactive=False, wrap=True,
+                              elem_id="sd-eval-table")
+    return c
+
+
+def wire(tab: EvaluateTab) -> None:
+    """The tab's events: an upload (or a new sample) loads at once; Run sweeps; Stop cancels it."""
+    for trigger in (tab.upload.change, tab.sample_n.submit, tab.seed.submit):
+        trigger(tab.on_upload, inputs=[tab.upload, tab.sample_n, tab.seed], outputs=[tab.upload_status, tab.workload],
                 show_progress="hidden")
-    event = run.click(on_run, inputs=[preset_cb, concurrency, temperatures, repeats, warmup, max_tokens,
-                                      upload, sample_n, seed, slo_ttft, slo_itl, price, redact],
-                      outputs=outputs, concurrency_limit=1, concurrency_id="sweep", show_progress="full",
-                      show_progress_on=[status])
-    stop.click(lambda: run_status_html("stopped",
-                                       text="Stopped: the sweep was cancelled (both servers' requests closed)."),
-               outputs=[status], cancels=[event], queue=False)
+    event = tab.run.click(tab.on_run, inputs=tab.run_inputs, outputs=tab.run_outputs, concurrency_limit=1,
+                          concurrency_id="sweep", show_progress="full", show_progress_on=[tab.status])
+    tab.stop.click(on_stop, outputs=[tab.status], cancels=[event], queue=False)
+
+
+def on_stop() -> str:
+    return run_status_html("stopped", text="Stopped: the sweep was cancelled (both servers' requests closed).")
 
 
 def _empty() -> SweepResult:

@@ -1,6 +1,6 @@
 """The values a streaming event yields for each frame: every output, every time.
 
-``frame_updates`` maps a Frame (demo.live.race_stream) onto the race area's components;
+``frame_updates`` maps a Frame (demo.live.frames) onto the race area's components;
 ``StreamOutputs`` turns those updates into the event's full output list, resending an output's
 last value where the frame has no new one. The reason: Gradio builds a new component, with its
 config, for each output left out of a yield (``gr.skip()``, a missing dict key), and over a day
@@ -17,7 +17,8 @@ from typing import Any
 
 import gradio as gr
 
-from demo.live.race_stream import Frame
+from demo.live.frames import Frame
+from demo.results import SIDES
 
 
 class StreamOutputs:
@@ -47,11 +48,11 @@ def frame_updates(frame: Frame, panes: Mapping[str, tuple[Any, Any, Any]], speed
     out: dict[Any, Any] = {speedup: frame.speedup, race_plot: frame.race_figure}
     if run_status is not None:
         out[run_status] = frame.run_status
-    for side in ("baseline", "speculative"):
+    for side in SIDES:
         pane = getattr(frame, side)
         if pane is not None:
             status, tiles, text = panes[side]
             out[status], out[tiles], out[text] = pane.status_html, pane.tiles_html, pane.text_html
-    for side, html in (frame.side_status or {}).items():
-        out[panes[side][0]] = html
+    for quiet_side, html in (frame.side_status or {}).items():
+        out[panes[quiet_side][0]] = html
     return out

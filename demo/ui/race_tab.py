@@ -20,13 +20,24 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from demo import charts, view
-from demo.export import ExportError, export_file
-from demo.live import race_stream
-from demo.live.race_stream import FREE_PROMPT
+from demo.export import export_to_temp
+from demo.live.frame_stream import race_frames
+from demo.live.frames import result_view
+from demo.live.pane_title import spec_title
+from demo.live.request import (
+    FREE_PROMPT,
+    build_request,
+    preset_user_text,
+    workload_choices,
+    workload_request,
+    workload_user_text,
+)
+from demo.live.saving import save
 from demo.live.session import RaceRegistry
-from demo.presets import Preset, PresetError, load_presets
+from demo.live.status import final_status, internal_error_text
+from demo.presets import Preset, PresetProblem, load_presets
 from demo.race import validate_request
-from demo.results import Order, RaceResult
+from demo.results import SIDES, Order, RaceResult
 from demo.server_info import ServerInfo, probe_servers
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
@@ -34,7 +45,6 @@ from demo.workload import Workload, WorkloadRequest
 
 log = logging.getLogger(__name__)
 
-SIDES = ("baseline", "speculative")
 
 
 class Finished(NamedTuple):
@@ -118,14 +128,14 @@ class RaceTab:
     # ------------------------------------------------------------ handlers
 
     def on_preset(self, name: str, workload: dict | None = None) -> tuple[Any, ...]:
-        wreq = race_stream.workload_request(_workload(workload), name)
+        wreq = workload_request(_workload(workload), name)
         if wreq is not None:
-            return (race_stream.workload_user_text(wreq), wreq.temperature, wreq.max_tokens,
+            return (workload_user_text(wreq), wreq.temperature, wreq.max_tokens,
                     _workload_expect_html(_workload(workload), wreq))
         preset = self.presets.get(name)
         if preset is None:  # free prompt: keep what is typed, clear the expectation
             return gr.skip(), gr.skip(), gr.skip(), _expect_html(None)
-        return (race_stream.preset_user_text(preset), preset.temperature, preset.max_tokens,
+        return (preset_user_text(preset), preset.temperature, preset.max_tokens,
                 _expect_html(preset))
 
     def on_workload(self, workload: dict | None, current: str | None) -> Any:
@@ -143,7 +153,7 @@ class RaceTab:
         if self.registry.arm(_session(request)) is None:  # this page's race waits or runs
             # As they are: gr.skip() would blank an HTML output (Gradio 6).
             return status_html, badge_html, gr.skip(), gr.skip()
-        start_view = race_stream.result_view(None)
+        start_view = result_view(None)
         return (view.run_status_html("waiting", f"this page runs {self.settings.max_concurrent_races} at a time"),
                 start_view.badge, start_view.acceptance_figure, start_view.chunk_figure)
 
@@ -159,7 +169,7 @@ class RaceTab:
                 yield {self.run_status: view.run_status_html("stopped", "before it started")}
                 return
             try:
-                req = race_stream.build_request(self.presets, preset_name, prompt_text, temp, max_tok, mode_value,
+                req = build_request(self.presets, preset_name, prompt_text, temp, max_tok, mode_value,
                                                 _workload(workload))
                 validate_request(req, self.settings)  # what the race would refuse, said before "racing"
             except ValueError as e:
@@ -167,20 +177,20 @@ class RaceTab:
                 return
             try:
                 result: RaceResult | None = None
-                async for frame in race_stream.race_frames(req, self.settings, control):
+                async for frame in race_frames(req, self.settings, control):
                     if frame.result is not None:
                         result = frame.result
                     updates = frame_updates(frame, self.live_panes, self.speedup, self.race_plot, self.run_status)
                     yield stream.values(updates)
                 if result is None:  # race_frames has said why, in a final status
                     return
-                saved = await race_stream.save(result, self.settings)
+                saved = await save(result, self.settings)
                 # The final status goes up with the rest (on_finish): "done" means all is drawn.
-                status = race_stream.final_status(result, saved.name, control.stopped_because, saved.note)
+                status = final_status(result, saved.name, control.stopped_because, saved.note)
                 self.registry.hand_over(session, Finished(result, status))
             except Exception as e:  # a bug, not a server fault: say so where the presenter looks
                 log.exception("the race failed")
-                yield {self.run_status: view.run_status_html("error", race_stream.internal_error_text(e))}
+                yield {self.run_status: view.run_status_html("error", internal_error_text(e))}
         finally:
             self.registry.drop(session, control)
 
@@ -190,9 +200,9 @@ class RaceTab:
             return {self.acc_plot: gr.skip()}  # not {}: Gradio takes that for one output's value
         result = end.result
         try:
-            shown = race_stream.result_view(result)
+            shown = result_view(result)
             rows = [*rows, view.history_row(result).model_dump()]
-            spec_title = race_stream.spec_title(self.settings, [ServerInfo(**i) for i in infos], result)
+            title = spec_title(self.settings, [ServerInfo(**i) for i in infos], result)
             out: dict[Any, Any] = {
                 self.run_status: end.status,
                 self.badge: shown.badge, self.acc_plot: shown.acceptance_figure,
@@ -201,7 +211,7 @@ class RaceTab:
                 self.history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
                 self.download: _write_csv(rows),
                 self.last_run: result.model_dump(mode="json"),
-                self.panes["speculative"].title: spec_title,
+                self.panes["speculative"].title: title,
             }
             if result.baseline.error or result.speculative.error:
                 # A side failed: re-probe so the banner says which server is down and what to do.
@@ -210,17 +220,13 @@ class RaceTab:
             return out
         except Exception as e:  # a bug: the race itself is shown and saved; say what is missing
             log.exception("drawing the race's result failed")
-            return {self.run_status: view.run_status_html("error", race_stream.internal_error_text(e))}
+            return {self.run_status: view.run_status_html("error", internal_error_text(e))}
 
     def on_export(self, last_run: dict | None) -> tuple[Any, Any]:
         """The last race as a self-contained page (demo.export) to download; errors in the status."""
         if not last_run:
             return None, view.run_status_html("error", "no race to export yet: run one first")
-        try:
-            out = export_file(RaceResult.model_validate(last_run), Path(tempfile.mkdtemp(prefix="specdemo-export-")))
-        except ExportError as e:
-            return None, view.run_status_html("error", f"cannot export: {e}")
-        return str(out), view.run_status_html("done", f"exported {out.name}: it opens offline in any browser")
+        return export_to_temp(lambda: RaceResult.model_validate(last_run))
 
     async def on_stop(self, request: gr.Request) -> None:
         self.registry.stop(_session(request))
@@ -255,13 +261,13 @@ def _controls(presets: dict[str, Preset], first: Preset | None) -> dict[str, Any
     c["preset"] = gr.Dropdown(choices=_preset_choices(presets), value=first.name if first else FREE_PROMPT,
                               label="Preset", elem_id="sd-preset")
     c["expect"] = gr.HTML(_expect_html(first), elem_id="sd-expect")
-    c["prompt"] = gr.Textbox(value=race_stream.preset_user_text(first) if first else "", label="Prompt",
+    c["prompt"] = gr.Textbox(value=preset_user_text(first) if first else "", label="Prompt",
                              lines=4, max_lines=4, elem_id="sd-prompt")
     with gr.Row():
         c["temperature"] = gr.Slider(0.0, 2.0, value=first.temperature if first else 0.0, step=0.1,
                                      label="Temperature", elem_id="sd-temperature", min_width=120)
         # No minimum/maximum here: Gradio would refuse out-of-range input with a passing
-        # toast and leave the status on "waiting"; race_stream.build_request says it on the page.
+        # toast and leave the status on "waiting"; build_request says it on the page.
         c["max_tokens"] = gr.Number(value=first.max_tokens if first else 256, precision=0,
                                     label="Max tokens", elem_id="sd-max-tokens", min_width=100)
     c["mode"] = gr.Radio([("Race", "simultaneous"), ("Sequential A/B", "sequential")],
@@ -292,7 +298,7 @@ def _race_area(settings: Settings) -> dict[str, Any]:
 def _pane(side: str, settings: Settings) -> Pane:
     with gr.Column(elem_id=f"sd-pane-{side}", min_width=360):
         title = (view.pane_title_html("Baseline") if side == "baseline"
-                 else race_stream.spec_title(settings, None, None))
+                 else spec_title(settings, None, None))
         return Pane(title=gr.HTML(title, elem_id=f"sd-title-{side}"),
                     status=gr.HTML("", elem_id=f"sd-status-{side}"),
                     tiles=gr.HTML("", elem_id=f"sd-tiles-{side}"),
@@ -361,7 +367,7 @@ def _session(request: gr.Request | None) -> str:
 
 
 def _preset_choices(presets: dict[str, Preset], workload: Workload | None = None) -> list[tuple[str, str]]:
-    return ([(p.title, name) for name, p in presets.items()] + race_stream.workload_choices(workload)
+    return ([(p.title, name) for name, p in presets.items()] + workload_choices(workload)
             + [(FREE_PROMPT, FREE_PROMPT)])
 
 
@@ -370,7 +376,7 @@ def _workload(dump: dict | None) -> Workload | None:
     return None if not dump else Workload.model_validate(dump)
 
 
-def _preset_errors_html(errors: list[PresetError]) -> str:
+def _preset_errors_html(errors: list[PresetProblem]) -> str:
     return '<div class="sd-banner" role="alert"><ul>' + "".join(
         f"<li>Preset file {view.esc(e.file)} skipped: {view.esc(e.message)}</li>" for e in errors
     ) + "</ul></div>"
@@ -398,7 +404,7 @@ def _workload_expect_html(workload: Workload | None, req: WorkloadRequest) -> st
 
 def _server_outputs(infos: list[ServerInfo], settings: Settings) -> tuple[Any, ...]:
     return (view.server_banner_html(infos), view.server_panel_html(infos, settings.grafana_url),
-            race_stream.spec_title(settings, infos, None),
+            spec_title(settings, infos, None),
             [i.model_dump() for i in infos])
 
 

@@ -3,25 +3,23 @@ figures, clearly labelled as a recording (stage insurance when a server or the n
 
 The playback (demo.replay) feeds the saved events through the live race's SideMeter, so the
 panes and charts are drawn by the same code (demo.view, demo.charts through
-demo.live.race_stream.frame_for). The final frame shows the figures saved with the run.
+demo.live.frames.throttled_frames). The final frame shows the figures saved with the run.
 """
 
 from __future__ import annotations
 
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
-from pydantic import ValidationError
 
 from demo import charts, view
-from demo.export import ExportError, export_file, read_run
-from demo.fmt import validation_summary
-from demo.live.race_stream import CHART_INTERVAL_S, frame_for, result_view
+from demo.errors import DemoError
+from demo.export import export_to_temp, run_for_export
+from demo.live.frames import result_view, throttled_frames
 from demo.replay import replay_snapshots, run_label
-from demo.runs import list_runs, load_run
+from demo.results import SIDES
+from demo.runs import list_runs, read_run
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
 
@@ -29,15 +27,10 @@ MAX_LISTED = 200
 
 
 def export_run(path: str | None) -> tuple[str | None, str]:
-    """The saved run as a self-contained page (demo.export) in a fresh temp folder: (its path,
-    the status line). An ExportError is the status's one line, with no file."""
+    """The saved run as a self-contained page to download (demo.export); errors in the status."""
     if not path:
         return None, view.run_status_html("error", "no saved run picked: pick one to export")
-    try:
-        out = export_file(read_run(Path(path)), Path(tempfile.mkdtemp(prefix="specdemo-export-")))
-    except ExportError as e:
-        return None, view.run_status_html("error", f"cannot export: {e}")
-    return str(out), view.run_status_html("done", f"exported {out.name}: it opens offline in any browser")
+    return export_to_temp(lambda: run_for_export(Path(path)))
 
 
 # --------------------------------------------------------------------------- the tab
@@ -69,7 +62,7 @@ def build(settings: Settings) -> None:
         badge = gr.HTML(view.identical_badge_html(None), elem_id="sd-replay-badge", min_width=220)
     panes: dict[str, tuple[Any, Any, Any]] = {}
     with gr.Row(equal_height=True):
-        for side in ("baseline", "speculative"):
+        for side in SIDES:
             with gr.Column(min_width=360):
                 gr.HTML(view.pane_title_html(side.capitalize() + " (recorded)"))
                 panes[side] = (gr.HTML("", elem_id=f"sd-replay-status-{side}"),
@@ -90,10 +83,9 @@ def build(settings: Settings) -> None:
                                                 f"{settings.runs_dir})")}
             return
         try:
-            result = load_run(Path(path))
-        except (OSError, ValueError) as e:  # pydantic's ValidationError is a ValueError
-            why = validation_summary(e) if isinstance(e, ValidationError) else str(e).splitlines()[0]
-            yield {status: view.run_status_html("error", f"cannot read {Path(path).name}: {why}")}
+            result = read_run(Path(path))
+        except DemoError as e:
+            yield {status: view.run_status_html("error", f"cannot play it: {e}")}
             return
         # Every frame sets every output (see demo.ui.outputs): the first frame all of them.
         stream = StreamOutputs(outputs)
@@ -102,13 +94,8 @@ def build(settings: Settings) -> None:
                              status: view.run_status_html("running", "playing the recording"),
                              badge: start_view.badge, acc_plot: start_view.acceptance_figure,
                              chunk_plot: start_view.chunk_figure})
-        last_chart = 0.0
-        async for snapshot in replay_snapshots(result):
-            now = time.monotonic()
-            with_chart = now - last_chart >= CHART_INTERVAL_S
-            if with_chart:
-                last_chart = now
-            yield stream.values(frame_updates(frame_for(snapshot, with_chart), panes, speedup, race_plot))
+        async for frame in throttled_frames(replay_snapshots(result)):
+            yield stream.values(frame_updates(frame, panes, speedup, race_plot))
         end_view = result_view(result)
         yield stream.values({badge: end_view.badge, acc_plot: end_view.acceptance_figure,
                              chunk_plot: end_view.chunk_figure,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.runs import list_runs, load_run
+from demo.runs import list_runs, read_run
 from harness.app_process import AppProcess
 from harness.page_driver import screenshot
 from harness.standin import Standin, StandinBehavior
@@ -118,7 +118,7 @@ def test_the_show_rotates_presets_with_nobody_touching_the_page(app: AppProcess,
     saved = {p.name for p in list_runs(app.runs_dir)}
     for line in lines:
         assert line["outcome"] == "done" and line["saved"] in saved, line
-        assert load_run(app.runs_dir / line["saved"]).order == "simultaneous"
+        assert read_run(app.runs_dir / line["saved"]).order == "simultaneous"
     assert watch.errors == [] and page.console_errors == []
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from demo.race import run_race
 from demo.results import RaceRequest
-from demo.runs import load_run, save_run
+from demo.runs import read_run, save_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.page_driver import screenshot
@@ -76,7 +76,7 @@ def test_evaluate_tab_runs_a_small_sweep(setup, page) -> None:
 
 def test_replay_tab_plays_a_saved_run_labelled_as_a_recording(setup, page) -> None:
     app, saved = setup
-    result = load_run(saved)
+    result = read_run(saved)
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.goto(app.url, timeout=30_000)
     page.get_by_role("tab", name="Replay").click()

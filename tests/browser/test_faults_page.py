@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from demo.runs import list_runs, load_run
+from demo.runs import list_runs, read_run
 from harness.app_process import AppProcess, start_together
 from harness.page_driver import choose, open_page, screenshot, start, tile_value, wait_finished
 from harness.standin import Standin, StandinBehavior
@@ -104,7 +104,7 @@ def assert_next_run_works(page, servers: dict[str, Standin]) -> None:
 def newest_run(app: AppProcess, before: set[Path]):
     new = [p for p in list_runs(app.runs_dir) if p not in before]
     assert len(new) == 1, new
-    return load_run(new[0])
+    return read_run(new[0])
 
 
 FAULTS = [

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.runs import list_runs, load_run
+from demo.runs import list_runs, read_run
 from harness.app_process import AppProcess, start_together
 from harness.page_driver import (
     OBSERVER_JS,
@@ -141,7 +141,7 @@ def test_race_streams_live_and_shows_the_core_figures(page, app, servers) -> Non
     # The figures on the page are the RaceResult the measurement core saved for this run.
     new_runs = [p for p in list_runs(app.runs_dir) if p not in runs_before]
     assert len(new_runs) == 1
-    result = load_run(new_runs[0])
+    result = read_run(new_runs[0])
     assert result.preset == "sql" and result.request.max_tokens == 160
     assert float(page.get_attribute("#sd-speedup .sd-speedup", "data-value")) == result.speedup
     assert tile_value(page, "baseline", "tokens_per_s") == result.baseline.decode_tokens_per_s

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.runs import list_runs, load_run
+from demo.runs import list_runs, read_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.page_driver import OBSERVER_JS, choose, screenshot, start, tile_value, updates_per_s, wait_finished
@@ -53,7 +53,7 @@ def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Pat
         assert state == "done", app.output()[-2000:]
         assert page.locator("#sd-stall").count() == 0, page.text_content("#sd-stall")
         (run,) = list_runs(tmp_path / "runs")
-        result = load_run(run)
+        result = read_run(run)
         # It streamed: each pane showed its answer growing, not only once it was complete. How
         # often it redrew is a speed figure, printed here: on a loaded 2-core machine (the
         # browser, the app and a vLLM server share two cores) the browser draws less often.

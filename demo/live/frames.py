@@ -1,0 +1,86 @@
+"""Snapshots as Frames of display values, without Gradio: one Frame per snapshot, the race chart
+redrawn at most once a CHART_INTERVAL_S (the one throttle of the live race, the Replay tab and
+the booth's recordings), and the result view drawn once at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterable, AsyncIterator
+
+import plotly.graph_objects as go
+from pydantic import BaseModel, ConfigDict
+
+from demo import charts, view
+from demo.results import SIDES, RaceResult, RaceSnapshot
+
+# Each frame costs the browser ~30 ms of a core whatever it changes (Gradio's per-message work),
+# taken on a CPU laptop from the servers being measured (docs/benchmarks.md, the page's cost).
+# The race chart carries every chunk so far: redraw it once a second, live and in a replay
+# alike (every 0.5 s cost the browser ~15% more CPU per race).
+CHART_INTERVAL_S = 1.0
+
+
+class Frame(BaseModel):
+    """One update of the race area; None fields are left as they are on the page."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    run_status: str | None = None
+    speedup: str | None = None
+    baseline: view.PaneView | None = None
+    speculative: view.PaneView | None = None
+    side_status: dict[str, str] | None = None  # status lines only (the quiet-server notice)
+    race_figure: go.Figure | None = None
+    result: RaceResult | None = None  # set once, on the final frame
+    failed: list[str] = []  # the sides whose stream failed (the booth switches to a recording)
+
+
+class ResultView(BaseModel):
+    """What the page shows of a finished race beyond the live frames: drawn once, at the end."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    badge: str
+    acceptance_figure: go.Figure
+    chunk_figure: go.Figure
+
+
+def result_view(result: RaceResult | None) -> ResultView:
+    """The badge and the two result charts; their empty state for None (a race starting)."""
+    return ResultView(badge=view.identical_badge_html(result), acceptance_figure=charts.acceptance_figure(result),
+                      chunk_figure=charts.chunk_figure(result))
+
+
+def frame_for(snapshot: RaceSnapshot, with_chart: bool) -> Frame:
+    final = snapshot.result is not None
+    return Frame(
+        speedup=view.speedup_html(snapshot),
+        baseline=view.pane_view("baseline", snapshot),
+        speculative=view.pane_view("speculative", snapshot),
+        race_figure=charts.race_figure(snapshot) if with_chart or final else None,
+        result=snapshot.result,
+        failed=[s for s in SIDES if getattr(snapshot, s).status == "error"],
+    )
+
+
+class ChartThrottle:
+    """Frames for successive snapshots, the race chart in one at most every CHART_INTERVAL_S
+    (and always in the final one)."""
+
+    def __init__(self) -> None:
+        self.last_chart = 0.0
+
+    def frame(self, snapshot: RaceSnapshot, now: float | None = None) -> Frame:
+        now = time.monotonic() if now is None else now
+        with_chart = now - self.last_chart >= CHART_INTERVAL_S
+        if with_chart:
+            self.last_chart = now
+        return frame_for(snapshot, with_chart)
+
+
+async def throttled_frames(snapshots: AsyncIterable[RaceSnapshot]) -> AsyncIterator[Frame]:
+    """A Frame for each snapshot, the chart throttled (a replay, a booth recording)."""
+    throttle = ChartThrottle()
+    async for snapshot in snapshots:
+        yield throttle.frame(snapshot)

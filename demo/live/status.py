@@ -1,0 +1,28 @@
+"""The run's status line in words: a finished race's, and a failure that is the app's own fault
+(the Race tab, the booth and the Evaluate tab all say it this way).
+"""
+
+from __future__ import annotations
+
+from demo import view
+from demo.results import SIDES, RaceResult
+
+
+def internal_error_text(exc: BaseException) -> str:
+    """One line for a failure that is the app's own fault, not a server's."""
+    first = (str(exc).splitlines() or [""])[0][:200]
+    return f"internal error: {type(exc).__name__}: {first} (the app's log has the details)"
+
+
+def final_status(result: RaceResult, saved: str | None, stopped_because: str | None = None,
+                 save_note: str | None = None) -> str:
+    state = result.outcome
+    detail = view.ORDER_LABELS[result.order] + (" · run saved" if saved else "")
+    if save_note:
+        detail = f"{detail} · {save_note}"
+    if state == "stopped" and stopped_because:
+        detail = f"{stopped_because} · {detail}"
+    if state == "error":
+        failed = [s for s in SIDES if getattr(result, s).error]
+        detail = f"{' and '.join(failed)} failed (see the pane) · " + detail
+    return view.run_status_html(state, detail)
