@@ -17,8 +17,9 @@ What runs:
   launcher's state file) at a random time: the window [lead, M minutes - tail] is cut into one
   slot per kill and each lands at a uniform random time in its slot. A kill also waits until a
   live race has been saved (so the booth has a recording to show), for a bounded time until the
-  server is streaming a live race's answer (the hardest moment: the race fails mid-way), and
-  until the kill before it has healed and a live race has run again.
+  server is streaming a live race's answer with at least half of it still to come (the hardest
+  moment: the race fails mid-way; judged from the server's /metrics, not from the page, which
+  lags), and until the kill before it has healed and a live race has run again.
 
 What is measured (files in --out: races.jsonl, samples.jsonl, events.jsonl, summary.json, app.log):
 - per booth race, from the app's ``booth-race {json}`` log lines: source (live / recording /
@@ -26,7 +27,8 @@ What is measured (files in --out: races.jsonl, samples.jsonl, events.jsonl, summ
 - every minute: RSS of the app, the supervisor and each server (summed over its process group),
   and the disk used by the runs dir.
 - per kill: kill -> healthy (the supervisor restarted it and /health answers) and kill -> live
-  (the first live race that started after it was healthy again).
+  (the first live race that started after it was healthy again); mid-race when the live race on
+  at the kill failed (the kill cut it), whatever the soak aimed at.
 - the summary and a PASS/FAIL line: no lost run, every kill done and healed (live again), no error
   marker on the page (a failed side, an error state, Gradio's error toast), no console error, no
   live race failed outside an outage, app memory growth < 50 MB/h (judged for runs of 20 minutes or more).
@@ -52,9 +54,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
+import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from demo.measure import percentile
+from demo.metrics import parse_metrics
+from demo.presets import load_presets
 from harness.ports import free_port
 from servers import procs
 from servers.config import Role
@@ -70,6 +75,9 @@ GROWTH_JUDGED_FROM_MIN = 20.0
 SAMPLE_EVERY_S = 60.0
 PAGE_POLL_S = 3.0
 LOOP_S = 0.25
+DUE_LOOP_S = 0.05  # while a kill is due: a stand-in streams a short answer in about a second
+# A due kill lands only while the server has at least this share of the live answer to come.
+MID_STREAM_TO_COME = 0.5
 MB = 1e6
 # Anything on the page that says a run failed: a side's error line, a run status or pane in the
 # error state, Gradio's error toast. The servers-down banner (.sd-banner) is not one: during an
@@ -77,23 +85,18 @@ MB = 1e6
 ERROR_SELECTOR = '.sd-side-error, [data-state="error"], .toast-body.error'
 CAPTION_SELECTOR = "#sd-booth-caption .sd-booth-caption"
 RUN_STATUS_SELECTOR = "#sd-run-status .sd-run-status"
-# One call per poll: caption, run status, whether each side is still streaming (its status line,
-# demo/view.py side_status_html: waiting / streaming / quiet), and the visible error markers.
+# One call per poll: caption, run status and the visible error markers. (Whether a server is
+# still streaming is asked of the server, AnswerProbe: the page shows it late.)
 POLL_JS = """([errSel, capSel, runSel]) => {
   const visible = el => !!(el.offsetWidth || el.offsetHeight || el.getClientRects().length);
   const cap = document.querySelector(capSel);
   const run = document.querySelector(runSel);
-  const streaming = {};
-  for (const side of ['baseline', 'speculative']) {
-    const st = document.querySelector(`#sd-status-${side} .sd-side-status`);
-    streaming[side] = !!st && /\\bsd-status-(waiting|streaming|quiet)\\b/.test(st.className);
-  }
   const errors = [];
   for (const el of document.querySelectorAll(errSel)) {
     if (visible(el)) errors.push(`${el.className}: ${(el.textContent || '').trim().slice(0, 200)}`);
   }
   return {caption: cap ? (cap.dataset.state || null) : null, preset: cap ? (cap.dataset.preset || null) : null,
-          run: run ? (run.dataset.state || null) : null, streaming, errors};
+          run: run ? (run.dataset.state || null) : null, errors};
 }"""
 
 
@@ -242,7 +245,10 @@ class Kill(BaseModel):
     killed_at: datetime | None = None
     killed_at_s: float | None = None
     pid: int | None = None
-    mid_race: bool | None = None  # killed while it was streaming a live race's answer
+    # What the server had streamed of a live answer at the kill, by its /metrics (AnswerProbe), of
+    # the preset's max_tokens; None when no live answer was streaming (the wait for one ran out).
+    tokens_done: int | None = None
+    max_tokens: int | None = None
     healthy_at: datetime | None = None  # restarted (another PID) and /health answered
     new_pid: int | None = None
     note: str | None = None  # why it was not done, or did not heal
@@ -252,6 +258,56 @@ class Kill(BaseModel):
         end of the run)."""
         live = first_live_after(races, self.healthy_at) if self.healthy_at else None
         return live.started_at if live else end
+
+
+class AnswerProbe:
+    """How far a server is into the answer it streams now, from its /metrics (vLLM's names, which
+    the stand-in publishes too): a request running, and vllm:generation_tokens_total since the
+    server was last seen idle. The booth is a server's only client, one request a race, so that
+    difference is the live answer's tokens so far. The page is no judge of it: it shows tokens late
+    (later on a busy machine), and a kill timed by the page can land after the last token."""
+
+    def __init__(self, url: str, timeout_s: float = 2.0) -> None:
+        self.url = url.rstrip("/") + "/metrics"
+        self.timeout_s = timeout_s
+        self._idle_total: float | None = None
+
+    def tokens_done(self) -> int | None:
+        """Tokens of the answer streaming now; None when no request runs, the scrape fails, or the
+        request was already running at the first look (where it began is unknown)."""
+        try:
+            r = httpx.get(self.url, timeout=self.timeout_s, trust_env=False)
+        except httpx.HTTPError:
+            return None
+        m = parse_metrics(r.text) if r.status_code == 200 else None
+        if m is None or not m.ok or m.num_requests_running is None or m.generation_tokens_total is None:
+            return None
+        return self.observe(m.num_requests_running, m.generation_tokens_total)
+
+    def observe(self, running: float, generated_total: float) -> int | None:
+        """One scrape's two figures -> tokens of the answer streaming now (see tokens_done)."""
+        if running < 1:
+            self._idle_total = generated_total
+            return None
+        if self._idle_total is None:
+            return None
+        return int(generated_total - self._idle_total)
+
+
+def mid_stream(tokens_done: int | None, max_tokens: int | None) -> bool:
+    """A kill now cuts the answer: it has begun (a token is out) and at least MID_STREAM_TO_COME
+    of max_tokens is still to come, time enough for the kill to land before the last token even
+    on a busy machine (on a stand-in, which always streams max_tokens, half an answer is 0.5 s or
+    more). On a real server an answer may stop early, before max_tokens: the summary's mid_race
+    says whether the race was cut."""
+    return (tokens_done is not None and max_tokens is not None and tokens_done >= 1
+            and max_tokens - tokens_done >= MID_STREAM_TO_COME * max_tokens)
+
+
+def cut_race(races: list[RaceSeen], killed_at: datetime) -> RaceSeen | None:
+    """The live race that was on at the kill and failed: the race the kill cut."""
+    return next((r for r in races if r.source == "live" and r.outcome == "error"
+                 and r.started_at <= killed_at <= r.ended_at), None)
 
 
 def first_live_after(races: list[RaceSeen], t: datetime) -> RaceSeen | None:
@@ -271,7 +327,9 @@ class KillResult(BaseModel):
     role: Role
     planned_at_s: float
     killed_at_s: float | None
-    mid_race: bool | None
+    mid_race: bool | None  # the live race on at the kill failed (None: no kill)
+    tokens_done: int | None  # of max_tokens, streamed at the kill (None: no live answer streaming)
+    max_tokens: int | None
     kill_to_healthy_s: float | None
     kill_to_live_s: float | None
     recordings_while_down: int  # recording races that overlapped the outage
@@ -347,8 +405,10 @@ class Summary(BaseModel):
             if k.killed_at_s is None:
                 out.append(f"kill {k.role}: not done ({k.note})")
                 continue
+            where = ("mid-race" if k.mid_race else "between races" if k.tokens_done is None
+                     else "mid-stream, but the race was not cut")
             out.append(
-                f"kill {k.role} at {k.killed_at_s:.0f} s ({'mid-race' if k.mid_race else 'between races'}): "
+                f"kill {k.role} at {k.killed_at_s:.0f} s ({where}): "
                 f"healthy after {sec(k.kill_to_healthy_s)}, live again after {sec(k.kill_to_live_s)}; "
                 f"{k.recordings_while_down} recordings shown while down, {k.live_races_after} live races after"
                 + (f" ({k.note})" if k.note else ""))
@@ -392,7 +452,9 @@ def summarize(*, servers: str, seed: int, minutes_planned: float, started: datet
         first = first_live_after(races, k.healthy_at) if k.healthy_at else None
         down_until = k.healthy_at or ended
         kill_results.append(KillResult(
-            role=k.role, planned_at_s=k.planned_at_s, killed_at_s=k.killed_at_s, mid_race=k.mid_race,
+            role=k.role, planned_at_s=k.planned_at_s, killed_at_s=k.killed_at_s,
+            mid_race=cut_race(races, k.killed_at) is not None if k.killed_at else None,
+            tokens_done=k.tokens_done, max_tokens=k.max_tokens,
             kill_to_healthy_s=(k.healthy_at - k.killed_at).total_seconds() if k.killed_at and k.healthy_at else None,
             kill_to_live_s=(first.started_at - k.killed_at).total_seconds() if k.killed_at and first else None,
             recordings_while_down=sum(1 for r in races if r.source == "recording" and k.killed_at
@@ -462,7 +524,7 @@ class Timing(BaseModel):
     tail_s: float  # nor in the last tail_s of the run: room to heal and race live again
     heal_timeout_s: float  # kill -> healthy
     live_timeout_s: float  # healthy -> a live race started
-    mid_race_wait_s: float  # a due kill waits this long at most for a live race to be running
+    mid_race_wait_s: float  # a due kill waits this long at most for a live answer to cut (mid_stream)
     up_timeout_s: float  # `servers up --detach`
 
 
@@ -696,6 +758,10 @@ class Soak:
         self._errors_shown: list[str] = []
         self.view: dict[str, Any] = {}
         self._due_since: float | None = None  # when the next kill became due (for the mid-race wait)
+        self._probes: dict[str, AnswerProbe] = {}
+        presets_dir = Path(os.environ.get("SPECDEMO_PRESETS_DIR", ROOT / "presets")) if a.servers == "cpu" \
+            else ROOT / "presets"  # the app's (_start_app passes SPECDEMO_* on for the CPU pair only)
+        self.max_tokens = {name: p.max_tokens for name, p in load_presets(presets_dir)[0].items()}
         self.t0 = time.monotonic()
         self.app_pid = 0
 
@@ -734,7 +800,7 @@ class Soak:
                 rec.say(f"the app exited (code {app.proc.returncode}): stopping the soak")
                 break
             self._read_races(tail)
-            # A due kill waits for a live race to be running: look at the page at every turn then.
+            # A due kill waits for a live answer to cut: look at the page at every (short) turn then.
             if t >= next_poll or self._due_since is not None:
                 self._poll(page)
                 next_poll = t + PAGE_POLL_S
@@ -742,7 +808,7 @@ class Soak:
                 self._sample(pair)
                 next_sample = t + SAMPLE_EVERY_S
             self._step_kills(pair, t)
-            page.idle(LOOP_S)
+            page.idle(LOOP_S if self._due_since is None else DUE_LOOP_S)
         self._sample(pair)
         self._read_races(tail)
         ended = datetime.now(UTC)
@@ -845,11 +911,17 @@ class Soak:
                     return
                 if self._due_since is None:
                     self._due_since = t
-                # Mid-race: a live race is on and the server to kill is still streaming its answer.
-                mid_race = (self.view.get("caption") == "live" and self.view.get("run") == "running"
-                            and bool((self.view.get("streaming") or {}).get(k.role)))
-                if mid_race or t - self._due_since >= self.timing.mid_race_wait_s:
-                    self._kill(pair, k, t, mid_race)
+                # Mid-stream: a live race is on (the page) and the server to kill has most of its
+                # answer still to come (the server's own figures: the page lags).
+                probe = self._probes.setdefault(k.role, AnswerProbe(pair.url(k.role)))
+                done = probe.tokens_done()  # every due turn: it also notes the server idle between races
+                live = self.view.get("caption") == "live" and self.view.get("run") == "running"
+                max_tokens = self.max_tokens.get(str(self.view.get("preset")))
+                if live and mid_stream(done, max_tokens):
+                    self._kill(pair, k, t, done, max_tokens)
+                    self._due_since = None
+                elif t - self._due_since >= self.timing.mid_race_wait_s:
+                    self._kill(pair, k, t, None, None)
                     self._due_since = None
                 return
             if k.killed_at is not None and k.healthy_at is None and not k.note:
@@ -862,17 +934,19 @@ class Soak:
                     self.rec.say(f"{k.role}: {k.note}")
                 return
 
-    def _kill(self, pair: Pair, k: Kill, t: float, mid_race: bool) -> None:
+    def _kill(self, pair: Pair, k: Kill, t: float, done: int | None, max_tokens: int | None) -> None:
         r = pair.record(k.role)
         if r is None or not procs.is_running(r.pid, r.start_ticks):
             k.note = "no running server in the state file to kill"
             self.rec.say(f"cannot kill {k.role}: {k.note}")
             return
         os.kill(r.pid, signal.SIGKILL)  # the group leader, as a crash would: the supervisor does the rest
-        k.killed_at, k.killed_at_s, k.pid, k.mid_race = datetime.now(UTC), t, r.pid, mid_race
-        self.rec.event("kill", role=k.role, pid=r.pid, t_s=t, mid_race=mid_race)
+        k.killed_at, k.killed_at_s, k.pid = datetime.now(UTC), t, r.pid
+        k.tokens_done, k.max_tokens = done, max_tokens
+        self.rec.event("kill", role=k.role, pid=r.pid, t_s=t, tokens_done=done, max_tokens=max_tokens)
         self.rec.say(f"SIGKILL {k.role} (PID {r.pid}) at {t:.0f} s, "
-                     + ("mid-race (it was streaming)" if mid_race else "not mid-race (no live race was streaming)"))
+                     + (f"mid-stream ({done} of at most {max_tokens} tokens out)" if done is not None
+                        else f"between races (no live answer to cut within {self.timing.mid_race_wait_s:g} s)"))
 
     def _check_healed(self, pair: Pair, k: Kill) -> None:
         assert k.killed_at is not None

@@ -61,8 +61,11 @@ fi
 
 # Fast and browser tests first, on an idle machine: their timing checks need the cores
 # the vLLM servers would otherwise take.
+# Two workers (pytest-xdist): a module's tests stay together on one worker, the page modules run
+# one at a time, the longest groups go out first (tests/conftest.py: GROUPS).
 status=0
-.venv/bin/python -m pytest -m "not e2e" -q -p no:cacheprovider || status=$?
+.venv/bin/python -m pytest -m "not e2e" -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder \
+    || status=$?
 stamp "fast and browser tests done (exit $status)"
 
 if [[ "${1:-}" != "--fast" ]]; then

@@ -8,6 +8,41 @@ import pytest
 
 from harness.standin import Standin, StandinBehavior
 
+# Parallel runs (scripts/test.sh: pytest-xdist, ``-n 2 --dist loadscope --no-loadscope-reorder``,
+# with the scheduler below). The unit of work is a module: its tests run on one worker, in order,
+# so a module-scoped app, browser or server pair starts once and its fixed artifact names cannot
+# collide. The modules of a group in GROUPS run one after the other on one worker, never beside
+# each other; the groups go out first, longest first, so that neither worker is left with a long
+# one at the end while the other idles. (Not xdist_group marks: with pytest 9, xdist 3.8's
+# --dist loadgroup no longer groups anything, as it renames item._nodeid, which pytest 9 ignores.)
+GROUPS: dict[str, tuple[str, ...]] = {
+    # The page in Chromium with an app subprocess each (~6 min serial): one page module at a time.
+    "browser": ("tests/browser/", "tests/test_export_browser.py", "tests/test_report_browser.py"),
+    "soak": ("tests/test_soak.py",),  # booth mode for 2 minutes in Chromium (~2.5 min): beside them
+}
+
+
+def work_unit(nodeid: str) -> str:
+    """The group a test runs in: its GROUPS entry, or else its module."""
+    module = nodeid.split("::", 1)[0]
+    return next((g for g, paths in GROUPS.items() if any(module.startswith(p) for p in paths)), module)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {g: i for i, g in enumerate(GROUPS)}
+    items.sort(key=lambda it: rank.get(work_unit(it.nodeid), len(rank)))  # stable: modules keep their order
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown without it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return ByGroup(config, log)
+
 
 @pytest.fixture
 def standin_factory() -> Iterator[Callable[..., Standin]]:

@@ -9,15 +9,19 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from benchmarks.soak import (
     GROWTH_LIMIT_MB_PER_H,
     MB,
+    AnswerProbe,
     Kill,
     LogTail,
     RaceSeen,
@@ -26,6 +30,7 @@ from benchmarks.soak import (
     dir_usage,
     group_rss_bytes,
     growth_mb_per_h,
+    mid_stream,
     parse_args,
     parse_booth_line,
     plan_kills,
@@ -35,6 +40,7 @@ from benchmarks.soak import (
     tree_rss_bytes,
 )
 from benchmarks.soak_standin import standin_args
+from harness.standin import Standin
 from servers.config import Role
 
 LINE = ('booth-race {"n": 3, "preset": "json_reformat", "source": "live", "outcome": "done", "speedup": 1.95, '
@@ -189,6 +195,51 @@ def test_a_recording_exists_once_a_live_race_is_done_and_saved() -> None:
     assert recording_exists([*races, race(4, "a", "live", 20, 25)])
 
 
+def test_a_kill_is_mid_stream_from_the_first_token_while_half_the_answer_is_to_come() -> None:
+    assert not mid_stream(None, 256), "no answer streaming"
+    assert not mid_stream(0, 256), "running, no token out yet (prefill)"
+    assert mid_stream(1, 256) and mid_stream(128, 256)
+    assert not mid_stream(129, 256), "less than half to come"
+    assert not mid_stream(10, None), "unknown preset: nothing to judge the rest by"
+
+
+def test_the_probe_counts_the_answers_tokens_from_when_the_server_was_idle() -> None:
+    probe = AnswerProbe("http://127.0.0.1:9")
+    assert probe.observe(1, 500) is None, "running at the first look: where it began is unknown"
+    assert probe.observe(0, 520) is None
+    assert probe.observe(1, 520) == 0 and probe.observe(1, 561) == 41
+    assert probe.observe(0, 776) is None and probe.observe(1, 790) == 14, "the next race counts from its start"
+    assert AnswerProbe("http://127.0.0.1:9", timeout_s=0.5).tokens_done() is None, "nothing listens"
+
+
+def test_the_probe_reads_a_stand_ins_metrics_while_it_streams(standin_factory: Callable[..., Standin]) -> None:
+    s = standin_factory(tokens_per_s=40.0, ttft_s=0.05)  # 120 tokens: a 3 s answer
+    probe = AnswerProbe(s.url)
+    assert probe.tokens_done() is None, "idle"
+    body = {"model": s.behavior.model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 120,
+            "stream": True}
+
+    def ask() -> None:
+        with httpx.stream("POST", s.url + "/v1/chat/completions", json=body, timeout=30, trust_env=False) as r:
+            for _ in r.iter_lines():
+                pass
+
+    t = threading.Thread(target=ask)
+    t.start()
+    seen: list[int] = []
+    deadline = time.monotonic() + 20
+    while t.is_alive() and time.monotonic() < deadline:
+        done = probe.tokens_done()
+        if done is not None:
+            seen.append(done)
+        time.sleep(0.05)
+    t.join(10)
+    assert seen and seen == sorted(seen), seen
+    assert 1 <= max(seen) <= 120 and any(mid_stream(d, 120) for d in seen), seen
+    assert probe.tokens_done() is None, "idle again"
+    assert s.completed == 1
+
+
 # ---------------------------------------------------------------- summary
 
 
@@ -214,8 +265,8 @@ def good_run() -> tuple[list[RaceSeen], list[Kill]]:
         race(6, "a", "recording", 42, 48, outcome="done"),
         race(7, "b", "live", 50, 58, speedup=2.2),
     ]
-    kill = Kill(role="speculative", planned_at_s=25, killed_at=at(30), killed_at_s=30, pid=101, mid_race=True,
-                healthy_at=at(45), new_pid=202)
+    kill = Kill(role="speculative", planned_at_s=25, killed_at=at(30), killed_at_s=30, pid=101, tokens_done=40,
+                max_tokens=256, healthy_at=at(45), new_pid=202)
     return races, [kill]
 
 
@@ -239,6 +290,7 @@ def test_a_good_run_passes_with_its_figures() -> None:
     k = s.kills[0]
     assert k.kill_to_healthy_s == pytest.approx(15.0) and k.kill_to_live_s == pytest.approx(20.0)
     assert k.recordings_while_down == 2 and k.live_races_after == 1 and k.healed and k.mid_race
+    assert (k.tokens_done, k.max_tokens) == (40, 256)
     assert s.failed_outside_outage == [], "the race the kill cut is expected to fail"
     assert s.app_growth_mb_per_h == pytest.approx(60.0) and not s.growth_judged
     text = "\n".join(s.lines())
@@ -246,6 +298,23 @@ def test_a_good_run_passes_with_its_figures() -> None:
     assert "kill speculative at 30 s (mid-race): healthy after 15.0 s, live again after 20.0 s" in text
     assert "not judged: run < 20 min" in text
     assert text.splitlines()[-1] == "PASS"
+
+
+def test_mid_race_is_a_race_the_kill_cut_not_where_it_was_aimed() -> None:
+    races, kills = good_run()
+    # Aimed mid-stream, but the answer was out before the kill landed: the race completed.
+    races[3] = race(4, "b", "live", 29, 31, speedup=2.1)
+    s = run_summary(races, kills)
+    assert s.kills[0].mid_race is False and s.outcomes.get("live error") is None
+    assert "kill speculative at 30 s (mid-stream, but the race was not cut)" in "\n".join(s.lines())
+    # Killed when no live answer was streaming: the race before it ended at 28 s, the next failed
+    # after it (both outside the kill).
+    between = kills[0].model_copy(update={"killed_at": at(28.5), "killed_at_s": 28.5, "tokens_done": None,
+                                          "max_tokens": None})
+    s = run_summary(good_run()[0], [between])
+    assert s.kills[0].mid_race is False
+    assert "kill speculative at 28 s (between races)" in "\n".join(s.lines())
+    assert run_summary(races, [Kill(role="baseline", planned_at_s=50)]).kills[0].mid_race is None, "no kill"
 
 
 def test_lost_runs_fail() -> None:

@@ -29,6 +29,10 @@ from tests.signals import interruptible
 BASE = StandinBehavior(tokens_per_s=80, ttft_s=0.03)
 SPEC = StandinBehavior(tokens_per_s=200, ttft_s=0.03, speculative=True, chunk_sizes=[1, 3, 5, 2])
 MAX_TOKENS = 60
+# The figures against the truth: the client reads each token a little after the stand-in sent it
+# (more so on a busy machine); on answers of 150 tokens (0.75 s speculative) a 20 ms lag moves a
+# speedup by under 3%, on 60 tokens by 7%, past the 5% the test allows.
+TRUTH_TOKENS = 150
 
 
 def sweep(base: Standin, spec: Standin, out: Path | None = None, on_cell=None, **fields: object) -> SweepResult:
@@ -76,7 +80,8 @@ def report_value(html: str, concurrency: int, key: str) -> float:
 def test_speedups_and_acceptance_match_the_truth(tmp_path: Path, per_request: bool) -> None:
     marks: list[tuple[int, int]] = []
     with Standin(BASE) as base, Standin(SPEC.model_copy(update={"per_request_metrics": per_request})) as spec:
-        result = sweep(base, spec, tmp_path, on_cell=lambda _c: marks.append((len(base.truth), len(spec.truth))))
+        result = sweep(base, spec, tmp_path, on_cell=lambda _c: marks.append((len(base.truth), len(spec.truth))),
+                       max_tokens=TRUTH_TOKENS)
         base_truth, spec_truth = list(base.truth), list(spec.truth)
     assert [c.status for c in result.cells] == ["ok", "ok"]
     saved = SweepResult.model_validate_json((tmp_path / "results.json").read_text())
@@ -90,7 +95,7 @@ def test_speedups_and_acceptance_match_the_truth(tmp_path: Path, per_request: bo
         st = batches(spec_truth[start[1]:mark[1]], c)
         start = mark
         assert len(bt) == len(st) == 2  # two repeats, each a batch of c requests per side
-        assert all(t.completion_tokens == MAX_TOKENS for b in bt + st for t in b)
+        assert all(t.completion_tokens == TRUTH_TOKENS for b in bt + st for t in b)
         true_speedup = statistics.median(throughput(s) / throughput(b) for b, s in zip(bt, st, strict=True))
         true_decode = statistics.median(
             statistics.median(decode_rates(s)) / statistics.median(decode_rates(b))

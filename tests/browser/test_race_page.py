@@ -109,7 +109,9 @@ def test_race_streams_live_and_shows_the_core_figures(page, app, servers) -> Non
     runs_before = set(list_runs(app.runs_dir))
     open_page(page, app)
     assert "Speculative (ngram" in page.text_content("#sd-title-speculative")
-    choose(page, PRESET_TITLE, max_tokens=160)
+    # 300 tokens: the speculative side streams for 3 s, long enough for the tiles to change many
+    # times even when a busy machine's browser draws few frames (160 tokens, 1.6 s: 4 changes).
+    choose(page, PRESET_TITLE, max_tokens=300)
     screenshot(page, "race-1-ready")
     page.evaluate(OBSERVER_JS)
     start(page)
@@ -142,7 +144,7 @@ def test_race_streams_live_and_shows_the_core_figures(page, app, servers) -> Non
     new_runs = [p for p in list_runs(app.runs_dir) if p not in runs_before]
     assert len(new_runs) == 1
     result = read_run(new_runs[0])
-    assert result.preset == "sql" and result.request.max_tokens == 160
+    assert result.preset == "sql" and result.request.max_tokens == 300
     assert float(page.get_attribute("#sd-speedup .sd-speedup", "data-value")) == result.speedup
     assert tile_value(page, "baseline", "tokens_per_s") == result.baseline.decode_tokens_per_s
     assert tile_value(page, "speculative", "tokens_per_s") == result.speculative.decode_tokens_per_s
@@ -152,7 +154,7 @@ def test_race_streams_live_and_shows_the_core_figures(page, app, servers) -> Non
     assert tile_value(page, "speculative", "acceptance_rate") == result.speculative.spec.acceptance_rate
     assert (tile_value(page, "speculative", "mean_acceptance_length")
             == result.speculative.spec.mean_acceptance_length)
-    assert tile_value(page, "speculative", "tokens") == result.speculative.completion_tokens == 160
+    assert tile_value(page, "speculative", "tokens") == result.speculative.completion_tokens == 300
     # ... and those agree with what the stand-in really sent.
     truth = servers[1].last_truth
     assert result.speculative.spec.acceptance_rate == pytest.approx(truth.acceptance_rate, rel=1e-9)
