@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import pytest
 from servers import procs
 from tests.signals import interruptible
 from tests.test_launcher import Env
+from tests.waiting import wait_for
 
 # Fast, but never a tight loop: the supervisor looks every 0.2 s, restarts after 0.5 s (doubling).
 FAST = {
@@ -56,19 +57,6 @@ class SupEnv(Env):
             return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1.0).status_code == 200
         except httpx.HTTPError:
             return False
-
-
-def wait_for(cond: Callable[[], bool], timeout_s: float, what: str) -> float:
-    """Seconds until cond() held; fails the test after timeout_s."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        try:
-            if cond():
-                return time.monotonic() - t0
-        except (OSError, ValueError, KeyError, StopIteration):
-            pass  # the state file between writes, or a record being replaced
-        time.sleep(0.1)
-    pytest.fail(f"not within {timeout_s} s: {what}")
 
 
 def _alive(pid: int) -> bool:

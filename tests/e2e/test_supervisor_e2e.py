@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -26,6 +24,7 @@ from servers import procs
 from servers.settings import LauncherSettings, parse_cores
 from servers.state import LauncherState, ServerRecord, read_state
 from tests.e2e.conftest import E2E_RUN_DIR
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 DISRUPTIVE = True  # tests/e2e/conftest.py runs this module last
@@ -47,7 +46,8 @@ def state_file(real_servers: Settings) -> Path:
 
 def state(path: Path) -> LauncherState:
     st = read_state(path)
-    assert st is not None, f"no state file at {path}"
+    if st is None:
+        raise ValueError(f"no state file at {path}")  # between writes: wait_for tries again
     return st
 
 
@@ -60,18 +60,6 @@ def healthy(url: str) -> bool:
         return httpx.get(f"{url}/health", timeout=3.0).status_code == 200
     except httpx.HTTPError:
         return False
-
-
-def wait_for(cond: Callable[[], bool], timeout_s: float, what: str) -> float:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout_s:
-        try:
-            if cond():
-                return time.monotonic() - t0
-        except (OSError, StopIteration, AssertionError):
-            pass  # the state file between writes
-        time.sleep(1.0)
-    pytest.fail(f"{what}: not within {timeout_s:.0f} s")
 
 
 def children(pid: int) -> list[int]:
@@ -132,7 +120,7 @@ def test_a_sigkilled_server_is_restarted_and_races_again(state_file: Path, real_
     spec = record(state_file, "speculative")
     os.kill(spec.pid, signal.SIGKILL)
     took = wait_for(lambda: record(state_file, "speculative").pid != spec.pid and healthy(spec.url),
-                    BACK_WITHIN_S, "the SIGKILLed speculative server back and healthy")
+                    BACK_WITHIN_S, "the SIGKILLed speculative server back and healthy", poll_s=1.0)
     print(f"\nSIGKILL -> healthy again: {took:.1f} s")
     again = record(state_file, "speculative")
     assert again.restarts == spec.restarts + 1 and again.last_cause == "killed by SIGKILL"
@@ -152,7 +140,8 @@ def test_a_hung_server_is_restarted_after_the_health_timeout(state_file: Path, r
     os.kill(base.pid, signal.SIGSTOP)  # alive, port open, never answers: a hang
     try:
         took = wait_for(lambda: record(state_file, "baseline").pid != base.pid and healthy(base.url),
-                        BACK_WITHIN_S + LauncherSettings().health_timeout_s, "the hung baseline replaced")
+                        BACK_WITHIN_S + LauncherSettings().health_timeout_s, "the hung baseline replaced",
+                        poll_s=1.0)
     finally:
         if procs.is_running(base.pid, base.start_ticks):
             os.kill(base.pid, signal.SIGCONT)
