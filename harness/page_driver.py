@@ -106,3 +106,17 @@ def updates_per_s(samples: list[list[float | int | str]]) -> tuple[int, float]:
     if len(changes) < 2:
         return len(changes), 0.0
     return len(changes), (len(changes) - 1) / ((changes[-1] - changes[0]) / 1000)
+
+
+def save_docs_png(png: bytes, out: Path, max_bytes: int) -> bool:
+    """A 1280x720 screenshot as a docs picture: 960x540, 128 colours. True when it fits max_bytes."""
+    import io
+
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    img = img.resize((960, 540), Image.Resampling.LANCZOS).quantize(colors=128, method=Image.Quantize.MEDIANCUT)
+    img.save(out, optimize=True)
+    size = out.stat().st_size
+    print(f"wrote {out.relative_to(ROOT)}: {img.width}x{img.height}, {size:,} bytes")
+    return size <= max_bytes

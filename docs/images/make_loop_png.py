@@ -10,7 +10,6 @@ as `python app.py` on a free port (harness/app_process.py), in sequential order,
 
 from __future__ import annotations
 
-import io
 import sys
 import tempfile
 from pathlib import Path
@@ -18,11 +17,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from PIL import Image  # noqa: E402
-
 from harness.app_process import AppProcess  # noqa: E402
 from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
-from harness.page_driver import choose, open_page, start, wait_finished  # noqa: E402
+from harness.page_driver import choose, open_page, save_docs_png, start, wait_finished  # noqa: E402
 
 OUT = ROOT / "docs" / "images" / "loop-label.png"
 MAX_BYTES = 200_000
@@ -49,12 +46,7 @@ def main() -> int:
                 browser.close()
         finally:
             app.stop()
-    img = Image.open(io.BytesIO(png)).convert("RGB")
-    img = img.resize((960, 540), Image.Resampling.LANCZOS).quantize(colors=128, method=Image.Quantize.MEDIANCUT)
-    img.save(OUT, optimize=True)
-    size = OUT.stat().st_size
-    print(f"wrote {OUT.relative_to(ROOT)}: {img.width}x{img.height}, {size:,} bytes")
-    return 0 if size <= MAX_BYTES else 1
+    return 0 if save_docs_png(png, OUT, MAX_BYTES) else 1
 
 
 if __name__ == "__main__":

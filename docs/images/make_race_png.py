@@ -10,7 +10,6 @@ free port (harness/app_process.py); nothing touches ports 8000/8001/7860.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import sys
@@ -20,10 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from PIL import Image  # noqa: E402
-
 from harness.app_process import AppProcess  # noqa: E402
 from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
+from harness.page_driver import save_docs_png  # noqa: E402
 from harness.standin import Standin, StandinBehavior  # noqa: E402
 
 OUT = ROOT / "docs" / "images" / "race.png"
@@ -74,12 +72,7 @@ def main() -> int:
             app.stop()
             base.stop()
             spec.stop()
-    img = Image.open(io.BytesIO(png)).convert("RGB")
-    img = img.resize((960, 540), Image.Resampling.LANCZOS).quantize(colors=128, method=Image.Quantize.MEDIANCUT)
-    img.save(OUT, optimize=True)
-    size = OUT.stat().st_size
-    print(f"wrote {OUT.relative_to(ROOT)}: {img.width}x{img.height}, {size:,} bytes")
-    return 0 if size <= MAX_BYTES else 1
+    return 0 if save_docs_png(png, OUT, MAX_BYTES) else 1
 
 
 if __name__ == "__main__":
