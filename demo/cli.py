@@ -13,7 +13,7 @@ from demo.export import add_export_parser
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load_cli import add_load_parser, cmd_race_users, users_arg
 from demo.race import run_race
-from demo.results import LEGACY_ORDER, RaceResult, SideResult
+from demo.results import LEGACY_ORDER, ArmResult, RaceResult, SideResult
 from demo.runs import RunTooLarge, save_run
 from demo.sweep.cli import add_sweep_parser
 
@@ -21,7 +21,7 @@ SIDE_KEYS = ("completion_tokens", "ttft_s", "decode_tokens_per_s", "e2e_s", "itl
 
 
 def add_race_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("race", help="race one prompt on the baseline and the speculative server")
+    p = sub.add_parser("race", help="race one prompt on the baseline and the speculative server(s)")
     add_server_args(p)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--preset", help="a preset name from presets/")
@@ -57,7 +57,17 @@ def side_json(side: SideResult) -> dict[str, Any]:
     return out
 
 
+def arm_json(a: ArmResult) -> dict[str, Any]:
+    """One arm in --json: its side's figures (acceptance included) and its figures against the baseline."""
+    out = side_json(a.side)
+    out.update(label=a.label, method=a.method, speedup=a.speedup, e2e_speedup=a.e2e_speedup,
+               identical_text=a.identical_text, first_difference=a.first_difference)
+    out["na_reasons"] = {**out["na_reasons"], **a.na_reasons}
+    return out
+
+
 def result_json(r: RaceResult) -> dict[str, Any]:
+    """The race in --json: ``speculative``, ``speedup``... hold the first arm; ``arms`` every arm, in order."""
     return {
         "order": r.order,
         "preset": r.preset,
@@ -67,6 +77,7 @@ def result_json(r: RaceResult) -> dict[str, Any]:
         "e2e_speedup": r.e2e_speedup,
         "identical_text": r.identical_text,
         "na_reasons": r.na_reasons,
+        "arms": {name: arm_json(a) for name, a in r.arms.items()},
     }
 
 
@@ -74,37 +85,55 @@ def _fmt(v: float | None, unit: str = "", digits: int = 2) -> str:
     return or_na(fmt_number(v, digits, unit))
 
 
+def _side_rows(side: SideResult) -> list[str]:
+    spec = side.spec
+    itl = (f"{_fmt(side.itl_p50_s and side.itl_p50_s * 1000, '', 1)} / "
+           f"{_fmt(side.itl_p95_s and side.itl_p95_s * 1000, '', 1)}")
+    return [_fmt(side.completion_tokens), _fmt(side.ttft_s, " s", 3), _fmt(side.decode_tokens_per_s, "", 1),
+            _fmt(side.e2e_s, " s"), itl,
+            "-" if side.side == "baseline" else or_na(fmt_percent(spec.acceptance_rate, 1) if spec else None),
+            "-" if side.side == "baseline" else (_fmt(spec.mean_acceptance_length) if spec else "n/a")]
+
+
+ROW_NAMES = ("completion tokens", "time to first token", "decode tokens/s", "end-to-end", "ITL p50 / p95 (ms)",
+             "acceptance rate", "mean acceptance length")
+
+
+def _identical(value: bool | None, first: int | None) -> str:
+    return {True: "yes (lossless)", False: f"no, first difference at character {first}", None: "n/a"}[value]
+
+
 def result_table(r: RaceResult) -> str:
+    """The race as a table: one column per server; with several arms, one column and one headline each."""
     order = "simultaneous race" if r.order == "simultaneous" else "sequential A/B (each server alone)"
-    b, s = r.baseline, r.speculative
-    spec = s.spec
-    rows = [
-        ("completion tokens", _fmt(b.completion_tokens), _fmt(s.completion_tokens)),
-        ("time to first token", _fmt(b.ttft_s, " s", 3), _fmt(s.ttft_s, " s", 3)),
-        ("decode tokens/s", _fmt(b.decode_tokens_per_s, "", 1), _fmt(s.decode_tokens_per_s, "", 1)),
-        ("end-to-end", _fmt(b.e2e_s, " s"), _fmt(s.e2e_s, " s")),
-        ("ITL p50 / p95 (ms)",
-         f"{_fmt(b.itl_p50_s and b.itl_p50_s * 1000, '', 1)} / {_fmt(b.itl_p95_s and b.itl_p95_s * 1000, '', 1)}",
-         f"{_fmt(s.itl_p50_s and s.itl_p50_s * 1000, '', 1)} / {_fmt(s.itl_p95_s and s.itl_p95_s * 1000, '', 1)}"),
-        ("acceptance rate", "-",
-         or_na(fmt_percent(spec.acceptance_rate, 1) if spec else None)),
-        ("mean acceptance length", "-", _fmt(spec.mean_acceptance_length) if spec else "n/a"),
-    ]
+    several = len(r.arms) > 1
+    arms = list(r.arms.values()) if several else []
+    heads = ["baseline", *(a.name for a in arms)] if several else ["baseline", "speculative"]
+    columns = [_side_rows(r.baseline)] + ([_side_rows(a.side) for a in arms] if several else
+                                          [_side_rows(r.speculative)])
     lines = [f"Order: {order}" + (f"   preset: {r.preset}" if r.preset else ""), ""]
-    lines.append(f"{'':26}{'baseline':>22}{'speculative':>22}")
-    lines += [f"{name:26}{bv:>22}{sv:>22}" for name, bv, sv in rows]
+    lines.append(f"{'':26}" + "".join(f"{h:>22}" for h in heads))
+    lines += [f"{name:26}" + "".join(f"{col[i]:>22}" for col in columns) for i, name in enumerate(ROW_NAMES)]
     lines.append("")
-    na_speedup = f"  [n/a: {r.na_reasons['speedup']}]" if r.speedup is None else ""
-    lines.append(f"Speedup (decode tokens/s): {or_na(fmt_speedup(r.speedup))}" + na_speedup)
-    lines.append(f"End-to-end speedup:        {or_na(fmt_speedup(r.e2e_speedup))}")
-    ident = {True: "yes (lossless)", False: f"no, first difference at character {r.first_difference}",
-             None: "n/a"}[r.identical_text]
-    lines.append(f"Identical text:            {ident}")
-    if spec and spec.source == "metrics_delta":
-        lines.append(f"Note: acceptance {spec.note}.")
-    for side in (b, s):
+    if several:
+        for a in arms:
+            na = f"  [n/a: {a.na_reasons['speedup']}]" if a.speedup is None else ""
+            lines.append(f"{a.name + ':':14} speedup (decode tokens/s) {or_na(fmt_speedup(a.speedup))}{na}, "
+                         f"end-to-end {or_na(fmt_speedup(a.e2e_speedup))}, identical text: "
+                         f"{_identical(a.identical_text, a.first_difference)}")
+    else:
+        na_speedup = f"  [n/a: {r.na_reasons['speedup']}]" if r.speedup is None else ""
+        lines.append(f"Speedup (decode tokens/s): {or_na(fmt_speedup(r.speedup))}" + na_speedup)
+        lines.append(f"End-to-end speedup:        {or_na(fmt_speedup(r.e2e_speedup))}")
+        lines.append(f"Identical text:            {_identical(r.identical_text, r.first_difference)}")
+    for name, side in ([(a.name, a.side) for a in arms] if several else [("", r.speculative)]):
+        if side.spec and side.spec.source == "metrics_delta":
+            lines.append(f"Note{' (' + name + ')' if name else ''}: acceptance {side.spec.note}.")
+    sides = [("baseline", r.baseline)] + ([(a.name, a.side) for a in arms] if several else
+                                          [("speculative", r.speculative)])
+    for name, side in sides:
         if side.error:
-            lines.append(f"{side.side} error: {side.error}")
+            lines.append(f"{name} error: {side.error}")
     return "\n".join(lines)
 
 

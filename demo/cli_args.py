@@ -15,7 +15,7 @@ from demo.fmt import validation_summary
 from demo.presets import load_presets
 from demo.race import validate_request
 from demo.results import SIDES, Message, RaceRequest
-from demo.settings import Settings
+from demo.settings import MAX_ARMS, ArmSetting, Settings, check_arm_name, same_url
 
 
 class UsageError(Exception):
@@ -34,6 +34,11 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
                        "SPECDEMO_MODEL, else the first one /v1/models lists)")
         g.add_argument(f"--{side}-header", action="append", default=[], metavar="'NAME: VALUE'",
                        help=f"an extra header for every request to the {side} server (repeatable)")
+    g.add_argument("--arm", action="append", default=[], metavar="NAME=URL",
+                   help=f"a speculative server (an arm) to race against the baseline, e.g. ngram=http://h:8001 "
+                   f"(repeatable, at most {MAX_ARMS} arms in all; with --speculative-url that one is the first). "
+                   "Its model, headers and label come from the SPECDEMO_ARMS entry of that name; its key from "
+                   "SPECDEMO_ARM_<NAME>_API_KEY or SPECDEMO_API_KEY")
     g.add_argument("--ca-bundle", help="a PEM file of CA certificates to trust for https endpoints "
                    "(default: SPECDEMO_CA_BUNDLE, else the system's)")
 
@@ -49,6 +54,50 @@ def _headers(values: list[str], flag: str) -> dict[str, str]:
     return out
 
 
+def parse_arms(values: list[str], with_speculative_url: bool) -> list[tuple[str, str]]:
+    """``--arm NAME=URL`` values -> [(name, url)], checked; UsageError (one line) when one is not."""
+    out: list[tuple[str, str]] = []
+    for v in values:
+        name, sep, url = v.partition("=")
+        name, url = name.strip(), url.strip()
+        if not sep or not url:
+            raise UsageError(f"--arm takes NAME=URL (e.g. ngram=http://127.0.0.1:8001), got {v!r}")
+        try:
+            check_arm_name(name)
+        except ValueError as e:
+            raise UsageError(f"--arm: {e}") from None
+        if any(n == name for n, _ in out):
+            raise UsageError(f"--arm {name} is given twice: give each arm its own name")
+        out.append((name, url))
+    total = len(out) + (1 if with_speculative_url else 0)
+    if total > MAX_ARMS:
+        extra = " (--speculative-url is the first)" if with_speculative_url else ""
+        raise UsageError(f"{total} arms{extra}: at most {MAX_ARMS} speculative servers can race one baseline")
+    return out
+
+
+def _arm_overrides(arms: list[tuple[str, str]], speculative_url: str | None) -> dict[str, Any]:
+    """The settings for ``--arm`` flags: they replace SPECDEMO_ARMS, each taking the model, headers and
+    label of the SPECDEMO_ARMS entry of its name; without --speculative-url the first is the first arm."""
+    try:
+        configured = {a.name: a for a in Settings().arms}
+    except ValidationError:
+        configured = {}  # the full check below reports what is wrong
+    entries = []
+    for name, url in arms:
+        known = configured.get(name)
+        entries.append(ArmSetting(name=name, url=url, model=known.model if known else None,
+                                  headers=known.headers if known else {}, label=known.label if known else None,
+                                  method=known.method if known else None))
+    out: dict[str, Any] = {"arms": entries}
+    if speculative_url is None:
+        out["speculative_url"] = arms[0][1]
+    elif any(same_url(url, speculative_url) for _, url in arms):
+        raise UsageError("--arm repeats --speculative-url's URL: give that arm once, as --arm NAME=URL "
+                         "or as --speculative-url")
+    return out
+
+
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Settings (environment, .env) with the endpoint flags on top; UsageError says what is wrong."""
     overrides: dict[str, Any] = {}
@@ -60,6 +109,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             overrides[f"{side}_headers"] = _headers(getattr(args, f"{side}_header"), f"--{side}-header")
     if getattr(args, "ca_bundle", None):
         overrides["ca_bundle"] = args.ca_bundle
+    if getattr(args, "arm", None):
+        spec_url = getattr(args, "speculative_url", None)
+        overrides.update(_arm_overrides(parse_arms(args.arm, spec_url is not None), spec_url))
     try:
         return Settings(**overrides)
     except ValidationError as e:  # its text would echo the input, which may hold a secret header

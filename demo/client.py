@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from demo.errors import ServerError
 from demo.results import ChunkEvent, RaceRequest, Side, SpecPerRequest
-from demo.settings import Settings
+from demo.settings import Endpoint, Settings
 
 
 class StreamError(ServerError):
@@ -40,10 +40,13 @@ def _tls_context(ca_bundle: str | None = None) -> ssl.SSLContext:
     return httpx.create_ssl_context(verify=True, trust_env=False)
 
 
-def make_http_client(settings: Settings, side: Side | None = None) -> httpx.AsyncClient:
-    """A client for one side's server (its key and extra headers), or, with no side, for both
-    when they share them (the shared ``api_key`` only)."""
-    if side is not None:
+def make_http_client(settings: Settings, side: Side | None = None, *,
+                     endpoint: Endpoint | None = None) -> httpx.AsyncClient:
+    """A client for one server: ``endpoint``'s (an arm's), else one side's (its key and extra
+    headers), or, with neither, for all when they share them (the shared ``api_key`` only)."""
+    if endpoint is not None:
+        headers = endpoint.request_headers()
+    elif side is not None:
         headers = settings.endpoint(side).request_headers()
     else:
         headers = {}

@@ -1,15 +1,17 @@
-"""The race: one prompt to the baseline and the speculative server, measured side by side.
+"""The race: one prompt to the baseline and the speculative server(s), measured side by side.
 
-``order="simultaneous"`` starts both requests at the same instant (on one GPU they compete);
-``order="sequential"`` runs the baseline, then the speculative server, each alone: the
-fair A/B. Live snapshots stream out while the answers arrive; the last one holds the result.
+A race has one baseline and 1 to 3 *arms* (speculative servers, ``Settings.arm_endpoints()``).
+``order="simultaneous"`` starts every request at the same instant (on one GPU they compete);
+``order="sequential"`` runs the baseline, then each arm in its order, each alone: the fair A/B.
+Live snapshots stream out while the answers arrive; the last one holds the result. The first arm
+is ``speculative`` in every record, so one arm is exactly the race of two servers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import httpx
@@ -17,8 +19,8 @@ import httpx
 from demo.client import StreamError, count_prompt_tokens, discover_model, make_http_client, stream_completion
 from demo.measure import SideMeter
 from demo.metrics import MetricsSample, scrape_metrics, spec_stats_from_delta
-from demo.results import SIDES, RaceRequest, RaceResult, RaceSnapshot, Side, SideResult
-from demo.settings import Settings
+from demo.results import FIRST_ARM, ArmResult, ArmSnapshot, RaceRequest, RaceResult, RaceSnapshot, SideResult
+from demo.settings import Endpoint, Settings
 
 WARMUP = RaceRequest(prompt="Hello", max_tokens=4, temperature=0.0)
 HEARTBEAT_S = 0.5
@@ -64,24 +66,44 @@ def first_difference(a: str, b: str) -> int | None:
 
 def compare(req: RaceRequest, base: SideResult, spec: SideResult, *, cancelled: bool = False) -> RaceResult:
     """Put two sides together; speedups only from figures both sides really have."""
-    result = RaceResult(
-        order=req.order, preset=req.preset, request=req, baseline=base, speculative=spec, cancelled=cancelled
-    )
+    return compare_arms(req, base, {FIRST_ARM: spec}, cancelled=cancelled)
+
+
+def compare_arm(name: str, base: SideResult, spec: SideResult, *, label: str | None = None,
+                method: str | None = None) -> ArmResult:
+    """One arm against the baseline: speedups only from figures both sides really have."""
+    arm = ArmResult(name=name, label=label, method=method, side=spec)
     b, s = base.decode_tokens_per_s, spec.decode_tokens_per_s
     if b and s and not base.error and not spec.error:
-        result.speedup = s / b
+        arm.speedup = s / b
     else:
-        result.na_reasons["speedup"] = _why_missing(base, spec, "decode_tokens_per_s")
+        arm.na_reasons["speedup"] = _why_missing(base, spec, "decode_tokens_per_s")
     if base.e2e_s and spec.e2e_s and not base.error and not spec.error:
-        result.e2e_speedup = base.e2e_s / spec.e2e_s
+        arm.e2e_speedup = base.e2e_s / spec.e2e_s
     else:
-        result.na_reasons["e2e_speedup"] = _why_missing(base, spec, "e2e_s")
+        arm.na_reasons["e2e_speedup"] = _why_missing(base, spec, "e2e_s")
     if base.complete and spec.complete:
-        result.identical_text = base.text == spec.text
-        result.first_difference = first_difference(base.text, spec.text)
+        arm.identical_text = base.text == spec.text
+        arm.first_difference = first_difference(base.text, spec.text)
     else:
-        result.na_reasons["identical_text"] = "one side did not finish"
-    return result
+        arm.na_reasons["identical_text"] = "one side did not finish"
+    return arm
+
+
+def compare_arms(req: RaceRequest, base: SideResult, arms: Mapping[str, SideResult], *, cancelled: bool = False,
+                 endpoints: Mapping[str, Endpoint] | None = None) -> RaceResult:
+    """The baseline against every arm (in order); the first arm's figures also fill the record's
+    ``speculative``, ``speedup``, ``e2e_speedup``, ``identical_text`` and ``first_difference``."""
+    endpoints = endpoints or {}
+    compared = {}
+    for name, spec in arms.items():
+        e = endpoints.get(name)
+        compared[name] = compare_arm(name, base, spec, label=e.label if e else None, method=e.method if e else None)
+    first = next(iter(compared.values()))
+    return RaceResult(
+        order=req.order, preset=req.preset, request=req, baseline=base, speculative=first.side, cancelled=cancelled,
+        speedup=first.speedup, e2e_speedup=first.e2e_speedup, identical_text=first.identical_text,
+        first_difference=first.first_difference, na_reasons=dict(first.na_reasons), arms=compared)
 
 
 def _why_missing(base: SideResult, spec: SideResult, field: str) -> str:
@@ -97,10 +119,11 @@ def _why_missing(base: SideResult, spec: SideResult, field: str) -> str:
 class _SideRun:
     """One side's request, fed into a SideMeter; errors land in the meter, never escape."""
 
-    def __init__(self, side: Side, url: str, settings: Settings, http: httpx.AsyncClient, changed: asyncio.Event):
-        self.side, self.url, self.settings, self.http, self.changed = side, url, settings, http, changed
-        self.meter = SideMeter(side, url)
-        self.model: str | None = settings.endpoint(side).model
+    def __init__(self, endpoint: Endpoint, settings: Settings, http: httpx.AsyncClient, changed: asyncio.Event):
+        self.endpoint, self.side, self.url = endpoint, endpoint.side, endpoint.url
+        self.settings, self.http, self.changed = settings, http, changed
+        self.meter = SideMeter(endpoint.side, endpoint.url)
+        self.model: str | None = endpoint.model
         self.before: MetricsSample | None = None
 
     async def prepare(self, req: RaceRequest) -> None:
@@ -168,18 +191,20 @@ async def stream_race(
 ) -> AsyncGenerator[RaceSnapshot, None]:
     """Run a race and yield snapshots at most every ``interval_s``; the last holds ``.result``.
 
-    Setting ``stop`` (or cancelling the consumer) closes both streams, so the servers abort
+    Setting ``stop`` (or cancelling the consumer) closes every stream, so the servers abort
     the requests; with ``stop`` a final snapshot with a cancelled result still comes out.
     Use ``contextlib.aclosing`` when breaking out of the loop early.
     """
     validate_request(req, settings)
-    # Each side gets its own client (its own key and headers) unless the caller shares one.
-    clients = {side: http or make_http_client(settings, side) for side in SIDES}
     changed = asyncio.Event()
-    sides = {
-        "baseline": _SideRun("baseline", settings.baseline_url, settings, clients["baseline"], changed),
-        "speculative": _SideRun("speculative", settings.speculative_url, settings, clients["speculative"], changed),
-    }
+    arm_endpoints = settings.arm_endpoints()
+    # Each server gets its own client (its own key and headers) unless the caller shares one.
+    base = settings.endpoint("baseline")
+    sides = {"baseline": _SideRun(base, settings, http or make_http_client(settings, endpoint=base), changed)}
+    for e in arm_endpoints:
+        assert e.arm is not None
+        sides[e.arm] = _SideRun(e, settings, http or make_http_client(settings, endpoint=e), changed)
+    endpoints = {e.arm: e for e in arm_endpoints if e.arm is not None}
     task: asyncio.Task[None] | None = None
     stop_wait: asyncio.Task[bool] | None = None
     cancelled = False
@@ -203,9 +228,9 @@ async def stream_race(
         if cancelled:
             for s in sides.values():
                 s.meter.cancel()
-        result = compare(
-            req, sides["baseline"].meter.result(), sides["speculative"].meter.result(), cancelled=cancelled
-        )
+        result = compare_arms(req, sides["baseline"].meter.result(),
+                              {name: run.meter.result() for name, run in sides.items() if name != "baseline"},
+                              cancelled=cancelled, endpoints=endpoints)
         yield _snapshot(req, sides, result)
     finally:
         if stop_wait is not None:
@@ -214,20 +239,30 @@ async def stream_race(
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         if http is None:
-            await asyncio.gather(*(c.aclose() for c in clients.values()))
+            await asyncio.gather(*(s.http.aclose() for s in sides.values()))
 
 
 def _snapshot(req: RaceRequest, sides: dict[str, _SideRun], result: RaceResult | None = None) -> RaceSnapshot:
-    """Both sides as they stand, with the live speedup while both stream without error."""
-    base, spec = sides["baseline"].meter.snapshot(), sides["speculative"].meter.snapshot()
-    live = None
-    if base.tokens_per_s and spec.tokens_per_s and not base.error and not spec.error:
-        live = spec.tokens_per_s / base.tokens_per_s
-    return RaceSnapshot(order=req.order, baseline=base, speculative=spec, live_speedup=live, result=result)
+    """Every side as it stands, with each arm's live speedup while it and the baseline stream without error."""
+    base = sides["baseline"].meter.snapshot()
+    arms: dict[str, ArmSnapshot] = {}
+    for name, run in sides.items():
+        if name == "baseline":
+            continue
+        snap = run.meter.snapshot()
+        live = None
+        if base.tokens_per_s and snap.tokens_per_s and not base.error and not snap.error:
+            live = snap.tokens_per_s / base.tokens_per_s
+        arms[name] = ArmSnapshot(name=name, label=run.endpoint.label, method=run.endpoint.method, side=snap,
+                                 live_speedup=live)
+    first = next(iter(arms.values()))
+    return RaceSnapshot(order=req.order, baseline=base, speculative=first.side, live_speedup=first.live_speedup,
+                        result=result, arms=arms)
 
 
 async def _drive(req: RaceRequest, sides: dict[str, _SideRun]) -> None:
-    """Both sides' requests, in the race's order: at once from one start line, or one after the other."""
+    """Every side's request, in the race's order: all at once from one start line, or one after the
+    other (the baseline, then each arm in its order)."""
     await asyncio.gather(*(s.prepare(req) for s in sides.values()))
     if req.order == "simultaneous":
         await asyncio.gather(*(s.scrape_before() for s in sides.values()))

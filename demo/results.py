@@ -10,12 +10,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_serializer, model_validator
 
 Side = Literal["baseline", "speculative"]
-# The sides of a race, in the order they are shown: the one spelling of the pair in demo/ (a list of
-# arms once a race has several speculative ones). servers/ has its own Role: it imports nothing from demo.
+# The sides of a race, in the order they are shown: the one spelling of the pair in demo/. servers/ has
+# its own Role: it imports nothing from demo. A race has one baseline and 1 to 3 *arms* (speculative
+# servers): each arm's side is "speculative" (the role) and the arm is named in ``arms`` (RaceResult.arms,
+# CellResult.arms, LoadStep.arms); ``speculative`` and the figures beside it always hold the first arm.
 SIDES: tuple[Side, ...] = ("baseline", "speculative")
+FIRST_ARM = "speculative"  # the first arm's name in a record saved before arms (and when nothing names it)
 # simultaneous: both servers at the same instant (on one GPU they compete); sequential: the
 # baseline, then the speculative server, each alone (the fair A/B). The race, the sweep, the
 # CLI flags, saved records and the page all use these two words.
@@ -149,6 +152,54 @@ class RaceRequest(_Ordered):
     seed: int | None = None
 
 
+class ArmResult(BaseModel):
+    """One arm of a race against the baseline: its side and the figures comparing the two."""
+
+    name: str
+    label: str | None = None  # for the page; None: the name
+    method: str | None = None  # its speculative method, when known
+    side: SideResult
+    speedup: float | None = None  # the arm's decode tokens/s over the baseline's
+    e2e_speedup: float | None = None  # baseline e2e_s over the arm's
+    identical_text: bool | None = None
+    first_difference: int | None = None
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
+def first_arm_in(data: Any, mirror: tuple[str, ...]) -> Any:
+    """A record's ``arms`` as loaded: a record saved before arms gets its one arm from ``speculative``
+    and the ``mirror`` fields beside it; a record saved with arms gets its first arm's side back from
+    ``speculative`` (it is written once, there)."""
+    if not isinstance(data, dict) or "speculative" not in data:
+        return data
+    arms = data.get("arms")
+    if not arms:
+        data = dict(data)
+        first = {k: data[k] for k in mirror if k in data}
+        reasons = data.get("na_reasons") or {}
+        first["na_reasons"] = {k: v for k, v in reasons.items() if k in mirror}
+        data["arms"] = {FIRST_ARM: {"name": FIRST_ARM, "side": data["speculative"], **first}}
+    elif isinstance(arms, dict):
+        name = next(iter(arms))
+        if isinstance(arms[name], dict) and arms[name].get("side") is None:
+            data = dict(data)
+            data["arms"] = {**arms, name: {**arms[name], "side": data["speculative"]}}
+    return data
+
+
+def arms_out(arms: dict[str, Any], handler: SerializerFunctionWrapHandler) -> Any:
+    """``arms`` as written: the first arm's side is ``speculative`` already, so it is not written twice."""
+    out = handler(arms)
+    if isinstance(out, dict) and out:
+        name = next(iter(out))
+        if isinstance(out[name], dict) and "side" in out[name]:
+            out[name] = {**out[name], "side": None}
+    return out
+
+
+_RACE_MIRROR = ("speedup", "e2e_speedup", "identical_text", "first_difference")
+
+
 class RaceResult(_Ordered):
     order: Order
     preset: str | None = None
@@ -162,13 +213,31 @@ class RaceResult(_Ordered):
     first_difference: int | None = None  # character index where the texts first differ
     cancelled: bool = False
     na_reasons: dict[str, str] = Field(default_factory=dict)
+    # Every arm in its order (the first is ``speculative`` above, with speedup... beside it); a run
+    # saved before arms loads with its one arm, named "speculative".
+    arms: dict[str, ArmResult] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_arm(cls, data: Any) -> Any:
+        return first_arm_in(data, _RACE_MIRROR)
+
+    @model_validator(mode="after")
+    def _same_first(self) -> RaceResult:
+        if self.arms:  # one object in memory: the first arm's side is `speculative`
+            next(iter(self.arms.values())).side = self.speculative
+        return self
+
+    @field_serializer("arms", mode="wrap")
+    def _arms_out(self, arms: dict[str, ArmResult], handler: SerializerFunctionWrapHandler) -> Any:
+        return arms_out(arms, handler)
 
     @property
     def outcome(self) -> Literal["stopped", "error", "done"]:
-        """How the race ended: stopped by the user, a side failed, or both finished."""
+        """How the race ended: stopped by the user, a side failed, or all finished."""
         if self.cancelled:
             return "stopped"
-        if self.baseline.error or self.speculative.error:
+        if self.baseline.error or self.speculative.error or any(a.side.error for a in self.arms.values()):
             return "error"
         return "done"
 
@@ -189,10 +258,32 @@ class SideSnapshot(BaseModel):
     status: str = "waiting"  # waiting | streaming | done | error | cancelled
 
 
+class ArmSnapshot(BaseModel):
+    """One arm while it streams."""
+
+    name: str
+    label: str | None = None
+    method: str | None = None
+    side: SideSnapshot
+    live_speedup: float | None = None  # the arm's live decode tokens/s over the baseline's so far
+
+
 class RaceSnapshot(_Ordered):
     order: Order
     baseline: SideSnapshot
-    speculative: SideSnapshot
+    speculative: SideSnapshot  # the first arm
     # Speculative live decode tokens/s over the baseline's so far (the final figure is in result).
     live_speedup: float | None = None
     result: RaceResult | None = None  # set on the final snapshot
+    # Every arm in its order, the first being ``speculative`` (a snapshot made without arms gets that one).
+    arms: dict[str, ArmSnapshot] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _first_arm(self) -> RaceSnapshot:
+        if not self.arms:
+            r = self.result
+            first = next(iter(r.arms.values())) if r is not None and r.arms else None
+            self.arms = {first.name if first else FIRST_ARM: ArmSnapshot(
+                name=first.name if first else FIRST_ARM, label=first.label if first else None,
+                method=first.method if first else None, side=self.speculative, live_speedup=self.live_speedup)}
+        return self

@@ -97,8 +97,9 @@ def list_runs(runs_dir: Path) -> list[Path]:
 
 
 def is_good(result: RaceResult) -> bool:
-    """A race worth showing again: both sides finished, nothing failed, nobody stopped it."""
-    return result.outcome == "done" and result.baseline.complete and result.speculative.complete
+    """A race worth showing again: every side finished, nothing failed, nobody stopped it."""
+    return (result.outcome == "done" and result.baseline.complete and result.speculative.complete
+            and all(a.side.complete for a in result.arms.values()))
 
 
 # path -> (size, mtime_ns, good): a saved run never changes, so it is read once per process.

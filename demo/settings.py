@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -19,11 +20,23 @@ LAUNCHER_CLIENT_ENV = ROOT / "logs" / "servers" / "client.env"
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
+# An arm's name: a short slug (it names the arm in flags, JSON keys, env variables and file names).
+ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
+MAX_ARMS = 3  # speculative servers raced against one baseline
+FIRST_ARM_DEFAULT = "speculative"  # the first arm's name when nothing names its method
+
+
 class Endpoint(BaseModel):
-    """One side's server as the client sees it: where, which model, and what to send with each request."""
+    """One side's server as the client sees it: where, which model, and what to send with each request.
+
+    ``side`` stays baseline | speculative (the role); every arm (speculative server) is a
+    ``speculative`` endpoint and carries its own ``arm`` name and page ``label``."""
 
     side: Side
     url: str
+    arm: str | None = None  # the arm's name (speculative endpoints from arm_endpoints())
+    label: str | None = None  # the arm's label for the page; None: its name
+    method: str | None = None  # the arm's speculative method, when known (labels only)
     model: str | None = None  # None: discovered from /v1/models
     api_key: SecretStr | None = None
     headers: dict[str, SecretStr] = Field(default_factory=dict)
@@ -34,6 +47,64 @@ class Endpoint(BaseModel):
         if self.api_key is not None:
             out["Authorization"] = f"Bearer {self.api_key.get_secret_value()}"
         return out
+
+
+def check_arm_name(name: str) -> str:
+    """``name`` if it is a valid arm name, else ValueError with a one-line reason."""
+    if not ARM_NAME.match(name):
+        raise ValueError(f"arm name {name!r} must be a short slug: lowercase letters, digits and '-', "
+                         "starting with a letter or digit, at most 24 characters (e.g. ngram, eagle3)")
+    if name == "baseline":
+        raise ValueError("an arm cannot be called 'baseline' (that is the server every arm is raced against)")
+    return name
+
+
+def arm_slug(text: str) -> str:
+    """A method's name as an arm name: 'EAGLE3' -> 'eagle3', 'draft_model' -> 'draft-model'."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:24]
+    return slug if slug and ARM_NAME.match(slug) and slug != "baseline" else FIRST_ARM_DEFAULT
+
+
+def arm_key_env(name: str) -> str:
+    """The environment variable holding an arm's API key: SPECDEMO_ARM_<NAME>_API_KEY ('-' as '_')."""
+    return f"SPECDEMO_ARM_{name.upper().replace('-', '_')}_API_KEY"
+
+
+class ArmSetting(BaseModel):
+    """One arm of SPECDEMO_ARMS: a speculative server raced against the baseline. Its API key is
+    never here: SPECDEMO_ARM_<NAME>_API_KEY, else the shared SPECDEMO_API_KEY."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str
+    url: str = Field(min_length=1)
+    model: str | None = None  # served model name; None: SPECDEMO_MODEL, else discovered
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    label: str | None = Field(None, max_length=60)
+    method: str | None = Field(None, max_length=40)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_arm_name(v)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, v: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        return check_headers(v)
+
+
+def check_headers(v: dict[str, SecretStr]) -> dict[str, SecretStr]:
+    for name, value in v.items():
+        if not _HEADER_NAME.match(name):
+            raise ValueError(f"{name!r} is not a valid HTTP header name")
+        if any(c in value.get_secret_value() for c in "\r\n"):
+            raise ValueError(f"the value of header {name!r} contains a line break")
+    return v
+
+
+def same_url(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
 
 
 class Settings(BaseSettings):
@@ -54,6 +125,10 @@ class Settings(BaseSettings):
     # Treated as secrets (a gateway key often travels in one): never logged, shown or saved.
     baseline_headers: dict[str, SecretStr] = Field(default_factory=dict)
     speculative_headers: dict[str, SecretStr] = Field(default_factory=dict)
+    # More speculative servers (arms) to race against the baseline, as JSON: [{"name": "eagle3", "url":
+    # "http://gpu:8002", "model": ..., "headers": {...}, "label": ..., "method": ...}]. The first arm is always
+    # SPECDEMO_SPECULATIVE_URL (an entry with that URL names it); at most 3 arms in all (arm_endpoints).
+    arms: list[ArmSetting] = Field(default_factory=list)
     # A PEM file of CA certificates to trust for https endpoints (TLS verification is always on).
     ca_bundle: Path | None = None
 
@@ -119,12 +194,7 @@ class Settings(BaseSettings):
     @field_validator("baseline_headers", "speculative_headers")
     @classmethod
     def _check_headers(cls, v: dict[str, SecretStr]) -> dict[str, SecretStr]:
-        for name, value in v.items():
-            if not _HEADER_NAME.match(name):
-                raise ValueError(f"{name!r} is not a valid HTTP header name")
-            if any(c in value.get_secret_value() for c in "\r\n"):
-                raise ValueError(f"the value of header {name!r} contains a line break")
-        return v
+        return check_headers(v)
 
     @field_validator("ca_bundle")
     @classmethod
@@ -140,6 +210,32 @@ class Settings(BaseSettings):
                             api_key=self.baseline_api_key or self.api_key, headers=self.baseline_headers)
         return Endpoint(side=side, url=self.speculative_url, model=self.speculative_model or self.model,
                         api_key=self.speculative_api_key or self.api_key, headers=self.speculative_headers)
+
+    def arm_endpoints(self) -> list[Endpoint]:
+        """Every arm (speculative server) in its order, each with its name: the first is
+        SPECDEMO_SPECULATIVE_URL (named by an ``arms`` entry with that URL, else by spec_method, else
+        "speculative"), then the other entries of ``arms``. An arm's key: SPECDEMO_ARM_<NAME>_API_KEY,
+        else (first arm) SPECDEMO_SPECULATIVE_API_KEY, else SPECDEMO_API_KEY."""
+        first = self.endpoint("speculative")
+        mine = next((a for a in self.arms if same_url(a.url, self.speculative_url)), None)
+        first.arm = mine.name if mine else arm_slug(self.spec_method) if self.spec_method else FIRST_ARM_DEFAULT
+        first.method = (mine.method if mine else None) or self.spec_method
+        if mine is not None:
+            first.label = mine.label
+            first.model = mine.model or first.model
+            first.headers = mine.headers or first.headers
+        out = [first]
+        for a in self.arms:
+            if a is mine:
+                continue
+            out.append(Endpoint(side="speculative", url=a.url, arm=a.name, label=a.label, method=a.method,
+                                model=a.model or self.model, api_key=self.api_key, headers=a.headers))
+        for e in out:
+            assert e.arm is not None
+            key = os.environ.get(arm_key_env(e.arm))
+            if key:
+                e.api_key = SecretStr(key)
+        return out
 
     @model_validator(mode="after")
     def _spec_from_launcher(self) -> Settings:
@@ -161,4 +257,16 @@ class Settings(BaseSettings):
         k = found.get("SPECDEMO_SPEC_NUM_TOKENS", "")
         if self.spec_num_tokens is None and k.isdigit():
             self.spec_num_tokens = int(k)
+        return self
+
+    @model_validator(mode="after")
+    def _check_arms(self) -> Settings:
+        """At most MAX_ARMS arms, each name once (the first arm's name counted)."""
+        names = [e.arm for e in self.arm_endpoints()]
+        if len(names) > MAX_ARMS:
+            raise ValueError(f"{len(names)} arms ({', '.join(map(str, names))}): at most {MAX_ARMS} speculative "
+                             "servers can race one baseline")
+        dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if dup is not None:
+            raise ValueError(f"two arms are called {dup!r}: give each arm its own name")
         return self
