@@ -17,10 +17,12 @@ The records (units in the names):
 - ``LoadResult``: the spec, the steps, the crossover (demo/sweep/crossover.py, shared with the
   verdict) and, with a latency target, the most users each side serves within it.
 
-Arms (several speculative servers, the next issue) slot in per step: each arm is one more A/B
-cell against the same baseline batch, kept as ``arms: {name: ArmStep(side, speedup,
-throughput_ratio, cell)}``, with ``speculative``/``speedup``/``throughput_ratio`` holding the
-first arm as today, and one crossover per arm from the same ``find_crossover``.
+Arms (several speculative servers, ``LoadSpec.arms``): each step's cell measures the baseline batch
+and then each arm's (or all at once), and the step keeps every arm as ``arms: {name: ArmStep(side,
+speedup, throughput_ratio)}``, with ``speculative``/``speedup``/``throughput_ratio`` holding the
+first arm as with one arm; the result has one crossover per arm (``crossovers``, from the same
+``find_crossover``; ``crossover`` is the first arm's) and ``arms_text``, the one line of
+``choose_arms`` that the evaluator's verdict also writes.
 """
 
 from __future__ import annotations
@@ -28,18 +30,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from demo.client import make_http_client
-from demo.results import SIDES, Api, Order, RaceRequest, Side
+from demo.results import FIRST_ARM, SIDES, Api, Order, RaceRequest, first_arm_in
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
-from demo.sweep.crossover import Crossover, find_crossover
-from demo.sweep.models import CellResult, CellSettings, CellStatus, SideCell
-from demo.sweep.runner import _Server, run_cell
+from demo.sweep.crossover import Crossover, choose_arms, find_crossover
+from demo.sweep.models import ArmSpec, CellResult, CellSettings, CellStatus, SideCell
+from demo.sweep.runner import make_servers, run_cell
 from demo.workload import WorkloadRequest
 
 # SideCell's reason keys -> LoadSide's field names.
@@ -68,7 +69,12 @@ class LoadSpec(BaseModel):
     warmup: int = Field(0, ge=0, le=100)
     slo: Slo | None = None
     baseline_url: str
-    speculative_url: str
+    speculative_url: str  # the first arm's
+    # Every arm in order, the first at speculative_url; empty: that one only (named "speculative").
+    arms: list[ArmSpec] = Field(default_factory=list)
+
+    def arm_list(self) -> list[ArmSpec]:
+        return self.arms or [ArmSpec(name=FIRST_ARM, url=self.speculative_url)]
 
 
 class LoadSide(BaseModel):
@@ -96,6 +102,16 @@ class LoadSide(BaseModel):
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
+class ArmStep(BaseModel):
+    """One arm at one users count: its batch and its ratios to the same step's baseline batch."""
+
+    name: str
+    side: LoadSide
+    speedup: float | None = None  # per-user decode speedup, the arm over the baseline
+    throughput_ratio: float | None = None  # total output tokens/s, the arm over the baseline
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
 class LoadStep(BaseModel):
     users: int
     status: CellStatus
@@ -109,6 +125,13 @@ class LoadStep(BaseModel):
     errors: list[str] = Field(default_factory=list)
     na_reasons: dict[str, str] = Field(default_factory=dict)
     cell: CellResult  # the evaluator's record of this step, every figure
+    # Every arm in order, the first mirrored in speculative/speedup/throughput_ratio above.
+    arms: dict[str, ArmStep] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_arm(cls, data: Any) -> Any:
+        return first_arm_in(data, ("speedup", "throughput_ratio"))
 
 
 class LoadResult(BaseModel):
@@ -117,8 +140,11 @@ class LoadResult(BaseModel):
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     interrupted: bool = False
     steps: list[LoadStep] = Field(default_factory=list)
-    crossover: Crossover = Field(default_factory=Crossover)
-    # With a latency target: per side, the most users measured at which it is met (None: at none).
+    crossover: Crossover = Field(default_factory=Crossover)  # the first arm's
+    crossovers: dict[str, Crossover] = Field(default_factory=dict)  # every arm's, in order
+    arms_text: str = ""  # with several arms: which to enable up to which count (choose_arms)
+    # With a latency target: per side (and, with several arms, per arm by name), the most users
+    # measured at which it is met (None: at none).
     slo_users: dict[str, int | None] = Field(default_factory=dict)
 
 
@@ -153,8 +179,9 @@ def request_from_race(req: RaceRequest) -> WorkloadRequest:
                            max_tokens=req.max_tokens, temperature=req.temperature)
 
 
-def _side(side: Side, sc: SideCell, cell: CellResult) -> LoadSide:
-    out = LoadSide(side=side, users=cell.settings.concurrency, ok_users=sc.ok_requests,
+def _side(side: str, sc: SideCell, cell: CellResult, shown: str | None = None) -> LoadSide:
+    """``side``'s figures (its errors are those prefixed ``side: ``), named ``shown`` (default ``side``)."""
+    out = LoadSide(side=shown or side, users=cell.settings.concurrency, ok_users=sc.ok_requests,
                    per_user_decode_tokens_per_s=sc.decode_tokens_per_s.median if sc.decode_tokens_per_s else None,
                    output_tokens_per_s=sc.output_tokens_per_s.median if sc.output_tokens_per_s else None,
                    ttft_p95_s=sc.ttft_p95_s, itl_p95_s=sc.itl_p95_s,
@@ -180,18 +207,32 @@ def _side(side: Side, sc: SideCell, cell: CellResult) -> LoadSide:
     return out
 
 
+def _ratios(cell: CellResult) -> tuple[float | None, float | None, dict[str, str]]:
+    speedup = cell.decode_speedup.median if cell.decode_speedup else None
+    ratio = cell.speedup.median if cell.speedup else None
+    why = {}
+    if speedup is None:
+        why["speedup"] = cell.na_reasons.get("decode_speedup", "not measured")
+    if ratio is None:
+        why["throughput_ratio"] = cell.na_reasons.get("speedup", "not measured")
+    return speedup, ratio, why
+
+
 def step_from_cell(cell: CellResult) -> LoadStep:
-    """A load step from the evaluator's cell: the same figures, named for users."""
-    step = LoadStep(users=cell.settings.concurrency, status=cell.status, cell=cell, errors=list(cell.errors),
+    """A load step from the evaluator's cell: the same figures, named for users; every arm's through
+    the cell's view of that arm (CellResult.arm_view)."""
+    arms: dict[str, ArmStep] = {}
+    for name in cell.arms:
+        view = cell.arm_view(name)
+        speedup, ratio, why = _ratios(view)
+        arms[name] = ArmStep(name=name, side=_side("speculative", view.speculative, view,
+                                                   shown=name if len(cell.arms) > 1 else None),
+                             speedup=speedup, throughput_ratio=ratio, na_reasons=why)
+    speedup, ratio, why = _ratios(cell)
+    return LoadStep(users=cell.settings.concurrency, status=cell.status, cell=cell, errors=list(cell.errors),
                     baseline=_side("baseline", cell.baseline, cell),
-                    speculative=_side("speculative", cell.speculative, cell),
-                    speedup=cell.decode_speedup.median if cell.decode_speedup else None,
-                    throughput_ratio=cell.speedup.median if cell.speedup else None)
-    if step.speedup is None:
-        step.na_reasons["speedup"] = cell.na_reasons.get("decode_speedup", "not measured")
-    if step.throughput_ratio is None:
-        step.na_reasons["throughput_ratio"] = cell.na_reasons.get("speedup", "not measured")
-    return step
+                    speculative=_side("speculative", cell.speculative, cell.arm_view(next(iter(cell.arms)))),
+                    speedup=speedup, throughput_ratio=ratio, na_reasons=why, arms=arms)
 
 
 def within_slo(side: LoadSide, slo: Slo) -> bool:
@@ -204,11 +245,19 @@ def within_slo(side: LoadSide, slo: Slo) -> bool:
 def finish(result: LoadResult) -> LoadResult:
     """The crossover and the SLO figures from the steps so far (called after every step)."""
     result.crossover = find_crossover([(s.users, s.speedup) for s in result.steps])
+    names = [a.name for a in result.spec.arm_list()]
+    choice = choose_arms({n: [(s.users, s.arms[n].speedup if n in s.arms else None) for s in result.steps]
+                          for n in names})
+    result.crossovers = choice.crossovers
+    result.arms_text = choice.text if len(names) > 1 else ""
     slo = result.spec.slo
     if slo is not None and slo.given:
         for side in SIDES:
             ok = [s.users for s in result.steps if within_slo(getattr(s, side), slo)]
             result.slo_users[side] = max(ok) if ok else None
+        for n in names if len(names) > 1 else []:
+            ok = [s.users for s in result.steps if n in s.arms and within_slo(s.arms[n].side, slo)]
+            result.slo_users[n] = max(ok) if ok else None
     return result
 
 
@@ -227,9 +276,7 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest, settings: Settings,
     sweep: its step records the error. Cancelled, the result holds the finished steps (and the
     one in progress, as ``interrupted``)."""
     result = result if result is not None else LoadResult(spec=spec)
-    urls: dict[Side, str] = {"baseline": spec.baseline_url, "speculative": spec.speculative_url}
-    servers = {side: _Server(side, url, settings.endpoint(side).model, http or make_http_client(settings, side))
-               for side, url in urls.items()}
+    servers = make_servers(settings, spec.baseline_url, spec.arm_list(), http)
     req = request.model_copy(update={"max_tokens": spec.max_tokens, "temperature": spec.temperature})
 
     def progress(label: str, done: bool) -> None:

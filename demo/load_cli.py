@@ -21,6 +21,7 @@ from demo.load_page import load_html
 from demo.results import RaceRequest
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
+from demo.sweep.runner import settings_arms
 
 # A step's own keys in --json (the evaluator's cell stays out: it is in --out's load.json).
 STEP_KEYS = ("users", "status", "speedup", "throughput_ratio", "errors", "na_reasons")
@@ -73,7 +74,8 @@ def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str
     try:
         return LoadSpec(users=users, workload=req.preset or "prompt", max_tokens=req.max_tokens,
                         temperature=req.temperature, api=req.api, order=order, repeats=repeats, warmup=warmup,
-                        slo=slo, baseline_url=settings.baseline_url, speculative_url=settings.speculative_url)
+                        slo=slo, baseline_url=settings.baseline_url, speculative_url=settings.speculative_url,
+                        arms=settings_arms(settings))
     except ValidationError as e:
         raise UsageError(validation_summary(e)) from None
 
@@ -104,6 +106,8 @@ def step_json(step: LoadStep) -> dict[str, Any]:
     out: dict[str, Any] = {k: getattr(step, k) for k in STEP_KEYS}
     for side in SIDES:
         out[side] = getattr(step, side).model_dump()
+    out["arms"] = {name: {**a.side.model_dump(), "speedup": a.speedup, "throughput_ratio": a.throughput_ratio,
+                          "na_reasons": {**a.side.na_reasons, **a.na_reasons}} for name, a in step.arms.items()}
     return out
 
 
@@ -115,6 +119,8 @@ def load_json(r: LoadResult) -> dict[str, Any]:
         "warmup": r.spec.warmup,
         "steps": [step_json(s) for s in r.steps],
         "crossover": r.crossover.model_dump(),
+        "crossovers": {name: c.model_dump() for name, c in r.crossovers.items()},
+        "arms_text": r.arms_text or None,
         "slo": r.spec.slo.model_dump() if r.spec.slo else None,
         "slo_users": r.slo_users or None,
         "interrupted": r.interrupted,
@@ -145,6 +151,13 @@ def _side_cells(s: LoadSide) -> list[str]:
             _n(s.num_preemptions, 0)]
 
 
+def _rows(step: LoadStep) -> list[tuple[str, LoadSide]]:
+    """The step's servers as rows: the baseline and the speculative server, or each arm by name."""
+    if len(step.arms) > 1:
+        return [("baseline", step.baseline), *((name, a.side) for name, a in step.arms.items())]
+    return [(side, getattr(step, side)) for side in SIDES]
+
+
 def load_table(r: LoadResult) -> str:
     order = "sequential A/B (each server alone)" if r.spec.order == "sequential" else "simultaneous"
     lines = [f"Load: {r.spec.workload}, {r.spec.max_tokens} tokens, {order}, {r.spec.repeats} repeat(s), "
@@ -154,20 +167,29 @@ def load_table(r: LoadResult) -> str:
     widths = [5, 12, 25, 11, 11, 10, 6, 7, 7]
     lines.append("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
     for step in r.steps:
-        for side in SIDES:
-            cells = [str(step.users) if side == "baseline" else "", side, *_side_cells(getattr(step, side))]
+        rows = _rows(step)
+        for name, side in rows:
+            cells = [str(step.users) if name == "baseline" else "", name, *_side_cells(side)]
             lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
-        ratio = (f"{'':5}  {'':12}  speedup (per-user decode) {or_na(fmt_speedup(step.speedup))}, "
-                 f"throughput ratio (total) {or_na(fmt_speedup(step.throughput_ratio))}")
-        lines.append(ratio)
+        if len(step.arms) > 1:
+            lines += [f"{'':5}  {'':12}  {name}: speedup (per-user decode) {or_na(fmt_speedup(a.speedup))}, "
+                      f"throughput ratio (total) {or_na(fmt_speedup(a.throughput_ratio))}"
+                      for name, a in step.arms.items()]
+        else:
+            lines.append(f"{'':5}  {'':12}  speedup (per-user decode) {or_na(fmt_speedup(step.speedup))}, "
+                         f"throughput ratio (total) {or_na(fmt_speedup(step.throughput_ratio))}")
         lines += [f"{'':21}error: {e}" for e in step.errors]
-        lines += [f"{'':21}client-limited ({side}): {getattr(step, side).client_note}" for side in SIDES
-                  if getattr(step, side).client_limited]
-    lines += ["", f"Crossover (per-user decode speedup): {r.crossover.text}"]
+        lines += [f"{'':21}client-limited ({name}): {side.client_note}" for name, side in rows if side.client_limited]
+    if len(r.crossovers) > 1:
+        lines += ["", f"Arms (per-user decode speedup): {r.arms_text}"]
+        lines += [f"Crossover ({name}): {c.text}" for name, c in r.crossovers.items()]
+    else:
+        lines += ["", f"Crossover (per-user decode speedup): {r.crossover.text}"]
     if r.slo_users and r.spec.slo is not None:
-        for side in SIDES:
-            n = r.slo_users.get(side)
-            lines.append(f"Within {r.spec.slo.describe()}: {side} serves "
+        for who, n in r.slo_users.items():
+            if who == "speculative" and len(r.crossovers) > 1:
+                continue  # the first arm has its own line, by name
+            lines.append(f"Within {r.spec.slo.describe()}: {who} serves "
                          + (f"up to {n} users (the most measured within it)" if n is not None
                             else "no measured count"))
     if r.interrupted:
@@ -176,19 +198,24 @@ def load_table(r: LoadResult) -> str:
 
 
 def users_table(r: LoadResult) -> str:
-    """``race --users N``: the one step's table."""
+    """``race --users N``: the one step's table (a column per server)."""
     step = r.steps[0]
-    rows = ["per-user decode tok/s", "total output tok/s", "TTFT p95 (ms)", "ITL p95 (ms)", "queue peak",
-            "KV-cache peak", "preemptions"]
-    b, s = _side_cells(step.baseline), _side_cells(step.speculative)
+    names = ["per-user decode tok/s", "total output tok/s", "TTFT p95 (ms)", "ITL p95 (ms)", "queue peak",
+             "KV-cache peak", "preemptions"]
+    rows = _rows(step)
+    cols = [_side_cells(side) for _, side in rows]
     lines = [f"{step.users} users, order: {r.spec.order}   {r.spec.workload}", "",
-             f"{'':26}{'baseline':>22}{'speculative':>22}"]
-    lines += [f"{name:26}{bv:>22}{sv:>22}" for name, bv, sv in zip(rows, b, s, strict=True)]
-    lines += ["", f"Speedup (per-user decode tokens/s, {step.users} users): {or_na(fmt_speedup(step.speedup))}",
-              f"Throughput ratio (total output tokens/s):   {or_na(fmt_speedup(step.throughput_ratio))}"]
+             f"{'':26}" + "".join(f"{name:>22}" for name, _ in rows)]
+    lines += [f"{name:26}" + "".join(f"{col[i]:>22}" for col in cols) for i, name in enumerate(names)]
+    lines.append("")
+    if len(step.arms) > 1:
+        lines += [f"{name}: speedup (per-user decode tokens/s, {step.users} users) {or_na(fmt_speedup(a.speedup))}, "
+                  f"throughput ratio {or_na(fmt_speedup(a.throughput_ratio))}" for name, a in step.arms.items()]
+    else:
+        lines += [f"Speedup (per-user decode tokens/s, {step.users} users): {or_na(fmt_speedup(step.speedup))}",
+                  f"Throughput ratio (total output tokens/s):   {or_na(fmt_speedup(step.throughput_ratio))}"]
     lines += [f"error: {e}" for e in step.errors]
-    lines += [f"client-limited ({side}): {getattr(step, side).client_note}" for side in SIDES
-              if getattr(step, side).client_limited]
+    lines += [f"client-limited ({name}): {side.client_note}" for name, side in rows if side.client_limited]
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from demo.client import StreamError, discover_model, make_http_client
 from demo.metrics import scrape_metrics
 from demo.results import Side
-from demo.settings import Settings
+from demo.settings import Endpoint, Settings
 
 START_HINT = "python -m servers up"
 
@@ -22,6 +22,7 @@ START_HINT = "python -m servers up"
 class ServerInfo(BaseModel):
     side: Side
     url: str
+    arm: str | None = None  # a speculative server's arm name (a sweep of several arms)
     healthy: bool = False
     error: str | None = None  # why the server is not usable, one line with what to do
     model: str | None = None
@@ -66,8 +67,11 @@ async def healthy_sides(settings: Settings) -> set[Side]:
     return {s for s in await asyncio.gather(one("baseline"), one("speculative")) if s is not None}
 
 
-async def probe_server(http: httpx.AsyncClient, side: Side, url: str, settings: Settings) -> ServerInfo:
-    info = ServerInfo(side=side, url=url)
+async def probe_server(http: httpx.AsyncClient, side: Side, url: str, settings: Settings, *, arm: str | None = None,
+                       method: str | None = None, first_arm: bool = True) -> ServerInfo:
+    """One server's state. The settings' spec_method and spec_num_tokens describe the first arm only;
+    another arm (``first_arm`` False) is described by its own ``method``."""
+    info = ServerInfo(side=side, url=url, arm=arm)
     why = await _health(http, url, settings.probe_timeout_s)
     if why is not None:
         info.error = why
@@ -94,8 +98,9 @@ async def probe_server(http: httpx.AsyncClient, side: Side, url: str, settings: 
     if side == "speculative":
         # The launcher's settings say what was configured; the server's per-position
         # counters tell k once it has speculated at least once. vLLM has no metric for the method.
-        if settings.spec_method or settings.spec_num_tokens:
-            info.spec_method, info.spec_num_tokens = settings.spec_method, settings.spec_num_tokens
+        told = (settings.spec_method, settings.spec_num_tokens) if first_arm else (method, None)
+        if told[0] or told[1]:
+            info.spec_method, info.spec_num_tokens = told
             info.spec_source = "settings"
         if info.spec_num_tokens is None and metrics.ok and metrics.accepted_per_pos:
             info.spec_num_tokens = len(metrics.accepted_per_pos)
@@ -115,6 +120,19 @@ async def probe_servers(settings: Settings, http: httpx.AsyncClient | None = Non
     finally:
         if http is None:
             await asyncio.gather(base_http.aclose(), spec_http.aclose())
+
+
+async def probe_arms(settings: Settings) -> list[ServerInfo]:
+    """The baseline and every arm (Settings.arm_endpoints()), probed at once: [baseline, arm 1, ...],
+    each arm's ``arm`` set to its name."""
+    base = settings.endpoint("baseline")
+    arms = settings.arm_endpoints()
+
+    async def one(e: Endpoint, first: bool) -> ServerInfo:
+        async with make_http_client(settings, endpoint=e) as http:
+            return await probe_server(http, e.side, e.url, settings, arm=e.arm, method=e.method, first_arm=first)
+
+    return list(await asyncio.gather(one(base, True), *(one(e, i == 0) for i, e in enumerate(arms))))
 
 
 def terminal_report(infos: list[ServerInfo]) -> str:

@@ -15,7 +15,7 @@ concurrencies that were run. ``results.json`` carries the result as ``"capacity"
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -100,6 +100,11 @@ class Capacity(BaseModel):
     shared_gpu: bool = False
     order: Order = "sequential"
     price_note: str  # which share of a GPU the price covers
+    arm: str | None = None  # the arm (speculative server) this capacity is about; None: from before arms
+    # With a shared GPU and the servers' shares given (--gpu-shares): the arm's share of the GPU, the
+    # part of the GPU-hour price it carries; and the baseline's. None: not shared, or not given.
+    price_share: float | None = None
+    baseline_price_share: float | None = None
     slo: Slo = Field(default_factory=Slo)
     concurrencies: list[int] = Field(default_factory=list)  # measured, ascending
     points: list[CapacityPoint] = Field(default_factory=list)
@@ -196,9 +201,20 @@ def _saving(best: BestPoints, slo: Slo) -> Saving:
     return Saving(text="none: neither server has a capacity point")
 
 
+def share_note(arm: str, shares: Mapping[str, float], price: float | None, currency: str) -> str:
+    """Which part of a shared GPU's price the arm's server (and the baseline's) carries."""
+    p = f"{currency}{price:,.2f}" if price is not None else "the price"
+    others = ", ".join(f"{n} {v:.0%}" for n, v in shares.items() if n != arm)
+    return (f"On the shared GPU the {arm} server holds {shares[arm]:.0%} of it ({others}): that part of {p} "
+            "per GPU-hour is its share of the bill.")
+
+
 def build_capacity(measured: Sequence[MeasuredPoint], *, slo: Slo | None = None, gpu_hour_price: float | None = None,
-                   shared_gpu: bool = False, order: Order = "sequential", currency: str = "$") -> Capacity:
-    """Capacity points, each side's best point, cost and saving, from measured points of ONE workload."""
+                   shared_gpu: bool = False, order: Order = "sequential", currency: str = "$",
+                   gpu_shares: Mapping[str, float] | None = None, arm: str | None = None) -> Capacity:
+    """Capacity points, each side's best point, cost and saving, from measured points of ONE workload
+    (the baseline and one arm, ``arm``). With a shared GPU and ``gpu_shares`` (server name -> share),
+    the note says which part of the price the arm carries."""
     slo = slo or Slo()
     seen: set[tuple[str, int]] = set()
     for m in measured:
@@ -242,8 +258,14 @@ def build_capacity(measured: Sequence[MeasuredPoint], *, slo: Slo | None = None,
         note += (f" The {' and '.join(capped)} server{'s' if plural else ''} still met the target at "
                  f"{highest}, the highest concurrency run: {'their' if plural else 'its'} capacity may be higher; "
                  "run higher concurrencies to find it.")
+    price_note = _price_note(shared_gpu, order, gpu_hour_price, currency)
+    share = base_share = None
+    key = arm or "speculative"
+    if shared_gpu and gpu_shares and key in gpu_shares:
+        share, base_share = gpu_shares[key], gpu_shares.get("baseline")
+        price_note += " " + share_note(key, gpu_shares, gpu_hour_price, currency)
     return Capacity(gpu_hour_price=gpu_hour_price, currency=currency, shared_gpu=shared_gpu, order=order,
-                    price_note=_price_note(shared_gpu, order, gpu_hour_price, currency), slo=slo,
+                    price_note=price_note, slo=slo, arm=arm, price_share=share, baseline_price_share=base_share,
                     concurrencies=concurrencies, points=points, best=best, saving=_saving(best, slo), note=note)
 
 

@@ -24,7 +24,7 @@ from demo.sweep.capacity import Slo
 from demo.sweep.models import CellResult, SweepSpec, WorkloadSpec
 from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.report import DECISION_LABELS, finalize, write_outputs
-from demo.sweep.runner import Progress, new_result, run_sweep
+from demo.sweep.runner import Progress, new_result, run_sweep, settings_arms
 from demo.workload import Workload, WorkloadError, open_workload
 
 DEFAULT_CONCURRENCY = "1,4"
@@ -55,8 +55,12 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
                    help="what one GPU-hour costs (default: SPECDEMO_GPU_HOUR_PRICE); gives the cost per million "
                    "output tokens")
     c.add_argument("--shared-gpu", action=argparse.BooleanOptionalAction, default=None,
-                   help="both servers share one GPU, so the price covers the pair (default: yes when both URLs "
-                   "name the same host)")
+                   help="the servers share one GPU, so the price covers them all (default: yes when every URL "
+                   "names the same host)")
+    c.add_argument("--gpu-shares", metavar="NAME=F,...",
+                   help="with a shared GPU, each server's share of it (e.g. its --gpu-memory-utilization: "
+                   "baseline=0.22,ngram=0.22,eagle3=0.23,draft=0.25; `python -m servers.arms methods` prints "
+                   "them): the report says which part of the price each arm carries")
     p.add_argument("--concurrency", default=DEFAULT_CONCURRENCY,
                    help=f"concurrent requests per batch, comma-separated (default {DEFAULT_CONCURRENCY})")
     p.add_argument("--temperatures", help="comma-separated (default: each preset's own temperature)")
@@ -109,9 +113,29 @@ def build_spec(args: argparse.Namespace, settings: Settings, workload: Workload 
     try:
         return make_spec(settings, names, args.concurrency, args.temperatures, args.repeats, args.warmup,
                          args.max_tokens, args.order, workload=workload, redact=args.redact, slo=slo,
-                         gpu_hour_price=price, shared_gpu=args.shared_gpu)
+                         gpu_hour_price=price, shared_gpu=args.shared_gpu,
+                         gpu_shares=parse_shares(args.gpu_shares) if getattr(args, "gpu_shares", None) else None)
     except BadInput as e:
         raise usage_error(e) from None
+
+
+def parse_shares(text: str) -> dict[str, float]:
+    """'baseline=0.3,ngram=0.3' -> {'baseline': 0.3, 'ngram': 0.3}; BadInput about gpu-shares when not."""
+    out: dict[str, float] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, sep, value = part.partition("=")
+        try:
+            share = float(value)
+        except ValueError:
+            share = -1.0
+        if not sep or not name.strip() or not 0 < share <= 1:
+            raise BadInput.about("gpu-shares", f"takes NAME=SHARE pairs with shares from 0 to 1, got {part!r}")
+        out[name.strip()] = share
+    if not out:
+        raise BadInput.about("gpu-shares", "is empty")
+    if sum(out.values()) > 1.0 + 1e-9:
+        raise BadInput.about("gpu-shares", f"add up to {sum(out.values()):.2f}, more than the whole GPU")
+    return out
 
 
 def same_host(a: str, b: str) -> bool:
@@ -138,7 +162,7 @@ def load_workload_arg(args: argparse.Namespace, settings: Settings) -> Workload 
 def make_spec(settings: Settings, presets: list[str], concurrency: str, temperatures: str | None, repeats: int,
               warmup: int, max_tokens: int | None, order: str = "sequential", *, workload: Workload | None = None,
               redact: bool = False, slo: Slo | None = None, gpu_hour_price: float | None = None,
-              shared_gpu: bool | None = None) -> SweepSpec:
+              shared_gpu: bool | None = None, gpu_shares: dict[str, float] | None = None) -> SweepSpec:
     """A checked SweepSpec from text inputs (the CLI's and the Evaluate tab's); BadInput says what
     is wrong in the user's words (the CLI names the flag: build_spec)."""
     conc = parse_numbers(concurrency, int, "concurrency")
@@ -151,10 +175,16 @@ def make_spec(settings: Settings, presets: list[str], concurrency: str, temperat
         wspec = None if workload is None else WorkloadSpec(
             name=workload.name, source=workload.source, format=workload.format, requests=len(workload.requests),
             sample=workload.sample, issues=workload.issues)
+        arms = settings_arms(settings)
         if shared_gpu is None:
-            shared_gpu = same_host(settings.baseline_url, settings.speculative_url)
+            shared_gpu = all(same_host(settings.baseline_url, a.url) for a in arms)
+        servers = {"baseline", *(a.name for a in arms)}
+        if gpu_shares is not None and (unknown := sorted(set(gpu_shares) - servers)):
+            raise BadInput.about("gpu-shares", f"names {', '.join(unknown)}, not a server of this sweep "
+                                 f"({', '.join(['baseline', *(a.name for a in arms)])})")
         return SweepSpec(baseline_url=settings.baseline_url, speculative_url=settings.speculative_url,
-                         presets=presets, workload=wspec, concurrency=conc, temperatures=temps, repeats=repeats,
+                         arms=arms, gpu_shares=gpu_shares, presets=presets, workload=wspec, concurrency=conc,
+                         temperatures=temps, repeats=repeats,
                          warmup=warmup, max_tokens=max_tokens, order=order, redact=redact, slo=slo,
                          gpu_hour_price=gpu_hour_price, shared_gpu=shared_gpu)
     except ValidationError as e:
@@ -188,8 +218,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     bar.close()
     paths = write_outputs(finalize(result), out)
     for v in result.verdicts:
-        print(f"{DECISION_LABELS[v.decision]:>10}  {v.headline}")
-    if result.capacity is not None:
+        if v.methods_line:
+            print(f"{'':>10}  {v.title}: {v.methods_line}")
+        for one in v.per_arm or [v]:
+            print(f"{DECISION_LABELS[one.decision]:>10}  {one.headline}")
+    for w in result.workloads if any(w.arm_capacity for w in result.workloads) else []:
+        for arm, cap in w.arm_capacity.items():
+            print(f"  capacity ({w.preset}, {arm}): {cap.saving.text}")
+    if result.capacity is not None and not any(w.arm_capacity for w in result.workloads):
         print(f"  capacity: {result.capacity.saving.text}")
     print(f"wrote {paths['json']}, {paths['csv'].name}, {paths['html'].name}")
     failed = [c for c in result.cells if c.status == "failed"]

@@ -8,11 +8,15 @@ run of paying counts from the lowest one (None when the lowest does not pay: it 
 the start), ``loses_from_users`` the lowest count above it that loses (None when none does: with
 every count paying, "it pays at every count measured"). Users (the race's and the load sweep's)
 and concurrency (the evaluator's) are the same quantity: streams at once per server.
+
+With several arms (speculative servers), ``choose_arms`` runs ``find_crossover`` per arm and writes
+the one line both the load sweep and the verdict show: "for this workload, enable eagle3 up to 16
+concurrent requests; ngram pays only up to 2; draft never".
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -80,4 +84,68 @@ def find_crossover(points: Sequence[tuple[int, float | None]], noun: str = "user
     again = [u for u, g in rest if g >= GAIN_WORTH]
     if again:
         out.text += f"; it pays again at {', '.join(map(str, again))} (the gain does not fall steadily)"
+    return out
+
+
+class ArmsChoice(BaseModel):
+    """Which arm to enable, from every arm's measured (count, gain) points: the load sweep's and the
+    verdict's one line over several arms (``choose_arms``)."""
+
+    crossovers: dict[str, Crossover] = Field(default_factory=dict)  # per arm, in the arms' order
+    # Per measured count, the arm with the highest gain that pays there (None: no arm pays there).
+    best_by_users: dict[int, str | None] = Field(default_factory=dict)
+    text: str = ""  # "for this workload, enable eagle3 up to 16 concurrent requests; ngram pays only up to 2; ..."
+
+
+def choose_arms(points: Mapping[str, Sequence[tuple[int, float | None]]], noun: str = "user") -> ArmsChoice:
+    """Each arm's crossover (find_crossover, the same thresholds) and the one line that says which arm to
+    enable up to which count: the arm that pays up to the highest count first (ties: the higher gain at
+    the lowest count), then what each other arm pays up to, or that it never pays; and, when the best
+    arm is not the same at every count where one pays, the best per count."""
+    out = ArmsChoice(crossovers={name: find_crossover(pts, noun=noun) for name, pts in points.items()})
+    gains = {name: {u: g for u, g in pts if g is not None} for name, pts in points.items()}
+    for u in sorted({u for g in gains.values() for u in g}):
+        paying = [(g[u], name) for name, g in gains.items() if u in g and g[u] >= GAIN_WORTH]
+        out.best_by_users[u] = max(paying)[1] if paying else None
+
+    def many(n: int) -> str:
+        return f"{n} {noun}" + ("" if n == 1 else "s")
+
+    def reach(name: str) -> tuple[int, float]:
+        c = out.crossovers[name]
+        g = gains[name]
+        return (c.pays_up_to_users or 0, g[min(g)] if g else 0.0)
+
+    measured = [name for name in points if gains[name]]
+    if not measured:
+        out.text = "for this workload, no arm produced a gain: nothing to choose"
+        return out
+    ranked = sorted(measured, key=reach, reverse=True)
+    parts: list[str] = []
+    for i, name in enumerate(ranked):
+        c = out.crossovers[name]
+        if c.pays_up_to_users is None:
+            parts.append(f"{name} never")
+        elif c.stops_paying_from_users is None:
+            parts.append(f"{'enable ' if i == 0 else ''}{name} "
+                         f"{'up to' if i == 0 else 'pays up to'} {many(c.pays_up_to_users)} (every count measured)")
+        elif i == 0:
+            parts.append(f"enable {name} up to {many(c.pays_up_to_users)}")
+        else:
+            parts.append(f"{name} pays only up to {c.pays_up_to_users}")
+    if ranked and out.crossovers[ranked[0]].pays_up_to_users is None:
+        parts = ["enable none: no arm pays at any count measured"]
+    unmeasured = [name for name in points if not gains[name]]
+    parts += [f"{name} not measured" for name in unmeasured]
+    best = {u: a for u, a in out.best_by_users.items() if a is not None}
+    if len(set(best.values())) > 1:
+        runs: list[tuple[str, list[int]]] = []  # consecutive measured counts with the same best arm
+        for u, a in best.items():
+            if runs and runs[-1][0] == a:
+                runs[-1][1].append(u)
+            else:
+                runs.append((a, [u]))
+        parts.append("best by count: " + ", ".join(
+            f"{a} at {us[0]}" + (f"-{us[-1]}" if len(us) > 1 else "") for a, us in runs))
+    out.text = "for this workload, " + "; ".join(parts)
     return out

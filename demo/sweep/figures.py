@@ -23,20 +23,25 @@ def _empty(title: str, message: str) -> go.Figure:
     return empty_figure(title, message, _LAYOUT)
 
 
-def workload_name(cell: CellResult) -> str:
-    return f"{cell.settings.preset} {fmt_temperature(cell.settings.temperature)}"
+def workload_name(cell: CellResult, arm: str | None = None) -> str:
+    """The series' name: the workload, and the arm (a sweep of several)."""
+    return f"{cell.settings.preset} {fmt_temperature(cell.settings.temperature)}" + (f" {arm}" if arm else "")
 
 
 def speedup_figure(result: SweepResult) -> go.Figure:
     """Speedup (aggregate output tokens/s) by workload and concurrency, bars span the repeats."""
     title = "Speedup by preset and concurrency"
-    cells = [c for c in result.cells if c.speedup is not None]
-    if not cells:
+    several = any(len(c.arms) > 1 for c in result.cells)
+    # With several arms, a series per workload and arm (each arm's cells seen as a one-arm cell).
+    named = ([(workload_name(c, a), c.arm_view(a)) for c in result.cells for a in c.arms] if several
+             else [(workload_name(c), c) for c in result.cells])
+    named = [(n, c) for n, c in named if c.speedup is not None]
+    if not named:
         return _empty(title, "n/a: no cell produced a speedup")
     fig = go.Figure()
-    names = list(dict.fromkeys(workload_name(c) for c in cells))
+    names = list(dict.fromkeys(n for n, _ in named))
     for i, name in enumerate(names):
-        mine = sorted((c for c in cells if workload_name(c) == name), key=lambda c: c.settings.concurrency)
+        mine = sorted((c for n, c in named if n == name), key=lambda c: c.settings.concurrency)
         spans = [s for c in mine if (s := c.speedup) is not None]  # all of them: cells were filtered above
         med = [s.median for s in spans]
         fig.add_trace(go.Bar(

@@ -7,11 +7,11 @@ print these objects and compute nothing of their own.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, computed_field, model_validator
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, computed_field, field_serializer, model_validator
 
-from demo.results import Api, Order, Side
+from demo.results import FIRST_ARM, Api, Order, Side, arms_out, first_arm_in
 from demo.server_info import ServerInfo
 from demo.sweep.capacity import Capacity, Slo
 from demo.sweep.headroom import ClientHeadroom
@@ -40,11 +40,25 @@ class WorkloadSpec(BaseModel):
     issues: list[LoadIssue] = Field(default_factory=list)  # skipped lines, by file and line
 
 
+class ArmSpec(BaseModel):
+    """One arm (speculative server) of a sweep, as configured (Settings.arm_endpoints())."""
+
+    name: str
+    url: str
+    label: str | None = None
+    method: str | None = None
+
+
 class SweepSpec(BaseModel):
     """What the user asked for: the settings that produced every cell."""
 
     baseline_url: str
-    speculative_url: str
+    speculative_url: str  # the first arm's
+    # Every arm in order, the first at speculative_url; empty (a sweep from before arms): that one only.
+    arms: list[ArmSpec] = Field(default_factory=list)
+    # With a shared GPU: each server's share of it ("baseline" and arm names -> 0..1, e.g. its
+    # --gpu-memory-utilization), so the report says which part of the price each carries; None: not given.
+    gpu_shares: dict[str, float] | None = None
     presets: list[str] = Field(default_factory=list)
     workload: WorkloadSpec | None = None
     concurrency: list[int] = Field(default_factory=lambda: [1], min_length=1)
@@ -152,8 +166,37 @@ class SideCell(BaseModel):
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
+class ArmCell(BaseModel):
+    """One arm of a cell: its side over the repeats and its figures against the same baseline batches."""
+
+    name: str
+    label: str | None = None
+    method: str | None = None
+    side: SideCell
+    speedup: Spread | None = None  # aggregate output tokens/s, the arm over the baseline, per repeat
+    decode_speedup: Spread | None = None  # per-request decode tokens/s (median), per repeat
+    e2e_speedup: float | None = None
+    acceptance_rate: float | None = None
+    mean_acceptance_length: float | None = None
+    efficiency: float | None = None
+    num_spec_tokens: int | None = None
+    expected_tokens_per_step: float | None = None
+    acceptance_source: Literal["per_request", "metrics_delta"] | None = None
+    identical_text: bool | None = None
+    errors: list[str] = Field(default_factory=list)  # the arm's own one-line errors (no prefix)
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
+# CellResult's fields that hold the first arm (ArmCell's of the same name).
+ARM_FIELDS = ("speedup", "decode_speedup", "e2e_speedup", "acceptance_rate", "mean_acceptance_length", "efficiency",
+              "num_spec_tokens", "expected_tokens_per_step", "acceptance_source", "identical_text")
+
+
 class CellResult(BaseModel):
-    """One cell of the matrix: a preset at a temperature and a concurrency, both sides."""
+    """One cell of the matrix: a preset at a temperature and a concurrency, the baseline and every arm.
+
+    ``speculative`` and the figures after it hold the first arm (as in a sweep of one arm);
+    ``arms`` holds every arm in order, the first's side written once (in ``speculative``)."""
 
     settings: CellSettings
     status: CellStatus = "ok"
@@ -181,6 +224,38 @@ class CellResult(BaseModel):
     requests: list[RequestOutcome] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
     na_reasons: dict[str, str] = Field(default_factory=dict)
+    arms: dict[str, ArmCell] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _first_arm(cls, data: Any) -> Any:
+        data = first_arm_in(data, ARM_FIELDS)
+        if isinstance(data, dict) and isinstance(data.get("arms"), dict) and FIRST_ARM in data["arms"]:
+            arm = data["arms"][FIRST_ARM]
+            if isinstance(arm, dict) and "errors" not in arm:  # a cell from before arms: its own errors
+                arm["errors"] = [e.removeprefix("speculative: ") for e in data.get("errors") or []
+                                 if e.startswith("speculative: ")]
+        return data
+
+    @model_validator(mode="after")
+    def _same_first(self) -> CellResult:
+        if self.arms:
+            next(iter(self.arms.values())).side = self.speculative
+        return self
+
+    @field_serializer("arms", mode="wrap")
+    def _arms_out(self, arms: dict[str, ArmCell], handler: SerializerFunctionWrapHandler) -> Any:
+        return arms_out(arms, handler)
+
+    def arm_view(self, name: str) -> CellResult:
+        """This cell as a cell of one arm, ``name``: its side and figures in ``speculative`` and the fields
+        after it, its errors and the baseline's (prefixed baseline: / speculative:), as a one-arm sweep
+        records them. The verdict, capacity and load read an arm through this."""
+        arm = self.arms[name]
+        errors = [e for e in self.errors if e.startswith("baseline: ")] + [f"speculative: {e}" for e in arm.errors]
+        reasons = {k: v for k, v in self.na_reasons.items() if k not in ARM_FIELDS} | arm.na_reasons
+        return self.model_copy(update={"speculative": arm.side, "errors": errors, "na_reasons": reasons,
+                                       "arms": {name: arm}, **{f: getattr(arm, f) for f in ARM_FIELDS}})
 
 
 class ChecklistItem(BaseModel):
@@ -190,7 +265,10 @@ class ChecklistItem(BaseModel):
 
 
 class WorkloadVerdict(BaseModel):
-    """enable / don't / depends for one workload (a preset at a temperature), with reasons."""
+    """enable / don't / depends for one workload (a preset at a temperature), with reasons.
+
+    With several arms, the verdict is the first arm's; ``per_arm`` holds every arm's (each with its
+    ``arm``) and ``methods_line`` the one line that says which arm to enable up to which concurrency."""
 
     preset: str
     title: str
@@ -202,6 +280,9 @@ class WorkloadVerdict(BaseModel):
     measured_tokens_per_step: float | None = None
     num_spec_tokens: int | None = None
     acceptance_rate: float | None = None
+    arm: str | None = None  # the arm this verdict is about (None: a sweep of one arm, or from before arms)
+    per_arm: list[WorkloadVerdict] = Field(default_factory=list)
+    methods_line: str | None = None  # e.g. "for this workload, enable eagle3 up to 16 concurrent requests; ..."
 
 
 class MachineInfo(BaseModel):
@@ -223,7 +304,8 @@ class WorkloadSummary(BaseModel):
     # From the cell at the lowest concurrency (least contention between requests).
     profile_concurrency: int
     profile: WorkloadProfile
-    capacity: Capacity
+    capacity: Capacity  # the first arm's against the baseline
+    arm_capacity: dict[str, Capacity] = Field(default_factory=dict)  # with several arms: each arm's
 
 
 class SweepResult(BaseModel):
@@ -234,7 +316,8 @@ class SweepResult(BaseModel):
     interrupted: bool = False
     machine: MachineInfo | None = None
     servers: list[ServerInfo] = Field(default_factory=list)
-    server_versions: dict[str, str] = Field(default_factory=dict)  # side -> vLLM's GET /version
+    # "baseline", "speculative" (the first arm) or another arm's name -> vLLM's GET /version
+    server_versions: dict[str, str] = Field(default_factory=dict)
     preset_titles: dict[str, str] = Field(default_factory=dict)
     cells: list[CellResult] = Field(default_factory=list)
     verdicts: list[WorkloadVerdict] = Field(default_factory=list)

@@ -7,13 +7,23 @@ report all use it.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from demo.measure import Acceptance, acceptance, efficiency, percentile
 from demo.metrics import MetricsSample, spec_stats_from_delta
-from demo.results import SIDES, Side, SideResult
-from demo.sweep.capacity import MeasuredPoint, build_capacity
-from demo.sweep.models import BatchStats, CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadSummary
+from demo.results import FIRST_ARM, SIDES, Side, SideResult
+from demo.sweep.capacity import Capacity, MeasuredPoint, build_capacity
+from demo.sweep.models import (
+    ARM_FIELDS,
+    ArmCell,
+    BatchStats,
+    CellResult,
+    CellSettings,
+    SideCell,
+    Spread,
+    SweepResult,
+    WorkloadSummary,
+)
 from demo.sweep.profile import workload_profile
 
 SAMPLE_CHARS = 300
@@ -160,50 +170,81 @@ def side_cell(side: Side, batches: list[BatchStats]) -> SideCell:
     return cell
 
 
-def assemble_cell(settings: CellSettings, base: list[BatchStats], spec: list[BatchStats],
-                  identical_text: bool | None = None) -> CellResult:
-    """Side figures over the repeats, speedups per repeat (same conditions), pooled acceptance."""
-    cell = CellResult(settings=settings, baseline=side_cell("baseline", base),
-                      speculative=side_cell("speculative", spec), identical_text=identical_text)
+def arm_cell(name: str, base: list[BatchStats], spec: list[BatchStats], identical_text: bool | None = None, *,
+             label: str | None = None, method: str | None = None) -> ArmCell:
+    """One arm of a cell against the baseline's batches of the same repeats: its side over the repeats,
+    speedups per repeat (same conditions), pooled acceptance."""
+    arm = ArmCell(name=name, label=label, method=method, side=side_cell("speculative", spec),
+                  identical_text=identical_text)
+    bc, sc = side_cell("baseline", base), arm.side
     pairs = list(zip(base, spec, strict=True))
-    cell.speedup = spread([s.output_tokens_per_s / b.output_tokens_per_s for b, s in pairs
-                           if b.output_tokens_per_s and s.output_tokens_per_s])
-    cell.decode_speedup = spread([s.decode_tokens_per_s_p50 / b.decode_tokens_per_s_p50 for b, s in pairs
-                                  if b.decode_tokens_per_s_p50 and s.decode_tokens_per_s_p50])
-    bc, sc = cell.baseline, cell.speculative
+    arm.speedup = spread([s.output_tokens_per_s / b.output_tokens_per_s for b, s in pairs
+                          if b.output_tokens_per_s and s.output_tokens_per_s])
+    arm.decode_speedup = spread([s.decode_tokens_per_s_p50 / b.decode_tokens_per_s_p50 for b, s in pairs
+                                 if b.decode_tokens_per_s_p50 and s.decode_tokens_per_s_p50])
     if bc.e2e_p50_s and sc.e2e_p50_s:
-        cell.e2e_speedup = bc.e2e_p50_s / sc.e2e_p50_s
-    for side_name, batches in (("baseline", base), ("speculative", spec)):
-        for b in batches:
-            for e in b.errors:
-                msg = f"{side_name}: {e}"
-                if msg not in cell.errors:
-                    cell.errors.append(msg)
+        arm.e2e_speedup = bc.e2e_p50_s / sc.e2e_p50_s
+    for b in spec:
+        for e in b.errors:
+            if e not in arm.errors:
+                arm.errors.append(e)
     counted = [b for b in spec if b.draft_tokens and b.accepted_tokens is not None]
     if counted:
         acc = pooled_acceptance(counted)
-        cell.acceptance_rate, cell.mean_acceptance_length = acc.rate, acc.tokens_per_step
-        cell.efficiency = efficiency(cell.decode_speedup.median if cell.decode_speedup else None,
-                                     cell.mean_acceptance_length)
-        cell.num_spec_tokens = next((b.num_spec_tokens for b in counted if b.num_spec_tokens), None)
+        arm.acceptance_rate, arm.mean_acceptance_length = acc.rate, acc.tokens_per_step
+        arm.efficiency = efficiency(arm.decode_speedup.median if arm.decode_speedup else None,
+                                    arm.mean_acceptance_length)
+        arm.num_spec_tokens = next((b.num_spec_tokens for b in counted if b.num_spec_tokens), None)
         sources = {b.acceptance_source for b in counted}
-        cell.acceptance_source = "per_request" if sources == {"per_request"} else "metrics_delta"
-        cell.expected_tokens_per_step = expected_tokens_per_step(cell.acceptance_rate, cell.num_spec_tokens)
-        if cell.num_spec_tokens is None:
-            cell.na_reasons["expected_tokens_per_step"] = "k (num_speculative_tokens) is unknown"
+        arm.acceptance_source = "per_request" if sources == {"per_request"} else "metrics_delta"
+        arm.expected_tokens_per_step = expected_tokens_per_step(arm.acceptance_rate, arm.num_spec_tokens)
+        if arm.num_spec_tokens is None:
+            arm.na_reasons["expected_tokens_per_step"] = "k (num_speculative_tokens) is unknown"
     else:
         why = next((b.na_reasons["acceptance_rate"] for b in spec if "acceptance_rate" in b.na_reasons),
                    "no speculative batch finished")
-        cell.na_reasons["acceptance_rate"] = cell.na_reasons["expected_tokens_per_step"] = why
-    if cell.speedup is None:
-        cell.na_reasons["speedup"] = (cell.errors[0] if cell.errors else
-                                      bc.na_reasons.get("output_tokens_per_s")
-                                      or sc.na_reasons.get("output_tokens_per_s") or "not measured")
-    if cell.decode_speedup is None:
-        cell.na_reasons["decode_speedup"] = (bc.na_reasons.get("decode_tokens_per_s_p50")
-                                             or sc.na_reasons.get("decode_tokens_per_s_p50")
-                                             or cell.na_reasons.get("speedup", "not measured"))
-    if cell.speedup is None:
+        arm.na_reasons["acceptance_rate"] = arm.na_reasons["expected_tokens_per_step"] = why
+    base_errors = [f"baseline: {e}" for b in base for e in b.errors]
+    if arm.speedup is None:
+        arm.na_reasons["speedup"] = ((base_errors[0] if base_errors else None)
+                                     or (f"speculative: {arm.errors[0]}" if arm.errors else None)
+                                     or bc.na_reasons.get("output_tokens_per_s")
+                                     or sc.na_reasons.get("output_tokens_per_s") or "not measured")
+    if arm.decode_speedup is None:
+        arm.na_reasons["decode_speedup"] = (bc.na_reasons.get("decode_tokens_per_s_p50")
+                                            or sc.na_reasons.get("decode_tokens_per_s_p50")
+                                            or arm.na_reasons.get("speedup", "not measured"))
+    return arm
+
+
+def assemble_cell(settings: CellSettings, base: list[BatchStats], spec: list[BatchStats],
+                  identical_text: bool | None = None) -> CellResult:
+    """A cell of one arm (the baseline and the speculative server): see assemble_arms."""
+    return assemble_arms(settings, base, {FIRST_ARM: spec}, {FIRST_ARM: identical_text})
+
+
+def assemble_arms(settings: CellSettings, base: list[BatchStats], arms: Mapping[str, list[BatchStats]],
+                  identical_text: Mapping[str, bool | None] | None = None,
+                  about: Mapping[str, tuple[str | None, str | None]] | None = None) -> CellResult:
+    """The baseline's batches and each arm's (``arms``, in order; ``about``: each arm's label and method):
+    every arm's figures (arm_cell), the first arm's also in the cell's own fields. Errors are prefixed
+    by side: "baseline: ", then "speculative: " with one arm, else the arm's name. The cell failed
+    when no arm produced a speedup."""
+    identical_text, about = identical_text or {}, about or {}
+    cells = {name: arm_cell(name, base, spec, identical_text.get(name), label=about.get(name, (None, None))[0],
+                            method=about.get(name, (None, None))[1]) for name, spec in arms.items()}
+    first = next(iter(cells.values()))
+    cell = CellResult(settings=settings, baseline=side_cell("baseline", base), speculative=first.side,
+                      arms=cells, **{f: getattr(first, f) for f in ARM_FIELDS})
+    for b in base:
+        for e in b.errors:
+            if f"baseline: {e}" not in cell.errors:
+                cell.errors.append(f"baseline: {e}")
+    for name, arm in cells.items():
+        prefix = "speculative" if len(cells) == 1 else name
+        cell.errors += [f"{prefix}: {e}" for e in arm.errors if f"{prefix}: {e}" not in cell.errors]
+    cell.na_reasons.update(first.na_reasons)
+    if all(a.speedup is None for a in cells.values()):
         cell.status = "failed"
     elif cell.errors:
         cell.status = "partial"
@@ -247,10 +288,19 @@ def summarize_workloads(result: SweepResult) -> list[WorkloadSummary]:
     for (name, temperature), cells in workload_groups(result.cells).items():
         measured = [c for c in cells if c.status != "interrupted"] or cells
         lowest = min(measured, key=lambda c: c.settings.concurrency)
+        arms = list(lowest.arms)
+
+        def capacity(arm: str, measured: list[CellResult] = measured) -> Capacity:
+            return build_capacity(points_from_cells([c.arm_view(arm) for c in measured if arm in c.arms]),
+                                  slo=spec.slo, gpu_hour_price=spec.gpu_hour_price, shared_gpu=spec.shared_gpu,
+                                  order=spec.order, gpu_shares=spec.gpu_shares, arm=arm)
+
         out.append(WorkloadSummary(
             preset=name, kind=lowest.settings.kind, temperature=temperature,
             profile_concurrency=lowest.settings.concurrency,
             profile=workload_profile(lowest.requests, redacted=spec.redact),
             capacity=build_capacity(points_from_cells(measured), slo=spec.slo, gpu_hour_price=spec.gpu_hour_price,
-                                    shared_gpu=spec.shared_gpu, order=spec.order)))
+                                    shared_gpu=spec.shared_gpu, order=spec.order, gpu_shares=spec.gpu_shares,
+                                    arm=arms[0] if arms else None),
+            arm_capacity={arm: capacity(arm) for arm in arms} if len(arms) > 1 else {}))
     return out

@@ -78,6 +78,16 @@ def cell_row(c: CellResult) -> dict[str, Any]:
             p + "prefill_share": side.prefill_share, p + "kv_cache_usage_peak_perc": side.kv_cache_usage_peak_perc,
             p + "ok_requests": side.ok_requests, p + "requests": side.requests,
         })
+    if len(c.arms) > 1:  # every arm's own figures, by name (the columns above hold the first arm)
+        for name, a in c.arms.items():
+            p = f"arm_{name}_"
+            row.update({p + "speedup_median": _sp(a.speedup, "median"),
+                        p + "decode_speedup_median": _sp(a.decode_speedup, "median"),
+                        p + "e2e_speedup": a.e2e_speedup, p + "acceptance_rate": a.acceptance_rate,
+                        p + "mean_acceptance_length": a.mean_acceptance_length,
+                        p + "output_tokens_per_s": _sp(a.side.output_tokens_per_s, "median"),
+                        p + "decode_tokens_per_s": _sp(a.side.decode_tokens_per_s, "median"),
+                        p + "identical_text": a.identical_text})
     row["errors"] = " | ".join(c.errors)
     return row
 
@@ -140,6 +150,15 @@ def _spread(s: Spread | None, key: str) -> str:
             f'<br><span class="muted">{s.min:.2f}-{s.max:.2f}</span></td>')
 
 
+def verdicts_html(v: WorkloadVerdict) -> str:
+    """A workload's verdict: one arm's; with several arms, the methods line, then each arm's verdict."""
+    if not v.per_arm:
+        return verdict_html(v)
+    line = (f'<p class="sv-methods" data-preset="{esc(v.preset)}" data-temperature="{esc(v.temperature)}">'
+            f"<b>{esc(v.title)}</b> at {esc(fmt_temperature(v.temperature))}: {esc(v.methods_line or '')}</p>")
+    return line + "".join(verdict_html(a) for a in v.per_arm)
+
+
 def verdict_html(v: WorkloadVerdict) -> str:
     cls = {"enable": "sv-d-enable", "don't": "sv-d-dont", "depends": "sv-d-depends",
            "unknown": "sv-d-unknown"}[v.decision]
@@ -154,7 +173,8 @@ def verdict_html(v: WorkloadVerdict) -> str:
         theory = (f'<p class="sv-muted">Tokens per verification step: measured <b>{esc(m)}</b>; theory '
                   f"(1 - a<sup>k+1</sup>) / (1 - a) with a = {esc(a)}, k = {esc(k)}: <b>{esc(e)}</b>. "
                   "(The theory assumes each draft token is accepted independently; real drafts are not.)</p>")
-    return (f'<div class="sv-verdict" data-preset="{esc(v.preset)}" data-temperature="{esc(v.temperature)}" '
+    arm = f' data-arm="{esc(v.arm)}"' if v.arm else ""
+    return (f'<div class="sv-verdict" data-preset="{esc(v.preset)}" data-temperature="{esc(v.temperature)}"{arm} '
             f'data-decision="{esc(v.decision)}"><span class="sv-decision {cls}">{esc(DECISION_LABELS[v.decision])}'
             f'</span><b>{esc(v.title)}</b> at {esc(fmt_temperature(v.temperature))}'
             f'<p>{esc(v.headline)}</p><ul class="sv-check">{items}</ul>{theory}</div>')
@@ -201,6 +221,30 @@ def cells_table_html(result: SweepResult) -> str:
     return f'<div class="scroll"><table class="cells">{head1}{head2}{"".join(rows)}</table></div>'
 
 
+def arms_table_html(result: SweepResult) -> str:
+    """With several arms: every cell's arms, one row each (the table above shows the first arm)."""
+    if not any(len(c.arms) > 1 for c in result.cells):
+        return ""
+    cols = ["preset", "T", "conc.", "arm", "speedup", "decode speedup", "e2e speedup", "acceptance", "tokens/step",
+            "efficiency", "theory", "identical", *SIDE_HEADS]
+    head = "<tr>" + "".join(f'<th class="{"l" if i < 4 else ""}">{esc(c)}</th>' for i, c in enumerate(cols)) + "</tr>"
+    rows = []
+    for c in result.cells:
+        st = c.settings
+        for name, a in c.arms.items():
+            ident = {True: "yes", False: "no", None: "n/a"}[a.identical_text]
+            rows.append(
+                f'<tr data-preset="{esc(st.preset)}" data-temperature="{esc(st.temperature)}" '
+                f'data-concurrency="{st.concurrency}" data-arm="{esc(name)}">'
+                f'<td class="l">{esc(st.preset)}</td><td>{esc(fmt_temperature(st.temperature)[2:])}</td>'
+                f'<td>{st.concurrency}</td><td class="l">{esc(name)}</td>'
+                + _spread(a.speedup, "speedup") + _spread(a.decode_speedup, "decode_speedup")
+                + num_td(a.e2e_speedup, ".2f", TIMES) + pct_td(a.acceptance_rate)
+                + num_td(a.mean_acceptance_length, ".2f") + num_td(a.efficiency, ".2f")
+                + num_td(a.expected_tokens_per_step, ".2f") + f"<td>{esc(ident)}</td>" + _side_cols(a.side) + "</tr>")
+    return ('<h3>Every arm</h3><div class="scroll"><table class="arms">' + head + "".join(rows) + "</table></div>")
+
+
 def errors_html(result: SweepResult) -> str:
     items = [f'<li><b>{esc(c.settings.preset)} {esc(fmt_temperature(c.settings.temperature))} '
              f'c={c.settings.concurrency}</b> ({esc(c.status)}): <span class="err">{esc(e)}</span></li>'
@@ -219,7 +263,9 @@ def samples_html(result: SweepResult) -> str:
             f"<details><summary>{esc(st.preset)} {esc(fmt_temperature(st.temperature))} c={st.concurrency}: "
             f"first answers {esc(ident)}</summary>"
             f"<p>baseline</p><pre>{esc(c.baseline.sample_text) or 'n/a'}</pre>"
-            f"<p>speculative</p><pre>{esc(c.speculative.sample_text) or 'n/a'}</pre></details>")
+            + ("".join(f"<p>{esc(name)}</p><pre>{esc(a.side.sample_text) or 'n/a'}</pre>" for name, a in c.arms.items())
+               if len(c.arms) > 1 else f"<p>speculative</p><pre>{esc(c.speculative.sample_text) or 'n/a'}</pre>")
+            + "</details>")
     return "".join(parts)
 
 
@@ -229,9 +275,11 @@ def servers_html(result: SweepResult) -> str:
         spec = "none (baseline)" if s.side == "baseline" else (
             f"{s.spec_method or 'method n/a'}, k={s.spec_num_tokens if s.spec_num_tokens is not None else 'n/a'}")
         state = "up" if s.healthy else f"down: {s.error}"
-        if s.side in result.server_versions:
-            state += f" (vLLM {result.server_versions[s.side]})"
-        rows.append(f'<tr><td class="l">{esc(s.side)}</td><td class="l">{esc(s.url)}</td>'
+        key = s.arm if s.arm in result.server_versions else s.side
+        if key in result.server_versions:
+            state += f" (vLLM {result.server_versions[key]})"
+        who = s.side + (f" ({s.arm})" if s.arm else "")
+        rows.append(f'<tr><td class="l">{esc(who)}</td><td class="l">{esc(s.url)}</td>'
                     f'<td class="l">{esc(state)}</td>'
                     f'<td class="l">{esc(s.model or "n/a")}</td><td>{esc(s.max_model_len or "n/a")}</td>'
                     f'<td class="l">{esc(spec)}</td></tr>')
@@ -274,7 +322,7 @@ def report_html(result: SweepResult) -> str:
     if result.interrupted:
         banner = (f'<p class="banner" data-interrupted="true">Interrupted: partial results, '
                   f"{len(result.cells)} cell(s) recorded. The verdicts use only these.</p>")
-    verdicts_html = "".join(verdict_html(v) for v in result.verdicts) or '<p class="muted">No cells measured.</p>'
+    verdicts = "".join(verdicts_html(v) for v in result.verdicts) or '<p class="muted">No cells measured.</p>'
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{CSP}">
@@ -289,12 +337,13 @@ def report_html(result: SweepResult) -> str:
 speculative over baseline, per repeat (median, and the range over repeats).</p>
 {banner}
 <h2>Verdict</h2>
-{verdicts_html}
+{verdicts}
 {workload_sections(result)}
 <h2>Charts</h2>
 {figs}
 <h2>Every cell</h2>
 {cells_table_html(result)}
+{arms_table_html(result)}
 <h2>Errors</h2>
 {errors_html(result)}
 <h2>Sample answers</h2>

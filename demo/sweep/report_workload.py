@@ -31,6 +31,9 @@ def summary_paragraph(result: SweepResult) -> str:
     verdict = mine[0] if mine else result.verdicts[0]
     parts = [f"For <b>{_e(verdict.title)}</b>, the measured answer is: <b>{_e(DECISION_WORDS[verdict.decision])}</b>. "
              f"{_e(verdict.headline)}"]
+    if verdict.methods_line:  # several arms: which one to enable where, first
+        parts = [f'<span class="methods-line">{_e(verdict.methods_line[0].upper() + verdict.methods_line[1:])}.</span>',
+                 *parts]
     summary = next((w for w in result.workloads if w.preset == verdict.preset and w.temperature == verdict.temperature),
                    None)
     if summary is not None:
@@ -120,8 +123,9 @@ def profile_html(w: WorkloadSummary) -> str:
             f"{dist}{corr}{ranked}{unranked}</section>")
 
 
-def capacity_html(w: WorkloadSummary) -> str:
-    c: Capacity = w.capacity
+def capacity_html(w: WorkloadSummary, capacity: Capacity | None = None, arm: str | None = None) -> str:
+    """One workload's capacity and cost: the first arm's (``w.capacity``), or ``capacity``, arm ``arm``'s."""
+    c: Capacity = capacity or w.capacity
     cur = _e(c.currency)
     rows = []
     for p in c.points:
@@ -130,8 +134,9 @@ def capacity_html(w: WorkloadSummary) -> str:
         cost = (f'<td data-value="{_e(repr(p.cost_per_million_output_tokens))}">{cur}'
                 f"{p.cost_per_million_output_tokens:,.2f}</td>" if p.cost_per_million_output_tokens is not None
                 else f'<td class="na">n/a: {_e(p.na_reasons.get("cost_per_million_output_tokens", ""))}</td>')
+        shown = arm if arm and p.side == "speculative" else p.side
         rows.append(f'<tr data-side="{_e(p.side)}" data-concurrency="{p.concurrency}">'
-                    f'<td class="l">{_e(p.side)}</td><td>{p.concurrency}</td>'
+                    f'<td class="l">{_e(shown)}</td><td>{p.concurrency}</td>'
                     + _num(p.output_tokens_per_s, ".1f")
                     + _num(None if p.ttft_p50_s is None else p.ttft_p50_s * 1000, ".0f", " ms")
                     + _num(None if p.ttft_p95_s is None else p.ttft_p95_s * 1000, ".0f", " ms")
@@ -145,15 +150,19 @@ def capacity_html(w: WorkloadSummary) -> str:
     best = []
     for side in SIDES:
         b = getattr(c.best, side)
+        who = arm if arm and side == "speculative" else side
         if b is None:
-            best.append(f"<li>{_e(side)}: n/a: {_e(c.best.na_reasons.get(side, 'not measured'))}</li>")
+            best.append(f"<li>{_e(who)}: n/a: {_e(c.best.na_reasons.get(side, 'not measured'))}</li>")
         else:
             cost = (f", {cur}{b.cost_per_million_output_tokens:,.2f} per million output tokens"
                     if b.cost_per_million_output_tokens is not None else "")
-            best.append(f'<li data-best="{_e(side)}" data-concurrency="{b.concurrency}">{_e(side)}: concurrency '
+            best.append(f'<li data-best="{_e(side)}" data-concurrency="{b.concurrency}">{_e(who)}: concurrency '
                         f"{b.concurrency}, {b.output_tokens_per_s:.1f} output tokens/s "
                         f"({b.output_tokens_per_gpu_hour:,.0f} per GPU-hour){cost}</li>")
-    return (f'<section class="capacity" data-workload="{_e(w.preset)}"><h3>{_e(workload_label(w))}</h3>'
+    title = workload_label(w) + (f": {arm} against the baseline" if arm else "")
+    share = f' data-price-share="{_e(c.price_share)}"' if c.price_share is not None else ""
+    return (f'<section class="capacity" data-workload="{_e(w.preset)}"{_arm_attr(arm)}{share}>'
+            f"<h3>{_e(title)}</h3>"
             f"<p>Latency target: <b>{_e(c.slo.describe())}</b>.</p>"
             f'<div class="scroll"><table class="capacity-points">{head}{"".join(rows)}</table></div>'
             f'<ul class="capacity-best">{"".join(best)}</ul>'
@@ -162,12 +171,17 @@ def capacity_html(w: WorkloadSummary) -> str:
             f'<p class="muted">{_e(c.price_note)} {_e(c.note)}</p></section>')
 
 
+def _arm_attr(arm: str | None) -> str:
+    return f' data-arm="{_e(arm)}"' if arm else ""
+
+
 def workload_sections(result: SweepResult) -> str:
     """Everything the report adds for workloads: the file, profiles, capacity and cost."""
     if not result.workloads:
         return ""
     profiles = "".join(profile_html(w) for w in result.workloads)
-    capacities = "".join(capacity_html(w) for w in result.workloads)
+    capacities = "".join("".join(capacity_html(w, c, arm) for arm, c in w.arm_capacity.items()) if w.arm_capacity
+                         else capacity_html(w) for w in result.workloads)
     return (workload_file_html(result.spec.workload, result.spec.redact)
             + "<h2>Which requests gain</h2>" + profiles
             + "<h2>Capacity and cost</h2><p class=\"muted\">From measured cells only: per server and concurrency, "

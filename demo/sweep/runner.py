@@ -3,9 +3,9 @@ cell a measured A/B.
 
 A batch sends a cell's requests to one server through ``concurrency`` streams (a preset's one
 request ``concurrency`` times at once; a workload file's every request once, ``concurrency`` at
-a time), then the same batch to the other: baseline first, speculative second
-(``order="sequential"``, each server alone: the fair A/B), ``repeats`` times, after ``warmup``
-untimed batches. Every
+a time), then the same batch to the next: baseline first, then each arm (speculative server) in
+its order (``order="sequential"``, each server alone: the fair A/B), ``repeats`` times, after
+``warmup`` untimed batches. Every
 request is streamed by demo.client and measured by demo.measure.SideMeter; demo.sweep.pooling
 turns those per-request figures into batch, side and cell figures. This module runs the cells
 (orchestration and I/O); the plan comes from demo.sweep.plan, the machine's description from
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 from pydantic import BaseModel
@@ -28,14 +28,14 @@ from demo.client import StreamError, discover_model, make_http_client, stream_co
 from demo.measure import SideMeter
 from demo.metrics import scrape_metrics
 from demo.presets import Preset
-from demo.results import SIDES, RaceRequest, Side, SideResult
+from demo.results import FIRST_ARM, RaceRequest, Side, SideResult
 from demo.server_info import probe_server
-from demo.settings import Settings
+from demo.settings import Endpoint, Settings
 from demo.sweep.headroom import HeadroomProbe
 from demo.sweep.machine import machine_info, server_version
-from demo.sweep.models import BatchStats, CellResult, CellSettings, SweepResult, SweepSpec
+from demo.sweep.models import ArmSpec, BatchStats, CellResult, CellSettings, SweepResult, SweepSpec
 from demo.sweep.plan import batch_requests, cell_label, cell_requests, plan_cells
-from demo.sweep.pooling import assemble_cell, batch_stats
+from demo.sweep.pooling import assemble_arms, batch_stats
 from demo.sweep.profile import pool_outcomes, request_outcome
 from demo.workload import Workload, WorkloadRequest
 
@@ -60,16 +60,46 @@ CellFn = Callable[[CellResult], None]
 
 
 class _Server:
-    """One server of the pair: its side, URL, HTTP client (its key and headers) and served model
-    (discovered once)."""
+    """One server: its side, URL, HTTP client (its key and headers), served model (discovered once)
+    and, for an arm, its name, label and method."""
 
-    def __init__(self, side: Side, url: str, model: str | None, http: httpx.AsyncClient) -> None:
+    def __init__(self, side: Side, url: str, model: str | None, http: httpx.AsyncClient, *, arm: str | None = None,
+                 label: str | None = None, method: str | None = None) -> None:
         self.side, self.url, self.model, self.http = side, url, model, http
+        self.arm, self.label, self.method = arm, label, method
 
     async def ensure_model(self, http: httpx.AsyncClient, settings: Settings) -> str:
         if self.model is None:
             self.model = (await discover_model(http, self.url, settings.probe_timeout_s + 2)).id
         return self.model
+
+
+def spec_arms(spec: SweepSpec) -> list[ArmSpec]:
+    """A sweep's arms in order: its ``arms``, or (a spec from before arms) the one at speculative_url."""
+    return spec.arms or [ArmSpec(name=FIRST_ARM, url=spec.speculative_url)]
+
+
+def settings_arms(settings: Settings) -> list[ArmSpec]:
+    """The settings' arms (Settings.arm_endpoints()) as a sweep or load spec records them."""
+    return [ArmSpec(name=e.arm or FIRST_ARM, url=e.url, label=e.label, method=e.method)
+            for e in settings.arm_endpoints()]
+
+
+def make_servers(settings: Settings, baseline_url: str, arms: Sequence[ArmSpec],
+                 http: httpx.AsyncClient | None = None) -> dict[str, _Server]:
+    """"baseline" and each arm by name -> its server: the URL as given, the model, key and headers of
+    the settings' endpoint of that name (else the shared ones). Each gets its own client unless
+    ``http`` is shared."""
+    endpoints = {e.arm: e for e in settings.arm_endpoints()}
+    base = settings.endpoint("baseline")
+    servers = {"baseline": _Server("baseline", baseline_url, base.model,
+                                   http or make_http_client(settings, endpoint=base))}
+    for i, a in enumerate(arms):
+        e = endpoints.get(a.name) or (settings.endpoint("speculative") if i == 0 else Endpoint(
+            side="speculative", url=a.url, model=settings.model, api_key=settings.api_key))
+        servers[a.name] = _Server("speculative", a.url, e.model, http or make_http_client(settings, endpoint=e),
+                                  arm=a.name, label=a.label, method=a.method)
+    return servers
 
 
 async def _one_request(http: httpx.AsyncClient, server: _Server, model: str, req: RaceRequest) -> SideResult:
@@ -190,50 +220,60 @@ def _identical(requests: list[WorkloadRequest], base: list[SideResult], spec: li
     return all(b.text == s.text for b, s in greedy) if greedy else None
 
 
-async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers: dict[Side, _Server],
+async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers: Mapping[str, _Server],
                    settings: Settings, step: Callable[[str, bool], None], on_interrupt: CellFn,
                    *, redact: bool = False) -> CellResult:
-    """Measure one cell: per repeat, the same batch of requests on each server. When cancelled, hands
-    the repeats done so far to ``on_interrupt`` (as an ``interrupted`` cell) before the cancellation
-    propagates."""
+    """Measure one cell: per repeat, the same batch of requests on each server (``servers``: "baseline",
+    then each arm by name, in order): in sequential order the baseline, then each arm alone; in
+    simultaneous order all at once. When cancelled, hands the repeats done so far to ``on_interrupt``
+    (as an ``interrupted`` cell) before the cancellation propagates."""
     batch = batch_requests(requests, cell.concurrency)
     reqs = [q.to_race_request() for q in batch]
-    base: list[BatchStats] = []
-    spec: list[BatchStats] = []
-    answers: dict[Side, list[list[SideResult]]] = {"baseline": [], "speculative": []}
+    names = list(servers)  # "baseline" first, then the arms
+    arms = [n for n in names if n != "baseline"]
+    stats: dict[str, list[BatchStats]] = {n: [] for n in names}
+    answers: dict[str, list[list[SideResult]]] = {n: [] for n in names}
+    about = {n: (servers[n].label, servers[n].method) for n in arms}
     t0 = time.perf_counter()
-    try:
-        for side in SIDES:
-            if cell.warmup:
-                step(f"{cell_label(cell)}: warm-up {side}", False)
-                await _warm_up(servers[side], reqs, cell.concurrency, settings, cell.warmup)
 
-        async def one(side: Side, r: int) -> None:
-            label = f"{cell_label(cell)}: {side}, repeat {r + 1}/{cell.repeats}"
+    def shown(name: str) -> str:  # a cell of one arm says "speculative", as it always has
+        return "speculative" if name != "baseline" and len(arms) == 1 else name
+
+    try:
+        for name in names:
+            if cell.warmup:
+                step(f"{cell_label(cell)}: warm-up {shown(name)}", False)
+                await _warm_up(servers[name], reqs, cell.concurrency, settings, cell.warmup)
+
+        async def one(name: str, r: int) -> None:
+            label = f"{cell_label(cell)}: {shown(name)}, repeat {r + 1}/{cell.repeats}"
             step(label, False)
-            stats, results = await run_batch(servers[side].http, servers[side], reqs, cell.concurrency, settings,
-                                             keep_text=not redact)
-            (base if side == "baseline" else spec).append(stats)
-            answers[side].append(results)
+            batch_stats_, results = await run_batch(servers[name].http, servers[name], reqs, cell.concurrency,
+                                                    settings, keep_text=not redact)
+            stats[name].append(batch_stats_)
+            answers[name].append(results)
             step(label, True)
 
         for r in range(cell.repeats):
             if cell.order == "sequential":
-                await one("baseline", r)
-                await one("speculative", r)
+                for name in names:
+                    await one(name, r)
             else:
-                await asyncio.gather(one("baseline", r), one("speculative", r))
+                await asyncio.gather(*(one(name, r) for name in names))
     except asyncio.CancelledError:
-        n = min(len(base), len(spec))
-        partial = assemble_cell(cell, base[:n], spec[:n])
+        n = min(len(v) for v in stats.values())
+        partial = assemble_arms(cell, stats["baseline"][:n], {a: stats[a][:n] for a in arms}, about=about)
         partial.status = "interrupted"
         partial.na_reasons["status"] = f"stopped after {n} of {cell.repeats} repeats"
         partial.duration_s = time.perf_counter() - t0
         on_interrupt(partial)
         raise
-    pairs = list(zip(answers["baseline"], answers["speculative"], strict=True))
-    identical = _identical(batch, *pairs[0], workload=cell.kind == "workload") if pairs else None
-    result = assemble_cell(cell, base, spec, identical)
+    base_answers = answers["baseline"]
+    identical = {a: (_identical(batch, base_answers[0], answers[a][0], workload=cell.kind == "workload")
+                     if base_answers else None) for a in arms}
+    result = assemble_arms(cell, stats["baseline"], {a: stats[a] for a in arms}, identical, about)
+    # Per request of the workload: the first arm against the baseline (the profile and copy-ness).
+    pairs = list(zip(base_answers, answers[arms[0]], strict=True))
     result.requests = pool_outcomes([request_outcome(q, b, s, redact=redact)
                                      for bs, ss in pairs for q, b, s in zip(batch, bs, ss, strict=True)])
     result.duration_s = time.perf_counter() - t0
@@ -263,13 +303,9 @@ async def run_sweep(
     interrupted still holds every finished cell, and the interrupted one). ``workload`` is the
     customer's file (spec.workload describes it), measured after the presets."""
     cells = plan_cells(spec, presets, workload)
-    # Each side gets its own client (its own key and headers) unless the caller shares one.
-    urls: dict[Side, str] = {"baseline": spec.baseline_url, "speculative": spec.speculative_url}
-    servers: dict[Side, _Server] = {
-        side: _Server(side, url, settings.endpoint(side).model, http or make_http_client(settings, side))
-        for side, url in urls.items()
-    }
-    total = len(cells) * spec.repeats * 2  # batches
+    arms = spec_arms(spec)
+    servers = make_servers(settings, spec.baseline_url, arms, http)
+    total = len(cells) * spec.repeats * len(servers)  # batches
     done = 0
 
     def step(label: str, finished: bool) -> None:
@@ -280,10 +316,13 @@ async def run_sweep(
 
     try:
         result.servers = list(await asyncio.gather(
-            *(probe_server(s.http, s.side, s.url, settings) for s in servers.values())))
-        for side, server in servers.items():
+            *(probe_server(s.http, s.side, s.url, settings, arm=s.arm if len(arms) > 1 else None, method=s.method,
+                           first_arm=s.arm in (None, arms[0].name)) for s in servers.values())))
+        for i, (name, server) in enumerate(servers.items()):
+            # "baseline", "speculative" (the first arm, as before arms), then the other arms by name
+            key = "baseline" if i == 0 else "speculative" if i == 1 else name
             if (version := await server_version(server.http, server.url, settings)) is not None:
-                result.server_versions[side] = version
+                result.server_versions[key] = version
         for cell in cells:
             try:
                 cell_result = await run_cell(cell, cell_requests(cell, presets, workload), servers, settings,

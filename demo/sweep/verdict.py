@@ -7,6 +7,10 @@ It follows the talk's checklist, each item from measured figures:
 - prefill share: time to first token over end-to-end, which caps any decode gain.
 The decision itself rests on the measured gain (aggregate output tokens/s, speculative over
 baseline) at every concurrency tried; the checklist explains it.
+
+With several arms, each arm gets its own verdict (its cells seen through ``CellResult.arm_view``)
+and one line on top says which arm to enable up to which concurrency (``choose_arms``, beside the
+crossover it uses).
 """
 
 from __future__ import annotations
@@ -14,13 +18,13 @@ from __future__ import annotations
 from demo.fmt import fmt_percent as pct
 from demo.fmt import fmt_speedup as times
 from demo.fmt import fmt_temperature
-from demo.sweep.crossover import GAIN_NONE, GAIN_WORTH, find_crossover
+from demo.sweep.crossover import GAIN_NONE, GAIN_WORTH, choose_arms, find_crossover
 from demo.sweep.models import CellResult, ChecklistItem, SweepResult, WorkloadVerdict
 from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance, workload_groups
 
 # GAIN_WORTH (a gain that pays) and GAIN_NONE (below it, no gain worth the name) live with the
 # crossover (demo/sweep/crossover.py), which the load sweep shares; imported here as the verdict's own.
-__all__ = ["GAIN_NONE", "GAIN_WORTH", "credible_gain", "decide", "verdicts"]
+__all__ = ["GAIN_NONE", "GAIN_WORTH", "credible_gain", "credible_gains", "decide", "decide_arms", "verdicts"]
 ACCEPT_HIGH = 0.5
 ACCEPT_LOW = 0.25
 KV_TIGHT = 0.8  # speculation needs KV blocks for the drafts; above this the batch shrinks
@@ -192,6 +196,33 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
     return verdict
 
 
+def credible_gains(cells: list[CellResult]) -> list[tuple[int, float]]:
+    """(concurrency, credible gain) of the cells that have a gain, as the verdict weighs them."""
+    return sorted((c.settings.concurrency, credible_gain(c)[0]) for c in cells if c.speedup is not None)
+
+
+def decide_arms(cells: list[CellResult], title: str) -> WorkloadVerdict:
+    """The verdict for one workload's cells over every arm: one arm, ``decide``; several, each arm's
+    verdict in ``per_arm`` and the one line saying which to enable where (choose_arms, the load
+    sweep's function), the first arm's verdict on top."""
+    arms = list(dict.fromkeys(a for c in cells for a in c.arms))
+    if len(arms) <= 1:
+        return decide(cells, title)
+    per_arm = []
+    points = {}
+    for a in arms:
+        mine = [c.arm_view(a) for c in cells if a in c.arms]
+        v = decide(mine, title)
+        v.arm = a
+        v.headline = f"{a}: {v.headline}"
+        per_arm.append(v)
+        points[a] = credible_gains(mine)
+    top = per_arm[0].model_copy(update={"per_arm": per_arm})
+    top.methods_line = choose_arms(points, noun="concurrent request").text
+    return top
+
+
 def verdicts(result: SweepResult) -> list[WorkloadVerdict]:
     """One verdict per workload (a preset at a temperature, or the workload file), in the order the sweep ran them."""
-    return [decide(cells, result.preset_titles.get(p, p)) for (p, _t), cells in workload_groups(result.cells).items()]
+    return [decide_arms(cells, result.preset_titles.get(p, p))
+            for (p, _t), cells in workload_groups(result.cells).items()]
