@@ -101,7 +101,8 @@ def choose_arms(points: Mapping[str, Sequence[tuple[int, float | None]]], noun: 
     """Each arm's crossover (find_crossover, the same thresholds) and the one line that says which arm to
     enable up to which count: the arm that pays up to the highest count first (ties: the higher gain at
     the lowest count), then what each other arm pays up to, or that it never pays; and, when the best
-    arm is not the same at every count where one pays, the best per count."""
+    arm is not the same at every count where one pays (of the counts every arm was measured at), the
+    best per count."""
     out = ArmsChoice(crossovers={name: find_crossover(pts, noun=noun) for name, pts in points.items()})
     gains = {name: {u: g for u, g in pts if g is not None} for name, pts in points.items()}
     for u in sorted({u for g in gains.values() for u in g}):
@@ -137,7 +138,9 @@ def choose_arms(points: Mapping[str, Sequence[tuple[int, float | None]]], noun: 
         parts = ["enable none: no arm pays at any count measured"]
     unmeasured = [name for name in points if not gains[name]]
     parts += [f"{name} not measured" for name in unmeasured]
-    best = {u: a for u, a in out.best_by_users.items() if a is not None}
+    # Compared only where every measured arm was measured (a count one arm lacks decides nothing).
+    common = set.intersection(*(set(gains[name]) for name in measured))
+    best = {u: a for u, a in out.best_by_users.items() if a is not None and u in common}
     if len(set(best.values())) > 1:
         runs: list[tuple[str, list[int]]] = []  # consecutive measured counts with the same best arm
         for u, a in best.items():

@@ -1,0 +1,352 @@
+"""Methods side by side: one baseline raced against several speculative arms (issue 23), in the
+settings, the race, the CLI, saved runs, the load sweep and the evaluator, against stand-ins whose
+speedups and acceptances are known.
+
+Speeds on a busy 2-core machine are not asserted; ratios are, against each stand-in's truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from demo.cli import main
+from demo.race import run_race, stream_race
+from demo.results import RaceRequest, RaceResult
+from demo.runs import is_good, read_run, save_run
+from demo.settings import Settings
+from demo.sweep.crossover import choose_arms
+from demo.sweep.models import CellResult, SweepResult
+from harness.standin import Standin, StandinBehavior, Truth
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MAX_TOKENS = 60
+
+# The race: a baseline and three arms 3.0x, 2.0x and 1.2x as fast, each its own acceptance.
+RACE_BASE = StandinBehavior(tokens_per_s=60, ttft_s=0.02)
+RACE_ARMS = {
+    "eagle3": StandinBehavior(tokens_per_s=180, ttft_s=0.02, speculative=True, chunk_sizes=[1, 3, 5, 4]),
+    "ngram": StandinBehavior(tokens_per_s=120, ttft_s=0.02, speculative=True, chunk_sizes=[1, 3, 2]),
+    "draft": StandinBehavior(tokens_per_s=72, ttft_s=0.02, speculative=True, chunk_sizes=[1, 2]),
+}
+NOMINAL = {"eagle3": 3.0, "ngram": 2.0, "draft": 1.2}
+
+
+@pytest.fixture(autouse=True)
+def _no_saved_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SPECDEMO_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("SPECDEMO_SAVE_RUNS", "false")
+    monkeypatch.delenv("SPECDEMO_ARMS", raising=False)
+
+
+def serve(base: StandinBehavior, arms: dict[str, StandinBehavior]) -> Iterator[tuple[Standin, dict[str, Standin]]]:
+    with ExitStack() as stack:
+        b = stack.enter_context(Standin(base))
+        yield b, {name: stack.enter_context(Standin(beh)) for name, beh in arms.items()}
+
+
+@pytest.fixture
+def race_servers() -> Iterator[tuple[Standin, dict[str, Standin]]]:
+    yield from serve(RACE_BASE, RACE_ARMS)
+
+
+def arm_flags(arms: dict[str, Standin]) -> list[str]:
+    return [x for name, s in arms.items() for x in ("--arm", f"{name}={s.url}")]
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert main(list(args)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def streamed(server: Standin, tokens: int = MAX_TOKENS) -> list[Truth]:
+    return [t for t in server.truth if t.stream and t.completion_tokens == tokens]
+
+
+# --------------------------------------------------------------------------- settings
+
+
+def test_one_arm_is_the_speculative_server_as_before() -> None:
+    s = Settings(baseline_url="http://b:1", speculative_url="http://s:2", spec_method="ngram")
+    (arm,) = s.arm_endpoints()
+    assert (arm.arm, arm.url, arm.side, arm.method) == ("ngram", "http://s:2", "speculative", "ngram")
+    assert Settings(speculative_url="http://s:2", spec_method=None).arm_endpoints()[0].arm == "speculative"
+
+
+def test_arms_from_the_settings_with_their_own_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECDEMO_ARMS", json.dumps([
+        {"name": "ngram", "url": "http://s:2/", "label": "n-gram k=4"},
+        {"name": "eagle3", "url": "http://e:3", "model": "llama", "headers": {"X-Tenant": "t"}},
+    ]))
+    monkeypatch.setenv("SPECDEMO_API_KEY", "shared")
+    monkeypatch.setenv("SPECDEMO_ARM_EAGLE3_API_KEY", "own")
+    s = Settings(speculative_url="http://s:2")
+    first, eagle = s.arm_endpoints()
+    # the entry with the speculative URL names the first arm; the other follows
+    assert (first.arm, first.label) == ("ngram", "n-gram k=4")
+    assert first.request_headers() == {"Authorization": "Bearer shared"}
+    assert (eagle.arm, eagle.url, eagle.model) == ("eagle3", "http://e:3", "llama")
+    assert eagle.request_headers() == {"X-Tenant": "t", "Authorization": "Bearer own"}
+
+
+@pytest.mark.parametrize(("arms", "message"), [
+    ([{"name": "a", "url": "http://a"}, {"name": "b", "url": "http://b"}, {"name": "c", "url": "http://c"}],
+     "at most 3"),
+    ([{"name": "a", "url": "http://a"}, {"name": "a", "url": "http://b"}], "two arms are called 'a'"),
+    ([{"name": "Bad Name", "url": "http://a"}], "short slug"),
+    ([{"name": "baseline", "url": "http://a"}], "cannot be called 'baseline'"),
+])
+def test_bad_arms_in_the_settings_are_refused(arms: list[dict[str, str]], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        Settings(speculative_url="http://s:2", arms=arms)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--arm", "ngram"], "--arm takes NAME=URL"),
+    (["--arm", "ngram="], "--arm takes NAME=URL"),
+    (["--arm", "N G=http://x"], "short slug"),
+    (["--arm", "a=http://x", "--arm", "a=http://y"], "--arm a is given twice"),
+    (["--arm", "a=http://x", "--arm", "b=http://y", "--arm", "c=http://z", "--arm", "d=http://w"], "at most 3"),
+    (["--speculative-url", "http://s", "--arm", "a=http://x", "--arm", "b=http://y", "--arm", "c=http://z"],
+     "--speculative-url is the first"),
+    (["--speculative-url", "http://s", "--arm", "a=http://s/"], "repeats --speculative-url"),
+])
+def test_bad_arm_flags_are_one_line_and_exit_2(flags: list[str], message: str, capsys) -> None:
+    for cmd in ("race", "load", "sweep"):
+        extra = {"race": ["--prompt", "hi"], "load": ["--prompt", "hi", "--users", "1"],
+                 "sweep": ["--out", "/nonexistent/out"]}[cmd]
+        with pytest.raises(SystemExit) as e:
+            main([cmd, "--baseline-url", "http://127.0.0.1:9", *flags, *extra])
+        assert e.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], (cmd, err)
+
+
+# --------------------------------------------------------------------------- the race
+
+
+def check_race_against_truth(out: dict, base: Standin, arms: dict[str, Standin]) -> None:
+    assert list(out["arms"]) == list(arms)  # in the order given
+    b = streamed(base)[-1]
+    for name, server in arms.items():
+        arm, t = out["arms"][name], streamed(server)[-1]
+        true = (t.decode_tokens_per_s or 0) / (b.decode_tokens_per_s or 1)
+        assert arm["speedup"] == pytest.approx(true, rel=0.05), name
+        assert true == pytest.approx(NOMINAL[name], rel=0.2)  # the stand-ins do what they say
+        assert arm["acceptance_rate"] == pytest.approx(t.acceptance_rate, abs=1e-9)  # exact
+        assert arm["mean_acceptance_length"] == pytest.approx(t.mean_acceptance_length, abs=1e-9)
+        assert arm["completion_tokens"] == MAX_TOKENS and arm["identical_text"] is True
+    # today's keys hold the first arm
+    first = out["arms"]["eagle3"]
+    assert out["speedup"] == first["speedup"]
+    assert out["speculative"]["acceptance_rate"] == first["acceptance_rate"]
+    assert out["speculative"]["text"] == first["text"]
+
+
+@pytest.mark.parametrize("order", ["sequential", "simultaneous"])
+def test_race_of_three_arms_measures_each_against_its_truth(race_servers, capsys, order: str) -> None:
+    base, arms = race_servers
+    out = run_json(capsys, "race", "--baseline-url", base.url, *arm_flags(arms), "--preset", "json_reformat",
+                   "--max-tokens", str(MAX_TOKENS), "--order", order, "--json")
+    check_race_against_truth(out, base, arms)
+    if order == "sequential":  # each server alone: no request overlapped another
+        spans = sorted((t.t_request, t.t_last_token_sent or 0) for s in (base, *arms.values()) for t in streamed(s))
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def test_speculative_url_stays_the_first_arm_and_the_table_has_a_column_per_arm(race_servers, capsys) -> None:
+    base, arms = race_servers
+    first, *rest = arms.items()
+    assert main(["race", "--baseline-url", base.url, "--speculative-url", first[1].url,
+                 *arm_flags(dict(rest)), "--prompt", "Say hi", "--max-tokens", "20"]) == 0
+    table = capsys.readouterr().out
+    head = next(line for line in table.splitlines() if "baseline" in line)
+    assert head.split() == ["baseline", "speculative", "ngram", "draft"]
+    assert "ngram:" in table and "draft:" in table and "speedup (decode tokens/s)" in table
+
+
+def test_speculative_url_alone_is_todays_race(race_servers, capsys) -> None:
+    base, arms = race_servers
+    out = run_json(capsys, "race", "--baseline-url", base.url, "--speculative-url", arms["ngram"].url,
+                   "--prompt", "Say hi", "--max-tokens", "20", "--json")
+    assert len(out["arms"]) == 1 and out["speedup"] == next(iter(out["arms"].values()))["speedup"]
+
+
+def test_a_run_of_three_arms_saves_once_and_loads_back(race_servers, tmp_path: Path) -> None:
+    base, arms = race_servers
+    settings = Settings(baseline_url=base.url, speculative_url=arms["eagle3"].url,
+                        arms=[{"name": n, "url": s.url} for n, s in arms.items()])
+    result = asyncio.run(run_race(RaceRequest(prompt="Say hi", max_tokens=20), settings))
+    assert list(result.arms) == ["eagle3", "ngram", "draft"] and is_good(result)
+    path = save_run(result, tmp_path)
+    raw = json.loads(path.read_text())
+    assert raw["arms"]["eagle3"]["side"] is None  # the first arm's side is `speculative`, written once
+    assert raw["arms"]["ngram"]["side"]["events"]
+    again = read_run(path)
+    assert again.model_dump() == result.model_dump() and again.arms["eagle3"].side is again.speculative
+    assert again.arms["draft"].speedup == result.arms["draft"].speedup
+
+
+def test_a_run_saved_before_arms_loads_with_one_arm() -> None:
+    raw = json.loads((FIXTURES / "legacy-run-mode-race.json").read_text())
+    assert "arms" not in raw
+    result = RaceResult.model_validate(raw)
+    (arm,) = result.arms.values()
+    assert arm.name == "speculative" and arm.side is result.speculative
+    assert arm.speedup == raw["speedup"] and arm.identical_text == raw["identical_text"]
+
+
+def test_a_stopped_race_stops_every_arm(race_servers) -> None:
+    base, arms = race_servers
+    for s in (base, *arms.values()):
+        s.behavior = s.behavior.model_copy(update={"tokens_per_s": 5.0})
+    settings = Settings(baseline_url=base.url, speculative_url=arms["eagle3"].url,
+                        arms=[{"name": n, "url": s.url} for n, s in arms.items()])
+    async def go() -> RaceResult:
+        stop = asyncio.Event()
+        last = None
+        async for snap in stream_race(RaceRequest(prompt="Say hi", max_tokens=200), settings, stop=stop):
+            last = snap.result or last
+            if all((a.side.completion_tokens or 0) >= 2 for a in snap.arms.values()) and not stop.is_set():
+                assert list(snap.arms) == ["eagle3", "ngram", "draft"]
+                stop.set()
+        assert last is not None
+        return last
+
+    result = asyncio.run(go())
+    assert result.cancelled and all(not a.side.complete for a in result.arms.values())
+    for s in (base, *arms.values()):
+        deadline = asyncio.run(_wait_aborted(s))
+        assert deadline, f"{s.url} still streaming"
+
+
+async def _wait_aborted(s: Standin) -> bool:
+    for _ in range(200):
+        if s.truth and all(t.outcome != "running" for t in s.truth):
+            return all(t.outcome == "aborted" for t in s.truth if t.stream)
+        await asyncio.sleep(0.05)
+    return False
+
+
+# --------------------------------------------------------------------------- the one line
+
+
+def test_choose_arms_says_which_arm_to_enable_where() -> None:
+    points = {"eagle3": [(1, 3.0), (4, 2.5), (16, 1.6), (32, 1.0)], "ngram": [(1, 1.6), (2, 1.3), (4, 1.0)],
+              "draft": [(1, 1.0), (4, 0.9)]}
+    choice = choose_arms(points, noun="concurrent request")
+    assert choice.text == ("for this workload, enable eagle3 up to 16 concurrent requests; ngram pays only up to 2; "
+                           "draft never")
+    assert {n: c.pays_up_to_users for n, c in choice.crossovers.items()} == {"eagle3": 16, "ngram": 2, "draft": None}
+    assert choice.best_by_users == {1: "eagle3", 2: "ngram", 4: "eagle3", 16: "eagle3", 32: None}
+    none = choose_arms({"a": [(1, 1.0)], "b": [(1, 0.8)]})
+    assert none.text == "for this workload, enable none: no arm pays at any count measured"
+
+
+# --------------------------------------------------------------------------- load and the evaluator
+
+# Per stream, rate / (1 + x (n-1)) with n streams in flight. The baseline: 50, x=0.05. eagle3 is
+# fast alone and falls fast (150, x=0.9): 3.0x, 1.66x, 0.93x at 1, 2, 4; ngram holds (70, x=0.05):
+# 1.4x at every count; draft is slower than the baseline (45, x=0.05): 0.9x. Each with a margin over
+# the thresholds (1.15, 1.05) and over the others where it is the best.
+LOAD_BASE = StandinBehavior(tokens_per_s=50, ttft_s=0.02, slowdown_in_flight=0.05)
+LOAD_ARMS = {
+    "eagle3": StandinBehavior(tokens_per_s=150, ttft_s=0.02, slowdown_in_flight=0.9, speculative=True,
+                              chunk_sizes=[3, 4]),
+    "ngram": StandinBehavior(tokens_per_s=70, ttft_s=0.02, slowdown_in_flight=0.05, speculative=True,
+                             chunk_sizes=[2, 3]),
+    "draft": StandinBehavior(tokens_per_s=45, ttft_s=0.02, slowdown_in_flight=0.05, speculative=True,
+                             chunk_sizes=[1, 2]),
+}
+LOAD_LINE = ("for this workload, enable ngram up to 4 {noun}s (every count measured); eagle3 pays only up to 2; "
+             "draft never; best by count: eagle3 at 1-2, ngram at 4")
+
+
+@pytest.fixture
+def load_servers() -> Iterator[tuple[Standin, dict[str, Standin]]]:
+    yield from serve(LOAD_BASE, LOAD_ARMS)
+
+
+def test_load_sweep_has_a_crossover_per_arm(load_servers, capsys) -> None:
+    base, arms = load_servers
+    out = run_json(capsys, "load", "--baseline-url", base.url, *arm_flags(arms), "--users", "1,2,4", "--preset",
+                   "json_reformat", "--max-tokens", "40", "--json", "--no-progress")
+    cross = {n: (c["pays_up_to_users"], c["loses_from_users"]) for n, c in out["crossovers"].items()}
+    assert cross == {"eagle3": (2, 4), "ngram": (4, None), "draft": (None, 1)}
+    assert out["crossover"] == out["crossovers"]["eagle3"]  # the first arm's, as with one arm
+    assert out["arms_text"] == LOAD_LINE.format(noun="user")
+    for step in out["steps"]:
+        assert list(step["arms"]) == ["eagle3", "ngram", "draft"]
+        assert step["speedup"] == step["arms"]["eagle3"]["speedup"]
+        assert step["arms"]["ngram"]["ok_users"] == step["users"]
+
+
+def test_the_evaluator_gives_a_verdict_per_arm_and_one_line_on_top(load_servers, tmp_path: Path, capsys) -> None:
+    base, arms = load_servers
+    code = main(["sweep", "--baseline-url", base.url, *arm_flags(arms), "--presets", "json_reformat",
+                 "--concurrency", "1,2,4", "--repeats", "1", "--warmup", "0", "--max-tokens", "40",
+                 "--out", str(tmp_path), "--no-progress", "--gpu-hour-price", "2", "--shared-gpu",
+                 "--gpu-shares", "baseline=0.2,eagle3=0.25,ngram=0.2,draft=0.3"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    result = SweepResult.model_validate_json((tmp_path / "results.json").read_text())
+    (v,) = result.verdicts
+    assert v.methods_line == LOAD_LINE.format(noun="concurrent request")
+    assert [(a.arm, a.decision) for a in v.per_arm] == [("eagle3", "depends"), ("ngram", "enable"),
+                                                        ("draft", "don't")]
+    assert LOAD_LINE.format(noun="concurrent request") in printed
+    # every cell per arm, the first arm in today's fields; acceptance exact against each stand-in's truth
+    for cell in result.cells:
+        assert list(cell.arms) == ["eagle3", "ngram", "draft"]
+        assert cell.speedup == cell.arms["eagle3"].speedup and cell.speculative is cell.arms["eagle3"].side
+    for name, server in arms.items():
+        truths = [t for t in server.truth if t.stream]
+        pooled = sum(t.accepted for t in truths) / sum(t.draft_tokens for t in truths)
+        got = [c.arms[name] for c in result.cells]
+        assert sum(a.side.ok_requests for a in got) == len(truths)
+        drafted = sum(b.draft_tokens or 0 for a in got for b in a.side.batches)
+        accepted = sum(b.accepted_tokens or 0 for a in got for b in a.side.batches)
+        assert accepted / drafted == pytest.approx(pooled, abs=1e-12)
+    # capacity and cost per arm, with the share of the shared GPU's price each carries
+    (w,) = result.workloads
+    assert list(w.arm_capacity) == ["eagle3", "ngram", "draft"]
+    assert w.arm_capacity["draft"].price_share == 0.3 and w.arm_capacity["draft"].baseline_price_share == 0.2
+    assert "the draft server holds 30% of it" in w.arm_capacity["draft"].price_note
+    page = (tmp_path / "report.html").read_text()
+    assert page.count('class="sv-verdict"') == 3 and 'data-arm="ngram"' in page
+    assert 'class="arms"' in page and page.count('<section class="capacity"') == 3
+    csv_head = (tmp_path / "results.csv").read_text().splitlines()[0]
+    assert "arm_draft_speedup_median" in csv_head
+
+
+def test_a_results_json_from_before_arms_loads_with_one_arm() -> None:
+    raw = json.loads((FIXTURES / "legacy-results.json").read_text())
+    assert all("arms" not in c for c in raw["cells"])
+    result = SweepResult.model_validate(raw)
+    for cell, old in zip(result.cells, raw["cells"], strict=True):
+        (arm,) = cell.arms.values()
+        assert arm.name == "speculative" and arm.side is cell.speculative
+        assert arm.speedup == cell.speedup and arm.acceptance_rate == old.get("acceptance_rate")
+        view = cell.arm_view("speculative")
+        assert view.speedup == cell.speedup and view.errors == cell.errors
+    # and it round-trips
+    assert SweepResult.model_validate_json(result.model_dump_json()).cells == result.cells
+    assert isinstance(result.cells[0], CellResult)
+
+
+def test_a_failing_arm_fails_only_its_own_figures(load_servers, tmp_path: Path) -> None:
+    base, arms = load_servers
+    arms["ngram"].behavior.fault = "server_error"
+    assert main(["sweep", "--baseline-url", base.url, *arm_flags(arms), "--presets", "json_reformat",
+                 "--concurrency", "1", "--repeats", "1", "--warmup", "0", "--max-tokens", "20",
+                 "--out", str(tmp_path), "--no-progress"]) == 0
+    (cell,) = SweepResult.model_validate_json((tmp_path / "results.json").read_text()).cells
+    assert cell.status == "partial" and cell.arms["ngram"].speedup is None
+    assert cell.arms["eagle3"].speedup is not None and cell.arms["draft"].speedup is not None
+    assert any(e.startswith("ngram: ") and "HTTP 500" in e for e in cell.errors), cell.errors
