@@ -1,6 +1,6 @@
 """Plotly figures of a load sweep: per-user decode tokens/s and total output tokens/s against
-users, both sides, the crossover shaded between the two measured counts it lies between. They
-plot demo/load.py's records and compute nothing.
+users, both sides (with several arms, a line per arm), the (first arm's) crossover shaded between
+the two measured counts it lies between. They plot demo/load.py's records and compute nothing.
 """
 
 from __future__ import annotations
@@ -16,15 +16,29 @@ _LAYOUT = layout(margin=dict(l=70, r=20, t=60, b=60), height=420,
                  legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0))
 
 
+# With several arms, each arm's line (the first keeps the speculative colour).
+ARM_COLORS = (COLORS["speculative"], "#3ccf91", "#c58cff")
+
+
+def _series(result: LoadResult) -> list[tuple[str, str, list[tuple[int, LoadSide]]]]:
+    """(name, colour, [(users, figures)]) per line: the baseline and the speculative side, or each arm."""
+    several = any(len(s.arms) > 1 for s in result.steps)
+    if not several:
+        return [(side, COLORS[side], [(s.users, getattr(s, side)) for s in result.steps]) for side in SIDES]
+    names = list(dict.fromkeys(n for s in result.steps for n in s.arms))
+    return [("baseline", COLORS["baseline"], [(s.users, s.baseline) for s in result.steps])] + [
+        (n, ARM_COLORS[i % len(ARM_COLORS)], [(s.users, s.arms[n].side) for s in result.steps if n in s.arms])
+        for i, n in enumerate(names)]
+
+
 def _curve(result: LoadResult, title: str, field: str, y_title: str) -> go.Figure:
-    pts: dict[str, list[tuple[int, LoadSide]]] = {
-        side: [(s.users, getattr(s, side)) for s in result.steps if getattr(getattr(s, side), field) is not None]
-        for side in SIDES}
-    if not any(pts.values()):
+    series = [(name, color, [(u, f) for u, f in pts if getattr(f, field) is not None])
+              for name, color, pts in _series(result)]
+    if not any(pts for _, _, pts in series):
         return empty_figure(title, "n/a: no step measured this figure", _LAYOUT)
     traces = []
-    for side in SIDES:
-        xs, figs = [u for u, _ in pts[side]], [f for _, f in pts[side]]
+    for name, color, pts in series:
+        xs, figs = [u for u, _ in pts], [f for _, f in pts]
         ys = [getattr(f, field) for f in figs]
         extra: dict[str, object] = {}
         if field == "per_user_decode_tokens_per_s":  # the slowest and fastest user around the median
@@ -32,8 +46,8 @@ def _curve(result: LoadResult, title: str, field: str, y_title: str) -> go.Figur
             lows = [f.per_user_decode_tokens_per_s_min or y for f, y in zip(figs, ys, strict=True)]
             extra["error_y"] = dict(type="data", symmetric=False, array=[h - y for h, y in zip(highs, ys, strict=True)],
                                     arrayminus=[y - lo for lo, y in zip(lows, ys, strict=True)])
-        traces.append(go.Scatter(x=xs, y=ys, name=side, mode="lines+markers",
-                                 line=dict(color=COLORS[side], width=4), marker=dict(size=10), **extra))
+        traces.append(go.Scatter(x=xs, y=ys, name=name, mode="lines+markers",
+                                 line=dict(color=color, width=4), marker=dict(size=10), **extra))
     shapes, notes = [], []
     c = result.crossover
     if c.pays_up_to_users is not None and c.loses_from_users is not None:

@@ -28,11 +28,23 @@ def steps_table(result: LoadResult) -> str:
             "ITL p95 ms", "queue peak", "KV-cache peak", "preemptions", "speedup (per-user)", "throughput ratio")
     rows = []
     for step in result.steps:
-        for i, side in enumerate(SIDES):
-            ratio = (f'<td rowspan="2">{esc(or_na(fmt_speedup(step.speedup)))}</td>'
-                     f'<td rowspan="2">{esc(or_na(fmt_speedup(step.throughput_ratio)))}</td>') if i == 0 else ""
-            users = f'<td rowspan="2">{step.users}</td>' if i == 0 else ""
-            rows.append(f'<tr>{users}<td class="l">{side}</td>{_cells(getattr(step, side))}{ratio}</tr>')
+        several = len(step.arms) > 1
+        sides: list[tuple[str, LoadSide, str]] = (
+            [("baseline", step.baseline, "")]
+            + [(n, a.side, f"<td>{esc(or_na(fmt_speedup(a.speedup)))}</td>"
+                           f"<td>{esc(or_na(fmt_speedup(a.throughput_ratio)))}</td>") for n, a in step.arms.items()]
+            if several else [(side, getattr(step, side), "") for side in SIDES])
+        span = len(sides)
+        for i, (name, side, own) in enumerate(sides):
+            if several:  # each arm's own ratios on its row; none on the baseline's
+                ratio = own or "<td></td><td></td>"
+            elif i == 0:
+                ratio = (f'<td rowspan="{span}">{esc(or_na(fmt_speedup(step.speedup)))}</td>'
+                         f'<td rowspan="{span}">{esc(or_na(fmt_speedup(step.throughput_ratio)))}</td>')
+            else:
+                ratio = ""
+            users = f'<td rowspan="{span}">{step.users}</td>' if i == 0 else ""
+            rows.append(f'<tr>{users}<td class="l">{esc(name)}</td>{_cells(side)}{ratio}</tr>')
         rows += [f'<tr><td></td><td class="l err" colspan="{len(head) - 1}">{esc(e)}</td></tr>' for e in step.errors]
     header = "".join(f"<th>{esc(h)}</th>" for h in head)
     return f'<div class="scroll"><table><tr>{header}</tr>{"".join(rows)}</table></div>'
@@ -52,6 +64,15 @@ def load_html(result: LoadResult) -> str:
         slo = "".join(f"<li>{esc(side)}: " + (f"up to {n} users" if (n := result.slo_users.get(side)) is not None
                                                else "no measured count") + "</li>" for side in SIDES)
         slo = f"<h2>Within {esc(sp.slo.describe())}</h2><ul>{slo}</ul>"
+    lead = f'<p class="lead" id="crossover">{esc(result.crossover.text)}.</p>'
+    if len(result.crossovers) > 1:
+        lead = (f'<p class="lead" id="arms">{esc(result.arms_text)}.</p><ul id="crossovers">'
+                + "".join(f'<li data-arm="{esc(n)}">{esc(n)}: {esc(c.text)}</li>' for n, c in result.crossovers.items())
+                + "</ul>")
+    if sp.slo is not None and len(result.crossovers) > 1 and result.slo_users:
+        slo = "".join(f"<li>{esc(who)}: " + (f"up to {n} users" if n is not None else "no measured count") + "</li>"
+                      for who, n in result.slo_users.items() if who != "speculative")
+        slo = f"<h2>Within {esc(sp.slo.describe())}</h2><ul>{slo}</ul>"
     banner = '<p class="banner">Interrupted: the steps below are those measured.</p>' if result.interrupted else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -62,7 +83,7 @@ def load_html(result: LoadResult) -> str:
 <script>{get_plotlyjs()}</script>
 </head><body><main>
 <h1>Where speculation stops paying: {esc(sp.workload)}</h1>
-<p class="lead" id="crossover">{esc(result.crossover.text)}.</p>
+{lead}
 <p class="muted">Load sweep of {esc(when)}: users {esc(", ".join(map(str, sp.users)))}; {sp.max_tokens} tokens;
 {esc(order)}; {sp.repeats} repeat(s), {sp.warmup} warm-up batch(es) per step. Speedup = per-user decode
 tokens/s (median over users), speculative over baseline; throughput ratio = total output tokens/s over

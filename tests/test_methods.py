@@ -273,10 +273,10 @@ def load_servers() -> Iterator[tuple[Standin, dict[str, Standin]]]:
     yield from serve(LOAD_BASE, LOAD_ARMS)
 
 
-def test_load_sweep_has_a_crossover_per_arm(load_servers, capsys) -> None:
+def test_load_sweep_has_a_crossover_per_arm(load_servers, capsys, tmp_path: Path) -> None:
     base, arms = load_servers
     out = run_json(capsys, "load", "--baseline-url", base.url, *arm_flags(arms), "--users", "1,2,4", "--preset",
-                   "json_reformat", "--max-tokens", "40", "--json", "--no-progress")
+                   "json_reformat", "--max-tokens", "40", "--json", "--no-progress", "--out", str(tmp_path))
     cross = {n: (c["pays_up_to_users"], c["loses_from_users"]) for n, c in out["crossovers"].items()}
     assert cross == {"eagle3": (2, 4), "ngram": (4, None), "draft": (None, 1)}
     assert out["crossover"] == out["crossovers"]["eagle3"]  # the first arm's, as with one arm
@@ -285,6 +285,9 @@ def test_load_sweep_has_a_crossover_per_arm(load_servers, capsys) -> None:
         assert list(step["arms"]) == ["eagle3", "ngram", "draft"]
         assert step["speedup"] == step["arms"]["eagle3"]["speedup"]
         assert step["arms"]["ngram"]["ok_users"] == step["users"]
+    page = (tmp_path / "load.html").read_text()
+    assert 'id="arms"' in page and page.count("<li data-arm=") == 3
+    assert all(f'"name":"{n}"' in page for n in ("baseline", "eagle3", "ngram", "draft"))  # a line each
 
 
 def test_the_evaluator_gives_a_verdict_per_arm_and_one_line_on_top(load_servers, tmp_path: Path, capsys) -> None:
