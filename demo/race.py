@@ -70,18 +70,20 @@ def compare(req: RaceRequest, base: SideResult, spec: SideResult, *, cancelled: 
 
 
 def compare_arm(name: str, base: SideResult, spec: SideResult, *, label: str | None = None,
-                method: str | None = None) -> ArmResult:
-    """One arm against the baseline: speedups only from figures both sides really have."""
+                method: str | None = None, named: bool = False) -> ArmResult:
+    """One arm against the baseline: speedups only from figures both sides really have. ``named``:
+    reasons name the arm (a race of several), not "speculative"."""
     arm = ArmResult(name=name, label=label, method=method, side=spec)
+    who = name if named else None
     b, s = base.decode_tokens_per_s, spec.decode_tokens_per_s
     if b and s and not base.error and not spec.error:
         arm.speedup = s / b
     else:
-        arm.na_reasons["speedup"] = _why_missing(base, spec, "decode_tokens_per_s")
+        arm.na_reasons["speedup"] = _why_missing(base, spec, "decode_tokens_per_s", who)
     if base.e2e_s and spec.e2e_s and not base.error and not spec.error:
         arm.e2e_speedup = base.e2e_s / spec.e2e_s
     else:
-        arm.na_reasons["e2e_speedup"] = _why_missing(base, spec, "e2e_s")
+        arm.na_reasons["e2e_speedup"] = _why_missing(base, spec, "e2e_s", who)
     if base.complete and spec.complete:
         arm.identical_text = base.text == spec.text
         arm.first_difference = first_difference(base.text, spec.text)
@@ -98,7 +100,8 @@ def compare_arms(req: RaceRequest, base: SideResult, arms: Mapping[str, SideResu
     compared = {}
     for name, spec in arms.items():
         e = endpoints.get(name)
-        compared[name] = compare_arm(name, base, spec, label=e.label if e else None, method=e.method if e else None)
+        compared[name] = compare_arm(name, base, spec, label=e.label if e else None, method=e.method if e else None,
+                                     named=len(arms) > 1)
     first = next(iter(compared.values()))
     return RaceResult(
         order=req.order, preset=req.preset, request=req, baseline=base, speculative=first.side, cancelled=cancelled,
@@ -106,13 +109,16 @@ def compare_arms(req: RaceRequest, base: SideResult, arms: Mapping[str, SideResu
         first_difference=first.first_difference, na_reasons=dict(first.na_reasons), arms=compared)
 
 
-def _why_missing(base: SideResult, spec: SideResult, field: str) -> str:
+def _why_missing(base: SideResult, spec: SideResult, field: str, arm: str | None = None) -> str:
+    def who(r: SideResult) -> str:
+        return arm if arm and r is spec else r.side
+
     for r in (base, spec):
         if r.error:
-            return f"{r.side} failed"
+            return f"{who(r)} failed"
     for r in (base, spec):
         if field in r.na_reasons:
-            return f"{r.side}: {r.na_reasons[field]}"
+            return f"{who(r)}: {r.na_reasons[field]}"
     return "not measured"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -242,9 +243,10 @@ class Settings(BaseSettings):
         """Label the speculative pane from the launcher's record when nothing says otherwise.
 
         Only when the speculative URL is the one the launcher started: never label a
-        different server with another one's method.
+        different server with another one's method. When it started arms (`up --arms`) and no
+        arms are set, its SPECDEMO_ARMS line gives them.
         """
-        if self.spec_method is not None or not LAUNCHER_CLIENT_ENV.is_file():
+        if (self.spec_method is not None and self.arms) or not LAUNCHER_CLIENT_ENV.is_file():
             return self
         try:
             lines = LAUNCHER_CLIENT_ENV.read_text(encoding="utf-8").splitlines()
@@ -252,6 +254,13 @@ class Settings(BaseSettings):
             return self
         found = dict(line.split("=", 1) for line in lines if "=" in line)
         if found.get("SPECDEMO_SPECULATIVE_URL", "").rstrip("/") != self.speculative_url.rstrip("/"):
+            return self
+        if not self.arms and found.get("SPECDEMO_ARMS"):
+            try:
+                self.arms = [ArmSetting.model_validate(a) for a in json.loads(found["SPECDEMO_ARMS"])]
+            except (ValueError, TypeError):
+                pass  # a hand-edited line: the arms are not picked up, the pair still is
+        if self.spec_method is not None:
             return self
         self.spec_method = found.get("SPECDEMO_SPEC_METHOD") or None
         k = found.get("SPECDEMO_SPEC_NUM_TOKENS", "")

@@ -1,4 +1,5 @@
-"""Start, check and stop the two vLLM servers (baseline + speculative) this launcher owns.
+"""Start, check and stop the vLLM servers this launcher owns: the baseline and the speculative
+server, or (``--arms ngram,ngram-k2``) the baseline and up to three speculative arms.
 
 Flags come only from ServerConfig.vllm_args(); this module adds the process side: environment,
 core pinning, logs, the state file, waiting for /health with a progress display, and stopping
@@ -19,17 +20,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import Any, Literal, TextIO
 
 import httpx
 from pydantic import ValidationError
 
 from common.validation import validation_summary
 from servers import procs
-from servers.arms import refusal
+from servers.arms import cpu_arms, get_arm_config, refusal
 from servers.config import COMMON_ENV, Role, ServerConfig
 from servers.progress import Progress
-from servers.settings import ROOT, LauncherSettings
+from servers.settings import ROOT, LauncherSettings, parse_cores
 from servers.state import LauncherState, ServerRecord, SupervisorRecord, clear_state, read_state, write_state
 from servers.warmup import warm_up
 
@@ -65,10 +66,45 @@ class Plan:
     env: dict[str, str]
     log_path: Path
     cache_key: str
+    arm: str | None = None  # a named arm (`up --arms`); None: the pair's server of that role
+    cores: str | None = None  # CPU: its cores (VLLM_CPU_OMP_THREADS_BIND syntax)
 
     @property
     def url(self) -> str:
         return f"http://{self.config.host}:{self.config.port}"
+
+    @property
+    def name(self) -> str:
+        return self.arm or self.role
+
+
+@dataclass(frozen=True)
+class Server:
+    """One server to start: its role, its arm's name (None: the pair's), port, cores and config."""
+
+    role: Role
+    arm: str | None
+    port: int
+    cores: str
+    speculative_config: dict[str, Any] | None
+
+    @property
+    def name(self) -> str:
+        return self.arm or self.role
+
+
+def servers(s: LauncherSettings) -> list[Server]:
+    """What `up` starts, in order: the baseline, then the speculative server, or each arm of
+    ``--arms`` (the first on speculative_port and speculative_cores, the others on the next ports
+    and one core each after those cores: servers/arms.py cpu_arms)."""
+    base = Server("baseline", None, s.baseline_port, s.baseline_cores, None)
+    if not s.arm_names:
+        return [base, Server("speculative", None, s.speculative_port, s.speculative_cores,
+                             dict(s.speculative_config))]
+    first_cores = parse_cores(s.speculative_cores)
+    arms = cpu_arms(s.arm_names, first_port=s.speculative_port, first_core=max(first_cores) if first_cores else 1)
+    return [base] + [Server("speculative", a.name, a.port, s.speculative_cores if i == 0 else (a.cores or ""),
+                            dict(a.speculative_config)) for i, a in enumerate(arms)]
 
 
 # ---------------------------------------------------------------- planning
@@ -77,9 +113,24 @@ class Plan:
 def check_speculative_config(s: LauncherSettings) -> None:
     """Refuse a config the device cannot serve, before anything starts (a synthetic-acceptance
     config on a CPU would start, then die on the first request)."""
-    reason = refusal(s.speculative_config, s.device)
-    if reason:
-        raise LauncherError(f"not starting: {reason}")
+    for srv in servers(s):
+        reason = refusal(srv.speculative_config, s.device)
+        if reason:
+            raise LauncherError(f"not starting{f' arm {srv.arm}' if srv.arm else ''}: {reason}")
+
+
+def check_cores(s: LauncherSettings) -> None:
+    """On a CPU, refuse more servers than cores: each needs a core of its own, or the race measures
+    the sharing (stand-ins, --server-command, need none)."""
+    if s.device != "cpu" or s.server_command or not s.arm_names:
+        return
+    n = len(servers(s))
+    have = len(os.sched_getaffinity(0))
+    if have < n:
+        raise LauncherError(
+            f"not starting: {n} servers (the baseline and arms {', '.join(s.arm_names)}) need one core each, "
+            f"and this machine gives us {have}; the CPU default is the baseline and one arm (drop --arms), "
+            "or run the arms on a GPU")
 
 
 def check_runtime(s: LauncherSettings) -> None:
@@ -129,23 +180,27 @@ def resolve_model(s: LauncherSettings, out: TextIO) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def server_config(s: LauncherSettings, role: Role, model: str) -> ServerConfig:
+def server_config(s: LauncherSettings, role: Role, model: str, server: Server | None = None) -> ServerConfig:
+    """A server's ServerConfig: the pair's server of ``role``, or ``server`` (an arm)."""
     return ServerConfig(
         role=role,
         model=model,
         served_model_name=s.served_model_name,
         host=s.host,
-        port=s.baseline_port if role == "baseline" else s.speculative_port,
+        port=server.port if server else s.baseline_port if role == "baseline" else s.speculative_port,
         dtype=s.dtype,
         max_model_len=s.max_model_len,
-        speculative_config=s.speculative_config if role == "speculative" else None,
+        speculative_config=(server.speculative_config if server else s.speculative_config)
+        if role == "speculative" else None,
         per_request_spec_metrics=None if s.per_request_spec_metrics == "off" else s.per_request_spec_metrics,
         gpu_memory_utilization=s.gpu_share(role) if s.device == "gpu" else None,
         extra_args=shlex.split(s.extra_args),
     )
 
 
-def server_env(s: LauncherSettings, role: Role) -> dict[str, str]:
+def server_env(s: LauncherSettings, role: Role, cores: str | None = None) -> dict[str, str]:
+    """A server's environment; ``cores``: its own (an arm's), else its role's setting."""
+    cores = cores or (s.baseline_cores if role == "baseline" else s.speculative_cores)
     env = dict(os.environ)
     # The launcher may run from the app venv: the server must not inherit that venv's paths.
     for key in ("VIRTUAL_ENV", "PYTHONHOME", "PYTHONPATH"):
@@ -158,7 +213,7 @@ def server_env(s: LauncherSettings, role: Role) -> dict[str, str]:
     if not s.server_command:
         env["PATH"] = f"{s.python.parent}{os.pathsep}{env.get('PATH', '')}"
     if s.device == "cpu":
-        env["VLLM_CPU_OMP_THREADS_BIND"] = s.baseline_cores if role == "baseline" else s.speculative_cores
+        env["VLLM_CPU_OMP_THREADS_BIND"] = cores
         env["VLLM_CPU_KVCACHE_SPACE"] = str(s.kvcache_space_gib)
         # A CPU start is mostly torch.compile. With vLLM's AOT compile off and Inductor's cache kept
         # under cache_dir, a restart with the same flags reuses the compiled kernels: ~40 s instead
@@ -173,7 +228,7 @@ def server_env(s: LauncherSettings, role: Role) -> dict[str, str]:
         if iomp.exists() and not s.server_command:
             env["LD_PRELOAD"] = f"{iomp}{os.pathsep}{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(iomp)
         if s.worker_in_engine_core:
-            env.update(in_process_worker_env(s.cores(role), "libiomp" in env.get("LD_PRELOAD", "")))
+            env.update(in_process_worker_env(parse_cores(cores), "libiomp" in env.get("LD_PRELOAD", "")))
     return env
 
 
@@ -200,7 +255,7 @@ def in_process_worker_env(cores: set[int], iomp: bool) -> dict[str, str]:
     return env
 
 
-def server_cpus(s: LauncherSettings, role: Role) -> set[int] | None:
+def server_cpus(s: LauncherSettings, role: Role, cores: str | None = None) -> set[int] | None:
     """The cores every process of a CPU server runs on: its own cores (the settings'), so that its
     API server and engine core, which busy-wait while the worker computes, take them from that
     server's worker and not from the other server's (docs/cpu-servers.md). None (any core) on a
@@ -208,36 +263,41 @@ def server_cpus(s: LauncherSettings, role: Role) -> set[int] | None:
     or when none of those cores is ours to use."""
     if s.device != "cpu" or not s.pin_processes or s.server_command:
         return None
-    cores = s.cores(role) & os.sched_getaffinity(0)
-    return cores or None
+    mine = (parse_cores(cores) if cores else s.cores(role)) & os.sched_getaffinity(0)
+    return mine or None
 
 
 def plan(s: LauncherSettings, model: str) -> list[Plan]:
     base = shlex.split(s.server_command) if s.server_command else [str(s.python), "-m", API_SERVER_MODULE]
     plans = []
-    for role in ROLES:
-        cfg = server_config(s, role, model)
-        env = server_env(s, role)
+    for srv in servers(s):
+        role = srv.role
+        cfg = server_config(s, role, model, srv if srv.arm else None)
+        env = server_env(s, role, srv.cores)
         args = cfg.vllm_args()
         # The compile cache depends on the flags and the core binding, not on the port.
         portless = cfg.model_copy(update={"port": 0}).vllm_args()
         key_src = json.dumps([s.device, portless, env.get("VLLM_CPU_OMP_THREADS_BIND"),
                               env.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1")])
         key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
-        plans.append(Plan(role, cfg, base + args, env, s.log_file(role), key))
+        plans.append(Plan(role, cfg, base + args, env, s.log_file(srv.name), key, arm=srv.arm, cores=srv.cores))
     return plans
 
 
 def check_ports(plans: list[Plan]) -> None:
-    if plans[0].config.port == plans[1].config.port:
-        raise LauncherError(f"both servers are set to port {plans[0].config.port}; give them different ports")
+    ports = [p.config.port for p in plans]
+    if len(set(ports)) != len(ports):
+        if len(plans) == 2:
+            raise LauncherError(f"both servers are set to port {plans[0].config.port}; give them different ports")
+        raise LauncherError(f"two servers are set to one port ({', '.join(map(str, ports))}); the arms take the "
+                            "ports after --speculative-port: give the baseline another one")
     for p in plans:
         if procs.port_in_use(p.config.host, p.config.port):
             pid = procs.listener_pid(p.config.port)
             who = f" by PID {pid}" if pid else ""
-            flag = f"--{p.role}-port"
+            flag = f"--{p.role}-port" + (" (the arms take the ports after it)" if p.arm else "")
             raise LauncherError(
-                f"port {p.config.port} on {p.config.host} ({p.role}) is already in use{who}; "
+                f"port {p.config.port} on {p.config.host} ({p.name}) is already in use{who}; "
                 f"stop that process or pick another port with {flag}"
             )
 
@@ -245,23 +305,23 @@ def check_ports(plans: list[Plan]) -> None:
 # ---------------------------------------------------------------- up
 
 
-def _lock_ports(s: LauncherSettings, plans: list[Plan]) -> dict[Role, int]:
-    locks: dict[Role, int] = {}
+def _lock_ports(s: LauncherSettings, plans: list[Plan]) -> dict[str, int]:
+    locks: dict[str, int] = {}
     for p in plans:
         fd = procs.lock_port(s.cache_dir / "locks", p.config.host, p.config.port)
         if fd is None:
             for other in locks.values():
                 os.close(other)
             raise LauncherError(
-                f"port {p.config.port} ({p.role}) is reserved by a server another `python -m servers up` "
+                f"port {p.config.port} ({p.name}) is reserved by a server another `python -m servers up` "
                 f"is starting (maybe with another --run-dir); wait for it, or stop it with `python -m servers down`"
             )
-        locks[p.role] = fd
+        locks[p.name] = fd
     return locks
 
 
 def _marker(s: LauncherSettings, p: Plan) -> Path:
-    return s.cache_dir / "compile-markers" / f"{p.role}-{p.cache_key}"
+    return s.cache_dir / "compile-markers" / f"{p.name}-{p.cache_key}"
 
 
 def health_ok(url: str, timeout_s: float = 2.0, client: httpx.Client | None = None) -> bool:
@@ -294,7 +354,7 @@ def stop_records(records: list[ServerRecord], timeout_s: float, out: TextIO) -> 
     for r in records:
         if _ours_alive(r):
             how = procs.stop_group(r.pgid, timeout_s)
-            print(f"  {r.role}: PID {r.pid} {how}", file=out, flush=True)
+            print(f"  {r.name}: PID {r.pid} {how}", file=out, flush=True)
 
 
 @dataclass
@@ -309,7 +369,7 @@ def already_running(s: LauncherSettings, out: TextIO) -> bool:
     """True (and says so, with the status) when servers of this run dir still run; a stale
     state file, whose processes are gone, is removed."""
     state = read_state(s.state_file)
-    who = [f"{r.role} PID {r.pid}" for r in _live(state)]
+    who = [f"{r.name} PID {r.pid}" for r in _live(state)]
     sup = state.supervisor if state else None
     if sup and procs.is_running(sup.pid, sup.start_ticks):
         # Its servers may be down for a restart, but they are still its own: never start a second pair.
@@ -332,6 +392,7 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
     """
 
     check_speculative_config(s)
+    check_cores(s)
     check_runtime(s)
     check_ports(plan(s, s.model or "default-model"))  # fail fast, before any model preparation
     model = resolve_model(s, out)
@@ -347,7 +408,7 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
     s.run_dir.mkdir(parents=True, exist_ok=True)
     records: list[ServerRecord] = []
     pair: list[Started] = []
-    kinds: dict[Role, Literal["cold", "warm"]] = {}
+    kinds: dict[str, Literal["cold", "warm"]] = {}
     # On CPU each server computes on its own core, so both start at once. On one GPU the second
     # must start after the first is healthy, or both size their KV cache from the same free memory.
     groups = [plans] if s.device == "cpu" else [[p] for p in plans]
@@ -355,21 +416,21 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
         for group in groups:
             started = []
             for p in group:
-                kinds[p.role] = "warm" if _marker(s, p).exists() else "cold"
+                kinds[p.name] = "warm" if _marker(s, p).exists() else "cold"
                 with open(p.log_path, "w") as f:  # one log per start; the previous one is replaced
                     f.write(f"# {datetime.now(UTC).isoformat()} {shlex.join(p.cmd)}\n")
-                proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT, keep_fds=(locks[p.role],),
-                                   cpus=server_cpus(s, p.role))
+                proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT, keep_fds=(locks[p.name],),
+                                   cpus=server_cpus(s, p.role, p.cores))
                 rec = ServerRecord(
-                    role=p.role, url=p.url, pid=proc.pid, pgid=proc.pid,
+                    role=p.role, url=p.url, pid=proc.pid, pgid=proc.pid, arm=p.arm, cores=p.cores if p.arm else None,
                     start_ticks=procs.start_ticks(proc.pid) or 0, log_path=p.log_path,
                     served_model_name=p.config.served_model_name, model=p.config.model,
-                    command=p.cmd, started_at=datetime.now(UTC), start_kind=kinds[p.role],
+                    command=p.cmd, started_at=datetime.now(UTC), start_kind=kinds[p.name],
                 )
                 records.append(rec)
                 pair.append(Started(rec, proc))
                 started.append((p, proc, rec))
-                print(f"started {p.role} ({kinds[p.role]} start) PID {proc.pid} on {p.url}; log: {p.log_path}",
+                print(f"started {p.name} ({kinds[p.name]} start) PID {proc.pid} on {p.url}; log: {p.log_path}",
                       file=out, flush=True)
             write_state(s.state_file, LauncherState(
                 launcher_pid=os.getpid(), device=s.device, servers=records, supervisor=supervisor))
@@ -401,7 +462,7 @@ def wait_healthy(
 ) -> None:
     t0 = time.monotonic()
     progress = Progress(out)
-    pending = {p.role: (p, proc, rec) for p, proc, rec in started}
+    pending = {p.name: (p, proc, rec) for p, proc, rec in started}
     while pending:
         elapsed = time.monotonic() - t0
         for role, (p, proc, rec) in list(pending.items()):
@@ -418,7 +479,7 @@ def wait_healthy(
                     progress.finish()
                     raise LauncherError(
                         f"another process (PID {owner}) answers on port {p.config.port}, not the {role} server "
-                        f"this run started; stop it or pick another port with --{role}-port"
+                        f"this run started; stop it or pick another port with --{p.role}-port"
                     )
                 rec.time_to_healthy_s = round(time.monotonic() - t0, 1)
                 del pending[role]
@@ -442,23 +503,28 @@ def wait_healthy(
 def _warm_up(s: LauncherSettings, started: list[tuple[Plan, subprocess.Popen[bytes], ServerRecord]],
              out: TextIO) -> None:
     """Warm each just-healthy server up with real requests, all at once; say how long it took."""
-    print("warming up: real requests to " + " and ".join(p.role for p, _proc, _rec in started) + " ...",
+    print("warming up: real requests to " + " and ".join(p.name for p, _proc, _rec in started) + " ...",
           file=out, flush=True)
     with ThreadPoolExecutor(max_workers=len(started)) as pool:
         results = list(pool.map(lambda st: warm_up(st[0].url, st[0].config.served_model_name, s.warmup_timeout_s),
                                 started))
     for (p, _proc, rec), result in zip(started, results, strict=True):
         rec.warmup_s = result.seconds
-        print(result.line(p.role), file=out, flush=True)
+        print(result.line(p.name), file=out, flush=True)
 
 
 def _write_client_env(s: LauncherSettings, plans: list[Plan]) -> None:
-    """What the app needs to find these servers (its own SPECDEMO_ settings), for `source` or .env."""
-    spec = s.speculative_config or {}
+    """What the app needs to find these servers (its own SPECDEMO_ settings), for `source` or .env;
+    with arms, SPECDEMO_ARMS lists every arm (the first is the SPECDEMO_SPECULATIVE_URL one)."""
+    spec = plans[1].config.speculative_config or {}
     lines = [
         f"SPECDEMO_BASELINE_URL={plans[0].url}",
         f"SPECDEMO_SPECULATIVE_URL={plans[1].url}",
     ]
+    if any(p.arm for p in plans):
+        arms = [{"name": p.arm, "url": p.url, "method": (p.config.speculative_config or {}).get("method"),
+                 "label": get_arm_config(p.arm).summary[:60]} for p in plans[1:] if p.arm]
+        lines.append(f"SPECDEMO_ARMS={json.dumps(arms, separators=(',', ':'))}")
     # An empty value would not validate as a number in the app: leave unknown ones out.
     if spec.get("method"):
         lines.append(f"SPECDEMO_SPEC_METHOD={spec['method']}")
@@ -497,7 +563,7 @@ def down(s: LauncherSettings, out: TextIO = sys.stdout) -> int:
     stop_records(live, s.stop_timeout_s, out)
     left = [r for r in live if _ours_alive(r)]
     if left:
-        print(f"error: still running: {', '.join(f'{r.role} PID {r.pid}' for r in left)}", file=out)
+        print(f"error: still running: {', '.join(f'{r.name} PID {r.pid}' for r in left)}", file=out)
         return 1
     clear_state(s.state_file)
     return 0
@@ -533,20 +599,26 @@ def supervisor_line(state: LauncherState | None) -> str:
 
 def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
     state = read_state(s.state_file)
-    records = {r.role: r for r in state.servers} if state else {}
+    records = {r.name: r for r in state.servers} if state else {}
     on_cpu = (state.device if state else s.device) == "cpu"
+    # The pair's two servers; with arms started (`up --arms`), the baseline and each arm as recorded.
+    named: list[tuple[Role, str]] = [(role, role) for role in ROLES]
+    if state and any(r.arm for r in state.servers):
+        named = [(r.role, r.name) for r in state.servers]
     rows = []
-    for role in ROLES:
-        r = records.get(role)
+    for role, name in named:
+        r = records.get(name)
         port = s.baseline_port if role == "baseline" else s.speculative_port
         url = r.url if r else f"http://{s.host}:{port}"
         running = bool(r and procs.is_running(r.pid, r.start_ticks))
         pids = procs.group_pids(r.pgid) if running and r else []
         row: dict[str, object] = {
             "role": role,
+            "arm": r.arm if r else None,
             "url": url,
-            # CPU: the cores its threads are bound to (the settings'); None on a GPU.
-            "cores": (s.baseline_cores if role == "baseline" else s.speculative_cores) if on_cpu else None,
+            # CPU: the cores its threads are bound to (an arm's own, else the settings'); None on a GPU.
+            "cores": ((r.cores if r and r.cores else None)
+                      or (s.baseline_cores if role == "baseline" else s.speculative_cores)) if on_cpu else None,
             "healthy": health_ok(url),
             "managed": running,  # started by this launcher and still running
             "pid": r.pid if running and r else None,
@@ -558,7 +630,7 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
             "start_kind": r.start_kind if r else None,
             "time_to_healthy_s": r.time_to_healthy_s if r else None,
             "warmup_s": r.warmup_s if r else None,
-            "log_path": str(r.log_path) if r else str(s.log_file(role)),
+            "log_path": str(r.log_path) if r else str(s.log_file(name)),
             "restarts": r.restarts if r else 0,
             "last_cause": r.last_cause if r else None,
             "last_cause_at": r.last_cause_at.isoformat() if r and r.last_cause_at else None,
@@ -608,7 +680,7 @@ def print_status(s: LauncherSettings, out: TextIO = sys.stdout, as_json: bool = 
                 owner = f"PID {row['pid']} ({row['processes']} processes), up {row['uptime_s']:.0f} s"
             else:
                 owner = "not started by this launcher" if row["healthy"] else "not running"
-            print(f"{row['role']:<12} {row['url']}  {health}; {owner}", file=out)
+            print(f"{str(row['arm'] or row['role']):<12} {row['url']}  {health}; {owner}", file=out)
             if row["managed"] or row["healthy"]:
                 cores = f"; cores: {row['cores']}" if row["cores"] is not None else ""
                 print(f"{'':<12} model: {row['served_model'] or '-'}{cores}; memory: {_gb(row['memory_pss_bytes'])} "
@@ -622,7 +694,7 @@ def print_status(s: LauncherSettings, out: TextIO = sys.stdout, as_json: bool = 
                 print(f"{'':<12} {restarts}", file=out)
             print(f"{'':<12} log: {row['log_path']}", file=out)
         pss = [r["memory_pss_bytes"] for r in rows if isinstance(r["memory_pss_bytes"], int)]
-        if len(pss) == 2:
-            print(f"{'pair':<12} memory: {_gb(sum(pss))} PSS", file=out)
+        if len(pss) == len(rows) >= 2:
+            print(f"{'pair' if len(pss) == 2 else 'all':<12} memory: {_gb(sum(pss))} PSS", file=out)
         print(f"{'supervisor':<12} {rows[0]['supervisor']}", file=out)
     return 0 if all(r["healthy"] for r in rows) else 1

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, JsonValue, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from servers.arms import ARM_CONFIGS
 from servers.config import NGRAM_CONFIG
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,6 +75,13 @@ class LauncherSettings(BaseSettings):
     host: str = Field("127.0.0.1", json_schema_extra=cli(COMMON))
     baseline_port: int = Field(8000, ge=1, le=65535, json_schema_extra=cli(COMMON))
     speculative_port: int = Field(8001, ge=1, le=65535, json_schema_extra=cli(COMMON))
+    # More speculative servers (arms), by name from servers/arms.py's ARM_CONFIGS, comma-separated
+    # ("ngram,ngram-k2"): the first runs on speculative_port and speculative_cores, the others on
+    # the ports after it and one core each after it; each with its own config (speculative_config is
+    # then unused). Empty: today's pair. A CPU refuses more servers than it has cores.
+    arms: str = Field("", description="speculative arms by name, e.g. ngram,ngram-k2 "
+                      "(python -m servers.arms list); default: the one speculative server",
+                      json_schema_extra=cli(UP))
     # JSON for --speculative-config; the flag and the env var both take a JSON string.
     speculative_config: dict[str, Any] = Field(
         default_factory=lambda: dict(NGRAM_CONFIG),
@@ -165,6 +173,23 @@ class LauncherSettings(BaseSettings):
     def _check_cores(cls, v: str) -> str:
         parse_cores(v)
         return v
+
+    @field_validator("arms")
+    @classmethod
+    def _check_arms(cls, v: str) -> str:
+        names = [n.strip() for n in v.split(",") if n.strip()]
+        unknown = [n for n in names if n not in ARM_CONFIGS]
+        if unknown:
+            raise ValueError(f"unknown arm {unknown[0]!r}; choose from: {', '.join(ARM_CONFIGS)}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"arms {v!r}: each arm once")
+        if len(names) > 3:
+            raise ValueError(f"arms {v!r}: at most 3 speculative servers race one baseline")
+        return ",".join(names)
+
+    @property
+    def arm_names(self) -> list[str]:
+        return [n for n in self.arms.split(",") if n]
 
     @field_validator("speculative_config", mode="before")
     @classmethod

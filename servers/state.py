@@ -16,6 +16,10 @@ from servers.config import Role
 class ServerRecord(BaseModel):
     role: Role
     url: str
+    # A speculative server started as a named arm (`up --arms`), and its CPU cores; None: the pair's
+    # server of that role (state files from before arms).
+    arm: str | None = None
+    cores: str | None = None
     pid: int
     pgid: int
     # Start time in clock ticks since boot: a reused PID is never mistaken for our server.
@@ -43,6 +47,12 @@ class ServerRecord(BaseModel):
     next_restart_at: datetime | None = None
     # Why the supervisor is not restarting it now (the hourly cap, a port taken), else None.
     held: str | None = None
+
+
+    @property
+    def name(self) -> str:
+        """The server's name: its arm's, else its role."""
+        return self.arm or self.role
 
 
 class SupervisorRecord(BaseModel):

@@ -119,7 +119,7 @@ class Supervisor:
         if launcher.health_ok(r.url, timeout_s=min(2.0, self.s.health_timeout_s), client=self.http):
             if not w.healthy:
                 r.time_to_healthy_s = round(now - w.started_mono, 1)
-                self._log(f"{r.role}: healthy again after {r.time_to_healthy_s} s (PID {r.pid})")
+                self._log(f"{r.name}: healthy again after {r.time_to_healthy_s} s (PID {r.pid})")
                 self._save()
             w.healthy, w.last_ok_mono = True, now
         elif w.healthy and now - w.last_ok_mono >= self.s.health_timeout_s:
@@ -132,7 +132,7 @@ class Supervisor:
     def _failed(self, w: _Watch, cause: str) -> None:
         r = w.record
         r.last_cause, r.last_cause_at = cause, _now()
-        self._log(f"{r.role}: {cause} (PID {r.pid}); log: {r.log_path}")
+        self._log(f"{r.name}: {cause} (PID {r.pid}); log: {r.log_path}")
         if procs.group_pids(r.pgid):  # hung, or exited leaving workers: stop the whole group
             procs.stop_group(r.pgid, self.s.stop_timeout_s)
         if w.proc is not None:
@@ -159,7 +159,7 @@ class Supervisor:
             delay = min(self.s.restart_backoff_s * 2 ** len(r.restart_times), self.s.restart_backoff_max_s)
             r.held, r.next_restart_at = None, now + timedelta(seconds=delay)
             w.restart_at_mono = time.monotonic() + delay
-        self._log(f"{r.role}: " + (r.held or f"restart in {w.restart_at_mono - time.monotonic():.1f} s"))
+        self._log(f"{r.name}: " + (r.held or f"restart in {w.restart_at_mono - time.monotonic():.1f} s"))
         self._save()
 
     def _restart(self, w: _Watch) -> None:
@@ -173,7 +173,7 @@ class Supervisor:
             held = f"port {port} is taken{f' by PID {owner}' if owner else ''}; waiting for it to be free"
             if r.held != held:
                 r.held = held
-                self._log(f"{r.role}: {held}")
+                self._log(f"{r.name}: {held}")
                 self._save()
             w.restart_at_mono = time.monotonic() + self.s.health_interval_s
             return
@@ -181,11 +181,11 @@ class Supervisor:
             with open(r.log_path, "a") as f:
                 f.write(f"\n# {_now().isoformat()} restart {r.restarts + 1} by the supervisor after: {r.last_cause}\n"
                         f"# {shlex.join(r.command)}\n")
-            proc = procs.spawn(r.command, launcher.server_env(self.s, r.role), r.log_path, ROOT, keep_fds=(lock,),
-                               cpus=launcher.server_cpus(self.s, r.role))
+            proc = procs.spawn(r.command, launcher.server_env(self.s, r.role, r.cores), r.log_path, ROOT,
+                               keep_fds=(lock,), cpus=launcher.server_cpus(self.s, r.role, r.cores))
         except OSError as e:
             r.last_cause, r.last_cause_at = f"could not restart: {e}", _now()
-            self._log(f"{r.role}: {r.last_cause}")
+            self._log(f"{r.name}: {r.last_cause}")
             r.restart_times.append(_now())  # counts against the cap: a failing spawn never loops fast
             self._schedule(w)
             return
@@ -199,7 +199,7 @@ class Supervisor:
         r.time_to_healthy_s, r.start_kind, r.next_restart_at, r.held = None, "warm", None, None
         now = time.monotonic()
         w.proc, w.started_mono, w.healthy, w.last_ok_mono, w.restart_at_mono = proc, now, False, now, None
-        self._log(f"{r.role}: restarted (restart {r.restarts}), PID {proc.pid}")
+        self._log(f"{r.name}: restarted (restart {r.restarts}), PID {proc.pid}")
         self._save()
 
     # ------------------------------------------------------------ output

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import socket
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -353,3 +356,80 @@ def test_a_failing_arm_fails_only_its_own_figures(load_servers, tmp_path: Path) 
     assert cell.status == "partial" and cell.arms["ngram"].speedup is None
     assert cell.arms["eagle3"].speedup is not None and cell.arms["draft"].speedup is not None
     assert any(e.startswith("ngram: ") and "HTTP 500" in e for e in cell.errors), cell.errors
+
+
+# --------------------------------------------------------------------------- the CPU launcher's arms
+
+
+def _port_with_next_free() -> int:
+    from harness.ports import free_port
+
+    for _ in range(50):
+        p = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p + 1))
+            except OSError:
+                continue
+        return p
+    raise RuntimeError("no two consecutive free ports")
+
+
+def test_the_launcher_starts_arms_each_on_its_port_and_core(tmp_path: Path) -> None:
+    from tests.test_launcher import Env
+
+    env = Env(tmp_path)
+    spec_port = _port_with_next_free()
+    env.env["SPECDEMO_SERVERS_SPECULATIVE_PORT"] = str(spec_port)
+    try:
+        up = env.run("up", "--detach", "--arms", "ngram,ngram-k2")
+        assert up.returncode == 0, up.stdout + up.stderr
+        servers = env.state()["servers"]
+        assert [(s["role"], s["arm"], s["url"]) for s in servers] == [
+            ("baseline", None, f"http://127.0.0.1:{env.ports[0]}"),
+            ("speculative", "ngram", f"http://127.0.0.1:{spec_port}"),
+            ("speculative", "ngram-k2", f"http://127.0.0.1:{spec_port + 1}")]
+        assert "fake speculative: cores=2" in (env.run_dir / "ngram-k2.log").read_text()
+        assert "fake speculative: cores=1" in (env.run_dir / "ngram.log").read_text()
+        client = dict(line.split("=", 1) for line in (env.run_dir / "client.env").read_text().splitlines())
+        assert client["SPECDEMO_SPECULATIVE_URL"] == f"http://127.0.0.1:{spec_port}"
+        arms = json.loads(client["SPECDEMO_ARMS"])
+        assert [(a["name"], a["url"], a["method"]) for a in arms] == [
+            ("ngram", f"http://127.0.0.1:{spec_port}", "ngram"), ("ngram-k2", f"http://127.0.0.1:{spec_port + 1}",
+                                                                  "ngram")]
+        # the app picks them up: the entry with the speculative URL names the first arm
+        s = Settings(speculative_url=client["SPECDEMO_SPECULATIVE_URL"], arms=arms)
+        assert [e.arm for e in s.arm_endpoints()] == ["ngram", "ngram-k2"]
+        st = env.run("status", "--json")
+        rows = json.loads(st.stdout)
+        assert [(r["arm"], r["cores"], r["managed"], r["healthy"]) for r in rows] == [
+            (None, "0", True, True), ("ngram", "1", True, True), ("ngram-k2", "2", True, True)]
+        down = env.run("down")
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert env.wait_no_leftovers() == []
+    finally:
+        for pid in env.leftovers():
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+
+
+def test_the_launcher_refuses_unknown_arms_and_too_few_cores(tmp_path: Path, monkeypatch) -> None:
+    from servers import launcher
+    from servers.settings import LauncherSettings
+
+    with pytest.raises(ValidationError, match="unknown arm 'nope'"):
+        LauncherSettings(arms="ngram,nope")
+    with pytest.raises(ValidationError, match="each arm once"):
+        LauncherSettings(arms="ngram,ngram")
+    s = LauncherSettings(arms="ngram,ngram-k2", run_dir=tmp_path)
+    monkeypatch.setattr(launcher.os, "sched_getaffinity", lambda _pid: {0, 1})
+    with pytest.raises(launcher.LauncherError, match="3 servers .* need one core each, and this machine gives us 2"):
+        launcher.check_cores(s)
+    launcher.check_cores(LauncherSettings(run_dir=tmp_path))  # the pair: no refusal
+    launcher.check_cores(LauncherSettings(arms="ngram,ngram-k2", server_command="python x.py", run_dir=tmp_path))
+    # an old state file (no arm, no cores) still loads
+    from servers.state import ServerRecord
+
+    rec = ServerRecord.model_validate({"role": "speculative", "url": "http://h:1", "pid": 1, "pgid": 1,
+                                       "start_ticks": 1, "log_path": "/x", "served_model_name": "m", "model": "m",
+                                       "command": ["x"], "started_at": "2026-12-01T00:00:00Z"})
+    assert rec.arm is None and rec.name == "speculative"
