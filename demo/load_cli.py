@@ -89,9 +89,12 @@ def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, re
 
     def done(step: LoadStep) -> None:
         if progress:
-            print(f"{step.users} users: speedup {or_na(fmt_speedup(step.speedup))}, throughput ratio "
-                  f"{or_na(fmt_speedup(step.throughput_ratio))}" + (f" ({step.errors[0]})" if step.errors else ""),
-                  file=sys.stderr, flush=True)
+            arms = ([f"{n} {or_na(fmt_speedup(a.speedup))}" for n, a in step.arms.items()]
+                    if len(step.arms) > 1 else [])
+            print(f"{step.users} users: " + (f"speedup {', '.join(arms)}" if arms else
+                                             f"speedup {or_na(fmt_speedup(step.speedup))}, throughput ratio "
+                                             f"{or_na(fmt_speedup(step.throughput_ratio))}")
+                  + (f" ({step.errors[0]})" if step.errors else ""), file=sys.stderr, flush=True)
         if out is not None and result is not None:
             write_out(result, out)
 
