@@ -115,7 +115,7 @@ async def test_a_bug_in_the_race_ends_on_an_error_status(standin_factory, monkey
     def broken(*args, **kwargs):
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr("demo.race.compare", broken)
+    monkeypatch.setattr("demo.race.compare_arms", broken)  # where the race puts its sides together
     frames = [f async for f in race_frames(_req(20), _settings(base, spec), RaceControl())]
     assert frames[-1].result is None
     assert frames[-1].run_status is not None
