@@ -3,6 +3,7 @@ recordings (demo.live.booth) feed these snapshots through the same frames as a l
 
 The saved ChunkEvents are fed, at the times they first arrived, into the same SideMeter the live
 race uses; the last snapshot carries the saved result, so the final figures are the saved ones.
+A race of several arms plays back every arm (``RaceSnapshot.arms``), the first as ``speculative``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from demo import view
 from demo.measure import SideMeter
-from demo.results import LEGACY_ORDER, SIDES, ChunkEvent, RaceResult, RaceSnapshot, Side
+from demo.results import LEGACY_ORDER, ArmSnapshot, ChunkEvent, RaceResult, RaceSnapshot, SideResult
 from demo.runs import stem_parts
 
 FRAME_INTERVAL_S = 0.05  # at most ~20 page updates per second, as the live race
@@ -30,32 +31,39 @@ def run_label(path: Path) -> str:
     return f"{when} · {parts.preset} · {view.ORDER_LABELS[LEGACY_ORDER.get(parts.order, parts.order)]}"
 
 
-def timeline(result: RaceResult) -> list[tuple[float, Side, ChunkEvent]]:
-    """Both sides' saved events in arrival order (each side timed from its own request)."""
-    events = [(ev.t_s, side, ev) for side in SIDES for ev in getattr(result, side).events]
+def saved_sides(result: RaceResult) -> dict[str, SideResult]:
+    """"baseline" and each arm by name -> its saved side (the first arm's is ``speculative``)."""
+    return {"baseline": result.baseline, **{name: a.side for name, a in result.arms.items()}}
+
+
+def timeline(result: RaceResult) -> list[tuple[float, str, ChunkEvent]]:
+    """Every side's saved events in arrival order (each side timed from its own request), with the
+    side's key: "baseline" or the arm's name."""
+    events = [(ev.t_s, key, ev) for key, side in saved_sides(result).items() for ev in side.events]
     return sorted(events, key=lambda e: e[0])
 
 
 async def replay_snapshots(result: RaceResult, interval_s: float = FRAME_INTERVAL_S) -> AsyncIterator[RaceSnapshot]:
     """Snapshots at the recording's real timing; the last one carries the saved result."""
     t0 = time.perf_counter()
-    meters: dict[Side, SideMeter] = {}
-    for side in SIDES:
-        saved = getattr(result, side)
-        meters[side] = SideMeter(side, saved.url, t0=t0)
-        meters[side].model = saved.model
-    last_t = {side: max((e.t_s for e in getattr(result, side).events), default=0.0)
-              for side in SIDES}
-    failed: set[Side] = set()
+    sides = saved_sides(result)
+    meters: dict[str, SideMeter] = {}
+    for key, saved in sides.items():
+        meters[key] = SideMeter(saved.side, saved.url, t0=t0)
+        meters[key].model = saved.model
+    last_t = {key: max((e.t_s for e in saved.events), default=0.0) for key, saved in sides.items()}
+    failed: set[str] = set()
+    first = next(iter(result.arms))
 
     def snap(final: bool = False) -> RaceSnapshot:
+        arms = {name: ArmSnapshot(name=name, label=a.label, method=a.method, side=meters[name].snapshot())
+                for name, a in result.arms.items()}
         return RaceSnapshot(order=result.order, baseline=meters["baseline"].snapshot(),
-                            speculative=meters["speculative"].snapshot(), result=result if final else None)
+                            speculative=arms[first].side, result=result if final else None, arms=arms)
 
     def settle(now: float) -> None:
         # A side that failed (or was stopped) in the recording fails here at its last event.
-        for side in SIDES:
-            saved = getattr(result, side)
+        for side, saved in sides.items():
             if saved.error and side not in failed and now >= last_t[side]:
                 failed.add(side)
                 if result.cancelled and not saved.complete:

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from demo.cli import main
 from demo.race import run_race, stream_race
+from demo.replay import replay_snapshots
 from demo.results import RaceRequest, RaceResult
 from demo.runs import is_good, read_run, save_run
 from demo.settings import Settings
@@ -196,6 +197,19 @@ def test_a_run_of_three_arms_saves_once_and_loads_back(race_servers, tmp_path: P
     again = read_run(path)
     assert again.model_dump() == result.model_dump() and again.arms["eagle3"].side is again.speculative
     assert again.arms["draft"].speedup == result.arms["draft"].speedup
+
+    async def replay() -> list:
+        return [snap async for snap in replay_snapshots(again, interval_s=0.01)]
+
+    frames = asyncio.run(replay())  # every arm plays back, at its recorded timing
+    assert all(list(f.arms) == ["eagle3", "ngram", "draft"] for f in frames)
+    assert frames[0].arms["ngram"].side.text == "" and frames[-1].result is again
+    for name, arm in again.arms.items():
+        assert frames[-1].arms[name].side.text == arm.side.text and frames[-1].arms[name].side.done
+    assert frames[-1].speculative.text == again.speculative.text
+    # a faster arm's text is complete before a slower one's
+    done_at = {name: next(i for i, f in enumerate(frames) if f.arms[name].side.done) for name in again.arms}
+    assert done_at["eagle3"] < done_at["draft"]
 
 
 def test_a_run_saved_before_arms_loads_with_one_arm() -> None:
