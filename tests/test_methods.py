@@ -26,6 +26,7 @@ from demo.results import RaceRequest, RaceResult
 from demo.runs import is_good, read_run, save_run
 from demo.settings import Settings
 from demo.sweep.crossover import choose_arms
+from demo.sweep.figures import acceptance_figure, speedup_figure
 from demo.sweep.models import CellResult, SweepResult
 from harness.standin import Standin, StandinBehavior, Truth
 
@@ -177,6 +178,16 @@ def test_speculative_url_stays_the_first_arm_and_the_table_has_a_column_per_arm(
     assert "ngram:" in table and "draft:" in table and "speedup (decode tokens/s)" in table
 
 
+def test_race_with_users_measures_every_arm(race_servers, capsys) -> None:
+    base, arms = race_servers
+    out = run_json(capsys, "race", "--baseline-url", base.url, *arm_flags(arms), "--users", "2", "--prompt",
+                   "Say hi", "--max-tokens", "20", "--order", "sequential", "--json")
+    assert out["users"] == 2 and list(out["arms"]) == ["eagle3", "ngram", "draft"]
+    assert out["speedup"] == out["arms"]["eagle3"]["speedup"]
+    assert out["arms"]["eagle3"]["speedup"] > out["arms"]["ngram"]["speedup"] > out["arms"]["draft"]["speedup"] > 1
+    assert all(a["ok_users"] == 2 for a in out["arms"].values())
+
+
 def test_speculative_url_alone_is_todays_race(race_servers, capsys) -> None:
     base, arms = race_servers
     out = run_json(capsys, "race", "--baseline-url", base.url, "--speculative-url", arms["ngram"].url,
@@ -299,7 +310,8 @@ def test_load_sweep_has_a_crossover_per_arm(load_servers, capsys, tmp_path: Path
     out = run_json(capsys, "load", "--baseline-url", base.url, *arm_flags(arms), "--users", COUNTS, "--preset",
                    "json_reformat", "--max-tokens", "40", "--json", "--no-progress", "--out", str(tmp_path))
     cross = {n: (c["pays_up_to_users"], c["loses_from_users"]) for n, c in out["crossovers"].items()}
-    assert cross == {"eagle3": (2, 8), "ngram": (8, None), "draft": (None, 1)}
+    measured = [(s["users"], {n: a["speedup"] for n, a in s["arms"].items()}) for s in out["steps"]]
+    assert cross == {"eagle3": (2, 8), "ngram": (8, None), "draft": (None, 1)}, measured
     assert out["crossover"] == out["crossovers"]["eagle3"]  # the first arm's, as with one arm
     assert out["arms_text"] == LOAD_LINE.format(noun="user")
     for step in out["steps"]:
@@ -321,7 +333,9 @@ def test_the_evaluator_gives_a_verdict_per_arm_and_one_line_on_top(load_servers,
     assert code == 0
     result = SweepResult.model_validate_json((tmp_path / "results.json").read_text())
     (v,) = result.verdicts
-    assert v.methods_line == LOAD_LINE.format(noun="concurrent request")
+    gains = [(c.settings.concurrency, {n: a.speedup and round(a.speedup.median, 2) for n, a in c.arms.items()})
+             for c in result.cells]
+    assert v.methods_line == LOAD_LINE.format(noun="concurrent request"), gains
     assert [(a.arm, a.decision) for a in v.per_arm] == [("eagle3", "depends"), ("ngram", "enable"),
                                                         ("draft", "don't")]
     assert LOAD_LINE.format(noun="concurrent request") in printed
@@ -347,6 +361,10 @@ def test_the_evaluator_gives_a_verdict_per_arm_and_one_line_on_top(load_servers,
     assert 'class="arms"' in page and page.count('<section class="capacity"') == 3
     csv_head = (tmp_path / "results.csv").read_text().splitlines()[0]
     assert "arm_draft_speedup_median" in csv_head
+    # charts: a series per arm
+    for fig in (speedup_figure(result), acceptance_figure(result)):
+        names = [t.name for t in fig.data]
+        assert [n.split()[-1] for n in names] == ["eagle3", "ngram", "draft"], names
 
 
 def test_a_results_json_from_before_arms_loads_with_one_arm() -> None:

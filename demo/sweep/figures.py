@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from demo.charts import COLORS, empty_figure, layout
 from demo.fmt import fmt_percent, fmt_speedup, fmt_temperature
-from demo.sweep.models import CellResult, SweepResult
+from demo.sweep.models import CellResult, SweepResult, WorkloadVerdict
 
 PALETTE = ["#ffb000", "#4ea1ff", "#3ccf91", "#ff6b6b", "#c58cff", "#f2f4f8", "#9aa4b2"]
 _LAYOUT = layout(
@@ -63,13 +63,19 @@ def acceptance_figure(result: SweepResult) -> go.Figure:
     """Acceptance rate by temperature, one line per preset (pooled over concurrencies)."""
     title = "Acceptance by temperature"
     # Each request's own temperature (a workload file) has no place on a temperature axis.
-    points = [v for v in result.verdicts if v.acceptance_rate is not None and v.temperature is not None]
+    # With several arms, a line per preset and arm (each arm's own verdict holds its acceptance).
+    every = [a for v in result.verdicts for a in (v.per_arm or [v])]
+    points = [v for v in every if v.acceptance_rate is not None and v.temperature is not None]
     if not points:
         return _empty(title, "n/a: no acceptance figures (see the cells' reasons)")
     fig = go.Figure()
-    presets = list(dict.fromkeys(v.preset for v in points))
+
+    def series(v: WorkloadVerdict) -> str:
+        return v.preset + (f" {v.arm}" if v.arm else "")
+
+    presets = list(dict.fromkeys(series(v) for v in points))
     for i, p in enumerate(presets):
-        mine = sorted((v for v in points if v.preset == p), key=lambda v: v.temperature or 0.0)
+        mine = sorted((v for v in points if series(v) == p), key=lambda v: v.temperature or 0.0)
         rates = [r for v in mine if (r := v.acceptance_rate) is not None]  # all of them: filtered above
         fig.add_trace(go.Scatter(
             name=p, x=[v.temperature for v in mine], y=[r * 100 for r in rates],
@@ -86,9 +92,11 @@ def time_split_figure(result: SweepResult) -> go.Figure:
     title = "Time to first token vs decode (p50 per request)"
     rows = []
     for c in result.cells:
-        for side in (c.baseline, c.speculative):
+        # With several arms, a bar per arm, named by the arm.
+        sides = ([("base", c.baseline), *((name, a.side) for name, a in c.arms.items())] if len(c.arms) > 1
+                 else [("base", c.baseline), ("spec", c.speculative)])
+        for short, side in sides:
             if side.ttft_p50_s is not None and side.e2e_p50_s is not None:
-                short = "base" if side.side == "baseline" else "spec"
                 rows.append((f"{workload_name(c)} c={c.settings.concurrency} {short}", side.side,
                              side.ttft_p50_s, max(0.0, side.e2e_p50_s - side.ttft_p50_s)))
     if not rows:
