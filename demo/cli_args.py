@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from demo.errors import BadInput
 from demo.fmt import validation_summary
-from demo.presets import load_presets
+from demo.presets import resolve_presets
 from demo.race import validate_request
 from demo.results import SIDES, Message, RaceRequest
 from demo.settings import Settings
@@ -79,26 +79,20 @@ def parse_numbers(text: str, kind: type, what: str) -> list[Any]:
 
 
 def build_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
-    fields: dict[str, Any] = {"order": args.order, "warmup": args.warmup}
-    if args.preset:
-        presets, _ = load_presets(settings.presets_dir)
-        if args.preset not in presets:
-            known = ", ".join(sorted(presets)) or "none found"
-            raise UsageError(f"unknown preset {args.preset!r}; known presets: {known}")
-        pr = presets[args.preset]
-        fields.update(preset=pr.name, messages=pr.messages, temperature=pr.temperature,
-                      max_tokens=pr.max_tokens, api=pr.api)
-    else:
-        fields.update(messages=[Message(role="user", content=args.prompt)])
-    for name in ("max_tokens", "temperature", "api"):
-        if getattr(args, name) is not None:
-            fields[name] = getattr(args, name)
+    """The race's request from the flags: the preset's (Preset.to_request) or the prompt's, with
+    --max-tokens, --temperature and --api on top; UsageError says what is wrong."""
+    changes: dict[str, Any] = {"order": args.order, "warmup": args.warmup}
+    changes.update({name: getattr(args, name) for name in ("max_tokens", "temperature", "api")
+                    if getattr(args, name) is not None})
     try:
-        req = RaceRequest(**fields)
+        if args.preset:
+            req = resolve_presets([args.preset], settings.presets_dir)[args.preset].to_request(**changes)
+        else:
+            req = RaceRequest(**{"messages": [Message(role="user", content=args.prompt)], **changes})
         validate_request(req)
     except ValidationError as e:
         raise UsageError(validation_summary(e)) from e
-    except ValueError as e:
+    except ValueError as e:  # NotFound (the preset), an empty prompt
         raise UsageError(str(e).splitlines()[0]) from e
     return req
 

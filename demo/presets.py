@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from demo.errors import NotFound
 from demo.fmt import validation_summary
 from demo.results import Api, Message, RaceRequest
 
@@ -87,3 +89,22 @@ def load_presets(folder: Path) -> tuple[dict[str, Preset], list[PresetProblem]]:
             continue
         presets[preset.name] = preset
     return presets, errors
+
+
+class UnknownPresetError(NotFound):
+    """A preset name that is not in the presets folder."""
+
+
+def unknown_preset(names: Iterable[str], known: Iterable[str], presets_dir: Path) -> UnknownPresetError:
+    """The one wording of "no such preset": the names asked for, and the ones there are."""
+    known_text = ", ".join(sorted(known)) or "none found in " + str(presets_dir)
+    return UnknownPresetError(f"unknown preset {', '.join(map(repr, names))}; known presets: {known_text}")
+
+
+def resolve_presets(names: list[str], presets_dir: Path) -> dict[str, Preset]:
+    """The named presets, in the order asked; raises UnknownPresetError naming the known ones."""
+    presets, _errors = load_presets(presets_dir)
+    unknown = [n for n in names if n not in presets]
+    if unknown:
+        raise unknown_preset(unknown, presets, presets_dir)
+    return {n: presets[n] for n in names}
