@@ -16,67 +16,17 @@ from typing import Any
 import gradio as gr
 
 from demo import view
+from demo.assets import static_text
 from demo.live.booth import Booth, caption_html
 from demo.ui.outputs import StreamOutputs, frame_updates
 from demo.ui.race_tab import RaceTab
 
 log = logging.getLogger(__name__)
 
-# The page's side of booth mode: the large layout while the show runs (the caption's data-state
-# says whose turn it is), folded away at a visitor's first click or key, which also tells the app
-# (at most once a second: each input pushes the show's return back by booth_idle_s; a 2 s
-# throttle dropped an input made 2 s after the last whenever the browser ran the first one late).
-BOOTH_JS = """
-(() => {
-  const body = document.body;
-  body.classList.add('sd-booth');
-  let inputAt = 0, touchedAt = 0;
-  const touch = (e) => {
-    if (!e.isTrusted) return;  // the page's own clicks (Ctrl+Enter pressing Start) are not a visitor
-    body.classList.remove('sd-booth');
-    const now = Date.now();
-    inputAt = now;
-    if (now - touchedAt > 1000) {
-      touchedAt = now;
-      document.getElementById('sd-booth-touch')?.click();
-    }
-  };
-  document.addEventListener('pointerdown', touch, true);
-  document.addEventListener('keydown', touch, true);
-  // The large layout while the show runs; an update of the show already on its way when the
-  // visitor touched the page must not bring it back for a moment.
-  setInterval(() => {
-    const c = document.querySelector('#sd-booth-caption .sd-booth-caption');
-    if (!c) return;
-    const show = c.dataset.state !== 'visitor' && Date.now() - inputAt > 3000;
-    if (show !== body.classList.contains('sd-booth')) body.classList.toggle('sd-booth', show);
-  }, 300);
-})();
-"""
-
-# Read from 3 m: the controls, the tab bar and everything below the panes fold away; the
-# headline, the caption and the two panes grow. (!important: Gradio also adds every rule scoped
-# under its container, which outranks a body class.)
-BOOTH_CSS = """
-.sd-hidden { display: none !important; }
-.sd-booth-caption { font-size: 22px; font-weight: 700; color: #f2f4f8; padding: 4px 8px; }
-.sd-booth-caption[data-state="live"] .sd-booth-head { color: #4ade80; }
-.sd-booth-caption[data-state="recording"] .sd-booth-head { color: #ff6b6b; }
-.sd-booth-caption[data-state="visitor"] .sd-booth-head { color: #ffb000; }
-.sd-booth-expect { font-size: 18px; font-weight: 400; color: #ffd37a; }
-.sd-booth-note { font-size: 15px; font-weight: 400; color: #c9d1dd; }
-body.sd-booth #sd-controls, body.sd-booth #sd-below, body.sd-booth .tab-wrapper,
-body.sd-booth .sd-legend { display: none !important; }
-body.sd-booth .sd-booth-caption { font-size: 40px !important; }
-body.sd-booth .sd-booth-expect { font-size: 28px !important; }
-body.sd-booth .sd-booth-note { font-size: 20px !important; }
-body.sd-booth .sd-speedup-value { font-size: 120px !important; }
-body.sd-booth .sd-speedup-label { font-size: 20px !important; }
-body.sd-booth .sd-pane-title { font-size: 34px !important; }
-body.sd-booth .sd-tile-value { font-size: 40px !important; }
-body.sd-booth .sd-tile[data-key="tokens_per_s"] .sd-tile-value { font-size: 52px !important; }
-body.sd-booth .sd-text, body.sd-booth .sd-idle { height: 44vh !important; font-size: 24px !important; }
-"""
+# The page's side of booth mode (demo/static/booth.js): the large layout while the show runs,
+# folded away at a visitor's first click or key, which also tells the app. Its look: booth.css.
+BOOTH_JS = static_text("booth.js")
+BOOTH_CSS = static_text("booth.css")
 
 
 def build_caption() -> tuple[gr.HTML, gr.Button]:
