@@ -47,7 +47,7 @@ def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Bl
                 replay_tab.build(settings)
         if settings.booth:  # the show: one per app, watched by every open page
             booth = Booth(settings, race.presets, visitor_racing=lambda: registry.active() > 0)
-            booth_view.wire(page, booth, race, caption, touch)
+            booth_view.build(page, booth, race, caption, touch)
         else:
             page.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden")
 

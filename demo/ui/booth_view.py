@@ -1,7 +1,7 @@
 """Booth mode on the page (`python app.py --booth`): the caption over the race area, the big
 layout, the visitor's takeover, and each page's view of the one show (demo.live.booth).
 
-Every open page runs ``watch``: it joins the app's Booth and draws its updates on the Race tab's
+Every open page runs ``BoothPage.watch``: it joins the app's Booth and draws its updates on the Race tab's
 own components, so the show and a visitor's race use the same panes. The page's script (BOOTH_JS)
 sets the large layout while the show runs, and on a visitor's click or key folds it away and tells
 the app (the hidden ``#sd-booth-touch`` button): the booth stops its race and hands the page over.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
@@ -36,20 +37,33 @@ def build_caption() -> tuple[gr.HTML, gr.Button]:
     return caption, touch
 
 
-def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: gr.Button) -> None:
-    """Each page watches the show once it has loaded (after the race tab's server probe, so the
-    booth's banner is the last word); the hidden button hands the page to a visitor.
+@dataclass(frozen=True, eq=False)
+class BoothPage:
+    """Booth mode's components (the caption above the tabs and its hidden button), the show it
+    watches and the Race tab it draws on; the handlers.
 
     Two streams per page, each the only writer of its outputs: the caption (which ticks every
     second, also in the visitor's turn) and the race area (which changes only with the show's
     races). Every yield sets every output of its stream (demo.ui.outputs), and the caption's
     countdown never touches the panes a visitor's race is drawing on."""
-    outputs = [race.banner, race.badge, race.mode_label, *race.live_outputs]
-    panes = race.live_panes
 
-    async def watch() -> AsyncIterator[Any]:
-        viewer = booth.join()
-        stream = StreamOutputs(outputs)
+    booth: Booth
+    race: RaceTab
+    caption: gr.HTML
+    touch: gr.Button
+
+    @property
+    def outputs(self) -> list[Any]:
+        """The race area as the show draws it."""
+        return [self.race.banner, self.race.badge, self.race.mode_label, *self.race.live_outputs]
+
+    # ------------------------------------------------------------ handlers
+
+    async def watch(self) -> AsyncIterator[Any]:
+        """This page's view of the show's races, for as long as the page is open."""
+        race = self.race
+        viewer = self.booth.join()
+        stream = StreamOutputs(self.outputs)
         first = True
         try:
             while True:
@@ -59,7 +73,8 @@ def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: 
                 try:
                     values: dict[Any, Any] = {race.banner: update.banner, race.badge: update.badge}
                     if update.frame is not None:
-                        values.update(frame_updates(update.frame, panes, race.speedup, race.race_plot, race.run_status))
+                        values.update(frame_updates(update.frame, race.live_panes, race.speedup, race.race_plot,
+                                                    race.run_status))
                     if first:
                         values[race.mode_label] = view.order_html("simultaneous")
                         first = False
@@ -67,10 +82,11 @@ def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: 
                 except Exception:  # a bug must not end this page's show: log it, keep watching
                     log.exception("booth: drawing an update failed")
         finally:
-            booth.leave(viewer)
+            self.booth.leave(viewer)
 
-    async def watch_caption() -> AsyncIterator[str]:
-        viewer = booth.join()
+    async def watch_caption(self) -> AsyncIterator[str]:
+        """The caption, each time it changes."""
+        viewer = self.booth.join()
         shown = None
         try:
             while True:
@@ -79,10 +95,26 @@ def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: 
                     shown = update.caption
                     yield shown
         finally:
-            booth.leave(viewer)
+            self.booth.leave(viewer)
 
-    loaded = page.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden")
-    loaded.then(watch, outputs=outputs, concurrency_limit=None, concurrency_id="booth", show_progress="hidden")
-    loaded.then(watch_caption, outputs=[caption], concurrency_limit=None, concurrency_id="booth",
+    def on_touch(self) -> str:
+        """A visitor touched the page: the show stops its race and hands the page over."""
+        return self.booth.touch()
+
+
+def build(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: gr.Button) -> BoothPage:
+    """The page's booth mode, on the caption laid out above the tabs (build_caption): wired."""
+    shown = BoothPage(booth=booth, race=race, caption=caption, touch=touch)
+    wire(page, shown)
+    return shown
+
+
+def wire(page: gr.Blocks, shown: BoothPage) -> None:
+    """Each page watches the show once it has loaded (after the race tab's server probe, so the
+    booth's banner is the last word); the hidden button hands the page to a visitor."""
+    loaded = page.load(shown.race.on_probe, outputs=shown.race.server_outputs, show_progress="hidden")
+    loaded.then(shown.watch, outputs=shown.outputs, concurrency_limit=None, concurrency_id="booth",
                 show_progress="hidden")
-    touch.click(booth.touch, outputs=[caption], queue=False, show_progress="hidden")
+    loaded.then(shown.watch_caption, outputs=[shown.caption], concurrency_limit=None, concurrency_id="booth",
+                show_progress="hidden")
+    shown.touch.click(shown.on_touch, outputs=[shown.caption], queue=False, show_progress="hidden")
