@@ -88,7 +88,7 @@ class WorkloadRequest(BaseModel):
         return hashlib.sha256(self.prompt_text.encode("utf-8")).hexdigest()
 
     def to_race_request(self, *, seed: int | None = None) -> RaceRequest:
-        """What the evaluator sends (sequential A/B mode; the runner may change the mode)."""
+        """What the evaluator sends (sequential A/B order; the runner may change the order)."""
         return RaceRequest(messages=self.messages, prompt=self.prompt, api=self.api,
                            temperature=self.temperature, max_tokens=self.max_tokens,
                            order="sequential", seed=seed)
