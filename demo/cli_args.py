@@ -6,6 +6,7 @@ imports no CLI, so no CLI imports another's module for these.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from typing import Any
 
 from pydantic import ValidationError
@@ -91,13 +92,25 @@ def build_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
             req = RaceRequest(**{"messages": [Message(role="user", content=args.prompt)], **changes})
         validate_request(req)
     except ValidationError as e:
-        raise UsageError(validation_summary(e)) from e
+        raise usage_error(e, vars(args)) from e
     except ValueError as e:  # NotFound (the preset), an empty prompt
         raise UsageError(str(e).splitlines()[0]) from e
     return req
 
 
-def usage_error(e: BadInput) -> UsageError:
-    """A BadInput in the CLI's words: the input it is about named as its flag (``--concurrency
-    values must be between 1 and 1024``); the page shows ``str(e)``, without the dashes."""
-    return UsageError(f"--{e.field} {e.problem}" if e.field and e.problem else str(e))
+def flag(field: str) -> str:
+    """The command line's flag for an input: ``max_tokens`` -> ``--max-tokens``."""
+    return "--" + field.replace("_", "-")
+
+
+def usage_error(e: BadInput | ValidationError, flags: Collection[str] = ()) -> UsageError:
+    """Bad input in the CLI's words: the input it is about named as its flag. A BadInput about a
+    field says ``--concurrency values must be between 1 and 1024``; a model's ValidationError
+    (a bound in demo.limits) ``--max-tokens: Input should be ...`` for a field in ``flags`` (the
+    command's flags as argparse's dests: ``vars(args)``). The page shows them without dashes."""
+    if isinstance(e, ValidationError):
+        def name(path: str) -> str:
+            head, dot, rest = path.partition(".")
+            return flag(head) + dot + rest if head in flags else path
+        return UsageError(validation_summary(e, name=name))
+    return UsageError(f"{flag(e.field)} {e.problem}" if e.field and e.problem else str(e))

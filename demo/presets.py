@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from demo.errors import NotFound
 from demo.fmt import validation_summary
+from demo.limits import MaxTokens, Temperature
 from demo.results import Api, Message, RaceRequest
 
 
@@ -21,8 +22,8 @@ class Preset(BaseModel):
     title: str
     expect: str  # one line for the audience: what to watch for
     messages: list[Message] = Field(min_length=1)
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(256, ge=1, le=32768)
+    temperature: Temperature = 0.0
+    max_tokens: MaxTokens = 256
     api: Api = "chat"
     # Files (relative to the presets folder) whose text replaces {{name}} in the messages.
     include: dict[str, str] = Field(default_factory=dict)
