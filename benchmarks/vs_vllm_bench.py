@@ -6,7 +6,8 @@ streams, through our batch engine (demo/sweep/runner.py ``run_batch``, with its 
 sampling, exactly as the evaluator and the load sweep run it) and through `vllm bench serve`
 (its custom dataset, ``--skip-chat-template``, via scripts/vllm_bench.sh), alternating the two
 tools ``--runs`` times per server, because the host drifts (after one untimed request per server:
-the bench's own test request warms the prefix cache for it, so ours is warmed once too). Prints each run and the medians:
+the bench's own test request warms the prefix cache for it, so ours is warmed once too). Prints
+each run and the medians:
 output tokens/s, TPOT (ms, median over requests), and for the speculative server the acceptance
 rate (ours from the per-request spec metrics; the bench's from the /metrics counters it reads).
 
@@ -22,7 +23,6 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ import httpx
 
 from demo.client import make_http_client
 from demo.presets import load_presets
-from demo.results import Message, RaceRequest, Side
+from demo.results import SIDES, Message, RaceRequest, Side
 from demo.settings import ROOT, Settings
 from demo.sweep.runner import _Server, run_batch
 
@@ -98,10 +98,10 @@ def main() -> None:
         dataset.write_text("".join(json.dumps({"prompt": prompt}) + "\n" for _ in range(a.requests)))
         # `vllm bench serve` sends one test request before it measures; so do we, once per server
         # before the first run, so neither tool's first batch pays the cold prefill (prefix cache).
-        for side in ("baseline", "speculative"):
+        for side in SIDES:
             asyncio.run(ours(settings, side, prompt, 1, 1, 8))
         for run in range(a.runs):
-            for side in ("baseline", "speculative"):
+            for side in SIDES:
                 ep = settings.endpoint(side)
                 model, tokenizer = _served_model(ep.url)
                 first_ours = run % 2 == 0  # alternate which tool goes first
@@ -119,7 +119,7 @@ def main() -> None:
     print(f"\nmedians of {a.runs} runs: {a.requests} x {a.preset} user prompt, {a.max_tokens} tokens, "
           f"concurrency {a.concurrency}")
     print(f"{'side':>11} {'figure':>20} {'ours':>8} {'vllm bench':>11} {'diff %':>7}")
-    for side in ("baseline", "speculative"):
+    for side in SIDES:
         for key in ("output_tokens_per_s", "tpot_ms", "acceptance_rate"):
             o = [r[key] for r in rows[("ours", side)] if r[key] is not None]
             b = [r[key] for r in rows[("bench", side)] if r[key] is not None]
@@ -136,4 +136,4 @@ def _served_model(url: str) -> tuple[str, str]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
