@@ -54,7 +54,7 @@ from harness.standin import Standin, StandinBehavior
 from servers.procs import children, cpu_seconds
 
 TARGET_PER_S = 10.0
-RATIO_GOAL = 0.85  # race-mode speedup / sequential speedup (docs/benchmarks.md)
+RATIO_GOAL = 0.85  # simultaneous speedup / sequential speedup (docs/benchmarks.md)
 RACE_TIMEOUT_MS = 300_000  # a CPU race of a long preset, sequential, takes minutes
 
 
