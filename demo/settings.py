@@ -148,6 +148,9 @@ class Settings(BaseSettings):
     max_concurrent_races: int = Field(2, ge=1)
     # The most users (streams per server at once) a race or a load sweep may ask for.
     max_users: int = Field(32, ge=1, le=1024)
+    # Streams open at once for every viewer of the page together (races, load sweeps, the Evaluate
+    # tab's sweeps; demo.live.budget); None: enough for one viewer at max_users on both servers.
+    max_streams: int | None = Field(None, ge=1, le=65536)
     # The page warns when a race shows "Racing…" but nothing has arrived from the app for this long.
     ui_stall_notice_s: float = Field(15.0, ge=2)
 
@@ -203,6 +206,10 @@ class Settings(BaseSettings):
         if v is not None and not v.is_file():
             raise ValueError(f"CA bundle {v} is not a file: give the path of a PEM file of CA certificates")
         return v
+
+    def stream_budget(self) -> int:
+        """The page's budget of streams at once (max_streams, else max_users on each of the two servers)."""
+        return self.max_streams if self.max_streams is not None else 2 * self.max_users
 
     def endpoint(self, side: Side) -> Endpoint:
         """The side's server: its own URL, model, key and headers, else the shared ones."""

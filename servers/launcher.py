@@ -190,6 +190,7 @@ def server_config(s: LauncherSettings, role: Role, model: str, server: Server | 
         port=server.port if server else s.baseline_port if role == "baseline" else s.speculative_port,
         dtype=s.dtype,
         max_model_len=s.max_model_len,
+        max_num_seqs=s.max_num_seqs,
         speculative_config=(server.speculative_config if server else s.speculative_config)
         if role == "speculative" else None,
         per_request_spec_metrics=None if s.per_request_spec_metrics == "off" else s.per_request_spec_metrics,
