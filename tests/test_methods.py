@@ -24,6 +24,7 @@ from demo.race import run_race, stream_race
 from demo.replay import replay_snapshots
 from demo.results import RaceRequest, RaceResult
 from demo.runs import is_good, read_run, save_run
+from demo.server_info import probe_arms
 from demo.settings import Settings
 from demo.sweep.crossover import choose_arms
 from demo.sweep.figures import acceptance_figure, speedup_figure
@@ -135,6 +136,24 @@ def test_bad_arm_flags_are_one_line_and_exit_2(flags: list[str], message: str, c
         assert len(err) == 1 and message in err[0], (cmd, err)
 
 
+def test_the_launchers_arms_are_picked_up_for_its_speculative_url(tmp_path: Path, monkeypatch) -> None:
+    import demo.settings as settings_mod
+
+    record = tmp_path / "client.env"
+    arms = [{"name": "ngram", "url": "http://127.0.0.1:8001", "method": "ngram"},
+            {"name": "ngram-k2", "url": "http://127.0.0.1:8002", "method": "ngram"}]
+    record.write_text("SPECDEMO_BASELINE_URL=http://127.0.0.1:8000\nSPECDEMO_SPECULATIVE_URL=http://127.0.0.1:8001\n"
+                      f"SPECDEMO_SPEC_METHOD=ngram\nSPECDEMO_ARMS={json.dumps(arms)}\n")
+    monkeypatch.setattr(settings_mod, "LAUNCHER_CLIENT_ENV", record)
+    ours = Settings(speculative_url="http://127.0.0.1:8001")
+    assert [(e.arm, e.url) for e in ours.arm_endpoints()] == [("ngram", "http://127.0.0.1:8001"),
+                                                              ("ngram-k2", "http://127.0.0.1:8002")]
+    # another server is never given the launcher's arms, nor are arms set by the user replaced
+    assert len(Settings(speculative_url="http://gpu:8001").arm_endpoints()) == 1
+    mine = Settings(speculative_url="http://127.0.0.1:8001", arms=[{"name": "x", "url": "http://x:1"}])
+    assert [e.arm for e in mine.arm_endpoints()] == ["ngram", "x"]
+
+
 # --------------------------------------------------------------------------- the race
 
 
@@ -186,6 +205,16 @@ def test_race_with_users_measures_every_arm(race_servers, capsys) -> None:
     assert out["speedup"] == out["arms"]["eagle3"]["speedup"]
     assert out["arms"]["eagle3"]["speedup"] > out["arms"]["ngram"]["speedup"] > out["arms"]["draft"]["speedup"] > 1
     assert all(a["ok_users"] == 2 for a in out["arms"].values())
+
+
+def test_every_arm_is_probed_with_its_name(race_servers) -> None:
+    base, arms = race_servers
+    settings = Settings(baseline_url=base.url, speculative_url=arms["eagle3"].url,
+                        arms=[{"name": n, "url": s.url, "method": n} for n, s in arms.items()])
+    infos = asyncio.run(probe_arms(settings))
+    assert [(i.side, i.arm, i.url, i.healthy) for i in infos] == [
+        ("baseline", None, base.url, True), *(("speculative", n, s.url, True) for n, s in arms.items())]
+    assert infos[2].spec_method == "ngram"  # an arm is described by its own method, not the first arm's
 
 
 def test_speculative_url_alone_is_todays_race(race_servers, capsys) -> None:
