@@ -310,20 +310,22 @@ def test_choose_arms_says_which_arm_to_enable_where() -> None:
 
 # --------------------------------------------------------------------------- load and the evaluator
 
-# Per stream, rate / (1 + x (n-1)) with n streams in flight. The baseline: 50, x=0.05. eagle3 is
-# fast alone and falls fast (150, x=0.6): 3.0x, 1.97x, 0.78x at 1, 2, 8; ngram holds (75, x=0.05):
-# 1.5x at every count; draft is slower than the baseline (35, x=0.05): 0.7x. Each is 20% or more
-# from the thresholds (1.15, 1.05) and from the others where it is the best: a busy machine's
-# noise does not cross them.
-LOAD_BASE = StandinBehavior(tokens_per_s=50, ttft_s=0.02, slowdown_in_flight=0.05)
+# Per stream, rate / (1 + x (n-1)) with n streams in flight. The baseline: 25, x=0.05. eagle3 is
+# fast alone and falls fast (75, x=0.6): 3.0x, 1.97x, 0.78x at 1, 2, 8; ngram holds (37.5, x=0.05):
+# 1.5x at every count; draft is slower than the baseline (17.5, x=0.05): 0.7x. Each is 20% or more
+# from the thresholds (1.15, 1.05) and from the others where it is the best, and the streams are
+# slow (a few hundred chunks a second at most, for four servers and the client in one process), so
+# that a busy machine's noise does not cross them.
+LOAD_BASE = StandinBehavior(tokens_per_s=25, ttft_s=0.02, slowdown_in_flight=0.05)
 LOAD_ARMS = {
-    "eagle3": StandinBehavior(tokens_per_s=150, ttft_s=0.02, slowdown_in_flight=0.6, speculative=True,
+    "eagle3": StandinBehavior(tokens_per_s=75, ttft_s=0.02, slowdown_in_flight=0.6, speculative=True,
                               chunk_sizes=[3, 4]),
-    "ngram": StandinBehavior(tokens_per_s=75, ttft_s=0.02, slowdown_in_flight=0.05, speculative=True,
+    "ngram": StandinBehavior(tokens_per_s=37.5, ttft_s=0.02, slowdown_in_flight=0.05, speculative=True,
                              chunk_sizes=[2, 3]),
-    "draft": StandinBehavior(tokens_per_s=35, ttft_s=0.02, slowdown_in_flight=0.05, speculative=True,
+    "draft": StandinBehavior(tokens_per_s=17.5, ttft_s=0.02, slowdown_in_flight=0.05, speculative=True,
                              chunk_sizes=[1, 2]),
 }
+LOAD_TOKENS = "30"
 COUNTS = "1,2,8"
 LOAD_LINE = ("for this workload, enable ngram up to 8 {noun}s (every count measured); eagle3 pays only up to 2; "
              "draft never; best by count: eagle3 at 1-2, ngram at 8")
@@ -337,7 +339,7 @@ def load_servers() -> Iterator[tuple[Standin, dict[str, Standin]]]:
 def test_load_sweep_has_a_crossover_per_arm(load_servers, capsys, tmp_path: Path) -> None:
     base, arms = load_servers
     out = run_json(capsys, "load", "--baseline-url", base.url, *arm_flags(arms), "--users", COUNTS, "--preset",
-                   "json_reformat", "--max-tokens", "40", "--json", "--no-progress", "--out", str(tmp_path))
+                   "json_reformat", "--max-tokens", LOAD_TOKENS, "--json", "--no-progress", "--out", str(tmp_path))
     cross = {n: (c["pays_up_to_users"], c["loses_from_users"]) for n, c in out["crossovers"].items()}
     measured = [(s["users"], {n: a["speedup"] for n, a in s["arms"].items()}) for s in out["steps"]]
     assert cross == {"eagle3": (2, 8), "ngram": (8, None), "draft": (None, 1)}, measured
@@ -355,7 +357,7 @@ def test_load_sweep_has_a_crossover_per_arm(load_servers, capsys, tmp_path: Path
 def test_the_evaluator_gives_a_verdict_per_arm_and_one_line_on_top(load_servers, tmp_path: Path, capsys) -> None:
     base, arms = load_servers
     code = main(["sweep", "--baseline-url", base.url, *arm_flags(arms), "--presets", "json_reformat",
-                 "--concurrency", COUNTS, "--repeats", "1", "--warmup", "0", "--max-tokens", "40",
+                 "--concurrency", COUNTS, "--repeats", "1", "--warmup", "0", "--max-tokens", LOAD_TOKENS,
                  "--out", str(tmp_path), "--no-progress", "--gpu-hour-price", "2", "--shared-gpu",
                  "--gpu-shares", "baseline=0.2,eagle3=0.25,ngram=0.2,draft=0.3"])
     printed = capsys.readouterr().out
