@@ -17,6 +17,8 @@ import gradio as gr
 
 from demo import view
 from demo.live.booth import Booth, caption_html
+from demo.live.load_stream import idle_status_html, start_frame
+from demo.ui.load_panel import LoadPanel
 from demo.ui.outputs import StreamOutputs, frame_updates
 from demo.ui.race_tab import RaceTab
 
@@ -50,6 +52,9 @@ BOOTH_JS = """
     if (!c) return;
     const show = c.dataset.state !== 'visitor' && Date.now() - inputAt > 3000;
     if (show !== body.classList.contains('sd-booth')) body.classList.toggle('sd-booth', show);
+    // A load turn: the load panel's curves take the race area's place.
+    const load = show && c.dataset.turn === 'load';
+    if (load !== body.classList.contains('sd-booth-load')) body.classList.toggle('sd-booth-load', load);
   }, 300);
 })();
 """
@@ -76,6 +81,15 @@ body.sd-booth .sd-pane-title { font-size: 34px !important; }
 body.sd-booth .sd-tile-value { font-size: 40px !important; }
 body.sd-booth .sd-tile[data-key="tokens_per_s"] .sd-tile-value { font-size: 52px !important; }
 body.sd-booth .sd-text, body.sd-booth .sd-idle { height: 44vh !important; font-size: 24px !important; }
+body.sd-booth #sd-load { display: none !important; }
+body.sd-booth.sd-booth-load #sd-load { display: block !important; }
+body.sd-booth.sd-booth-load #sd-load-controls, body.sd-booth.sd-booth-load #sd-load-table,
+body.sd-booth.sd-booth-load #sd-load-export, body.sd-booth.sd-booth-load #sd-load-files,
+body.sd-booth.sd-booth-load #sd-pane-baseline, body.sd-booth.sd-booth-load #sd-pane-speculative,
+body.sd-booth.sd-booth-load #sd-speedup, body.sd-booth.sd-booth-load #sd-badge,
+body.sd-booth.sd-booth-load #sd-mode-label, body.sd-booth.sd-booth-load #sd-run-status { display: none !important; }
+body.sd-booth.sd-booth-load .sd-load-sentence { font-size: 30px !important; }
+body.sd-booth.sd-booth-load #sd-load-status .sd-run-status { font-size: 22px !important; }
 """
 
 
@@ -86,15 +100,18 @@ def build_caption() -> tuple[gr.HTML, gr.Button]:
     return caption, touch
 
 
-def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: gr.Button) -> None:
+def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: gr.Button,
+         load: LoadPanel | None = None) -> None:
     """Each page watches the show once it has loaded (after the race tab's server probe, so the
     booth's banner is the last word); the hidden button hands the page to a visitor.
 
     Two streams per page, each the only writer of its outputs: the caption (which ticks every
     second, also in the visitor's turn) and the race area (which changes only with the show's
     races). Every yield sets every output of its stream (demo.ui.outputs), and the caption's
-    countdown never touches the panes a visitor's race is drawing on."""
-    outputs = [race.banner, race.badge, race.mode_label, *race.live_outputs]
+    countdown never touches the panes a visitor's race is drawing on. ``load``: the Race tab's load
+    panel, where the booth's load turn draws its curves (set from the first update on)."""
+    load_outputs = load.live_outputs if load is not None else []
+    outputs = [race.banner, race.badge, race.mode_label, *race.live_outputs, *load_outputs]
     panes = race.live_panes
 
     async def watch() -> AsyncIterator[Any]:
@@ -104,7 +121,8 @@ def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: 
         try:
             while True:
                 update = await viewer.take()
-                if update is None or (update.frame is None and update.banner is None and update.badge is None):
+                if update is None or (update.frame is None and update.banner is None and update.badge is None
+                                      and update.load is None):
                     continue
                 try:
                     values: dict[Any, Any] = {race.banner: update.banner, race.badge: update.badge}
@@ -112,7 +130,12 @@ def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: 
                         values.update(frame_updates(update.frame, panes, race.speedup, race.race_plot, race.run_status))
                     if first:
                         values[race.mode_label] = view.order_html("simultaneous")
+                        if load is not None:  # every output from the first yield on (demo.ui.outputs)
+                            values.update(load.updates(start_frame(None)))
+                            values[load.status] = idle_status_html(load.settings.max_users)
                         first = False
+                    if load is not None and update.load is not None:
+                        values.update({c: v for c, v in load.updates(update.load).items() if v is not None})
                     yield stream.values(values)
                 except Exception:  # a bug must not end this page's show: log it, keep watching
                     log.exception("booth: drawing an update failed")
