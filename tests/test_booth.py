@@ -194,7 +194,7 @@ def test_a_load_turn_ends_the_rotation_and_falls_back_to_a_recording(tmp_path: P
         assert 'data-turn="load"' in (load_turn.caption or "") and "1 user, then 2 users" in (load_turn.caption or "")
         (swept,) = tmp_path.glob("*-json_reformat-load.json")
         assert read_load(swept).spec.order == "sequential"
-        assert base.open_streams() == spec.open_streams() == 0
+        assert base.open_streams == spec.open_streams == 0
         assert booth._next_title() == presets["poetry"].title  # the rotation starts over
 
         spec.stop()  # the next load turn finds a server down: the recording of a preset that has one

@@ -71,7 +71,8 @@ def test_frames_draw_each_step_and_find_the_crossover(pair, tmp_path: Path) -> N
     frames = asyncio.run(collect(load_frames(spec_for(settings, USERS), REQUEST, settings, RaceControl(), budget)))
     # A frame with the curves redrawn after each step, the steps so far in it, before the last frame.
     stepped = [f for f in frames if f.steps is not None and f.result is None and f.steps]
-    assert [len(f.steps or []) for f in stepped] == [1, 2, 3]
+    counts = [len(f.steps or []) for f in stepped]  # the last step may come with the end frame only
+    assert counts[:3] == [1, 2, 3] and counts in ([1, 2, 3], [1, 2, 3, 4]), counts
     for f in stepped:
         assert f.per_user_figure is not None and f.total_figure is not None and f.table is not None
         assert len(f.per_user_figure.data[0].x) == len(f.steps or [])  # one point per step so far, per side
@@ -107,7 +108,7 @@ def test_stop_mid_sweep_leaves_no_stream_open(pair, tmp_path: Path) -> None:
     control = RaceControl()
 
     def on_frame(f: LoadFrame) -> None:  # Stop while the second step's streams are open
-        if f.progress and "step 2 of 3" in f.progress and base.open_streams() + spec.open_streams() > 0:
+        if f.progress and "step 2 of 3" in f.progress and base.open_streams + spec.open_streams > 0:
             control.stop.set()
 
     frames = asyncio.run(collect(load_frames(spec_for(settings, [1, 4, 8], max_tokens=200), REQUEST, settings,
@@ -117,7 +118,7 @@ def test_stop_mid_sweep_leaves_no_stream_open(pair, tmp_path: Path) -> None:
     assert end.result is not None and end.result.interrupted
     assert 'data-state="stopped"' in (end.status or "") and "every stream was closed" in (end.status or "")
     assert end.result.steps[0].status == "ok" and 8 not in [s.users for s in end.result.steps]
-    wait_for(lambda: base.open_streams() == 0 and spec.open_streams() == 0, 5, "both stand-ins' streams closed")
+    wait_for(lambda: base.open_streams == 0 and spec.open_streams == 0, 5, "both stand-ins' streams closed")
     assert budget.in_use == 0 and budget.waiting == 0
 
 

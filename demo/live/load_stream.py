@@ -102,7 +102,7 @@ class LoadFrames:
         try:
             check_budget(self.spec, self.budget)
         except ValueError as e:
-            yield LoadFrame(status=view.run_status_html("error", str(e)), progress=str(e))
+            yield error_frame(str(e))
             return
         first = start_frame(self.result)
         first.status, first.progress = self._status(), self._words()
@@ -233,6 +233,9 @@ def idle_status_html(max_users: int) -> str:
     return view.run_status_html("idle", text=f"Ready: user counts from 1 to {max_users}, then Run sweep")
 
 
-def error_status(text: str) -> LoadFrame:
-    return LoadFrame(status=view.run_status_html("error", text=text), progress=text)
+def error_frame(text: str) -> LoadFrame:
+    """A sweep that does not run: its one line on the status line (first letter capitalised)."""
+    line = (text.splitlines() or [""])[0]
+    line = line[:1].upper() + line[1:]
+    return LoadFrame(status=view.run_status_html("error", text=line), progress=line)
 

@@ -22,7 +22,7 @@ import gradio as gr
 
 from demo import view
 from demo.live.budget import StreamBudget
-from demo.live.load_stream import LoadFrame, idle_status_html, load_frames, start_frame
+from demo.live.load_stream import LoadFrame, error_frame, idle_status_html, load_frames, start_frame
 from demo.live.request import FREE_PROMPT, build_request, preset_user_text
 from demo.live.session import RaceRegistry
 from demo.live.status import internal_error_text
@@ -136,8 +136,7 @@ class LoadPanel:
             try:
                 spec, wreq = self.prepare(users_text, order, max_tok, preset_name, prompt_text, temperature, workload)
             except ValueError as e:
-                first = (str(e).splitlines() or [""])[0]
-                yield stream.values({self.status: view.run_status_html("error", text=first[0].upper() + first[1:])})
+                yield stream.values(self.updates(error_frame(str(e))))
                 return
             async for frame in load_frames(spec, wreq, self.settings, control, self.budget):
                 yield stream.values(self.updates(frame))

@@ -91,14 +91,14 @@ def test_stop_mid_sweep_leaves_no_stream_open(setup, page) -> None:
     sweep(page, "1,4,8", 200)
     try:
         wait_for(lambda: "step 2 of 3" in page.inner_text("#sd-load-status") and
-                 base.open_streams() + spec.open_streams() > 0, 60, "the second step streaming")
+                 base.open_streams + spec.open_streams > 0, 60, "the second step streaming")
         page.click("#sd-load-stop")
         page.wait_for_selector('#sd-load-status [data-state="stopped"]', timeout=30_000)
     except Exception:
         screenshot(page, "failure-load-stop")
         raise
     assert "every stream was closed" in page.inner_text("#sd-load-status")
-    wait_for(lambda: base.open_streams() == 0 and spec.open_streams() == 0, 5, "both stand-ins' streams closed")
+    wait_for(lambda: base.open_streams == 0 and spec.open_streams == 0, 5, "both stand-ins' streams closed")
     screenshot(page, "load-3-stopped")
     assert page.console_errors == []
 
