@@ -31,13 +31,15 @@ def _notes(step: LoadStep) -> str:
     notes = [*step.errors]
     notes += [f"{name.replace('_', ' ')} n/a: {why}" for name, why in step.na_reasons.items()
               if name in ("speedup", "throughput_ratio")]
-    for side in SIDES:
-        s: LoadSide = getattr(step, side)
-        for field, label in _SHOWN.items():
-            if getattr(s, field) is None and field in s.na_reasons and s.na_reasons[field] not in step.errors:
-                notes.append(f"{side} {label} n/a: {s.na_reasons[field]}")
-        if s.client_limited and s.client_note:
-            notes.append(f"{side} client-limited: {s.client_note}")
+    sides: list[LoadSide] = [getattr(step, side) for side in SIDES]
+    for field, label in _SHOWN.items():
+        why = {s.side: s.na_reasons[field] for s in sides
+               if getattr(s, field) is None and field in s.na_reasons and s.na_reasons[field] not in step.errors}
+        if len(why) == len(sides) and len(set(why.values())) == 1:  # the same reason on both: said once
+            notes.append(f"{label} n/a (both sides): {next(iter(why.values()))}")
+        else:
+            notes += [f"{side} {label} n/a: {reason}" for side, reason in why.items()]
+    notes += [f"{s.side} client-limited: {s.client_note}" for s in sides if s.client_limited and s.client_note]
     seen: list[str] = []
     for n in notes:  # the same reason for several figures is said once
         if n not in seen:
