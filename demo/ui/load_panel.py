@@ -26,14 +26,14 @@ from demo.live.load_stream import LoadFrame, error_frame, idle_status_html, load
 from demo.live.request import FREE_PROMPT, build_request, preset_user_text
 from demo.live.session import RaceRegistry
 from demo.live.status import internal_error_text
-from demo.load import LoadResult, make_spec, parse_users, request_from_race
+from demo.load import LoadResult, LoadSpec, make_spec, parse_users, request_from_race
 from demo.load_page import write_files
 from demo.load_view import STEP_HEADERS
 from demo.presets import Preset, load_presets
 from demo.race import validate_request
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs
-from demo.workload import Workload
+from demo.workload import Workload, WorkloadRequest
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,8 @@ class LoadPanel:
     # ------------------------------------------------------------ handlers
 
     def prepare(self, users_text: str, order: str, max_tok: float | None, preset_name: str | None,
-                prompt_text: str | None, temperature: float | None, workload: dict | None) -> tuple[Any, Any]:
+                prompt_text: str | None, temperature: float | None, workload: dict | None,
+                ) -> tuple[LoadSpec, WorkloadRequest]:
         """(spec, request) from the page's input; ValueError with a one-line message for bad input."""
         users = parse_users(users_text, self.settings.max_users)
         preset = self.presets.get(preset_name or "")
