@@ -108,11 +108,11 @@ def slide_figure(result: LoadResult) -> go.Figure:
     traces = [*_traces(result, PER_USER[1]), *_traces(result, TOTAL[1], axes="2", legend=False)]
     shapes, notes = _crossover_marks(result)
     shapes2, notes2 = _crossover_marks(result, axes="2", label=False)
-    titles = [dict(text=t, showarrow=False, xref=f"x{a} domain", yref="paper", x=0.5, y=1.0, yshift=40,
+    titles = [dict(text=t, showarrow=False, xref=f"x{a} domain", yref="paper", x=0.5, y=1.0, yshift=60,
                    font=dict(size=20)) for t, a in ((PER_USER[0].split(" (")[0], ""), (TOTAL[0], "2"))]
     sentence = result.crossover.text or "no step measured yet"
     return go.Figure(data=traces, layout=dict(
-        layout(margin=dict(l=80, r=30, t=150, b=80), width=SLIDE_WIDTH_PX, height=SLIDE_HEIGHT_PX,
+        layout(margin=dict(l=80, r=30, t=180, b=80), width=SLIDE_WIDTH_PX, height=SLIDE_HEIGHT_PX,
                font=dict(size=18), legend=dict(orientation="h", yanchor="bottom", y=-0.2, xanchor="center", x=0.5)),
         title=dict(text=f"{result.spec.workload}: {sentence[0].upper() + sentence[1:]}", x=0.5,
                    font=dict(size=22)),
