@@ -16,14 +16,14 @@ from demo.charts import COLORS, empty_figure, layout
 from demo.fmt import fmt_speedup
 from demo.load import SIDES, LoadResult, LoadSide
 
-_LAYOUT = layout(margin=dict(l=70, r=20, t=60, b=60), height=420,
+_LAYOUT = layout(margin=dict(l=70, r=20, t=90, b=60), height=420,
                  legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0))
 # The slide (load.png): 16:9, both curves side by side, large type (read from the back of a room).
 SLIDE_WIDTH_PX = 1600
 SLIDE_HEIGHT_PX = 900
 CROSSOVER_COLOR = "#ff6b6b"
-PER_USER = ("Per-user decode speed (median user; bars: slowest to fastest)", "per_user_decode_tokens_per_s",
-            "decode tokens/s per user")
+PER_USER = ("Per-user decode speed", "per_user_decode_tokens_per_s", "decode tokens/s per user")
+SUBTITLES = {"per_user_decode_tokens_per_s": "the median user; bars: the slowest to the fastest"}
 TOTAL = ("Total output throughput", "output_tokens_per_s", "output tokens/s, all users")
 X_TITLE = "users (streams at once per server)"
 
@@ -31,7 +31,7 @@ X_TITLE = "users (streams at once per server)"
 def thresholds_label(result: LoadResult) -> str:
     """The crossover's label, naming the verdict's thresholds it was read with."""
     c = result.crossover
-    return (f"crossover: pays ≥ {fmt_speedup(c.gain_worth)} (GAIN_WORTH) up to {c.pays_up_to_users}, "
+    return (f"crossover: pays ≥ {fmt_speedup(c.gain_worth)} (GAIN_WORTH) up to {c.pays_up_to_users},<br>"
             f"loses < {fmt_speedup(c.gain_none)} (GAIN_NONE) from {c.loses_from_users}")
 
 
@@ -53,7 +53,7 @@ def _traces(result: LoadResult, field: str, axes: str = "", legend: bool = True)
                                     arrayminus=[y - lo for lo, y in zip(lows, ys, strict=True)])
             if side == "speculative":  # each step's per-user speedup over its point
                 by_users = {s.users: s.speedup for s in result.steps}
-                extra.update(mode="lines+markers+text", textposition="top center",
+                extra.update(mode="lines+markers+text", textposition="top center", cliponaxis=False,
                              text=[fmt_speedup(by_users.get(u)) or "" for u in xs])
         if axes:
             extra.update(xaxis=f"x{axes}", yaxis=f"y{axes}")
@@ -73,8 +73,9 @@ def _crossover_marks(result: LoadResult, axes: str = "", label: bool = True) -> 
                    fillcolor=CROSSOVER_COLOR, opacity=0.12, line_width=0, layer="below")]
     # a log axis places annotations by log10 (shapes by value)
     mid = math.log10((c.pays_up_to_users * c.loses_from_users) ** 0.5)
+    # at the foot of the band, inside the plot: clear of the title, the legend and the points' labels
     notes = [dict(text=thresholds_label(result) if label else "crossover", showarrow=False, xref=xref, yref=yref,
-                  x=mid, y=1.0, yanchor="bottom", font=dict(color=CROSSOVER_COLOR))]
+                  x=mid, y=0.02, yanchor="bottom", font=dict(color=CROSSOVER_COLOR), bgcolor="rgba(11,15,23,0.75)")]
     return shapes, notes
 
 
@@ -90,7 +91,10 @@ def _curve(result: LoadResult | None, title: str, field: str, y_title: str) -> g
         return empty_figure(title, "n/a: no step measured this figure", _LAYOUT)
     shapes, notes = _crossover_marks(result, label=field == "per_user_decode_tokens_per_s")
     return go.Figure(data=_traces(result, field), layout=dict(
-        _LAYOUT, title=dict(text=title), shapes=shapes, annotations=notes, xaxis=_x_axis(result),
+        # left-aligned: clear of the legend, top right, on a half-width chart
+        _LAYOUT, title=dict(text=title, x=0.01, xanchor="left", subtitle=dict(text=SUBTITLES.get(field, ""))),
+        shapes=shapes, annotations=notes,
+        xaxis=_x_axis(result),
         yaxis=dict(title=dict(text=y_title), rangemode="tozero")))
 
 
@@ -109,7 +113,7 @@ def slide_figure(result: LoadResult) -> go.Figure:
     shapes, notes = _crossover_marks(result)
     shapes2, notes2 = _crossover_marks(result, axes="2", label=False)
     titles = [dict(text=t, showarrow=False, xref=f"x{a} domain", yref="paper", x=0.5, y=1.0, yshift=60,
-                   font=dict(size=20)) for t, a in ((PER_USER[0].split(" (")[0], ""), (TOTAL[0], "2"))]
+                   font=dict(size=20)) for t, a in ((PER_USER[0], ""), (TOTAL[0], "2"))]
     sentence = result.crossover.text or "no step measured yet"
     return go.Figure(data=traces, layout=dict(
         layout(margin=dict(l=80, r=30, t=180, b=80), width=SLIDE_WIDTH_PX, height=SLIDE_HEIGHT_PX,

@@ -69,7 +69,7 @@ def crossover_html(result: LoadResult | None) -> str:
         attrs = 'data-state="idle"'
     else:
         c = result.crossover
-        text = c.text[0].upper() + c.text[1:] + "."
+        text = (f"So far: {c.text}." if _running(result) else c.text[0].upper() + c.text[1:] + ".")
         attrs = (f'data-state="{"final" if not _running(result) else "so-far"}" '
                  f'data-pays-up-to="{c.pays_up_to_users or ""}" data-loses-from="{c.loses_from_users or ""}" '
                  f'data-measured="{",".join(map(str, c.measured_users))}"')
