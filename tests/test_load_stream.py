@@ -203,7 +203,8 @@ def test_the_panel_builds_the_request_of_the_race_tab(tmp_path: Path) -> None:
     assert load.workload == "json_reformat" and wreq.messages
     # a free prompt typed in the Race tab's box
     load, wreq = panel.prepare("1", "simultaneous", 20, "json_reformat", "Count to ten", 0.5, None)
-    assert load.workload == "prompt" and load.temperature == 0.5 and wreq.messages[0].content == "Count to ten"
+    assert load.workload == "prompt" and load.temperature == 0.5
+    assert wreq.messages is not None and wreq.messages[0].content == "Count to ten"
     with pytest.raises(ValueError, match="prompt is empty"):
         panel.prepare("1", "sequential", 20, "json_reformat", "  ", 0.0, None)
     with pytest.raises(ValueError, match="max tokens is empty"):
