@@ -183,7 +183,7 @@ def build(settings: Settings, budget: StreamBudget | None = None, *, preset: gr.
             with gr.Column(scale=1, min_width=280, elem_id="sd-load-controls"):
                 users = gr.Textbox(value=DEFAULT_USERS, label=f"Users per step (1 to {settings.max_users})",
                                    max_lines=1, elem_id="sd-load-users")
-                order = gr.Radio([("Sequential A/B (fair)", "sequential"), ("Simultaneous", "simultaneous")],
+                order = gr.Radio([("Sequential (each server alone)", "sequential"), ("Simultaneous", "simultaneous")],
                                  value="sequential", label="Order", elem_id="sd-load-order")
                 # No minimum/maximum: Gradio would refuse out-of-range input with a passing toast.
                 max_tokens = gr.Number(value=DEFAULT_MAX_TOKENS, precision=0, label="Max tokens per user",
