@@ -31,9 +31,10 @@ from datetime import UTC, datetime
 from typing import Literal
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from demo.client import make_http_client
+from demo.fmt import validation_summary
 from demo.results import SIDES, Api, Order, RaceRequest, Side
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
@@ -145,6 +146,18 @@ def parse_users(text: str, max_users: int) -> list[int]:
         values.append(int(p))
     check_users(values, max_users)
     return sorted(set(values))
+
+
+def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str, repeats: int = 1,
+              warmup: int = 0, slo: Slo | None = None) -> LoadSpec:
+    """The sweep of ``req`` over ``users`` on the settings' servers (the CLI's and the page's);
+    ValueError with a one-line message for what LoadSpec refuses."""
+    try:
+        return LoadSpec(users=users, workload=req.preset or "prompt", max_tokens=req.max_tokens,
+                        temperature=req.temperature, api=req.api, order=order, repeats=repeats, warmup=warmup,
+                        slo=slo, baseline_url=settings.baseline_url, speculative_url=settings.speculative_url)
+    except ValidationError as e:
+        raise ValueError(validation_summary(e)) from e
 
 
 def request_from_race(req: RaceRequest) -> WorkloadRequest:

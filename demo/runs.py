@@ -1,8 +1,14 @@
 """Saved races: one JSON record per race under the runs folder, read back by the Replay tab.
-(The evaluator, ``python -m demo sweep``, measures afresh and does not read them.)"""
+(The evaluator, ``python -m demo sweep``, measures afresh and does not read them.)
+
+A load sweep from the page is saved beside them, a record of kind "load" (demo.load.LoadResult,
+every step's figures) named ``<stamp>-<preset>-load.json``: ``read_load`` reads it back;
+``read_run`` says it is a load sweep, not a race. Records without a kind are races (old ones too).
+"""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -14,12 +20,15 @@ from pydantic import ValidationError
 from demo.errors import BadInput, NotFound
 from demo.files import atomic_write
 from demo.fmt import validation_summary
+from demo.load import LoadResult
 from demo.results import RaceResult
 
 log = logging.getLogger(__name__)
 
 # A saved run's file name, as run_stem writes it ("race": the older name of "simultaneous").
 _STEM = re.compile(r"^(?P<stamp>\d{8}T\d{6})\d*-(?P<preset>.+)-(?P<order>simultaneous|sequential|race)$")
+# A saved load sweep's file name, as load_stem writes it.
+_LOAD_STEM = re.compile(r"^(?P<stamp>\d{8}T\d{6})\d*-(?P<preset>.+)-load$")
 
 
 class StemParts(NamedTuple):
@@ -56,37 +65,82 @@ def save_run(result: RaceResult, runs_dir: Path, max_bytes: int | None = None,
     Raises RunTooLarge, writing nothing, when the record is over ``max_bytes``. Then old runs
     are pruned (prune_runs) when ``keep_count`` or ``keep_days`` is set.
     """
-    record = result.model_dump_json(indent=1)
+    return _write_record(result.model_dump_json(indent=1), runs_dir / f"{run_stem(result)}.json", max_bytes,
+                         keep_count, keep_days)
+
+
+def load_stem(result: LoadResult) -> str:
+    """'20261201T130049396717-json_reformat-load': a saved load sweep's name."""
+    return f"{result.started_at.strftime('%Y%m%dT%H%M%S%f')}-{preset_slug(result.spec.workload)}-load"
+
+
+def load_stem_parts(path: Path) -> tuple[str, str] | None:
+    """(stamp, preset) from a saved load sweep's file name; None for any other name."""
+    m = _LOAD_STEM.match(path.stem)
+    return (m["stamp"], m["preset"]) if m else None
+
+
+def save_load(result: LoadResult, runs_dir: Path, max_bytes: int | None = None,
+              keep_count: int | None = None, keep_days: float | None = None) -> Path:
+    """Write a load sweep's whole record (its spec and every step) beside the races, as save_run does."""
+    return _write_record(result.model_dump_json(indent=1), runs_dir / f"{load_stem(result)}.json", max_bytes,
+                         keep_count, keep_days)
+
+
+def _write_record(record: str, path: Path, max_bytes: int | None, keep_count: int | None,
+                  keep_days: float | None) -> Path:
     size = len(record.encode("utf-8"))
     if max_bytes is not None and size > max_bytes:
         raise RunTooLarge(f"the run's record is {size:,} bytes, over the limit of {max_bytes:,} "
                           "(SPECDEMO_MAX_RUN_FILE_BYTES)")
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    path = runs_dir / f"{run_stem(result)}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, record)  # never a half-written record
-    prune_runs(runs_dir, keep_count, keep_days)
+    prune_runs(path.parent, keep_count, keep_days)
     return path
+
+
+def _read_bytes(path: Path, max_bytes: int | None, limit: str, what: str) -> bytes:
+    if not path.exists():
+        raise NotFound(f"{path}: no such file (saved races are under runs/)")
+    if not path.is_file():
+        raise BadInput(f"{path} is not a file: give one {what} (a .json under runs/)")
+    size = path.stat().st_size
+    if max_bytes is not None and size > max_bytes:
+        raise RunTooLarge(f"{path} is {size / 1e6:.1f} MB, over the {limit} of {max_bytes / 1e6:g} MB")
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise BadInput(f"cannot read {path}: {e.strerror or e}") from e
+
+
+def _is_load_record(raw: bytes) -> bool:
+    try:
+        return bool(json.loads(raw).get("kind") == "load")
+    except (ValueError, AttributeError):
+        return False
 
 
 def read_run(path: Path, max_bytes: int | None = None, limit: str = "limit") -> RaceResult:
     """A saved run, validated (runs saved by older versions load too). NotFound when there is no
     such file; BadInput, one line, when it is not a file, over ``max_bytes`` (checked before it is
-    read; ``limit`` names that limit in the message), unreadable, or not a saved race."""
-    if not path.exists():
-        raise NotFound(f"{path}: no such file (saved races are under runs/)")
-    if not path.is_file():
-        raise BadInput(f"{path} is not a file: give one saved race (a .json under runs/)")
-    size = path.stat().st_size
-    if max_bytes is not None and size > max_bytes:
-        raise RunTooLarge(f"{path} is {size / 1e6:.1f} MB, over the {limit} of {max_bytes / 1e6:g} MB")
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise BadInput(f"cannot read {path}: {e.strerror or e}") from e
+    read; ``limit`` names that limit in the message), unreadable, a load sweep, or not a saved race."""
+    raw = _read_bytes(path, max_bytes, limit, "saved race")
     try:
         return RaceResult.model_validate_json(raw)
     except ValidationError as e:
+        if _is_load_record(raw):
+            raise BadInput(f"{path} is a saved load sweep, not a race: its curves and steps are in the "
+                           "record (python -m demo load --out writes them as a page)") from e
         raise BadInput(f"{path} is not a saved race: {validation_summary(e, count_rest=True)}") from e
+
+
+def read_load(path: Path, max_bytes: int | None = None, limit: str = "limit") -> LoadResult:
+    """A saved load sweep, validated; NotFound or BadInput (one line) as read_run."""
+    raw = _read_bytes(path, max_bytes, limit, "saved load sweep")
+    try:
+        return LoadResult.model_validate_json(raw)
+    except ValidationError as e:
+        raise BadInput(f"{path} is not a saved load sweep: {validation_summary(e, count_rest=True)}") from e
 
 
 def list_runs(runs_dir: Path) -> list[Path]:

@@ -14,7 +14,7 @@ from demo.assets import static_text
 from demo.live.booth import Booth
 from demo.live.session import RaceRegistry
 from demo.settings import Settings
-from demo.ui import booth_view, evaluate_tab, race_tab, replay_tab
+from demo.ui import booth_view, evaluate_tab, load_panel, race_tab, replay_tab
 from demo.ui.theme import CSS, make_theme
 
 log = logging.getLogger(__name__)
@@ -41,13 +41,16 @@ def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Bl
         with gr.Tabs():
             with gr.Tab("Race", id="race"):
                 race = race_tab.build(settings, registry, workload)
+                load = load_panel.build(settings, None, preset=race.preset, prompt=race.prompt,
+                                        temperature=race.temperature, workload=workload)
             with gr.Tab("Evaluate", id="evaluate"):
                 evaluate_tab.build(settings, workload)
             with gr.Tab("Replay", id="replay"):
                 replay_tab.build(settings)
         if settings.booth:  # the show: one per app, watched by every open page
-            booth = Booth(settings, race.presets, visitor_racing=lambda: registry.active() > 0)
-            booth_view.build(page, booth, race, caption, touch)
+            booth = Booth(settings, race.presets, budget=load.budget,
+                          visitor_racing=lambda: registry.active() > 0 or load.registry.active() > 0)
+            booth_view.build(page, booth, race, caption, touch, load)
         else:
             page.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden")
 
