@@ -39,7 +39,7 @@ from demo.settings import Settings
 from demo.sweep.capacity import Slo
 from demo.sweep.crossover import Crossover, find_crossover
 from demo.sweep.models import CellResult, CellSettings, CellStatus, SideCell
-from demo.sweep.runner import _Server, run_cell
+from demo.sweep.runner import StreamObserver, _Server, run_cell
 from demo.workload import WorkloadRequest
 
 # SideCell's reason keys -> LoadSide's field names.
@@ -212,25 +212,31 @@ def finish(result: LoadResult) -> LoadResult:
     return result
 
 
-def _cell_settings(spec: LoadSpec, users: int) -> CellSettings:
+def _cell_settings(spec: LoadSpec, users: int, requests: int = 1) -> CellSettings:
     return CellSettings(preset=spec.workload, kind="preset", temperature=spec.temperature, concurrency=users,
-                        max_tokens=spec.max_tokens, requests=1, api=spec.api, repeats=spec.repeats,
+                        max_tokens=spec.max_tokens, requests=requests, api=spec.api, repeats=spec.repeats,
                         warmup=spec.warmup, order=spec.order, baseline_url=spec.baseline_url,
                         speculative_url=spec.speculative_url)
 
 
-async def run_load(spec: LoadSpec, request: WorkloadRequest, settings: Settings, *,
+async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadRequest], settings: Settings, *,
                    on_step: StepFn | None = None, on_progress: ProgressFn | None = None,
-                   http: httpx.AsyncClient | None = None, result: LoadResult | None = None) -> LoadResult:
-    """Every users count of ``spec``, ascending, each a cell of ``request`` copied ``users`` times,
-    appended to ``result`` (a new one if None) as each ends. A failing server never stops the
-    sweep: its step records the error. Cancelled, the result holds the finished steps (and the
-    one in progress, as ``interrupted``)."""
+                   http: httpx.AsyncClient | None = None, result: LoadResult | None = None,
+                   observe: StreamObserver | None = None) -> LoadResult:
+    """Every users count of ``spec``, ascending, each a cell of ``request`` copied ``users`` times
+    (a list: user i sends request i, wrapping round when it is shorter; longer, every request is
+    sent once, ``users`` at a time, as an evaluator workload cell), appended to
+    ``result`` (a new one if None) as each ends. Every request is sent with the spec's max_tokens
+    and temperature. A failing server never stops the sweep: its step records the error.
+    Cancelled, the result holds the finished steps (and the one in progress, as ``interrupted``).
+    ``observe`` watches every stream of the measured batches (demo.sweep.runner.StreamObserver:
+    the side, the user's index, its meter)."""
     result = result if result is not None else LoadResult(spec=spec)
     urls: dict[Side, str] = {"baseline": spec.baseline_url, "speculative": spec.speculative_url}
     servers = {side: _Server(side, url, settings.endpoint(side).model, http or make_http_client(settings, side))
                for side, url in urls.items()}
-    req = request.model_copy(update={"max_tokens": spec.max_tokens, "temperature": spec.temperature})
+    reqs = [r.model_copy(update={"max_tokens": spec.max_tokens, "temperature": spec.temperature})
+            for r in (request if isinstance(request, list) else [request])]
 
     def progress(label: str, done: bool) -> None:
         if on_progress is not None and not done:
@@ -242,7 +248,8 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest, settings: Settings,
     try:
         for users in spec.users:
             try:
-                cell = await run_cell(_cell_settings(spec, users), [req], servers, settings, progress, interrupted)
+                cell = await run_cell(_cell_settings(spec, users, len(reqs)), reqs, servers, settings, progress,
+                                      interrupted, observe=observe)
             except asyncio.CancelledError:
                 result.interrupted = True
                 finish(result)
