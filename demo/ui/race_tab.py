@@ -21,6 +21,7 @@ import gradio as gr
 
 from demo import charts, view
 from demo.export import export_to_temp
+from demo.live.budget import StreamBudget, Ticket, streams_needed
 from demo.live.frame_stream import race_frames
 from demo.live.frames import result_view
 from demo.live.pane_title import spec_title
@@ -70,6 +71,7 @@ class RaceTab:
 
     settings: Settings
     registry: RaceRegistry
+    budget: StreamBudget  # the page's one budget of streams (demo.ui.app): a race holds its share while it runs
     presets: dict[str, Preset]
     # controls
     preset: gr.Dropdown
@@ -164,6 +166,7 @@ class RaceTab:
         if control is None:  # Start pressed again while this page's race waits or runs
             return
         stream = StreamOutputs(self.live_outputs)
+        ticket: Ticket | None = None
         try:
             if control.stop.is_set():  # Stop was pressed while this race waited in the queue
                 yield {self.run_status: view.run_status_html("stopped", "before it started")}
@@ -176,8 +179,13 @@ class RaceTab:
                 yield {self.run_status: view.run_status_html("error", str(e))}
                 return
             try:
+                ticket = self.budget.ask(streams_needed(1, len(SIDES), req.order))
+            except ValueError as e:  # more than the whole budget: it could never start
+                yield {self.run_status: view.run_status_html("error", str(e))}
+                return
+            try:
                 result: RaceResult | None = None
-                async for frame in race_frames(req, self.settings, control):
+                async for frame in race_frames(req, self.settings, control, ticket):
                     if frame.result is not None:
                         result = frame.result
                     updates = frame_updates(frame, self.live_panes, self.speedup, self.race_plot, self.run_status)
@@ -192,6 +200,8 @@ class RaceTab:
                 log.exception("the race failed")
                 yield {self.run_status: view.run_status_html("error", internal_error_text(e))}
         finally:
+            if ticket is not None:
+                ticket.release()  # the race's pump gives it back too; a second release does nothing
             self.registry.drop(session, control)
 
     async def on_finish(self, rows: list[dict], infos: list[dict], request: gr.Request) -> dict[Any, Any]:
@@ -235,10 +245,12 @@ class RaceTab:
 # ---------------------------------------------------------------- layout
 
 
-def build(settings: Settings, registry: RaceRegistry, workload: gr.State | None = None) -> RaceTab:
+def build(settings: Settings, registry: RaceRegistry, workload: gr.State | None = None,
+          budget: StreamBudget | None = None) -> RaceTab:
     """Lay out the tab inside the current gr.Tab and wire its events. The page loads the
     servers' state with the returned tab's ``on_probe`` (see demo.ui.app). ``workload`` is the
-    page's shared uploaded workload (the Evaluate tab sets it); its requests join the dropdown."""
+    page's shared uploaded workload (the Evaluate tab sets it); its requests join the dropdown.
+    ``budget`` is the page's one budget of streams (its own when none is given)."""
     presets, preset_errors = load_presets(settings.presets_dir)
     # The copy-heavy JSON preset shows the effect best: open on it when it is there.
     first = presets.get("json_reformat") or next(iter(presets.values()), None)
@@ -249,7 +261,8 @@ def build(settings: Settings, registry: RaceRegistry, workload: gr.State | None 
             controls = _controls(presets, first)
         with gr.Column(scale=3):
             area = _race_area(settings)
-    tab = RaceTab(settings=settings, registry=registry, presets=presets, **controls, **area,
+    tab = RaceTab(settings=settings, registry=registry, budget=budget or StreamBudget(settings.stream_budget()),
+                  presets=presets, **controls, **area,
                   **_below_the_fold(), history=gr.State([]), infos=gr.State([]), last_run=gr.State(None),
                   workload=workload if workload is not None else gr.State(None))
     wire(tab)
