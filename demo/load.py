@@ -34,7 +34,9 @@ import httpx
 from pydantic import BaseModel, Field
 
 from demo.client import make_http_client
-from demo.results import SIDES, Api, Order, RaceRequest, Side
+from demo.measure import SideMeter
+from demo.race import compare
+from demo.results import SIDES, Api, Order, RaceRequest, RaceResult, Side, SideResult
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
 from demo.sweep.crossover import Crossover, find_crossover
@@ -120,6 +122,57 @@ class LoadResult(BaseModel):
     crossover: Crossover = Field(default_factory=Crossover)
     # With a latency target: per side, the most users measured at which it is met (None: at none).
     slo_users: dict[str, int | None] = Field(default_factory=dict)
+
+
+class UsersRace(BaseModel):
+    """A race of N users per side (the Race tab's Users, ``race --users N``), as it is saved
+    (demo/runs.py), replayed and exported: user 1's race (both sides' answers with their events:
+    the panes, the replay) and the step (every user's figures: the per-user speedup, the
+    throughput ratio, the tiles). ``race.speedup`` is user 1's own; the headline is ``step``'s."""
+
+    kind: Literal["users"] = "users"
+    users: int = Field(ge=2)
+    race: RaceResult
+    step: LoadStep
+
+    @property
+    def order(self) -> Order:
+        return self.race.order
+
+    @property
+    def started_at(self) -> datetime:
+        return self.race.started_at
+
+    @property
+    def preset(self) -> str | None:
+        return self.race.preset
+
+
+class FirstUsers:
+    """A StreamObserver keeping each side's user-1 meter: its answer, with events, for the record."""
+
+    def __init__(self) -> None:
+        self.meters: dict[Side, SideMeter] = {}
+
+    def __call__(self, side: Side, index: int, meter: SideMeter) -> None:
+        if index == 0:
+            self.meters[side] = meter
+
+
+def users_race(req: RaceRequest, step: LoadStep, first: dict[Side, SideMeter], settings: Settings,
+               cancelled: bool = False) -> UsersRace:
+    """The record of an N-user race: user 1's answers (a side that never sent it fails with the
+    step's error for that side) and the step."""
+    def side_result(side: Side) -> SideResult:
+        meter = first.get(side)
+        if meter is not None:
+            return meter.result()
+        sided: LoadSide = getattr(step, side)
+        why = sided.errors[0] if sided.errors else ("stopped before it started" if cancelled else "not sent")
+        return SideResult(side=side, url=settings.endpoint(side).url, error=why)
+
+    return UsersRace(users=step.users, step=step,
+                     race=compare(req, side_result("baseline"), side_result("speculative"), cancelled=cancelled))
 
 
 StepFn = Callable[[LoadStep], None]

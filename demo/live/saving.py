@@ -1,5 +1,5 @@
-"""Saving a finished race from the page (when the settings say so): a failure to save is
-logged and noted on the status line, never fatal on stage.
+"""Saving a finished race (one user, or N users: demo.load.UsersRace) from the page, when the
+settings say so: a failure to save is logged and noted on the status line, never fatal on stage.
 """
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ import asyncio
 import logging
 from typing import NamedTuple
 
-from demo.results import RaceResult
-from demo.runs import RunTooLarge, save_run
+from demo.runs import Run, RunTooLarge, save_run
 from demo.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -22,7 +21,7 @@ class Saved(NamedTuple):
     note: str | None = None
 
 
-async def save(result: RaceResult, settings: Settings) -> Saved:
+async def save(result: Run, settings: Settings) -> Saved:
     """Save the run when settings say so; a failure to save is logged, never fatal on stage."""
     if not settings.save_runs:
         return Saved()

@@ -94,7 +94,7 @@ def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: 
     second, also in the visitor's turn) and the race area (which changes only with the show's
     races). Every yield sets every output of its stream (demo.ui.outputs), and the caption's
     countdown never touches the panes a visitor's race is drawing on."""
-    outputs = [race.banner, race.badge, race.mode_label, *race.live_outputs]
+    outputs = [race.banner, race.badge, race.order_label, *race.live_outputs]
     panes = race.live_panes
 
     async def watch() -> AsyncIterator[Any]:
@@ -111,7 +111,7 @@ def wire(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: 
                     if update.frame is not None:
                         values.update(frame_updates(update.frame, panes, race.speedup, race.race_plot, race.run_status))
                     if first:
-                        values[race.mode_label] = view.order_html("simultaneous")
+                        values[race.order_label] = view.order_html("simultaneous")
                         first = False
                     yield stream.values(values)
                 except Exception:  # a bug must not end this page's show: log it, keep watching

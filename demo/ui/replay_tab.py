@@ -1,6 +1,9 @@
 """The "Replay" tab: a saved race played back side by side at its real timing, with its
 figures, clearly labelled as a recording (stage insurance when a server or the network fails).
 
+An N-user race (demo.load.UsersRace) replays user 1's answers; its end shows the step's
+figures: the per-user speedup and throughput ratio ("N users") and each side's step tiles.
+
 The playback (demo.replay) feeds the saved events through the live race's SideMeter, so the
 panes and charts are drawn by the same code (demo.view, demo.charts through
 demo.live.frames.throttled_frames). The final frame shows the figures saved with the run.
@@ -17,9 +20,10 @@ from demo import charts, view
 from demo.errors import DemoError
 from demo.export import export_to_temp, run_for_export
 from demo.live.frames import result_view, throttled_frames
+from demo.load import UsersRace
 from demo.replay import replay_snapshots, run_label
 from demo.results import SIDES
-from demo.runs import list_runs, read_run
+from demo.runs import list_runs, race_of, read_record
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
 
@@ -57,7 +61,7 @@ def build(settings: Settings) -> None:
     with gr.Row(equal_height=True):
         speedup = gr.HTML(view.speedup_html(None), elem_id="sd-replay-speedup", min_width=260)
         with gr.Column(scale=3, min_width=300):
-            mode_box = gr.HTML("", elem_id="sd-replay-mode")
+            order_box = gr.HTML("", elem_id="sd-replay-mode")
             status = gr.HTML("", elem_id="sd-replay-status")
         badge = gr.HTML(view.identical_badge_html(None), elem_id="sd-replay-badge", min_width=220)
     panes: dict[str, tuple[Any, Any, Any]] = {}
@@ -74,7 +78,7 @@ def build(settings: Settings) -> None:
         acc_plot = gr.Plot(charts.acceptance_figure(None), label="Acceptance by position", elem_id="sd-replay-acc")
         chunk_plot = gr.Plot(charts.chunk_figure(None), label="Tokens per chunk", elem_id="sd-replay-chunk")
 
-    outputs = [banner, speedup, mode_box, status, badge, race_plot, acc_plot, chunk_plot,
+    outputs = [banner, speedup, order_box, status, badge, race_plot, acc_plot, chunk_plot,
                *[c for side in panes.values() for c in side]]
 
     async def on_play(path: str | None):
@@ -83,22 +87,28 @@ def build(settings: Settings) -> None:
                                                 f"{settings.runs_dir})")}
             return
         try:
-            result = read_run(Path(path))
+            run = read_record(Path(path))
         except DemoError as e:
             yield {status: view.run_status_html("error", f"cannot play it: {e}")}
             return
+        result = race_of(run)  # an N-user race plays user 1
+        users = run if isinstance(run, UsersRace) else None
         # Every frame sets every output (see demo.ui.outputs): the first frame all of them.
         stream = StreamOutputs(outputs)
         start_view = result_view(None)
-        yield stream.values({banner: view.recording_banner_html(result), mode_box: view.order_html(result.order),
+        note = f"{users.users} users: user 1's answers, then the step's figures" if users else None
+        yield stream.values({banner: view.recording_banner_html(result, note), order_box: view.order_html(result.order),
                              status: view.run_status_html("running", "playing the recording"),
                              badge: start_view.badge, acc_plot: start_view.acceptance_figure,
                              chunk_plot: start_view.chunk_figure})
         async for frame in throttled_frames(replay_snapshots(result)):
             yield stream.values(frame_updates(frame, panes, speedup, race_plot))
         end_view = result_view(result)
+        step_figures: dict[Any, Any] = {} if users is None else {
+            speedup: view.users_speedup_html(users.users, users.step, running=False),
+            **{panes[side][1]: view.users_step_html(side, users) for side in SIDES}}
         yield stream.values({badge: end_view.badge, acc_plot: end_view.acceptance_figure,
-                             chunk_plot: end_view.chunk_figure,
+                             chunk_plot: end_view.chunk_figure, **step_figures,
                              status: view.run_status_html("done", "end of the recording (figures as saved)")})
 
     event = play.click(on_play, inputs=[run_dd], outputs=outputs, show_progress="hidden")

@@ -86,6 +86,15 @@ footer { display: none !important; }
 .sd-tile-note { font-size: 12px; color: #94a3b8; overflow-wrap: anywhere; display: -webkit-box;
   -webkit-line-clamp: 2; -webkit-box-orient: vertical; overflow: hidden; }
 .sd-side-status { font-size: 14px; color: #c9d1dd; }
+/* An N-user race: one small bar per user (tokens so far out of max tokens), then the step's tiles. */
+.sd-users { margin-bottom: 4px; }
+.sd-users-label, .sd-users-step, .sd-speedup-ratio { font-size: 13px; color: #c9d1dd; }
+.sd-users-bars { display: grid; grid-template-columns: repeat(auto-fill, minmax(14px, 1fr)); gap: 2px; }
+.sd-u { display: block; height: 10px; border-radius: 2px;
+  background: linear-gradient(90deg, #60a5fa var(--p), #1a2233 var(--p)); border: 1px solid #2a3446; }
+.sd-u-done { background: #4ade80; }
+.sd-u-error { background: #f87171; }
+.sd-u-cancelled { background: linear-gradient(90deg, #94a3b8 var(--p), #1a2233 var(--p)); }
 .sd-status-quiet { color: #ffd37a; font-weight: 700; }
 .sd-side-error { font-size: 15px; background: #7f1d1d; color: #fff; padding: 4px 8px; border-radius: 6px; }
 /* column-reverse keeps the view pinned to the newest text while it streams */
