@@ -427,7 +427,6 @@ def run_status_html(state: str, detail: str = "", text: str | None = None) -> st
 
 class HistoryRow(BaseModel):
     started_at: str
-    users: int = 1
     preset: str
     order: str
     temperature: float
@@ -438,6 +437,7 @@ class HistoryRow(BaseModel):
     mean_acceptance_length: float | None
     identical: str
     status: str
+    users: int = 1  # an N-user race: its figures are the step's (per-user decode tokens/s, per-user speedup)
 
 
 HISTORY_HEADERS = ["time (UTC)", "preset", "order", "T", "baseline tok/s", "speculative tok/s",

@@ -20,6 +20,7 @@ import pytest
 from demo.cli import main
 from demo.export import export_html
 from demo.live.budget import StreamBudget
+from demo.live.frame_stream import race_frames
 from demo.live.frames import Frame
 from demo.live.session import RaceControl, RaceRegistry
 from demo.live.users import USERS_FRAME_INTERVAL_S, users_frames, users_from_input, users_requests
@@ -309,3 +310,23 @@ def test_a_closed_tab_while_waiting_gives_its_place_back() -> None:
             await gen.__anext__()
 
     asyncio.run(main_())
+
+
+@pytest.mark.asyncio
+async def test_a_one_user_race_waits_for_the_budget_says_so_then_runs() -> None:
+    with Standin.pair(StandinBehavior(tokens_per_s=300, ttft_s=0.01),
+                      StandinBehavior(tokens_per_s=600, ttft_s=0.01, speculative=True)) as (b, s):
+        budget = StreamBudget(2)
+        held = budget.ask(2)  # another viewer's race
+        req = RaceRequest(messages=HELLO, max_tokens=20)
+        gen = race_frames(req, settings_for(b, s), RaceControl(), budget.ask(2))
+        frames = [await gen.__anext__()]
+        while len([f for f in frames if f.run_status and "waiting for 2 streams" in f.run_status]) < 2:
+            frames.append(await gen.__anext__())  # said again every second while it waits
+        assert b.started == s.started == 0  # nothing sent while it waits
+        held.release()
+        frames += [f async for f in gen]
+    results = [f.result for f in frames if f.result is not None]
+    assert len(results) == 1 and results[0].speculative.completion_tokens == 20
+    assert any(f.run_status and 'data-state="running"' in f.run_status for f in frames)
+    assert budget.in_use == 0 and budget.waiting == 0
