@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field
 from demo.client import make_http_client
 from demo.measure import SideMeter
 from demo.race import compare
-from demo.results import SIDES, Api, Order, RaceRequest, RaceResult, Side, SideResult
+from demo.results import SIDES, Api, Order, RaceRequest, RaceResult, Side, SideResult, StreamProgress
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
 from demo.sweep.crossover import Crossover, find_crossover
@@ -148,15 +148,35 @@ class UsersRace(BaseModel):
         return self.race.preset
 
 
-class FirstUsers:
-    """A StreamObserver keeping each side's user-1 meter: its answer, with events, for the record."""
+class StreamWatch:
+    """A StreamObserver (demo.sweep.runner) keeping each side's meters of the first ``users``
+    users: the live page's strip and user 1's text (demo.live.users), a saved race's user 1
+    (``race --users``). Marks itself ``changed`` on every event and does nothing else there: a
+    viewer reads the meters when it draws, and clears ``changed``."""
 
-    def __init__(self) -> None:
-        self.meters: dict[Side, SideMeter] = {}
+    def __init__(self, users: int = 1) -> None:
+        self.meters: dict[Side, list[SideMeter | None]] = {}
+        self.changed = False
+        self.reset(users)
+
+    def reset(self, users: int) -> None:
+        """Watch ``users`` users afresh (a load sweep's next step)."""
+        self.meters = {side: [None] * users for side in SIDES}
+        self.changed = False
 
     def __call__(self, side: Side, index: int, meter: SideMeter) -> None:
-        if index == 0:
-            self.meters[side] = meter
+        row = self.meters[side]
+        if index < len(row):
+            row[index] = meter
+        self.changed = True
+
+    def first(self) -> dict[Side, SideMeter]:
+        """User 1's meter per side (a side whose user 1 never started is left out)."""
+        return {side: m for side in SIDES if (m := self.meters[side][0]) is not None}
+
+    def progress(self, side: Side) -> list[StreamProgress | None]:
+        """Every watched user's tokens so far and status (None: not started)."""
+        return [m.progress() if m is not None else None for m in self.meters[side]]
 
 
 def users_race(req: RaceRequest, step: LoadStep, first: dict[Side, SideMeter], settings: Settings,

@@ -18,11 +18,11 @@ from demo.files import atomic_write
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
 from demo.load import (
     SIDES,
-    FirstUsers,
     LoadResult,
     LoadSide,
     LoadSpec,
     LoadStep,
+    StreamWatch,
     finish,
     parse_users,
     request_from_race,
@@ -92,7 +92,7 @@ def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str
 
 
 def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, result: LoadResult | None = None,
-        out: Path | None = None, observe: FirstUsers | None = None) -> LoadResult:
+        out: Path | None = None, observe: StreamWatch | None = None) -> LoadResult:
     """The sweep, with progress on stderr; ``out``: its files rewritten after every step;
     ``observe``: watches the streams (user 1's answers, for a saved race)."""
     def say(label: str) -> None:
@@ -250,10 +250,10 @@ def cmd_load(args: argparse.Namespace) -> int:
 def cmd_race_users(args: argparse.Namespace, settings: Settings, users: int, req: RaceRequest) -> int:
     """``race --users N`` (N > 1): N copies of the prompt per side at once, through the load engine."""
     spec = make_spec(settings, req, [users], req.order, warmup=1 if req.warmup else 0)
-    first = FirstUsers()  # user 1's answers on each side, with their events: the saved race replays them
-    result = run(spec, req, settings, progress=False, observe=first)
+    watch = StreamWatch(1)  # user 1's answers on each side, with their events: the saved race replays them
+    result = run(spec, req, settings, progress=False, observe=watch)
     if result.steps and settings.save_runs and not args.no_save:
-        record = users_race(req, result.steps[0], first.meters, settings)
+        record = users_race(req, result.steps[0], watch.first(), settings)
         try:
             save_run(record, settings.runs_dir, settings.max_run_file_bytes, settings.runs_keep_count,
                      settings.runs_keep_days)

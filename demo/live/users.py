@@ -7,10 +7,11 @@ meter through the engine's observer hook), its tiles hold a strip of every user'
 figures (demo.view.users_tiles). The headline is the per-user decode speedup and the
 throughput ratio, labelled "N users", from the step: pending while it runs, never a live guess.
 
-The page redraws at most every USERS_FRAME_INTERVAL_S: the observer only marks the race
-changed (it runs on every event of every stream), and a frame reads the meters when it is
-drawn. Stop cancels the step: every stream on both sides closes (the engine's own
-cancellation), and the record keeps what was measured, as ``cancelled``.
+The page redraws at most every USERS_FRAME_INTERVAL_S: the engine's observer
+(demo.load.StreamWatch) only keeps each user's meter and marks the race changed (it runs on
+every event of every stream), and a frame reads the meters when it is drawn. Stop cancels
+the step: every stream on both sides closes (the engine's own cancellation), and the record
+keeps what was measured, as ``cancelled``.
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ from demo.live.budget import Ticket
 from demo.live.frame_stream import RaceFrames
 from demo.live.frames import Frame
 from demo.live.session import RaceControl
-from demo.load import LoadResult, LoadSpec, LoadStep, UsersRace, request_from_race, run_load, users_race
-from demo.measure import SideMeter
-from demo.results import SIDES, RaceRequest, RaceSnapshot, Side, SideSnapshot
+from demo.load import LoadResult, LoadSpec, LoadStep, StreamWatch, UsersRace, request_from_race, run_load, users_race
+from demo.results import SIDES, RaceRequest, RaceSnapshot, SideSnapshot
 from demo.settings import Settings
 from demo.workload import Workload, WorkloadRequest
 
@@ -85,19 +85,12 @@ class UsersFrames(RaceFrames):
         super().__init__(req, settings, control, ticket)
         self.users = users
         self.requests = requests
-        self.meters: dict[Side, list[SideMeter | None]] = {side: [None] * users for side in SIDES}
-        self.dirty = False
+        self.watch = StreamWatch(users)  # the engine's observer: every user's meter, per side
         self.step: LoadStep | None = None
         self.record: UsersRace | None = None
 
     def running_status(self) -> str:
         return view.run_status_html("running", f"{self.users} users · {view.ORDER_LABELS[self.req.order]}")
-
-    def _observe(self, side: Side, index: int, meter: SideMeter) -> None:
-        # On every event of every stream: keep it to two assignments.
-        if index < self.users:
-            self.meters[side][index] = meter
-        self.dirty = True
 
     def _spec(self) -> LoadSpec:
         return LoadSpec(users=[self.users], workload=self.req.preset or "prompt", max_tokens=self.req.max_tokens,
@@ -106,14 +99,14 @@ class UsersFrames(RaceFrames):
 
     def _snapshot(self) -> RaceSnapshot:
         """User 1 of each side as a race snapshot: the pane's text, status and the race chart."""
-        sides = {side: (m.snapshot() if (m := self.meters[side][0]) is not None else SideSnapshot(side=side))
-                 for side in SIDES}
+        first = self.watch.first()
+        sides = {side: first[side].snapshot() if side in first else SideSnapshot(side=side) for side in SIDES}
         return RaceSnapshot(order=self.req.order, baseline=sides["baseline"], speculative=sides["speculative"])
 
     async def _run(self) -> None:
         result = LoadResult(spec=self._spec())
         run = asyncio.create_task(run_load(result.spec, self.requests, self.settings, result=result,
-                                           observe=self._observe))
+                                           observe=self.watch))
         stop = asyncio.ensure_future(self.control.stop.wait())
         cancelled = False
         try:
@@ -125,8 +118,8 @@ class UsersFrames(RaceFrames):
                     run.cancel()
                     await asyncio.gather(run, return_exceptions=True)
                     break
-                if self.dirty and not run.done():
-                    self.dirty = False
+                if self.watch.changed and not run.done():
+                    self.watch.changed = False
                     self.latest = self._snapshot()
                     self.changed.set()
                     await asyncio.sleep(USERS_FRAME_INTERVAL_S)  # at most ten frames a second
@@ -140,8 +133,7 @@ class UsersFrames(RaceFrames):
         self.step = result.steps[0] if result.steps else None
         if self.step is None:
             return  # stopped before the engine recorded anything: the end frame says "stopped"
-        first = {side: m for side in SIDES if (m := self.meters[side][0]) is not None}
-        self.record = users_race(self.req, self.step, first, self.settings, cancelled=cancelled)
+        self.record = users_race(self.req, self.step, self.watch.first(), self.settings, cancelled=cancelled)
         final = self._snapshot()
         self.latest = final.model_copy(update={"result": self.record.race})
         self.changed.set()
@@ -155,7 +147,7 @@ class UsersFrames(RaceFrames):
             pane = getattr(frame, side)
             if pane is None:
                 continue
-            progress = [m.progress() if m is not None else None for m in self.meters[side]]
+            progress = self.watch.progress(side)
             figures = getattr(step, side) if step is not None else None
             pane.tiles_html = (view.users_strip_html(side, progress, self.req.max_tokens)
                                + view.tiles_html(side, view.users_tiles(figures)))
