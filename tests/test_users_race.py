@@ -32,6 +32,7 @@ from demo.runs import list_runs, read_record, read_run
 from demo.settings import Settings
 from demo.ui.app import build_app
 from demo.workload import Workload, WorkloadRequest
+from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
 from tests.test_legacy_records import LEGACY_RUN
 from tests.test_load_sweep import BASE, MAX_TOKENS, SPEC, truth_speedups
@@ -330,3 +331,19 @@ async def test_a_one_user_race_waits_for_the_budget_says_so_then_runs() -> None:
     assert len(results) == 1 and results[0].speculative.completion_tokens == 20
     assert any(f.run_status and 'data-state="running"' in f.run_status for f in frames)
     assert budget.in_use == 0 and budget.waiting == 0
+
+
+@pytest.mark.asyncio
+async def test_a_dead_server_fails_its_side_and_the_other_finishes() -> None:
+    with Standin(StandinBehavior(tokens_per_s=300, ttft_s=0.01)) as base:
+        settings = Settings(baseline_url=base.url, speculative_url=f"http://127.0.0.1:{free_port()}",
+                            save_runs=False, read_timeout_s=5, probe_timeout_s=1)
+        frames = await drain(users_frames(RaceRequest(messages=HELLO, max_tokens=20), 3, settings, RaceControl()))
+    record = the_record(frames)
+    assert record.step.baseline.ok_users == 3 and record.step.speculative.ok_users == 0
+    assert record.step.speculative.errors and record.race.speculative.error
+    assert record.step.speedup is None and record.step.na_reasons["speedup"]
+    last = frames[-1]
+    assert last.speculative is not None and "failed" in last.speculative.status_html
+    assert last.speculative.tiles_html.count('data-status="error"') == 3
+    assert last.speedup is not None and 'data-state="na"' in last.speedup

@@ -26,7 +26,7 @@ from demo.live.frame_stream import RaceFrames
 from demo.live.frames import Frame
 from demo.live.session import RaceControl
 from demo.load import LoadResult, LoadSpec, LoadStep, StreamWatch, UsersRace, request_from_race, run_load, users_race
-from demo.results import SIDES, RaceRequest, RaceSnapshot, SideSnapshot
+from demo.results import SIDES, RaceRequest, RaceSnapshot, SideSnapshot, StreamProgress
 from demo.settings import Settings
 from demo.workload import Workload, WorkloadRequest
 
@@ -135,6 +135,11 @@ class UsersFrames(RaceFrames):
             return  # stopped before the engine recorded anything: the end frame says "stopped"
         self.record = users_race(self.req, self.step, self.watch.first(), self.settings, cancelled=cancelled)
         final = self._snapshot()
+        for side in SIDES:  # a side whose user 1 never started (its server down): its error, not "waiting"
+            if side not in self.watch.first():
+                saved = getattr(self.record.race, side)
+                setattr(final, side, SideSnapshot(side=side, status="cancelled" if cancelled else "error",
+                                                  error=saved.error))
         self.latest = final.model_copy(update={"result": self.record.race})
         self.changed.set()
 
@@ -149,6 +154,9 @@ class UsersFrames(RaceFrames):
                 continue
             progress = self.watch.progress(side)
             figures = getattr(step, side) if step is not None else None
+            if final:  # a user that never started ends as its side did
+                never = StreamProgress(status="error" if figures is not None and figures.errors else "cancelled")
+                progress = [p or never for p in progress]
             pane.tiles_html = (view.users_strip_html(side, progress, self.req.max_tokens)
                                + view.tiles_html(side, view.users_tiles(figures)))
         if final:
