@@ -226,7 +226,7 @@ async def test_two_viewers_at_the_most_users_never_exceed_the_budget(tmp_path: P
         # Bad input: one line in the status, nothing sent.
         before = b.started
         for bad, says in ((0, "not 0"), (-1, "not -1"), (10**6, "not 1000000"), (2.5, "not 2.5"),
-                          ("lots", "'lots'")):
+                          ("lots", "lots")):
             lines = statuses(await race_events(race.fn, "bad", bad), race)
             assert len(lines) == 1 and 'data-state="error"' in lines[0] and "Users must be a whole number" in lines[0]
             assert says in lines[0]

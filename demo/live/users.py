@@ -67,7 +67,7 @@ def users_requests(req: RaceRequest, users: int, workload: Workload | None = Non
         return [mine] * users
     start = ids.index(rid)
     ordered = workload.requests[start:] + workload.requests[:start]
-    return [mine, *(ordered[i % len(ordered)] for i in range(1, users))]
+    return [ordered[i % len(ordered)] for i in range(users)]  # the race's max tokens and T apply to all
 
 
 def users_frames(req: RaceRequest, users: int, settings: Settings, control: RaceControl,
