@@ -113,7 +113,7 @@ def test_bad_users_is_one_line_on_the_page(page, app, servers, bad: str) -> None
     page.press("#sd-users input", "Tab")
     start(page)
     assert wait_finished(page, 15_000, app) == "error"
-    status = page.inner_text("#sd-run-status")
+    status = page.inner_text("#sd-run-status .sd-run-status")
     assert f"Users must be a whole number from 1 to {MAX_USERS}" in status and "\n" not in status.strip()
     assert servers[0].started == started  # nothing was sent
     assert page.console_errors == []
