@@ -347,3 +347,35 @@ async def test_a_dead_server_fails_its_side_and_the_other_finishes() -> None:
     assert last.speculative is not None and "failed" in last.speculative.status_html
     assert last.speculative.tiles_html.count('data-status="error"') == 3
     assert last.speedup is not None and 'data-state="na"' in last.speedup
+
+
+@pytest.mark.asyncio
+async def test_an_evaluate_sweep_holds_its_streams_in_the_same_budget() -> None:
+    with Standin.pair(StandinBehavior(tokens_per_s=400, ttft_s=0.01),
+                      StandinBehavior(tokens_per_s=800, ttft_s=0.01, speculative=True)) as (b, s):
+        settings = settings_for(b, s)
+        budget = StreamBudget(4)
+        fns = {f.name: f for f in build_app(settings, RaceRegistry(), budget).fns.values()}
+        run = fns["on_run"].fn
+        assert run is not None
+        said: list[str] = []
+
+        def progress(_fraction: float, desc: str = "") -> None:
+            said.append(desc)
+
+        async def sweep(conc: str) -> tuple[Any, ...]:
+            return await run(["json_reformat"], conc, "", 1, 0, 8, None, 0, 0, 0, 0, 0, False, progress=progress)
+
+        # Over the whole budget: one line, nothing sent.
+        out = await sweep("1,8")
+        assert "Concurrency 8 needs 8 streams at once" in out[0] and "budget of 4" in out[0] and b.started == 0
+        held = budget.ask(4)  # a viewer's race holds every stream
+        task = asyncio.create_task(sweep("2"))
+        async with asyncio.timeout(10):
+            while not any("waiting for 2 streams" in d for d in said):
+                await asyncio.sleep(0.05)
+        assert b.started == s.started == 0  # the sweep waits, sending nothing
+        held.release()
+        out = await task
+        assert 'data-state="done"' in out[0], out[0]
+        assert b.started == s.started == 2 and budget.in_use == 0
