@@ -136,33 +136,38 @@ def users_tiles(figures: LoadSide | None) -> list[Tile]:
 
     def tile(key: TileKey, label: str, value: float | int | None, text: str | None, note: str | None = None) -> Tile:
         reason = figures.na_reasons.get(key) if figures is not None else None
+        # Pending, only the first tile says until when (the headline says it too).
+        first = key == "per_user_decode_tokens_per_s"
         return _tile(key, label, "", value, text, pending=pending, reason=reason,
-                     note=STEP_PENDING if pending else note)
+                     note=(STEP_PENDING if first else None) if pending else note)
 
     f = figures or LoadSide(side="baseline", users=0)
     lo, hi = f.per_user_decode_tokens_per_s_min, f.per_user_decode_tokens_per_s_max
-    spread = f"min {fmt_rate(lo)} - max {fmt_rate(hi)}" if lo is not None and hi is not None else None
+    spread = f"{fmt_rate(lo)}-{fmt_rate(hi)} (min-max)" if lo is not None and hi is not None else None
     queue = f.num_requests_waiting_peak
     return [
         tile("per_user_decode_tokens_per_s", "per-user tok/s", f.per_user_decode_tokens_per_s,
              fmt_rate(f.per_user_decode_tokens_per_s), spread or "median over users"),
-        tile("output_tokens_per_s", "total tok/s", f.output_tokens_per_s, fmt_rate(f.output_tokens_per_s),
-             "every user's tokens / the batch's time"),
-        tile("ttft_p95_s", "first token p95", f.ttft_p95_s, fmt_seconds(f.ttft_p95_s)),
-        tile("itl_p95_s", "inter-token p95", f.itl_p95_s, fmt_seconds(f.itl_p95_s)),
-        tile("num_requests_waiting_peak", "queue peak", queue, None if queue is None else f"{queue:.0f}",
-             "requests waiting at the server"),
-        tile("kv_cache_usage_peak_perc", "KV cache peak", f.kv_cache_usage_peak_perc,
+        tile("output_tokens_per_s", "total tok/s", f.output_tokens_per_s, fmt_rate(f.output_tokens_per_s)),
+        tile("ttft_p95_s", "TTFT p95", f.ttft_p95_s, fmt_seconds(f.ttft_p95_s)),
+        tile("itl_p95_s", "ITL p95", f.itl_p95_s, fmt_seconds(f.itl_p95_s)),
+        tile("num_requests_waiting_peak", "queue peak", queue, None if queue is None else f"{queue:.0f}"),
+        tile("kv_cache_usage_peak_perc", "KV peak", f.kv_cache_usage_peak_perc,
              fmt_percent(f.kv_cache_usage_peak_perc)),
         tile("num_preemptions", "preemptions", f.num_preemptions, fmt_int(f.num_preemptions)),
     ]
+
+
+def users_tiles_html(side: Side, figures: LoadSide | None) -> str:
+    """users_tiles as markup, in the compact grid of an N-user pane."""
+    return f'<div class="sd-users-tiles">{tiles_html(side, users_tiles(figures))}</div>'
 
 
 def users_step_html(side: Side, run: UsersRace) -> str:
     """A saved N-user race's step figures for one side (replay, export): every user's, under a
     label saying the text is user 1's."""
     return (f'<div class="sd-users-step" data-users="{run.users}">{run.users} users: the step\'s figures '
-            "(the text is user 1's)</div>" + tiles_html(side, users_tiles(getattr(run.step, side))))
+            "(the text is user 1's)</div>" + users_tiles_html(side, getattr(run.step, side)))
 
 
 def users_strip_html(side: Side, users: list[StreamProgress | None], max_tokens: int) -> str:

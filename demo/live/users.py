@@ -158,7 +158,7 @@ class UsersFrames(RaceFrames):
                 never = StreamProgress(status="error" if figures is not None and figures.errors else "cancelled")
                 progress = [p or never for p in progress]
             pane.tiles_html = (view.users_strip_html(side, progress, self.req.max_tokens)
-                               + view.tiles_html(side, view.users_tiles(figures)))
+                               + view.users_tiles_html(side, figures))
         if final:
             frame.users = self.record
         return frame

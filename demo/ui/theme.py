@@ -89,11 +89,16 @@ footer { display: none !important; }
 /* An N-user race: one small bar per user (tokens so far out of max tokens), then the step's tiles. */
 .sd-users { margin-bottom: 4px; }
 .sd-users-label, .sd-users-step, .sd-speedup-ratio { font-size: 13px; color: #c9d1dd; }
-.sd-users-bars { display: grid; grid-template-columns: repeat(auto-fill, minmax(14px, 1fr)); gap: 2px; }
-.sd-u { display: block; height: 10px; border-radius: 2px;
+.sd-users-bars { display: flex; gap: 2px; }
+.sd-u { display: block; flex: 1 1 0; min-width: 3px; height: 12px; border-radius: 2px;
   background: linear-gradient(90deg, #60a5fa var(--p), #1a2233 var(--p)); border: 1px solid #2a3446; }
 .sd-u-done { background: #4ade80; }
 .sd-u-error { background: #f87171; }
+/* The step's seven tiles, compact: the pane's text must stay on the one screen. */
+.sd-users-tiles .sd-tiles { grid-template-columns: repeat(4, minmax(0, 1fr)); gap: 4px; }
+.sd-users-tiles .sd-tile-label { font-size: 11px; }
+.sd-users-tiles .sd-tile-value { font-size: 20px; }
+.sd-users-tiles .sd-tile-note { font-size: 11px; -webkit-line-clamp: 1; }
 .sd-u-cancelled { background: linear-gradient(90deg, #94a3b8 var(--p), #1a2233 var(--p)); }
 .sd-status-quiet { color: #ffd37a; font-weight: 700; }
 .sd-side-error { font-size: 15px; background: #7f1d1d; color: #fff; padding: 4px 8px; border-radius: 6px; }
