@@ -287,6 +287,10 @@ def test_race_users_from_the_command_line_is_saved(tmp_path: Path, capsys: pytes
     record = read_record(path)
     assert isinstance(record, UsersRace) and record.step.speedup == out["speedup"]
     assert record.race.baseline.completion_tokens == 20 and record.race.baseline.events
+    # python -m demo export carries the N users.
+    assert main(["export", str(path), "--out", str(tmp_path)]) == 0
+    (page,) = tmp_path.glob("*-3users.html")
+    assert 'data-users="3"' in page.read_text() and "per-user decode speedup · 3 users" in page.read_text()
 
 
 def test_a_closed_tab_while_waiting_gives_its_place_back() -> None:

@@ -102,6 +102,21 @@ def test_four_users_draw_live_then_the_steps_figures(page, app, servers) -> None
     assert isinstance(record, UsersRace) and record.users == 4
     shown = float(head.get_attribute("data-value") or "nan")
     assert shown == record.step.speedup
+    # The Replay tab plays user 1, then shows the step's figures.
+    page.get_by_role("tab", name="Replay").click()
+    page.click("#sd-replay-refresh")
+    page.click("#sd-replay-run input")
+    page.get_by_role("option", name="4 users").first.click()
+    page.click("#sd-replay-play")
+    page.wait_for_selector('#sd-replay-status [data-state="done"]', timeout=30_000)
+    assert page.inner_text("#sd-replay-text-baseline .sd-text").strip() == record.race.baseline.text.strip()
+    replayed = page.locator("#sd-replay-speedup .sd-speedup")
+    assert replayed.get_attribute("data-users") == "4" and float(replayed.get_attribute("data-value") or "nan") \
+        == record.step.speedup
+    assert page.get_attribute('#sd-replay-tiles-speculative .sd-tile[data-key="output_tokens_per_s"]',
+                              "data-value") == repr(record.step.speculative.output_tokens_per_s)
+    assert "4 users" in page.inner_text("#sd-replay-banner")
+    screenshot(page, "users-4-replayed")
     assert page.console_errors == []
 
 
