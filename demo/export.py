@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from demo import view
+from demo.assets import static_text, stylesheet
 from demo.errors import DemoError
 from demo.files import atomic_write
 from demo.load import UsersRace
@@ -151,149 +152,11 @@ def pane_title(result: RaceResult, side: Side) -> str:
 
 # --------------------------------------------------------------------------- the page
 
-PAGE_CSS = """
-:root{color-scheme:dark}
-[hidden]{display:none!important}
-body{margin:0;background:#0b0f17;color:#f2f4f8;font:16px/1.4 ui-sans-serif,system-ui,sans-serif}
-main{max-width:1500px;margin:0 auto;padding:14px 18px}
-.x-rec{border:3px solid #ff6b6b;padding:8px 14px;border-radius:8px;font-size:22px;font-weight:700}
-.x-rec-sub{font-size:15px;font-weight:400;color:#c9d1dd}
-.x-bar{display:flex;gap:10px;align-items:center;margin:10px 0;flex-wrap:wrap}
-button{background:#ffb000;color:#0b0f17;border:0;border-radius:6px;padding:6px 16px;font-size:16px;
-  font-weight:700;cursor:pointer}
-button.x-alt{background:#1a2233;color:#f2f4f8;border:1px solid #2a3446}
-details{background:#121826;border:1px solid #2a3446;border-radius:8px;padding:6px 10px;margin:8px 0}
-#prompt{white-space:pre-wrap;word-break:break-word;max-height:160px;overflow-y:auto;font-size:14px}
-.x-panes{display:grid;grid-template-columns:1fr 1fr;gap:14px}
-.sd-pane-title{font-size:20px;font-weight:800;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
-.x-pane[data-side="speculative"] .sd-pane-title{color:#ffb000}
-.x-status{font-size:14px;color:#c9d1dd;min-height:1.4em}
-.x-status[data-state="error"],.x-status[data-state="stopped"]{background:#7f1d1d;color:#fff;padding:2px 8px;
-  border-radius:6px}
-.sd-tiles{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:6px;margin:4px 0}
-.sd-tile{background:#1a2233;border:1px solid #2a3446;border-radius:8px;padding:2px 8px;min-width:0}
-.sd-tile-label{font-size:13px;color:#c9d1dd;text-transform:uppercase;letter-spacing:.04em}
-.sd-tile-value{font-size:26px;font-weight:800;font-variant-numeric:tabular-nums;white-space:nowrap;
-  overflow:hidden;text-overflow:ellipsis}
-.sd-tile[data-key="tokens_per_s"] .sd-tile-value{color:#ffd37a}
-.sd-tile.sd-na .sd-tile-value,.sd-na{color:#94a3b8}
-.sd-tile-note{font-size:12px;color:#94a3b8;overflow-wrap:anywhere}
-.sd-text{height:300px;overflow-y:auto;white-space:pre-wrap;word-break:break-word;
-  font:16px/1.35 ui-monospace,'DejaVu Sans Mono',monospace;background:#0f1522;border:1px solid #2a3446;
-  border-radius:8px;padding:6px 8px}
-.sd-legend{font-size:12px;color:#c9d1dd;margin:6px 0}
-.sd-legend span{padding:0 5px;margin-left:3px;border-radius:3px}
-.sd-legend .b1{border:1px solid #2a3446}
-#final{display:flex;gap:24px;align-items:center;flex-wrap:wrap;margin:10px 0}
-.sd-speedup{text-align:center;min-width:230px}
-.sd-speedup-value{font-size:50px;font-weight:800;line-height:1}
-.sd-speedup.sd-win .sd-speedup-value{color:#4ade80} .sd-speedup.sd-loss .sd-speedup-value{color:#f87171}
-.sd-speedup-label{font-size:14px;color:#c9d1dd}
-.sd-loop{font-size:13px;font-weight:600;color:#ffd37a;max-width:320px;margin:4px auto 0}
-.sd-loop-detail{font-size:12px;font-weight:400;color:#c9d1dd}
-.sd-mode-label{font-size:18px;font-weight:700;color:#ffb000} .sd-mode-note{font-size:13px;color:#c9d1dd}
-.sd-badge{font-size:16px;font-weight:700;padding:4px 10px;border-radius:8px}
-.sd-badge-ok{background:#14532d;color:#dcfce7} .sd-badge-warn{background:#7c2d12;color:#ffedd5}
-.sd-badge-neutral{background:#1e293b;color:#e2e8f0} .sd-badge-sub{font-size:12px;font-weight:400}
-.sd-diff{font-size:13px;font-weight:400;display:flex;flex-direction:column;white-space:pre-wrap}
-.x-eff{font-size:16px}
-footer{margin-top:14px;font-size:13px;color:#94a3b8}
-""" + view.burst_css(".sd-text") + view.burst_css(".sd-legend")
-
-# The player. Constant text (its hash is in the CSP): the data comes only from #race-data.
-PLAYER_JS = """
-(() => {
-  "use strict";
-  const data = JSON.parse(document.getElementById("race-data").textContent);
-  const player = data.player;
-  const SIDES = ["baseline", "speculative"];
-  const $ = (id) => document.getElementById(id);
-  const next = {};
-  let timer = 0, t0 = 0, run = 0;
-
-  function seconds(s) {
-    if (s < 1) return Math.round(s * 1000) + " ms";
-    return (s < 10 ? s.toFixed(2) : s.toFixed(1)) + " s";
-  }
-  function status(side, state, text) {
-    const el = $("status-" + side);
-    el.dataset.state = state;
-    el.textContent = text;
-  }
-  function reset() {
-    clearTimeout(timer);
-    for (const side of SIDES) {
-      $("text-" + side).replaceChildren();
-      next[side] = 0;
-      $("tokens-" + side).textContent = player.sides[side].tokens_known ? "0" : "n/a";
-      $("elapsed-" + side).textContent = seconds(0);
-      status(side, "waiting", "waiting for the first token\\u2026");
-      $("live-" + side).hidden = false;
-      $("final-" + side).hidden = true;
-    }
-    $("final").hidden = true;
-    document.documentElement.dataset.state = "playing";
-  }
-  function step(now) {
-    for (const side of SIDES) {
-      const sd = player.sides[side], body = $("text-" + side);
-      let i = next[side];
-      while (i < sd.chunks.length && sd.chunks[i][0] <= now) {
-        const [, tokens, running, cls, text] = sd.chunks[i];
-        if (text && cls) {
-          const span = document.createElement("span");
-          span.className = cls;
-          span.title = tokens + " tokens in one step";
-          span.textContent = text;
-          body.append(span);
-        } else if (text) {
-          body.append(document.createTextNode(text));
-        }
-        if (running !== null) $("tokens-" + side).textContent = String(running);
-        i += 1;
-      }
-      if (i > next[side]) body.scrollTop = body.scrollHeight;
-      next[side] = i;
-      $("elapsed-" + side).textContent = seconds(Math.min(now, sd.end_s));
-      if (now >= sd.end_s) status(side, sd.end_state, sd.end_text);
-      else if (i > 0) status(side, "streaming", "streaming");
-    }
-  }
-  function finish() {
-    clearTimeout(timer);
-    step(Infinity);
-    for (const side of SIDES) {
-      $("live-" + side).hidden = true;
-      $("final-" + side).hidden = false;
-    }
-    $("final").hidden = false;
-    document.documentElement.dataset.state = "finished";
-  }
-  function tick(id) {
-    if (id !== run) return;
-    const now = (performance.now() - t0) / 1000;
-    if (now >= player.duration_s) { finish(); return; }
-    step(now);
-    timer = setTimeout(() => tick(id), 30);
-  }
-  function play() {
-    run += 1;
-    reset();
-    t0 = performance.now();
-    tick(run);
-  }
-  for (const [role, content] of player.prompt) {
-    const line = document.createElement("div");
-    const who = document.createElement("b");
-    who.textContent = role + ": ";
-    line.append(who, document.createTextNode(content));
-    $("prompt").append(line);
-  }
-  $("replay").addEventListener("click", play);
-  $("skip").addEventListener("click", () => { run += 1; finish(); });
-  play();
-})();
-"""
+# The page's stylesheet and player (demo/static/export.css, burst.css, export.js), inlined in
+# every exported page. Constant text (their hashes are in the CSP): the data comes only from
+# #race-data.
+PAGE_CSS = stylesheet("export.css", "burst.css")
+PLAYER_JS = static_text("export.js")
 
 
 def content_security_policy() -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args
+from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args, usage_error
 from demo.files import atomic_write
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
 from demo.load import (
@@ -88,7 +88,7 @@ def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str
                         temperature=req.temperature, api=req.api, order=order, repeats=repeats, warmup=warmup,
                         slo=slo, baseline_url=settings.baseline_url, speculative_url=settings.speculative_url)
     except ValidationError as e:
-        raise UsageError(validation_summary(e)) from None
+        raise usage_error(e, ("repeats", "warmup")) from None
 
 
 def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, result: LoadResult | None = None,

@@ -9,6 +9,7 @@ import math
 
 import plotly.graph_objects as go
 
+from demo import palette
 from demo.charts import COLORS, empty_figure, layout
 from demo.load import SIDES, LoadResult, LoadSide
 
@@ -38,11 +39,11 @@ def _curve(result: LoadResult, title: str, field: str, y_title: str) -> go.Figur
     c = result.crossover
     if c.pays_up_to_users is not None and c.loses_from_users is not None:
         shapes.append(dict(type="rect", xref="x", yref="paper", x0=c.pays_up_to_users, x1=c.loses_from_users,
-                           y0=0, y1=1, fillcolor="#ff6b6b", opacity=0.12, line_width=0, layer="below"))
+                           y0=0, y1=1, fillcolor=palette.ALERT, opacity=0.12, line_width=0, layer="below"))
         notes.append(dict(text="crossover", showarrow=False, xref="x", yref="paper",
                           # a log axis places annotations by log10 (shapes by value)
                           x=math.log10((c.pays_up_to_users * c.loses_from_users) ** 0.5), y=1.0, yanchor="bottom",
-                          font=dict(color="#ff6b6b")))
+                          font=dict(color=palette.ALERT)))
     return go.Figure(data=traces, layout=dict(
         _LAYOUT, title=dict(text=title), shapes=shapes, annotations=notes,
         xaxis=dict(title=dict(text="users (streams at once per server)"), type="log",

@@ -236,22 +236,11 @@ def side_status_html(side: Side, snap: SideSnapshot, quiet_s: float | None = Non
 # ---------------------------------------------------------------- text with burst shading
 
 def burst_class(tokens: int) -> str:
-    """CSS class by tokens in one chunk: b1 (one token) ... b5 (five or more), b0 unknown."""
+    """CSS class by tokens in one chunk: b1 (one token) ... b5 (five or more), b0 unknown (their
+    shading: demo/static/burst.css)."""
     if tokens <= 0:
         return "b0"
     return f"b{min(tokens, 5)}"
-
-
-# Burst shading colours, one place: the page (demo/ui/theme.py) and exported races (demo/export.py).
-BURST_STYLES: dict[str, str] = {
-    "b2": "background: #3b2f0b;", "b3": "background: #5c4510;",
-    "b4": "background: #7a5a12;", "b5": "background: #a87a10; color: #0b0f17;",
-}
-
-
-def burst_css(scope: str) -> str:
-    """CSS rules for the burst classes inside ``scope`` (a selector)."""
-    return "\n".join(f"{scope} .{c} {{ {style} }}" for c, style in BURST_STYLES.items()) + "\n"
 
 
 def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
@@ -585,7 +574,8 @@ def recording_banner_html(result: RaceResult | None, note: str | None = None) ->
     what = f"{result.preset or 'free prompt'} · {ORDER_LABELS[result.order]} · T={req.temperature:g} · " \
            f"max {req.max_tokens} tokens"
     return (f'<div class="sd-banner sd-recording" role="status" data-recording="true" '
-            f'style="border:3px solid #ff6b6b;padding:10px 14px;border-radius:8px;font-size:22px;font-weight:700">'
+            'style="border:3px solid var(--sd-alert);padding:10px 14px;border-radius:8px;font-size:22px;'
+            'font-weight:700">'
             f"● RECORDING of {esc(when)}, not live"
             f'<div style="font-size:15px;font-weight:400">{esc(what)}</div>'
             + (f'<div class="sd-live-again" style="font-size:15px;font-weight:400">{esc(note)}</div>' if note else "")

@@ -35,7 +35,7 @@ def saved(runs: Path, preset: str, minutes: int, **kw) -> Path:
     return path
 
 
-def test_the_recording_is_the_newest_good_race_of_that_preset_in_race_mode(tmp_path: Path) -> None:
+def test_the_recording_is_the_newest_good_race_of_that_preset_in_simultaneous_order(tmp_path: Path) -> None:
     old_good = saved(tmp_path, "json_reformat", 1)
     saved(tmp_path, "json_reformat", 2, order="sequential")
     saved(tmp_path, "json_reformat", 3, good=False)

@@ -200,8 +200,8 @@ def test_a_server_failing_mid_sweep_fails_its_step_and_the_sweep_goes_on(pair) -
 
 @pytest.mark.parametrize(("extra", "says"), [
     (["--slo-itl-ms", "-5"], "itl_ms"),
-    (["--repeats", "0"], "repeats"),
-    (["--max-tokens", "0"], "max_tokens"),
+    (["--repeats", "0"], "--repeats: Input should be greater than or equal to 1"),
+    (["--max-tokens", "0"], "--max-tokens: Input should be greater than or equal to 1"),
     (["--out", "/proc/no-such-dir"], "--out /proc/no-such-dir: cannot write there"),
 ])
 def test_other_bad_load_flags_are_one_line_and_exit_2(extra: list[str], says: str, capsys) -> None:

@@ -6,7 +6,7 @@ not read what was offered for ``VIEWER_TIMEOUT_S`` has gone (Gradio leaves a clo
 generator suspended, see demo.live.frame_stream).
 
 Each turn takes the next preset of the rotation and:
-- both servers answer /health: races it live (demo.live.frame_stream.race_frames), in race mode, and
+- both servers answer /health: races it live (demo.live.frame_stream.race_frames), in simultaneous order, and
   saves the run as any race is saved;
 - a server is down, or fails during the race: plays the newest good recording of that preset
   (demo.replay) under the RECORDING banner, with a small "live again in …" line read from the
@@ -328,7 +328,7 @@ class Booth:
         started = datetime.now(UTC)
         self.publish(BoothView(caption=caption_html("live", preset, "Racing both servers now", self.turn),
                                banner="", badge=view.identical_badge_html(None),
-                               frame=frame_for_start(view.run_status_html("running", "race mode"))), reset=True)
+                               frame=frame_for_start(view.run_status_html("running", "simultaneous"))), reset=True)
         result: RaceResult | None = None
         failed: str | None = None
         quiet_since: dict[str, float] = {}
