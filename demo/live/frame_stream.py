@@ -70,7 +70,7 @@ class RaceFrames:
     async def frames(self) -> AsyncGenerator[Frame, None]:
         control = self.control
         yield Frame(run_status=self.running_status() if self.started
-                    else view.run_status_html("waiting", waiting_text(self.ticket) if self.ticket else ""))
+                    else _waiting_html(self.ticket))
         pump = control.pump = asyncio.create_task(self._pump())
         guard = asyncio.create_task(self._watchdog(pump))
         try:
@@ -116,7 +116,7 @@ class RaceFrames:
                     break
                 if stop in done:
                     return False
-                self.status_note = view.run_status_html("waiting", waiting_text(self.ticket))
+                self.status_note = _waiting_html(self.ticket)
                 self.changed.set()
         finally:
             stop.cancel()
@@ -205,6 +205,11 @@ class RaceFrames:
             return Frame(run_status=view.run_status_html(
                 "stopped", self.control.stopped_because or "the race ended without a result"))
         return None
+
+
+def _waiting_html(ticket: Ticket | None) -> str:
+    """The status line of a race waiting for the page's streams (not for a race slot)."""
+    return view.run_status_html("waiting", waiting_text(ticket) if ticket else "", text="Waiting for free streams…")
 
 
 def _quiet_status(shown: RaceSnapshot | None, progress_at: dict[str, float],

@@ -23,9 +23,9 @@ from demo import charts, view
 from demo.errors import DemoError
 from demo.export import export_to_temp, run_for_export
 from demo.live.frames import result_view, throttled_frames
+from demo.load import UsersRace
 from demo.replay import replay_snapshots, run_label
 from demo.results import SIDES
-from demo.load import UsersRace
 from demo.runs import list_runs, race_of, read_record
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
