@@ -16,9 +16,22 @@ from pydantic import ValidationError
 from demo import load
 from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args, usage_error
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
-from demo.load import SIDES, LoadResult, LoadSide, LoadSpec, LoadStep, finish, parse_users, request_from_race, run_load
+from demo.load import (
+    SIDES,
+    LoadResult,
+    LoadSide,
+    LoadSpec,
+    LoadStep,
+    StreamWatch,
+    finish,
+    parse_users,
+    request_from_race,
+    run_load,
+    users_race,
+)
 from demo.load_page import write_files
 from demo.results import RaceRequest
+from demo.runs import RunTooLarge, save_run
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
 
@@ -79,8 +92,9 @@ def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str
 
 
 def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, result: LoadResult | None = None,
-        out: Path | None = None) -> LoadResult:
-    """The sweep, with progress on stderr; ``out``: its files rewritten after every step."""
+        out: Path | None = None, observe: StreamWatch | None = None) -> LoadResult:
+    """The sweep, with progress on stderr; ``out``: its files rewritten after every step;
+    ``observe``: watches the streams (user 1's answers, for a saved race)."""
     def say(label: str) -> None:
         if progress:
             print(f"  {label}", file=sys.stderr, flush=True)
@@ -94,7 +108,7 @@ def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, re
             write_out(result, out)
 
     return asyncio.run(run_load(spec, request_from_race(req), settings, on_step=done, on_progress=say,
-                                result=result))
+                                result=result, observe=observe))
 
 
 # --------------------------------------------------------------------------- output
@@ -236,8 +250,14 @@ def cmd_load(args: argparse.Namespace) -> int:
 def cmd_race_users(args: argparse.Namespace, settings: Settings, users: int, req: RaceRequest) -> int:
     """``race --users N`` (N > 1): N copies of the prompt per side at once, through the load engine."""
     spec = make_spec(settings, req, [users], req.order, warmup=1 if req.warmup else 0)
-    result = run(spec, req, settings, progress=False)
-    if not args.no_save:
-        print("note: a race of several users is not saved (saved runs hold one request per side)", file=sys.stderr)
+    watch = StreamWatch(1)  # user 1's answers on each side, with their events: the saved race replays them
+    result = run(spec, req, settings, progress=False, observe=watch)
+    if result.steps and settings.save_runs and not args.no_save:
+        record = users_race(req, result.steps[0], watch.first(), settings)
+        try:
+            save_run(record, settings.runs_dir, settings.max_run_file_bytes, settings.runs_keep_count,
+                     settings.runs_keep_days)
+        except (OSError, RunTooLarge) as e:
+            print(f"warning: could not save the run under {settings.runs_dir}: {e}", file=sys.stderr)
     print(json.dumps(users_json(result)) if args.json else users_table(result))
     return 0 if result.steps and result.steps[0].speedup is not None else 1

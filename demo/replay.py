@@ -32,7 +32,8 @@ def run_label(path: Path) -> str:
         when = datetime.strptime(load[0], "%Y%m%dT%H%M%S").strftime("%Y-%m-%d %H:%M:%S UTC")
         return f"{when} · {load[1]} · load sweep"
     when = datetime.strptime(parts.stamp, "%Y%m%dT%H%M%S").strftime("%Y-%m-%d %H:%M:%S UTC")
-    return f"{when} · {parts.preset} · {view.ORDER_LABELS[LEGACY_ORDER.get(parts.order, parts.order)]}"
+    users = f" · {parts.users} users" if parts.users > 1 else ""
+    return f"{when} · {parts.preset} · {view.ORDER_LABELS[LEGACY_ORDER.get(parts.order, parts.order)]}{users}"
 
 
 def timeline(result: RaceResult) -> list[tuple[float, Side, ChunkEvent]]:

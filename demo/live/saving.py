@@ -1,5 +1,6 @@
-"""Saving a finished race or load sweep from the page (when the settings say so): a failure to
-save is logged and noted on the status line, never fatal on stage.
+"""Saving a finished race (one user, or N users: demo.load.UsersRace) or a load sweep from the
+page, when the settings say so: a failure to save is logged and noted on the status line, never
+fatal on stage.
 """
 
 from __future__ import annotations
@@ -9,8 +10,7 @@ import logging
 from typing import NamedTuple
 
 from demo.load import LoadResult
-from demo.results import RaceResult
-from demo.runs import RunTooLarge, save_load, save_run
+from demo.runs import Run, RunTooLarge, save_load, save_run
 from demo.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ class Saved(NamedTuple):
     note: str | None = None
 
 
-async def save(result: RaceResult | LoadResult, settings: Settings) -> Saved:
+async def save(result: Run | LoadResult, settings: Settings) -> Saved:
     """Save the run (a race, or a load sweep: demo.runs.save_load) when settings say so; a failure
     to save is logged, never fatal on stage."""
     if not settings.save_runs:

@@ -60,7 +60,7 @@ class BoothPage:
     def outputs(self) -> list[Any]:
         """The race area as the show draws it (and the load panel, for the load turn)."""
         load_outputs = self.load.live_outputs if self.load is not None else []
-        return [self.race.banner, self.race.badge, self.race.mode_label, *self.race.live_outputs, *load_outputs]
+        return [self.race.banner, self.race.badge, self.race.order_label, *self.race.live_outputs, *load_outputs]
 
     # ------------------------------------------------------------ handlers
 
@@ -82,7 +82,7 @@ class BoothPage:
                         values.update(frame_updates(update.frame, race.live_panes, race.speedup, race.race_plot,
                                                     race.run_status))
                     if first:
-                        values[race.mode_label] = view.order_html("simultaneous")
+                        values[race.order_label] = view.order_html("simultaneous")
                         if load is not None:  # every output from the first yield on (demo.ui.outputs)
                             values.update(load.updates(start_frame(None)))
                             values[load.status] = idle_status_html(load.settings.max_users)
