@@ -11,6 +11,9 @@ buttons) writes one HTML file for slides and follow-up emails. It holds:
 - a small inline player (no library, no network) that appends each chunk when its time comes,
   with the live token count and elapsed time per pane. It computes nothing else.
 
+An N-user race (demo.load.UsersRace) plays user 1's answers; its final figures are the step's:
+the per-user speedup and the throughput ratio labelled "N users", and each side's step tiles.
+
 A strict Content-Security-Policy allows only this script and this stylesheet, by hash. Model
 and prompt text reach the page only through ``textContent`` (or ``esc`` in the figures).
 """
@@ -32,9 +35,10 @@ from demo import view
 from demo.assets import static_text, stylesheet
 from demo.errors import DemoError
 from demo.files import atomic_write
+from demo.load import UsersRace
 from demo.measure import SideMeter, efficiency
 from demo.results import SIDES, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
-from demo.runs import read_run, run_stem
+from demo.runs import Run, race_of, read_record, run_stem
 
 # Refuse runs that would make a page too large to mail (and a saved run too large to read).
 MAX_EXPORT_BYTES = 10_000_000
@@ -160,7 +164,7 @@ def content_security_policy() -> str:
             "base-uri 'none'; form-action 'none'")
 
 
-def _pane_html(result: RaceResult, side: Side) -> str:
+def _pane_html(result: RaceResult, side: Side, users: UsersRace | None = None) -> str:
     live = (f'<div class="sd-tiles" id="live-{side}">'
             f'<div class="sd-tile"><div class="sd-tile-label">tokens</div>'
             f'<div class="sd-tile-value" id="tokens-{side}">0</div></div>'
@@ -168,21 +172,34 @@ def _pane_html(result: RaceResult, side: Side) -> str:
             f'<div class="sd-tile-value" id="elapsed-{side}">0 ms</div></div></div>')
     return (f'<section class="x-pane" data-side="{side}">{view.pane_title_html(pane_title(result, side))}'
             f'<div class="x-status" id="status-{side}" data-state="waiting"></div>{live}'
-            f'<div id="final-{side}" hidden>{final_tiles_html(result, side)}</div>'
+            f'<div id="final-{side}" hidden>{final_tiles_html(result, side)}{_step_tiles(users, side)}</div>'
             f'<div class="sd-text" id="text-{side}" data-side="{side}"></div></section>')
 
 
-def export_html(result: RaceResult, *, made_at: datetime | None = None,
+def _step_tiles(users: UsersRace | None, side: Side) -> str:
+    """An N-user race's step figures for one side, under user 1's tiles; nothing for one user."""
+    return "" if users is None else view.users_step_html(side, users)
+
+
+def _headline(result: RaceResult, users: UsersRace | None) -> str:
+    if users is not None:  # the step's per-user speedup and throughput ratio, not user 1's
+        return view.users_speedup_html(users.users, users.step, running=False) + view.identical_badge_html(result)
+    snapshot = RaceSnapshot(order=result.order, baseline=SideSnapshot(side="baseline"),
+                            speculative=SideSnapshot(side="speculative"), result=result)
+    return view.speedup_html(snapshot) + view.identical_badge_html(result) + efficiency_html(result)
+
+
+def export_html(run: Run, *, made_at: datetime | None = None,
                 max_bytes: int = MAX_EXPORT_BYTES) -> str:
     """The whole page as text. Raises ExportTooLarge when it would exceed ``max_bytes``."""
     made_at = made_at or datetime.now(UTC)
+    result = race_of(run)
+    users = run if isinstance(run, UsersRace) else None
     req = result.request
-    order = view.ORDER_LABELS[result.order]
+    order = view.ORDER_LABELS[result.order] + (f" · {users.users} users" if users else "")
     what = (f"{result.preset or 'free prompt'} · {order} · T={req.temperature:g} · max {req.max_tokens} tokens"
             f" · exported {_when(made_at)}")
-    snapshot = RaceSnapshot(order=result.order, baseline=SideSnapshot(side="baseline"),
-                            speculative=SideSnapshot(side="speculative"), result=result)
-    data = embed_json({"format": "specdemo-race-export/1", "run": result.model_dump(mode="json"),
+    data = embed_json({"format": "specdemo-race-export/1", "run": run.model_dump(mode="json"),
                        "player": player_data(result)})
     page = f"""<!DOCTYPE html>
 <html lang="en" data-state="loading">
@@ -195,13 +212,14 @@ def export_html(result: RaceResult, *, made_at: datetime | None = None,
 </head>
 <body>
 <main>
-<div class="x-rec" role="status" data-recording="true" data-order="{view.esc(result.order)}">● RECORDING of \
+<div class="x-rec" role="status" data-recording="true" data-order="{view.esc(result.order)}" \
+data-users="{users.users if users else 1}">● RECORDING of \
 {view.esc(_when(result.started_at))}, not live<div class="x-rec-sub">{view.esc(what)}</div></div>
 <div class="x-bar"><button id="replay" type="button">▶ Replay</button>\
 <button id="skip" class="x-alt" type="button">Skip to the end</button>{view.order_html(result.order)}</div>
 <details><summary>Prompt</summary><div id="prompt"></div></details>
-<div id="final" hidden>{view.speedup_html(snapshot)}{view.identical_badge_html(result)}{efficiency_html(result)}</div>
-<div class="x-panes">{_pane_html(result, "baseline")}{_pane_html(result, "speculative")}</div>
+<div id="final" hidden>{_headline(result, users)}</div>
+<div class="x-panes">{_pane_html(result, "baseline", users)}{_pane_html(result, "speculative", users)}</div>
 {view.burst_legend_html()}
 <footer>Played back at the recorded timing, each side from the moment its request was sent. The figures \
 are those measured during the race and saved with it; this page only re-times the saved chunks. \
@@ -226,7 +244,7 @@ def _write(path: Path, text: str) -> None:
         raise ExportError(f"cannot write {path}: {e.strerror or e}") from e
 
 
-def export_file(result: RaceResult, dir: Path) -> Path:
+def export_file(result: Run, dir: Path) -> Path:
     """Write the page under ``dir`` (made if missing) as '<run stem>.html'; returns its path.
     Raises ExportError (ExportTooLarge for an oversize run) with a one-line message."""
     try:
@@ -238,7 +256,7 @@ def export_file(result: RaceResult, dir: Path) -> Path:
     return path
 
 
-def export_to_temp(read: Callable[[], RaceResult]) -> tuple[str | None, str]:
+def export_to_temp(read: Callable[[], Run]) -> tuple[str | None, str]:
     """The page's download: the race ``read`` gives, exported into a fresh temp folder; (its path,
     the status line). A DemoError (no such run, not a run, too large, cannot write) is the status's
     one line, with no file."""
@@ -252,9 +270,10 @@ def export_to_temp(read: Callable[[], RaceResult]) -> tuple[str | None, str]:
 # --------------------------------------------------------------------------- command line
 
 
-def run_for_export(path: Path) -> RaceResult:
-    """A saved run (runs.read_run), refused before it is read when over MAX_EXPORT_BYTES."""
-    return read_run(path, MAX_EXPORT_BYTES, "export limit")
+def run_for_export(path: Path) -> Run:
+    """A saved run (runs.read_record: a race or an N-user race), refused before it is read when
+    over MAX_EXPORT_BYTES."""
+    return read_record(path, MAX_EXPORT_BYTES, "export limit")
 
 
 def add_export_parser(sub: argparse._SubParsersAction) -> None:

@@ -19,6 +19,13 @@ def color(name: str) -> str:
     return PALETTE[name]
 
 
+def rgba(hex_color: str, alpha: float) -> str:
+    """``#rrggbb`` with an opacity, as CSS/Plotly ``rgba(r,g,b,a)``."""
+    h = hex_color.lstrip("#")
+    r, g, b = (int(h[i:i + 2], 16) for i in (0, 2, 4))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
 BG = color("bg")
 SURFACE = color("surface")
 BORDER = color("border")

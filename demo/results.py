@@ -270,6 +270,14 @@ class ArmSnapshot(BaseModel):
     live_speedup: float | None = None  # the arm's live decode tokens/s over the baseline's so far
 
 
+class StreamProgress(BaseModel):
+    """One stream at a glance (a user's cell in the N-user strip): cheap enough to take for every
+    user on every frame, unlike a SideSnapshot (which copies the text and the bursts)."""
+
+    completion_tokens: int | None = None  # from the server's running usage; None: not reported (yet)
+    status: str = "waiting"  # as SideSnapshot.status
+
+
 class RaceSnapshot(_Ordered):
     order: Order
     baseline: SideSnapshot

@@ -6,9 +6,10 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from demo.results import Side
 
@@ -173,6 +174,9 @@ class Settings(BaseSettings):
     booth_idle_s: float = Field(60.0, gt=0)
     # The rotation, by preset name; empty: every preset, in the dropdown's order.
     booth_presets: list[str] = Field(default_factory=list)
+    # A load turn in the rotation, after its presets: these user counts ("1,8": one user, then 8),
+    # swept live with the curves (demo.live.load_stream); empty: no load turn.
+    booth_load_users: Annotated[list[int], NoDecode] = Field(default_factory=list)
 
     # A workload file (or a folder's .txt/.md files together) larger than this is refused before reading.
     workload_max_bytes: int = Field(20_000_000, ge=1)
@@ -194,6 +198,27 @@ class Settings(BaseSettings):
     @classmethod
     def _empty_is_unset(cls, v: object) -> object:
         return None if v == "" else v
+
+    @field_validator("booth_load_users", mode="before")
+    @classmethod
+    def _users_list(cls, v: object) -> object:
+        """'1,8' (or a JSON list) -> [1, 8]; each count is checked against max_users below."""
+        if isinstance(v, str):
+            parts = [p.strip() for p in v.strip().strip("[]").split(",") if p.strip()]
+            try:
+                return [int(p) for p in parts]
+            except ValueError:
+                raise ValueError(f"give user counts such as 1,8, not {v!r}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _booth_load_users_in_range(self) -> Settings:
+        bad = [n for n in self.booth_load_users if not 1 <= n <= self.max_users]
+        if bad:
+            raise ValueError(f"booth_load_users: each count must be from 1 to max_users ({self.max_users}), "
+                             f"got {bad[0]}")
+        self.booth_load_users = sorted(set(self.booth_load_users))
+        return self
 
     @field_validator("baseline_headers", "speculative_headers")
     @classmethod

@@ -21,9 +21,12 @@ from pathlib import Path
 import pytest
 
 from demo.cli import main
+from demo.figure_png import png_size
 from demo.load import LoadResult, LoadSpec, LoadStep, run_load
+from demo.load_figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX
 from demo.settings import ROOT, Settings
 from demo.workload import WorkloadRequest
+from harness.chromium import CHROMIUM
 from harness.standin import Standin, StandinBehavior, Truth
 from tests.signals import interruptible
 
@@ -118,6 +121,11 @@ def test_load_sweep_speedup_matches_truth_and_finds_the_crossover(pair, capsys, 
     assert 'id="chart-per-user"' in page and 'id="chart-total"' in page
     assert "speculation pays up to 2 users and loses from 4" in page
     assert "<script src=" not in page and "Content-Security-Policy" in page
+    # ... and the slide: both curves on one 16:9 PNG (Plotly's exporter on the machine's Chromium)
+    if not CHROMIUM.exists():
+        pytest.skip("load.png needs Debian's Chromium at /usr/bin/chromium: bash scripts/install_browser.sh")
+    png = (tmp_path / "load.png").read_bytes()
+    assert png_size(png) == (SLIDE_WIDTH_PX, SLIDE_HEIGHT_PX) == (1600, 900)
 
 
 def test_the_evaluators_checklist_finds_the_same_crossover(pair, tmp_path: Path, capsys) -> None:

@@ -24,11 +24,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from demo.results import Order
+from demo.sweep.models import SweepSpec
 
 
 def streams_needed(users: int, servers: int, order: Order) -> int:
     """Streams a run holds at its peak: every server at once (simultaneous) or one at a time (sequential)."""
     return users * (servers if order == "simultaneous" else 1)
+
+
+def sweep_streams(spec: SweepSpec) -> int:
+    """Streams an evaluator sweep holds at its peak: its largest concurrency on the pair, in its order."""
+    return streams_needed(max(spec.concurrency), 2, spec.order)
 
 
 class Ticket:

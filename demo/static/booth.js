@@ -26,5 +26,8 @@
     if (!c) return;
     const show = c.dataset.state !== 'visitor' && Date.now() - inputAt > 3000;
     if (show !== body.classList.contains('sd-booth')) body.classList.toggle('sd-booth', show);
+    // A load turn: the load panel's curves take the race area's place.
+    const load = show && c.dataset.turn === 'load';
+    if (load !== body.classList.contains('sd-booth-load')) body.classList.toggle('sd-booth-load', load);
   }, 300);
 })();

@@ -12,9 +12,10 @@ import gradio as gr
 
 from demo.assets import static_text
 from demo.live.booth import Booth
+from demo.live.budget import StreamBudget
 from demo.live.session import RaceRegistry
 from demo.settings import Settings
-from demo.ui import booth_view, evaluate_tab, race_tab, replay_tab
+from demo.ui import booth_view, evaluate_tab, load_panel, race_tab, replay_tab
 from demo.ui.theme import CSS, make_theme
 
 log = logging.getLogger(__name__)
@@ -31,8 +32,12 @@ def launch_js(stall_notice_s: float = 15.0, booth: bool = False) -> str:
             + PAGE_JS + (booth_view.BOOTH_JS if booth else "") + "\n}")
 
 
-def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Blocks:
+def build_app(settings: Settings, registry: RaceRegistry | None = None,
+              budget: StreamBudget | None = None) -> gr.Blocks:
     registry = registry or RaceRegistry()
+    # One budget of streams for every viewer of this app together: the Race tab's races and load
+    # sweeps and the Evaluate tab's sweeps all hold theirs here while they run (demo.live.budget).
+    budget = budget or StreamBudget(settings.stream_budget())
     with gr.Blocks(title="Speculative decoding: live race", fill_width=True) as page:
         # The workload uploaded in the Evaluate tab (a Workload dump, or None), raced in the Race tab.
         workload = gr.State(None)
@@ -40,14 +45,17 @@ def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Bl
             caption, touch = booth_view.build_caption()
         with gr.Tabs():
             with gr.Tab("Race", id="race"):
-                race = race_tab.build(settings, registry, workload)
+                race = race_tab.build(settings, registry, workload, budget)
+                load = load_panel.build(settings, budget, preset=race.preset, prompt=race.prompt,
+                                        temperature=race.temperature, workload=workload)
             with gr.Tab("Evaluate", id="evaluate"):
-                evaluate_tab.build(settings, workload)
+                evaluate_tab.build(settings, workload, budget)
             with gr.Tab("Replay", id="replay"):
                 replay_tab.build(settings)
         if settings.booth:  # the show: one per app, watched by every open page
-            booth = Booth(settings, race.presets, visitor_racing=lambda: registry.active() > 0)
-            booth_view.build(page, booth, race, caption, touch)
+            booth = Booth(settings, race.presets, budget=load.budget,
+                          visitor_racing=lambda: registry.active() > 0 or load.registry.active() > 0)
+            booth_view.build(page, booth, race, caption, touch, load)
         else:
             page.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden")
 

@@ -19,6 +19,8 @@ import gradio as gr
 from demo import view
 from demo.assets import static_text
 from demo.live.booth import Booth, caption_html
+from demo.live.load_stream import idle_status_html, start_frame
+from demo.ui.load_panel import LoadPanel
 from demo.ui.outputs import StreamOutputs, frame_updates
 from demo.ui.race_tab import RaceTab
 
@@ -45,30 +47,34 @@ class BoothPage:
     Two streams per page, each the only writer of its outputs: the caption (which ticks every
     second, also in the visitor's turn) and the race area (which changes only with the show's
     races). Every yield sets every output of its stream (demo.ui.outputs), and the caption's
-    countdown never touches the panes a visitor's race is drawing on."""
+    countdown never touches the panes a visitor's race is drawing on. ``load``: the Race tab's load
+    panel, where the booth's load turn draws its curves (set from the first update on)."""
 
     booth: Booth
     race: RaceTab
     caption: gr.HTML
     touch: gr.Button
+    load: LoadPanel | None = None
 
     @property
     def outputs(self) -> list[Any]:
-        """The race area as the show draws it."""
-        return [self.race.banner, self.race.badge, self.race.mode_label, *self.race.live_outputs]
+        """The race area as the show draws it (and the load panel, for the load turn)."""
+        load_outputs = self.load.live_outputs if self.load is not None else []
+        return [self.race.banner, self.race.badge, self.race.order_label, *self.race.live_outputs, *load_outputs]
 
     # ------------------------------------------------------------ handlers
 
     async def watch(self) -> AsyncIterator[Any]:
         """This page's view of the show's races, for as long as the page is open."""
-        race = self.race
+        race, load = self.race, self.load
         viewer = self.booth.join()
         stream = StreamOutputs(self.outputs)
         first = True
         try:
             while True:
                 update = await viewer.take()
-                if update is None or (update.frame is None and update.banner is None and update.badge is None):
+                if update is None or (update.frame is None and update.banner is None and update.badge is None
+                                      and update.load is None):
                     continue
                 try:
                     values: dict[Any, Any] = {race.banner: update.banner, race.badge: update.badge}
@@ -76,8 +82,13 @@ class BoothPage:
                         values.update(frame_updates(update.frame, race.live_panes, race.speedup, race.race_plot,
                                                     race.run_status))
                     if first:
-                        values[race.mode_label] = view.order_html("simultaneous")
+                        values[race.order_label] = view.order_html("simultaneous")
+                        if load is not None:  # every output from the first yield on (demo.ui.outputs)
+                            values.update(load.updates(start_frame(None)))
+                            values[load.status] = idle_status_html(load.settings.max_users)
                         first = False
+                    if load is not None and update.load is not None:
+                        values.update({c: v for c, v in load.updates(update.load).items() if v is not None})
                     yield stream.values(values)
                 except Exception:  # a bug must not end this page's show: log it, keep watching
                     log.exception("booth: drawing an update failed")
@@ -102,9 +113,10 @@ class BoothPage:
         return self.booth.touch()
 
 
-def build(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: gr.Button) -> BoothPage:
+def build(page: gr.Blocks, booth: Booth, race: RaceTab, caption: gr.HTML, touch: gr.Button,
+          load: LoadPanel | None = None) -> BoothPage:
     """The page's booth mode, on the caption laid out above the tabs (build_caption): wired."""
-    shown = BoothPage(booth=booth, race=race, caption=caption, touch=touch)
+    shown = BoothPage(booth=booth, race=race, caption=caption, touch=touch, load=load)
     wire(page, shown)
     return shown
 

@@ -5,7 +5,9 @@ figures, clearly labelled as a recording (stage insurance when a server or the n
 ``ReplayTab``, the tab's components (the shape of demo/ui/race_tab.py). The playback
 (demo.replay) feeds the saved events through the live race's SideMeter, so the panes and charts
 are drawn by the same code (demo.view, demo.charts through demo.live.frames.throttled_frames).
-The final frame shows the figures saved with the run.
+The final frame shows the figures saved with the run. An N-user race (demo.load.UsersRace)
+replays user 1's answers and ends on the step's figures: the per-user speedup and throughput
+ratio ("N users") and each side's step tiles.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from demo import charts, view
 from demo.errors import DemoError
 from demo.export import export_to_temp, run_for_export
 from demo.live.frames import result_view, throttled_frames
+from demo.load import UsersRace
 from demo.replay import replay_snapshots, run_label
 from demo.results import SIDES
-from demo.runs import list_runs, read_run
+from demo.runs import list_runs, race_of, read_record
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
 
@@ -70,14 +73,17 @@ class ReplayTab:
                                                      f"{self.settings.runs_dir})")}
             return
         try:
-            result = read_run(Path(path))
+            run = read_record(Path(path))
         except DemoError as e:
             yield {self.status: view.run_status_html("error", f"cannot play it: {e}")}
             return
+        result = race_of(run)  # an N-user race plays user 1
+        users = run if isinstance(run, UsersRace) else None
+        note = f"{users.users} users: user 1's answers, then the step's figures" if users else None
         # Every frame sets every output (see demo.ui.outputs): the first frame all of them.
         stream = StreamOutputs(self.outputs)
         start_view = result_view(None)
-        yield stream.values({self.banner: view.recording_banner_html(result),
+        yield stream.values({self.banner: view.recording_banner_html(result, note),
                              self.order_label: view.order_html(result.order),
                              self.status: view.run_status_html("running", "playing the recording"),
                              self.badge: start_view.badge, self.acc_plot: start_view.acceptance_figure,
@@ -85,8 +91,11 @@ class ReplayTab:
         async for frame in throttled_frames(replay_snapshots(result)):
             yield stream.values(frame_updates(frame, self.panes, self.speedup, self.race_plot))
         end_view = result_view(result)
+        step_figures: dict[Any, Any] = {} if users is None else {
+            self.speedup: view.users_speedup_html(users.users, users.step, running=False),
+            **{self.panes[side][1]: view.users_step_html(side, users) for side in SIDES}}
         yield stream.values({self.badge: end_view.badge, self.acc_plot: end_view.acceptance_figure,
-                             self.chunk_plot: end_view.chunk_figure,
+                             self.chunk_plot: end_view.chunk_figure, **step_figures,
                              self.status: view.run_status_html("done", "end of the recording (figures as saved)")})
 
     def on_stop(self) -> str:
