@@ -197,10 +197,16 @@ def test_speculative_url_stays_the_first_arm_and_the_table_has_a_column_per_arm(
     assert "ngram:" in table and "draft:" in table and "speedup (decode tokens/s)" in table
 
 
-def test_race_with_users_measures_every_arm(race_servers, capsys) -> None:
+def test_race_with_users_measures_every_arm(race_servers, capsys, monkeypatch, tmp_path: Path) -> None:
     base, arms = race_servers
+    monkeypatch.setenv("SPECDEMO_SAVE_RUNS", "true")
     out = run_json(capsys, "race", "--baseline-url", base.url, *arm_flags(arms), "--users", "2", "--prompt",
                    "Say hi", "--max-tokens", "20", "--order", "sequential", "--json")
+    # the saved race's user 1 is the first arm's, not the last one measured
+    (saved,) = (tmp_path / "runs").glob("*.json")
+    record = json.loads(saved.read_text())
+    assert record["race"]["speculative"]["url"] == arms["eagle3"].url
+    assert record["race"]["baseline"]["url"] == base.url
     assert out["users"] == 2 and list(out["arms"]) == ["eagle3", "ngram", "draft"]
     assert out["speedup"] == out["arms"]["eagle3"]["speedup"]
     assert out["arms"]["eagle3"]["speedup"] > out["arms"]["ngram"]["speedup"] > out["arms"]["draft"]["speedup"] > 1

@@ -267,8 +267,10 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
         async def one(name: str, r: int) -> None:
             label = f"{cell_label(cell)}: {shown(name)}, repeat {r + 1}/{cell.repeats}"
             step(label, False)
+            # The observer knows sides, not arms: it watches the baseline and the first arm only.
+            watch = observe if name in ("baseline", arms[0]) else None
             batch_stats_, results = await run_batch(servers[name].http, servers[name], reqs, cell.concurrency,
-                                                    settings, keep_text=not redact, observe=observe)
+                                                    settings, keep_text=not redact, observe=watch)
             stats[name].append(batch_stats_)
             answers[name].append(results)
             step(label, True)
