@@ -313,3 +313,30 @@ def test_the_client_reports_its_own_headroom() -> None:
     for side in (step.baseline, step.speculative):
         assert side.client_loop_lag_p95_ms is not None and side.client_cpu_share is not None
         assert side.client_limited == (side.client_loop_lag_p95_ms > LAG_LIMIT_MS or side.client_cpu_share > 0.9)
+
+
+def test_more_than_two_hundred_users_all_stream_at_once() -> None:
+    """Users go up to 1024 (the sweep's concurrency too). The HTTP client once capped its pool at
+    200 connections: user 201 was sent only when another user's stream had ended."""
+    from demo.client import make_http_client
+    from demo.results import Message, RaceRequest
+    from demo.sweep import runner
+    from demo.sweep.models import BatchStats
+
+    n = 210
+    req = RaceRequest(messages=[Message(role="user", content="hi")], max_tokens=12)  # ~1.1 s a stream
+    with Standin(StandinBehavior(tokens_per_s=10, ttft_s=0.01)) as s:
+        settings = Settings(baseline_url=s.url, speculative_url=s.url, read_timeout_s=10)
+
+        async def go() -> BatchStats:
+            async with make_http_client(settings, "baseline") as http:
+                stats, _ = await runner.run_batch(http, runner._Server("baseline", s.url, None, http), [req] * n, n,
+                                                  settings)
+                return stats
+
+        stats = asyncio.run(go())
+        truths = list(s.truth)
+    assert stats.ok_requests == n, stats.errors
+    # Every stream was accepted before the first one finished: none waited for another's connection.
+    assert len(truths) == n
+    assert max(t.t_request for t in truths) < min(t.t_last_token_sent or 0.0 for t in truths)
