@@ -15,8 +15,8 @@ tokens/s, the speculative one in bursts). ``--busy N`` runs N busy-loop processe
 way a loaded 2-core machine (a CI runner, a laptop in a video call) leaves the page less CPU.
 
 ``--servers real``: the running pair (`python -m servers up`, the app's default URLs) races
-``--preset`` through the page, each repeat once in race mode and once in sequential A/B, and
-prints the race-mode ratio: race-mode speedup / sequential speedup, both measured through the
+``--preset`` through the page, each repeat once in simultaneous order and once in sequential
+A/B, and prints the simultaneous / sequential ratio of the two speedups, both measured through the
 page (goal >= 0.85, docs/benchmarks.md). A pane there updates as fast as its server sends, below
 10 a second on CPU servers, so the update target is not judged; the exit status is 1 only when a
 race fails or the page's figures differ from the saved run.
@@ -54,7 +54,7 @@ from harness.standin import Standin, StandinBehavior
 from servers.procs import children, cpu_seconds
 
 TARGET_PER_S = 10.0
-RATIO_GOAL = 0.85  # race-mode speedup / sequential speedup (docs/benchmarks.md)
+RATIO_GOAL = 0.85  # simultaneous speedup / sequential speedup (docs/benchmarks.md)
 RACE_TIMEOUT_MS = 300_000  # a CPU race of a long preset, sequential, takes minutes
 
 
@@ -232,15 +232,15 @@ def run_real(a: argparse.Namespace, env: dict[str, str], tmp: Path, runs: Path, 
                     return 1
                 by_order[order].append(r)
                 _print_race(i, view.ORDER_LABELS[order], r)
-    race_mode = [r.result.speedup for r in by_order["simultaneous"] if r.result.speedup is not None]
+    simultaneous = [r.result.speedup for r in by_order["simultaneous"] if r.result.speedup is not None]
     sequential = [r.result.speedup for r in by_order["sequential"] if r.result.speedup is not None]
     ok = _summary(by_order["simultaneous"], a.busy, judge_rate=False)
-    if race_mode and sequential:
-        rm, sq = statistics.median(race_mode), statistics.median(sequential)
-        print(f"race-mode ratio: race mode {fmt_speedup(rm)} / sequential {fmt_speedup(sq)} = {rm / sq:.2f} "
-              f"(medians of {len(race_mode)} and {len(sequential)}; goal >= {RATIO_GOAL:g})")
+    if simultaneous and sequential:
+        rm, sq = statistics.median(simultaneous), statistics.median(sequential)
+        print(f"simultaneous / sequential: {fmt_speedup(rm)} / {fmt_speedup(sq)} = {rm / sq:.2f} "
+              f"(medians of {len(simultaneous)} and {len(sequential)}; goal >= {RATIO_GOAL:g})")
     else:
-        print("race-mode ratio: n/a (a race reported no speedup)")
+        print("simultaneous / sequential: n/a (a race reported no speedup)")
     print(f"done {datetime.now(UTC):%H:%M} UTC, load {os.getloadavg()[0]:.1f}")
     return 0 if ok else 1
 

@@ -200,7 +200,7 @@ async def _events(http: httpx.AsyncClient, fn_index: int, data: list[Any],
 async def race_once(http: httpx.AsyncClient, page: PageApi, out: RaceOutcome, max_tokens: int,
                     timeout_s: float) -> None:
     session = secrets.token_hex(8)
-    data = [None, out.prompt, 0.0, max_tokens, "simultaneous", None]  # the last: the workload State
+    data = [None, out.prompt, 0.0, max_tokens, "simultaneous", None, 1]  # the workload State, then Users
     assert len(data) == page.n_inputs, "the race event's inputs changed: update the load test"
     t_join = time.perf_counter()
     status: str | None = None

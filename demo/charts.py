@@ -10,17 +10,18 @@ from itertools import accumulate
 
 import plotly.graph_objects as go
 
+from demo import palette
 from demo.fmt import fmt_percent
 from demo.results import SIDES, RaceResult, RaceSnapshot, SideSnapshot
 
-COLORS = {"baseline": "#9aa4b2", "speculative": "#ffb000"}
-FONT = dict(size=16, color="#f2f4f8")
+COLORS = {"baseline": palette.BASELINE, "speculative": palette.ACCENT}
+FONT = dict(size=16, color=palette.TEXT)
 # A small dark template of our own: "plotly_dark" is large, and copying it into every figure
 # made each live redraw of the race chart cost twice the CPU.
-_AXIS = dict(gridcolor="#283041", zerolinecolor="#3a4457", linecolor="#3a4457")
+_AXIS = dict(gridcolor=palette.GRID, zerolinecolor=palette.AXIS, linecolor=palette.AXIS)
 DARK = go.layout.Template(layout=dict(
-    font=dict(color="#f2f4f8"), paper_bgcolor="#0b0f17", plot_bgcolor="#121826",
-    xaxis=_AXIS, yaxis=_AXIS, colorway=["#ffb000", "#4ea1ff", "#3ccf91", "#ff6b6b", "#c58cff"],
+    font=dict(color=palette.TEXT), paper_bgcolor=palette.BG, plot_bgcolor=palette.SURFACE,
+    xaxis=_AXIS, yaxis=_AXIS, colorway=[palette.ACCENT, palette.BLUE, palette.GREEN, palette.ALERT, palette.VIOLET],
 ))
 _LAYOUT = dict(
     template=DARK,
@@ -41,7 +42,7 @@ def empty_figure(title: str, message: str, fig_layout: dict[str, object] | None 
     hidden = dict(visible=False)
     return _figure([], dict(
         fig_layout or _LAYOUT, title=dict(text=title), xaxis=hidden, yaxis=hidden,
-        annotations=[dict(text=message, showarrow=False, font=dict(size=18, color="#c9d1dd"),
+        annotations=[dict(text=message, showarrow=False, font=dict(size=18, color=palette.TEXT_DIM),
                           xref="paper", yref="paper", x=0.5, y=0.5)]))
 
 
@@ -79,7 +80,7 @@ def race_figure(snapshot: RaceSnapshot | None) -> go.Figure:
         fig_layout["annotations"] = [dict(
             text="sequential A/B: each side timed from its own start", showarrow=False,
             xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left", yanchor="bottom",
-            font=dict(size=13, color="#c9d1dd"))]
+            font=dict(size=13, color=palette.TEXT_DIM))]
     return _figure(traces, fig_layout)
 
 

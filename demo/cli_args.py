@@ -6,13 +6,14 @@ imports no CLI, so no CLI imports another's module for these.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from typing import Any
 
 from pydantic import ValidationError
 
 from demo.errors import BadInput
 from demo.fmt import validation_summary
-from demo.presets import load_presets
+from demo.presets import resolve_presets
 from demo.race import validate_request
 from demo.results import SIDES, Message, RaceRequest
 from demo.settings import Settings
@@ -79,31 +80,37 @@ def parse_numbers(text: str, kind: type, what: str) -> list[Any]:
 
 
 def build_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
-    fields: dict[str, Any] = {"order": args.order, "warmup": args.warmup}
-    if args.preset:
-        presets, _ = load_presets(settings.presets_dir)
-        if args.preset not in presets:
-            known = ", ".join(sorted(presets)) or "none found"
-            raise UsageError(f"unknown preset {args.preset!r}; known presets: {known}")
-        pr = presets[args.preset]
-        fields.update(preset=pr.name, messages=pr.messages, temperature=pr.temperature,
-                      max_tokens=pr.max_tokens, api=pr.api)
-    else:
-        fields.update(messages=[Message(role="user", content=args.prompt)])
-    for name in ("max_tokens", "temperature", "api"):
-        if getattr(args, name) is not None:
-            fields[name] = getattr(args, name)
+    """The race's request from the flags: the preset's (Preset.to_request) or the prompt's, with
+    --max-tokens, --temperature and --api on top; UsageError says what is wrong."""
+    changes: dict[str, Any] = {"order": args.order, "warmup": args.warmup}
+    changes.update({name: getattr(args, name) for name in ("max_tokens", "temperature", "api")
+                    if getattr(args, name) is not None})
     try:
-        req = RaceRequest(**fields)
+        if args.preset:
+            req = resolve_presets([args.preset], settings.presets_dir)[args.preset].to_request(**changes)
+        else:
+            req = RaceRequest(**{"messages": [Message(role="user", content=args.prompt)], **changes})
         validate_request(req)
     except ValidationError as e:
-        raise UsageError(validation_summary(e)) from e
-    except ValueError as e:
+        raise usage_error(e, vars(args)) from e
+    except ValueError as e:  # NotFound (the preset), an empty prompt
         raise UsageError(str(e).splitlines()[0]) from e
     return req
 
 
-def usage_error(e: BadInput) -> UsageError:
-    """A BadInput in the CLI's words: the input it is about named as its flag (``--concurrency
-    values must be between 1 and 1024``); the page shows ``str(e)``, without the dashes."""
-    return UsageError(f"--{e.field} {e.problem}" if e.field and e.problem else str(e))
+def flag(field: str) -> str:
+    """The command line's flag for an input: ``max_tokens`` -> ``--max-tokens``."""
+    return "--" + field.replace("_", "-")
+
+
+def usage_error(e: BadInput | ValidationError, flags: Collection[str] = ()) -> UsageError:
+    """Bad input in the CLI's words: the input it is about named as its flag. A BadInput about a
+    field says ``--concurrency values must be between 1 and 1024``; a model's ValidationError
+    (a bound in demo.limits) ``--max-tokens: Input should be ...`` for a field in ``flags`` (the
+    command's flags as argparse's dests: ``vars(args)``). The page shows them without dashes."""
+    if isinstance(e, ValidationError):
+        def name(path: str) -> str:
+            head, dot, rest = path.partition(".")
+            return flag(head) + dot + rest if head in flags else path
+        return UsageError(validation_summary(e, name=name))
+    return UsageError(f"{flag(e.field)} {e.problem}" if e.field and e.problem else str(e))

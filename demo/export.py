@@ -11,6 +11,9 @@ buttons) writes one HTML file for slides and follow-up emails. It holds:
 - a small inline player (no library, no network) that appends each chunk when its time comes,
   with the live token count and elapsed time per pane. It computes nothing else.
 
+An N-user race (demo.load.UsersRace) plays user 1's answers; its final figures are the step's:
+the per-user speedup and the throughput ratio labelled "N users", and each side's step tiles.
+
 A strict Content-Security-Policy allows only this script and this stylesheet, by hash. Model
 and prompt text reach the page only through ``textContent`` (or ``esc`` in the figures).
 """
@@ -29,11 +32,13 @@ from pathlib import Path
 from typing import Any
 
 from demo import view
+from demo.assets import static_text, stylesheet
 from demo.errors import DemoError
 from demo.files import atomic_write
+from demo.load import UsersRace
 from demo.measure import SideMeter, efficiency
 from demo.results import SIDES, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
-from demo.runs import read_run, run_stem
+from demo.runs import Run, race_of, read_record, run_stem
 
 # Refuse runs that would make a page too large to mail (and a saved run too large to read).
 MAX_EXPORT_BYTES = 10_000_000
@@ -147,149 +152,11 @@ def pane_title(result: RaceResult, side: Side) -> str:
 
 # --------------------------------------------------------------------------- the page
 
-PAGE_CSS = """
-:root{color-scheme:dark}
-[hidden]{display:none!important}
-body{margin:0;background:#0b0f17;color:#f2f4f8;font:16px/1.4 ui-sans-serif,system-ui,sans-serif}
-main{max-width:1500px;margin:0 auto;padding:14px 18px}
-.x-rec{border:3px solid #ff6b6b;padding:8px 14px;border-radius:8px;font-size:22px;font-weight:700}
-.x-rec-sub{font-size:15px;font-weight:400;color:#c9d1dd}
-.x-bar{display:flex;gap:10px;align-items:center;margin:10px 0;flex-wrap:wrap}
-button{background:#ffb000;color:#0b0f17;border:0;border-radius:6px;padding:6px 16px;font-size:16px;
-  font-weight:700;cursor:pointer}
-button.x-alt{background:#1a2233;color:#f2f4f8;border:1px solid #2a3446}
-details{background:#121826;border:1px solid #2a3446;border-radius:8px;padding:6px 10px;margin:8px 0}
-#prompt{white-space:pre-wrap;word-break:break-word;max-height:160px;overflow-y:auto;font-size:14px}
-.x-panes{display:grid;grid-template-columns:1fr 1fr;gap:14px}
-.sd-pane-title{font-size:20px;font-weight:800;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
-.x-pane[data-side="speculative"] .sd-pane-title{color:#ffb000}
-.x-status{font-size:14px;color:#c9d1dd;min-height:1.4em}
-.x-status[data-state="error"],.x-status[data-state="stopped"]{background:#7f1d1d;color:#fff;padding:2px 8px;
-  border-radius:6px}
-.sd-tiles{display:grid;grid-template-columns:repeat(3,minmax(0,1fr));gap:6px;margin:4px 0}
-.sd-tile{background:#1a2233;border:1px solid #2a3446;border-radius:8px;padding:2px 8px;min-width:0}
-.sd-tile-label{font-size:13px;color:#c9d1dd;text-transform:uppercase;letter-spacing:.04em}
-.sd-tile-value{font-size:26px;font-weight:800;font-variant-numeric:tabular-nums;white-space:nowrap;
-  overflow:hidden;text-overflow:ellipsis}
-.sd-tile[data-key="tokens_per_s"] .sd-tile-value{color:#ffd37a}
-.sd-tile.sd-na .sd-tile-value,.sd-na{color:#94a3b8}
-.sd-tile-note{font-size:12px;color:#94a3b8;overflow-wrap:anywhere}
-.sd-text{height:300px;overflow-y:auto;white-space:pre-wrap;word-break:break-word;
-  font:16px/1.35 ui-monospace,'DejaVu Sans Mono',monospace;background:#0f1522;border:1px solid #2a3446;
-  border-radius:8px;padding:6px 8px}
-.sd-legend{font-size:12px;color:#c9d1dd;margin:6px 0}
-.sd-legend span{padding:0 5px;margin-left:3px;border-radius:3px}
-.sd-legend .b1{border:1px solid #2a3446}
-#final{display:flex;gap:24px;align-items:center;flex-wrap:wrap;margin:10px 0}
-.sd-speedup{text-align:center;min-width:230px}
-.sd-speedup-value{font-size:50px;font-weight:800;line-height:1}
-.sd-speedup.sd-win .sd-speedup-value{color:#4ade80} .sd-speedup.sd-loss .sd-speedup-value{color:#f87171}
-.sd-speedup-label{font-size:14px;color:#c9d1dd}
-.sd-loop{font-size:13px;font-weight:600;color:#ffd37a;max-width:320px;margin:4px auto 0}
-.sd-loop-detail{font-size:12px;font-weight:400;color:#c9d1dd}
-.sd-mode-label{font-size:18px;font-weight:700;color:#ffb000} .sd-mode-note{font-size:13px;color:#c9d1dd}
-.sd-badge{font-size:16px;font-weight:700;padding:4px 10px;border-radius:8px}
-.sd-badge-ok{background:#14532d;color:#dcfce7} .sd-badge-warn{background:#7c2d12;color:#ffedd5}
-.sd-badge-neutral{background:#1e293b;color:#e2e8f0} .sd-badge-sub{font-size:12px;font-weight:400}
-.sd-diff{font-size:13px;font-weight:400;display:flex;flex-direction:column;white-space:pre-wrap}
-.x-eff{font-size:16px}
-footer{margin-top:14px;font-size:13px;color:#94a3b8}
-""" + view.burst_css(".sd-text") + view.burst_css(".sd-legend")
-
-# The player. Constant text (its hash is in the CSP): the data comes only from #race-data.
-PLAYER_JS = """
-(() => {
-  "use strict";
-  const data = JSON.parse(document.getElementById("race-data").textContent);
-  const player = data.player;
-  const SIDES = ["baseline", "speculative"];
-  const $ = (id) => document.getElementById(id);
-  const next = {};
-  let timer = 0, t0 = 0, run = 0;
-
-  function seconds(s) {
-    if (s < 1) return Math.round(s * 1000) + " ms";
-    return (s < 10 ? s.toFixed(2) : s.toFixed(1)) + " s";
-  }
-  function status(side, state, text) {
-    const el = $("status-" + side);
-    el.dataset.state = state;
-    el.textContent = text;
-  }
-  function reset() {
-    clearTimeout(timer);
-    for (const side of SIDES) {
-      $("text-" + side).replaceChildren();
-      next[side] = 0;
-      $("tokens-" + side).textContent = player.sides[side].tokens_known ? "0" : "n/a";
-      $("elapsed-" + side).textContent = seconds(0);
-      status(side, "waiting", "waiting for the first token\\u2026");
-      $("live-" + side).hidden = false;
-      $("final-" + side).hidden = true;
-    }
-    $("final").hidden = true;
-    document.documentElement.dataset.state = "playing";
-  }
-  function step(now) {
-    for (const side of SIDES) {
-      const sd = player.sides[side], body = $("text-" + side);
-      let i = next[side];
-      while (i < sd.chunks.length && sd.chunks[i][0] <= now) {
-        const [, tokens, running, cls, text] = sd.chunks[i];
-        if (text && cls) {
-          const span = document.createElement("span");
-          span.className = cls;
-          span.title = tokens + " tokens in one step";
-          span.textContent = text;
-          body.append(span);
-        } else if (text) {
-          body.append(document.createTextNode(text));
-        }
-        if (running !== null) $("tokens-" + side).textContent = String(running);
-        i += 1;
-      }
-      if (i > next[side]) body.scrollTop = body.scrollHeight;
-      next[side] = i;
-      $("elapsed-" + side).textContent = seconds(Math.min(now, sd.end_s));
-      if (now >= sd.end_s) status(side, sd.end_state, sd.end_text);
-      else if (i > 0) status(side, "streaming", "streaming");
-    }
-  }
-  function finish() {
-    clearTimeout(timer);
-    step(Infinity);
-    for (const side of SIDES) {
-      $("live-" + side).hidden = true;
-      $("final-" + side).hidden = false;
-    }
-    $("final").hidden = false;
-    document.documentElement.dataset.state = "finished";
-  }
-  function tick(id) {
-    if (id !== run) return;
-    const now = (performance.now() - t0) / 1000;
-    if (now >= player.duration_s) { finish(); return; }
-    step(now);
-    timer = setTimeout(() => tick(id), 30);
-  }
-  function play() {
-    run += 1;
-    reset();
-    t0 = performance.now();
-    tick(run);
-  }
-  for (const [role, content] of player.prompt) {
-    const line = document.createElement("div");
-    const who = document.createElement("b");
-    who.textContent = role + ": ";
-    line.append(who, document.createTextNode(content));
-    $("prompt").append(line);
-  }
-  $("replay").addEventListener("click", play);
-  $("skip").addEventListener("click", () => { run += 1; finish(); });
-  play();
-})();
-"""
+# The page's stylesheet and player (demo/static/export.css, burst.css, export.js), inlined in
+# every exported page. Constant text (their hashes are in the CSP): the data comes only from
+# #race-data.
+PAGE_CSS = stylesheet("export.css", "burst.css")
+PLAYER_JS = static_text("export.js")
 
 
 def content_security_policy() -> str:
@@ -297,7 +164,7 @@ def content_security_policy() -> str:
             "base-uri 'none'; form-action 'none'")
 
 
-def _pane_html(result: RaceResult, side: Side) -> str:
+def _pane_html(result: RaceResult, side: Side, users: UsersRace | None = None) -> str:
     live = (f'<div class="sd-tiles" id="live-{side}">'
             f'<div class="sd-tile"><div class="sd-tile-label">tokens</div>'
             f'<div class="sd-tile-value" id="tokens-{side}">0</div></div>'
@@ -305,21 +172,34 @@ def _pane_html(result: RaceResult, side: Side) -> str:
             f'<div class="sd-tile-value" id="elapsed-{side}">0 ms</div></div></div>')
     return (f'<section class="x-pane" data-side="{side}">{view.pane_title_html(pane_title(result, side))}'
             f'<div class="x-status" id="status-{side}" data-state="waiting"></div>{live}'
-            f'<div id="final-{side}" hidden>{final_tiles_html(result, side)}</div>'
+            f'<div id="final-{side}" hidden>{final_tiles_html(result, side)}{_step_tiles(users, side)}</div>'
             f'<div class="sd-text" id="text-{side}" data-side="{side}"></div></section>')
 
 
-def export_html(result: RaceResult, *, made_at: datetime | None = None,
+def _step_tiles(users: UsersRace | None, side: Side) -> str:
+    """An N-user race's step figures for one side, under user 1's tiles; nothing for one user."""
+    return "" if users is None else view.users_step_html(side, users)
+
+
+def _headline(result: RaceResult, users: UsersRace | None) -> str:
+    if users is not None:  # the step's per-user speedup and throughput ratio, not user 1's
+        return view.users_speedup_html(users.users, users.step, running=False) + view.identical_badge_html(result)
+    snapshot = RaceSnapshot(order=result.order, baseline=SideSnapshot(side="baseline"),
+                            speculative=SideSnapshot(side="speculative"), result=result)
+    return view.speedup_html(snapshot) + view.identical_badge_html(result) + efficiency_html(result)
+
+
+def export_html(run: Run, *, made_at: datetime | None = None,
                 max_bytes: int = MAX_EXPORT_BYTES) -> str:
     """The whole page as text. Raises ExportTooLarge when it would exceed ``max_bytes``."""
     made_at = made_at or datetime.now(UTC)
+    result = race_of(run)
+    users = run if isinstance(run, UsersRace) else None
     req = result.request
-    order = view.ORDER_LABELS[result.order]
+    order = view.ORDER_LABELS[result.order] + (f" · {users.users} users" if users else "")
     what = (f"{result.preset or 'free prompt'} · {order} · T={req.temperature:g} · max {req.max_tokens} tokens"
             f" · exported {_when(made_at)}")
-    snapshot = RaceSnapshot(order=result.order, baseline=SideSnapshot(side="baseline"),
-                            speculative=SideSnapshot(side="speculative"), result=result)
-    data = embed_json({"format": "specdemo-race-export/1", "run": result.model_dump(mode="json"),
+    data = embed_json({"format": "specdemo-race-export/1", "run": run.model_dump(mode="json"),
                        "player": player_data(result)})
     page = f"""<!DOCTYPE html>
 <html lang="en" data-state="loading">
@@ -332,13 +212,14 @@ def export_html(result: RaceResult, *, made_at: datetime | None = None,
 </head>
 <body>
 <main>
-<div class="x-rec" role="status" data-recording="true" data-order="{view.esc(result.order)}">● RECORDING of \
+<div class="x-rec" role="status" data-recording="true" data-order="{view.esc(result.order)}" \
+data-users="{users.users if users else 1}">● RECORDING of \
 {view.esc(_when(result.started_at))}, not live<div class="x-rec-sub">{view.esc(what)}</div></div>
 <div class="x-bar"><button id="replay" type="button">▶ Replay</button>\
 <button id="skip" class="x-alt" type="button">Skip to the end</button>{view.order_html(result.order)}</div>
 <details><summary>Prompt</summary><div id="prompt"></div></details>
-<div id="final" hidden>{view.speedup_html(snapshot)}{view.identical_badge_html(result)}{efficiency_html(result)}</div>
-<div class="x-panes">{_pane_html(result, "baseline")}{_pane_html(result, "speculative")}</div>
+<div id="final" hidden>{_headline(result, users)}</div>
+<div class="x-panes">{_pane_html(result, "baseline", users)}{_pane_html(result, "speculative", users)}</div>
 {view.burst_legend_html()}
 <footer>Played back at the recorded timing, each side from the moment its request was sent. The figures \
 are those measured during the race and saved with it; this page only re-times the saved chunks. \
@@ -363,7 +244,7 @@ def _write(path: Path, text: str) -> None:
         raise ExportError(f"cannot write {path}: {e.strerror or e}") from e
 
 
-def export_file(result: RaceResult, dir: Path) -> Path:
+def export_file(result: Run, dir: Path) -> Path:
     """Write the page under ``dir`` (made if missing) as '<run stem>.html'; returns its path.
     Raises ExportError (ExportTooLarge for an oversize run) with a one-line message."""
     try:
@@ -375,7 +256,7 @@ def export_file(result: RaceResult, dir: Path) -> Path:
     return path
 
 
-def export_to_temp(read: Callable[[], RaceResult]) -> tuple[str | None, str]:
+def export_to_temp(read: Callable[[], Run]) -> tuple[str | None, str]:
     """The page's download: the race ``read`` gives, exported into a fresh temp folder; (its path,
     the status line). A DemoError (no such run, not a run, too large, cannot write) is the status's
     one line, with no file."""
@@ -389,9 +270,10 @@ def export_to_temp(read: Callable[[], RaceResult]) -> tuple[str | None, str]:
 # --------------------------------------------------------------------------- command line
 
 
-def run_for_export(path: Path) -> RaceResult:
-    """A saved run (runs.read_run), refused before it is read when over MAX_EXPORT_BYTES."""
-    return read_run(path, MAX_EXPORT_BYTES, "export limit")
+def run_for_export(path: Path) -> Run:
+    """A saved run (runs.read_record: a race or an N-user race), refused before it is read when
+    over MAX_EXPORT_BYTES."""
+    return read_record(path, MAX_EXPORT_BYTES, "export limit")
 
 
 def add_export_parser(sub: argparse._SubParsersAction) -> None:

@@ -31,15 +31,18 @@ from datetime import UTC, datetime
 from typing import Literal
 
 import httpx
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from demo.client import make_http_client
-from demo.results import SIDES, Api, Order, RaceRequest, Side
+from demo.fmt import validation_summary
+from demo.measure import SideMeter
+from demo.race import compare
+from demo.results import SIDES, Api, Order, RaceRequest, RaceResult, Side, SideResult, StreamProgress
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
 from demo.sweep.crossover import Crossover, find_crossover
 from demo.sweep.models import CellResult, CellSettings, CellStatus, SideCell
-from demo.sweep.runner import _Server, run_cell
+from demo.sweep.runner import StreamObserver, _Server, run_cell
 from demo.workload import WorkloadRequest
 
 # SideCell's reason keys -> LoadSide's field names.
@@ -122,6 +125,77 @@ class LoadResult(BaseModel):
     slo_users: dict[str, int | None] = Field(default_factory=dict)
 
 
+class UsersRace(BaseModel):
+    """A race of N users per side (the Race tab's Users, ``race --users N``), as it is saved
+    (demo/runs.py), replayed and exported: user 1's race (both sides' answers with their events:
+    the panes, the replay) and the step (every user's figures: the per-user speedup, the
+    throughput ratio, the tiles). ``race.speedup`` is user 1's own; the headline is ``step``'s."""
+
+    kind: Literal["users"] = "users"
+    users: int = Field(ge=2)
+    race: RaceResult
+    step: LoadStep
+
+    @property
+    def order(self) -> Order:
+        return self.race.order
+
+    @property
+    def started_at(self) -> datetime:
+        return self.race.started_at
+
+    @property
+    def preset(self) -> str | None:
+        return self.race.preset
+
+
+class StreamWatch:
+    """A StreamObserver (demo.sweep.runner) keeping each side's meters of the first ``users``
+    users: the live page's strip and user 1's text (demo.live.users), a saved race's user 1
+    (``race --users``). Marks itself ``changed`` on every event and does nothing else there: a
+    viewer reads the meters when it draws, and clears ``changed``."""
+
+    def __init__(self, users: int = 1) -> None:
+        self.meters: dict[Side, list[SideMeter | None]] = {}
+        self.changed = False
+        self.reset(users)
+
+    def reset(self, users: int) -> None:
+        """Watch ``users`` users afresh (a load sweep's next step)."""
+        self.meters = {side: [None] * users for side in SIDES}
+        self.changed = False
+
+    def __call__(self, side: Side, index: int, meter: SideMeter) -> None:
+        row = self.meters[side]
+        if index < len(row):
+            row[index] = meter
+        self.changed = True
+
+    def first(self) -> dict[Side, SideMeter]:
+        """User 1's meter per side (a side whose user 1 never started is left out)."""
+        return {side: m for side in SIDES if (m := self.meters[side][0]) is not None}
+
+    def progress(self, side: Side) -> list[StreamProgress | None]:
+        """Every watched user's tokens so far and status (None: not started)."""
+        return [m.progress() if m is not None else None for m in self.meters[side]]
+
+
+def users_race(req: RaceRequest, step: LoadStep, first: dict[Side, SideMeter], settings: Settings,
+               cancelled: bool = False) -> UsersRace:
+    """The record of an N-user race: user 1's answers (a side that never sent it fails with the
+    step's error for that side) and the step."""
+    def side_result(side: Side) -> SideResult:
+        meter = first.get(side)
+        if meter is not None:
+            return meter.result()
+        sided: LoadSide = getattr(step, side)
+        why = sided.errors[0] if sided.errors else ("stopped before it started" if cancelled else "not sent")
+        return SideResult(side=side, url=settings.endpoint(side).url, error=why)
+
+    return UsersRace(users=step.users, step=step,
+                     race=compare(req, side_result("baseline"), side_result("speculative"), cancelled=cancelled))
+
+
 StepFn = Callable[[LoadStep], None]
 ProgressFn = Callable[[str], None]
 
@@ -145,6 +219,18 @@ def parse_users(text: str, max_users: int) -> list[int]:
         values.append(int(p))
     check_users(values, max_users)
     return sorted(set(values))
+
+
+def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str, repeats: int = 1,
+              warmup: int = 0, slo: Slo | None = None) -> LoadSpec:
+    """The sweep of ``req`` over ``users`` on the settings' servers (the CLI's and the page's);
+    ValueError with a one-line message for what LoadSpec refuses."""
+    try:
+        return LoadSpec(users=users, workload=req.preset or "prompt", max_tokens=req.max_tokens,
+                        temperature=req.temperature, api=req.api, order=order, repeats=repeats, warmup=warmup,
+                        slo=slo, baseline_url=settings.baseline_url, speculative_url=settings.speculative_url)
+    except ValidationError as e:
+        raise ValueError(validation_summary(e)) from e
 
 
 def request_from_race(req: RaceRequest) -> WorkloadRequest:
@@ -212,25 +298,31 @@ def finish(result: LoadResult) -> LoadResult:
     return result
 
 
-def _cell_settings(spec: LoadSpec, users: int) -> CellSettings:
+def _cell_settings(spec: LoadSpec, users: int, requests: int = 1) -> CellSettings:
     return CellSettings(preset=spec.workload, kind="preset", temperature=spec.temperature, concurrency=users,
-                        max_tokens=spec.max_tokens, requests=1, api=spec.api, repeats=spec.repeats,
+                        max_tokens=spec.max_tokens, requests=requests, api=spec.api, repeats=spec.repeats,
                         warmup=spec.warmup, order=spec.order, baseline_url=spec.baseline_url,
                         speculative_url=spec.speculative_url)
 
 
-async def run_load(spec: LoadSpec, request: WorkloadRequest, settings: Settings, *,
+async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadRequest], settings: Settings, *,
                    on_step: StepFn | None = None, on_progress: ProgressFn | None = None,
-                   http: httpx.AsyncClient | None = None, result: LoadResult | None = None) -> LoadResult:
-    """Every users count of ``spec``, ascending, each a cell of ``request`` copied ``users`` times,
-    appended to ``result`` (a new one if None) as each ends. A failing server never stops the
-    sweep: its step records the error. Cancelled, the result holds the finished steps (and the
-    one in progress, as ``interrupted``)."""
+                   http: httpx.AsyncClient | None = None, result: LoadResult | None = None,
+                   observe: StreamObserver | None = None) -> LoadResult:
+    """Every users count of ``spec``, ascending, each a cell of ``request`` copied ``users`` times
+    (a list: user i sends request i, wrapping round when it is shorter; longer, every request is
+    sent once, ``users`` at a time, as an evaluator workload cell), appended to
+    ``result`` (a new one if None) as each ends. Every request is sent with the spec's max_tokens
+    and temperature. A failing server never stops the sweep: its step records the error.
+    Cancelled, the result holds the finished steps (and the one in progress, as ``interrupted``).
+    ``observe`` watches every stream of the measured batches (demo.sweep.runner.StreamObserver:
+    the side, the user's index, its meter)."""
     result = result if result is not None else LoadResult(spec=spec)
     urls: dict[Side, str] = {"baseline": spec.baseline_url, "speculative": spec.speculative_url}
     servers = {side: _Server(side, url, settings.endpoint(side).model, http or make_http_client(settings, side))
                for side, url in urls.items()}
-    req = request.model_copy(update={"max_tokens": spec.max_tokens, "temperature": spec.temperature})
+    reqs = [r.model_copy(update={"max_tokens": spec.max_tokens, "temperature": spec.temperature})
+            for r in (request if isinstance(request, list) else [request])]
 
     def progress(label: str, done: bool) -> None:
         if on_progress is not None and not done:
@@ -242,7 +334,8 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest, settings: Settings,
     try:
         for users in spec.users:
             try:
-                cell = await run_cell(_cell_settings(spec, users), [req], servers, settings, progress, interrupted)
+                cell = await run_cell(_cell_settings(spec, users, len(reqs)), reqs, servers, settings, progress,
+                                      interrupted, observe=observe)
             except asyncio.CancelledError:
                 result.interrupted = True
                 finish(result)

@@ -1,6 +1,6 @@
 """``python -m demo load --users 1,2,4,8,16 ...`` and ``race --users N``: the load engine
 (demo/load.py) on the command line; its table and its JSON (the same LoadSide objects), and
---out's load.json and load.html (demo/load_page.py)."""
+--out's load.json, load.html and load.png (demo/load_page.py)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,25 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args
-from demo.files import atomic_write
+from demo import load
+from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args, usage_error
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
-from demo.load import SIDES, LoadResult, LoadSide, LoadSpec, LoadStep, finish, parse_users, request_from_race, run_load
-from demo.load_page import load_html
+from demo.load import (
+    SIDES,
+    LoadResult,
+    LoadSide,
+    LoadSpec,
+    LoadStep,
+    StreamWatch,
+    finish,
+    parse_users,
+    request_from_race,
+    run_load,
+    users_race,
+)
+from demo.load_page import write_files
 from demo.results import RaceRequest
+from demo.runs import RunTooLarge, save_run
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
 
@@ -50,8 +63,8 @@ def add_load_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slo-ttft-ms", type=float, metavar="MS", help="latency target: time to first token p95")
     p.add_argument("--slo-itl-ms", type=float, metavar="MS", help="latency target: inter-token latency p95")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
-    p.add_argument("--out", type=Path, metavar="DIR", help="also write load.json (every figure) and load.html "
-                   "(the two curves, a self-contained page) into DIR")
+    p.add_argument("--out", type=Path, metavar="DIR", help="also write load.json (every figure), load.html "
+                   "(the two curves, a self-contained page) and load.png (both curves, a 16:9 slide) into DIR")
     p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=cmd_load)
 
@@ -71,16 +84,17 @@ def _request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
 def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str, repeats: int = 1,
               warmup: int = 0, slo: Slo | None = None) -> LoadSpec:
     try:
-        return LoadSpec(users=users, workload=req.preset or "prompt", max_tokens=req.max_tokens,
-                        temperature=req.temperature, api=req.api, order=order, repeats=repeats, warmup=warmup,
-                        slo=slo, baseline_url=settings.baseline_url, speculative_url=settings.speculative_url)
-    except ValidationError as e:
-        raise UsageError(validation_summary(e)) from None
+        return load.make_spec(settings, req, users, order, repeats, warmup, slo)
+    except ValueError as e:
+        if isinstance(e.__cause__, ValidationError):  # name the flags, not the fields
+            raise usage_error(e.__cause__, ("repeats", "warmup")) from None
+        raise UsageError(str(e)) from None
 
 
 def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, result: LoadResult | None = None,
-        out: Path | None = None) -> LoadResult:
-    """The sweep, with progress on stderr; ``out``: its files rewritten after every step."""
+        out: Path | None = None, observe: StreamWatch | None = None) -> LoadResult:
+    """The sweep, with progress on stderr; ``out``: its files rewritten after every step;
+    ``observe``: watches the streams (user 1's answers, for a saved race)."""
     def say(label: str) -> None:
         if progress:
             print(f"  {label}", file=sys.stderr, flush=True)
@@ -94,7 +108,7 @@ def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, re
             write_out(result, out)
 
     return asyncio.run(run_load(spec, request_from_race(req), settings, on_step=done, on_progress=say,
-                                result=result))
+                                result=result, observe=observe))
 
 
 # --------------------------------------------------------------------------- output
@@ -192,13 +206,13 @@ def users_table(r: LoadResult) -> str:
     return "\n".join(lines)
 
 
-def write_out(r: LoadResult, out: Path) -> list[Path]:
-    """load.json (every figure, each step's evaluator cell too) and load.html (the curves, offline)."""
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "load.json", out / "load.html"]
-    atomic_write(paths[0], r.model_dump_json(indent=1))
-    atomic_write(paths[1], load_html(r))
-    return paths
+def write_out(r: LoadResult, out: Path, png: bool = False) -> list[Path]:
+    """load.json (every figure, each step's evaluator cell too) and load.html (the curves, offline);
+    with ``png`` (the end of the sweep) load.png too, or a note on stderr saying why not."""
+    written = write_files(r, out, png=png)
+    if written.png_note:
+        print(f"note: load.png not written: {written.png_note}", file=sys.stderr)
+    return written.paths
 
 
 def cmd_load(args: argparse.Namespace) -> int:
@@ -223,12 +237,12 @@ def cmd_load(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         result.interrupted = True
         if out is not None:
-            write_out(finish(result), out)
+            write_out(finish(result), out, png=True)
         print(f"interrupted: {len(result.steps)} step(s) measured" + (f", written to {out}/" if out else ""),
               file=sys.stderr)
         return 130
     if out is not None:
-        print(f"wrote {', '.join(map(str, write_out(result, out)))}", file=sys.stderr)
+        print(f"wrote {', '.join(map(str, write_out(result, out, png=True)))}", file=sys.stderr)
     print(json.dumps(load_json(result)) if args.json else load_table(result))
     return 0 if any(s.speedup is not None for s in result.steps) else 1
 
@@ -236,8 +250,14 @@ def cmd_load(args: argparse.Namespace) -> int:
 def cmd_race_users(args: argparse.Namespace, settings: Settings, users: int, req: RaceRequest) -> int:
     """``race --users N`` (N > 1): N copies of the prompt per side at once, through the load engine."""
     spec = make_spec(settings, req, [users], req.order, warmup=1 if req.warmup else 0)
-    result = run(spec, req, settings, progress=False)
-    if not args.no_save:
-        print("note: a race of several users is not saved (saved runs hold one request per side)", file=sys.stderr)
+    watch = StreamWatch(1)  # user 1's answers on each side, with their events: the saved race replays them
+    result = run(spec, req, settings, progress=False, observe=watch)
+    if result.steps and settings.save_runs and not args.no_save:
+        record = users_race(req, result.steps[0], watch.first(), settings)
+        try:
+            save_run(record, settings.runs_dir, settings.max_run_file_bytes, settings.runs_keep_count,
+                     settings.runs_keep_days)
+        except (OSError, RunTooLarge) as e:
+            print(f"warning: could not save the run under {settings.runs_dir}: {e}", file=sys.stderr)
     print(json.dumps(users_json(result)) if args.json else users_table(result))
     return 0 if result.steps and result.steps[0].speedup is not None else 1

@@ -1,17 +1,50 @@
-"""A load sweep as one self-contained HTML page (``python -m demo load --out DIR``): the two
-curves, the crossover's sentence and a table of every step. No network: Plotly is inline, as
-in the evaluator's report.
+"""A load sweep's files (``python -m demo load --out DIR`` and the page's Download button):
+load.json (every figure), load.html (one self-contained page: the two curves, the crossover's
+sentence and a table of every step; no network, Plotly is inline as in the evaluator's report)
+and load.png (both curves on one 16:9 slide, demo/figure_png.py).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import NamedTuple
+
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from demo.figure_png import PngUnavailable, figure_png
+from demo.files import atomic_write
 from demo.fmt import esc, fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load import SIDES, LoadResult, LoadSide
-from demo.load_figures import per_user_figure, total_figure
+from demo.load_figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX, per_user_figure, slide_figure, total_figure
 from demo.sweep.report import CSP, CSS
+
+FILES = ("load.json", "load.html", "load.png")
+
+
+class Written(NamedTuple):
+    """The files written, and why the PNG is not among them when it is not (one line)."""
+
+    paths: list[Path]
+    png_note: str | None = None
+
+
+def write_files(result: LoadResult, out: Path, png: bool = True) -> Written:
+    """load.json and load.html into ``out`` (created), and load.png with ``png`` (seconds: a
+    browser renders it). Each file is written whole. OSError when ``out`` cannot be written; a
+    PNG that cannot be made here is a note, never a failure."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / FILES[0], out / FILES[1]]
+    atomic_write(paths[0], result.model_dump_json(indent=1))
+    atomic_write(paths[1], load_html(result))
+    if not png:
+        return Written(paths)
+    try:
+        data = figure_png(slide_figure(result), SLIDE_WIDTH_PX, SLIDE_HEIGHT_PX)
+    except PngUnavailable as e:
+        return Written(paths, str(e))
+    atomic_write(out / FILES[2], data)
+    return Written([*paths, out / FILES[2]])
 
 
 def _cells(s: LoadSide) -> str:

@@ -12,7 +12,16 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from demo.results import ChunkEvent, Repetition, Side, SideResult, SideSnapshot, SpecPerRequest, SpecStats
+from demo.results import (
+    ChunkEvent,
+    Repetition,
+    Side,
+    SideResult,
+    SideSnapshot,
+    SpecPerRequest,
+    SpecStats,
+    StreamProgress,
+)
 
 NO_CONTINUOUS_USAGE = "the server sent no per-chunk usage (continuous_usage_stats), so per-chunk tokens are unknown"
 
@@ -218,6 +227,11 @@ class SideMeter:
             error=self.error,
             status=self.status,
         )
+
+    def progress(self) -> StreamProgress:
+        """Tokens so far and the status: what the N-user strip shows of each user."""
+        count = self.tokens if self.has_usage else self.final_tokens
+        return StreamProgress(completion_tokens=count, status=self.status)
 
     def result(self) -> SideResult:
         na: dict[str, str] = {}

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from demo.errors import NotFound
 from demo.fmt import validation_summary
+from demo.limits import MaxTokens, Temperature
 from demo.results import Api, Message, RaceRequest
 
 
@@ -19,8 +22,8 @@ class Preset(BaseModel):
     title: str
     expect: str  # one line for the audience: what to watch for
     messages: list[Message] = Field(min_length=1)
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(256, ge=1, le=32768)
+    temperature: Temperature = 0.0
+    max_tokens: MaxTokens = 256
     api: Api = "chat"
     # Files (relative to the presets folder) whose text replaces {{name}} in the messages.
     include: dict[str, str] = Field(default_factory=dict)
@@ -87,3 +90,22 @@ def load_presets(folder: Path) -> tuple[dict[str, Preset], list[PresetProblem]]:
             continue
         presets[preset.name] = preset
     return presets, errors
+
+
+class UnknownPresetError(NotFound):
+    """A preset name that is not in the presets folder."""
+
+
+def unknown_preset(names: Iterable[str], known: Iterable[str], presets_dir: Path) -> UnknownPresetError:
+    """The one wording of "no such preset": the names asked for, and the ones there are."""
+    known_text = ", ".join(sorted(known)) or "none found in " + str(presets_dir)
+    return UnknownPresetError(f"unknown preset {', '.join(map(repr, names))}; known presets: {known_text}")
+
+
+def resolve_presets(names: list[str], presets_dir: Path) -> dict[str, Preset]:
+    """The named presets, in the order asked; raises UnknownPresetError naming the known ones."""
+    presets, _errors = load_presets(presets_dir)
+    unknown = [n for n in names if n not in presets]
+    if unknown:
+        raise unknown_preset(unknown, presets, presets_dir)
+    return {n: presets[n] for n in names}

@@ -16,18 +16,24 @@ from pathlib import Path
 from demo import view
 from demo.measure import SideMeter
 from demo.results import LEGACY_ORDER, SIDES, ChunkEvent, RaceResult, RaceSnapshot, Side
-from demo.runs import stem_parts
+from demo.runs import load_stem_parts, stem_parts
 
 FRAME_INTERVAL_S = 0.05  # at most ~20 page updates per second, as the live race
 
 
 def run_label(path: Path) -> str:
-    """'2026-11-29 13:00:49 UTC · json_reformat · sequential' from the saved file's name."""
+    """'2026-11-29 13:00:49 UTC · json_reformat · sequential' from the saved file's name (a load
+    sweep's: '… · json_reformat · load sweep')."""
     parts = stem_parts(path)
     if parts is None:
-        return path.name
+        load = load_stem_parts(path)
+        if load is None:
+            return path.name
+        when = datetime.strptime(load[0], "%Y%m%dT%H%M%S").strftime("%Y-%m-%d %H:%M:%S UTC")
+        return f"{when} · {load[1]} · load sweep"
     when = datetime.strptime(parts.stamp, "%Y%m%dT%H%M%S").strftime("%Y-%m-%d %H:%M:%S UTC")
-    return f"{when} · {parts.preset} · {view.ORDER_LABELS[LEGACY_ORDER.get(parts.order, parts.order)]}"
+    users = f" · {parts.users} users" if parts.users > 1 else ""
+    return f"{when} · {parts.preset} · {view.ORDER_LABELS[LEGACY_ORDER.get(parts.order, parts.order)]}{users}"
 
 
 def timeline(result: RaceResult) -> list[tuple[float, Side, ChunkEvent]]:

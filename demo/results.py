@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from demo.limits import MaxTokens, Temperature
+
 Side = Literal["baseline", "speculative"]
 # The sides of a race, in the order they are shown: the one spelling of the pair in demo/ (a list of
 # arms once a race has several speculative ones). servers/ has its own Role: it imports nothing from demo.
@@ -142,8 +144,8 @@ class RaceRequest(_Ordered):
     messages: list[Message] | None = None  # chat API
     prompt: str | None = None  # completions API (built from messages when empty)
     api: Api = "chat"
-    temperature: float = Field(0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(256, ge=1, le=32768)
+    temperature: Temperature = 0.0
+    max_tokens: MaxTokens = 256
     order: Order = "simultaneous"
     warmup: bool = False
     seed: int | None = None
@@ -187,6 +189,14 @@ class SideSnapshot(BaseModel):
     done: bool = False
     error: str | None = None
     status: str = "waiting"  # waiting | streaming | done | error | cancelled
+
+
+class StreamProgress(BaseModel):
+    """One stream at a glance (a user's cell in the N-user strip): cheap enough to take for every
+    user on every frame, unlike a SideSnapshot (which copies the text and the bursts)."""
+
+    completion_tokens: int | None = None  # from the server's running usage; None: not reported (yet)
+    status: str = "waiting"  # as SideSnapshot.status
 
 
 class RaceSnapshot(_Ordered):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from demo.results import Side
 
@@ -72,6 +73,9 @@ class Settings(BaseSettings):
     max_concurrent_races: int = Field(2, ge=1)
     # The most users (streams per server at once) a race or a load sweep may ask for.
     max_users: int = Field(32, ge=1, le=1024)
+    # Streams open at once for every viewer of the page together (races, load sweeps, the Evaluate
+    # tab's sweeps; demo.live.budget); None: enough for one viewer at max_users on both servers.
+    max_streams: int | None = Field(None, ge=1, le=65536)
     # The page warns when a race shows "Racing…" but nothing has arrived from the app for this long.
     ui_stall_notice_s: float = Field(15.0, ge=2)
 
@@ -94,6 +98,9 @@ class Settings(BaseSettings):
     booth_idle_s: float = Field(60.0, gt=0)
     # The rotation, by preset name; empty: every preset, in the dropdown's order.
     booth_presets: list[str] = Field(default_factory=list)
+    # A load turn in the rotation, after its presets: these user counts ("1,8": one user, then 8),
+    # swept live with the curves (demo.live.load_stream); empty: no load turn.
+    booth_load_users: Annotated[list[int], NoDecode] = Field(default_factory=list)
 
     # A workload file (or a folder's .txt/.md files together) larger than this is refused before reading.
     workload_max_bytes: int = Field(20_000_000, ge=1)
@@ -116,6 +123,27 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, v: object) -> object:
         return None if v == "" else v
 
+    @field_validator("booth_load_users", mode="before")
+    @classmethod
+    def _users_list(cls, v: object) -> object:
+        """'1,8' (or a JSON list) -> [1, 8]; each count is checked against max_users below."""
+        if isinstance(v, str):
+            parts = [p.strip() for p in v.strip().strip("[]").split(",") if p.strip()]
+            try:
+                return [int(p) for p in parts]
+            except ValueError:
+                raise ValueError(f"give user counts such as 1,8, not {v!r}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _booth_load_users_in_range(self) -> Settings:
+        bad = [n for n in self.booth_load_users if not 1 <= n <= self.max_users]
+        if bad:
+            raise ValueError(f"booth_load_users: each count must be from 1 to max_users ({self.max_users}), "
+                             f"got {bad[0]}")
+        self.booth_load_users = sorted(set(self.booth_load_users))
+        return self
+
     @field_validator("baseline_headers", "speculative_headers")
     @classmethod
     def _check_headers(cls, v: dict[str, SecretStr]) -> dict[str, SecretStr]:
@@ -132,6 +160,10 @@ class Settings(BaseSettings):
         if v is not None and not v.is_file():
             raise ValueError(f"CA bundle {v} is not a file: give the path of a PEM file of CA certificates")
         return v
+
+    def stream_budget(self) -> int:
+        """The page's budget of streams at once (max_streams, else max_users on each of the two servers)."""
+        return self.max_streams if self.max_streams is not None else 2 * self.max_users
 
     def endpoint(self, side: Side) -> Endpoint:
         """The side's server: its own URL, model, key and headers, else the shared ones."""

@@ -17,8 +17,9 @@ from typing import Literal
 from pydantic import BaseModel
 
 from demo.fmt import NA, csv_cell, esc, fmt_int, fmt_length, fmt_percent, fmt_rate, fmt_seconds, fmt_speedup, or_na
+from demo.load import LoadSide, LoadStep, UsersRace
 from demo.measure import LOOP_NOTE
-from demo.results import Order, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
+from demo.results import Order, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot, StreamProgress
 from demo.server_info import ServerInfo, down_message
 
 PENDING = "…"
@@ -43,7 +44,10 @@ def na_label(reason: str | None) -> str:
 # ---------------------------------------------------------------- tiles
 
 TileKey = Literal[
-    "tokens_per_s", "ttft_s", "elapsed_s", "tokens", "acceptance_rate", "mean_acceptance_length"
+    "tokens_per_s", "ttft_s", "elapsed_s", "tokens", "acceptance_rate", "mean_acceptance_length",
+    # an N-user race's (demo.load.LoadSide's figures)
+    "per_user_decode_tokens_per_s", "output_tokens_per_s", "ttft_p95_s", "itl_p95_s",
+    "num_requests_waiting_peak", "kv_cache_usage_peak_perc", "num_preemptions",
 ]
 
 
@@ -122,6 +126,70 @@ def side_tiles(snap: SideSnapshot, result: SideResult | None, speculative: bool)
     return tiles
 
 
+STEP_PENDING = "at the step's end"
+
+
+def users_tiles(figures: LoadSide | None) -> list[Tile]:
+    """The tiles of one pane in an N-user race: the side's step figures (None: the step still
+    runs, every tile pending), each n/a with the step's reason."""
+    pending = figures is None
+
+    def tile(key: TileKey, label: str, value: float | int | None, text: str | None, note: str | None = None) -> Tile:
+        reason = figures.na_reasons.get(key) if figures is not None else None
+        # Pending, only the first tile says until when (the headline says it too).
+        first = key == "per_user_decode_tokens_per_s"
+        return _tile(key, label, "", value, text, pending=pending, reason=reason,
+                     note=(STEP_PENDING if first else None) if pending else note)
+
+    f = figures or LoadSide(side="baseline", users=0)
+    lo, hi = f.per_user_decode_tokens_per_s_min, f.per_user_decode_tokens_per_s_max
+    spread = f"{fmt_rate(lo)}-{fmt_rate(hi)} (min-max)" if lo is not None and hi is not None else None
+    queue = f.num_requests_waiting_peak
+    return [
+        tile("per_user_decode_tokens_per_s", "per-user tok/s", f.per_user_decode_tokens_per_s,
+             fmt_rate(f.per_user_decode_tokens_per_s), spread or "median over users"),
+        tile("output_tokens_per_s", "total tok/s", f.output_tokens_per_s, fmt_rate(f.output_tokens_per_s)),
+        tile("ttft_p95_s", "TTFT p95", f.ttft_p95_s, fmt_seconds(f.ttft_p95_s)),
+        tile("itl_p95_s", "ITL p95", f.itl_p95_s, fmt_seconds(f.itl_p95_s)),
+        tile("num_requests_waiting_peak", "queue peak", queue, None if queue is None else f"{queue:.0f}"),
+        tile("kv_cache_usage_peak_perc", "KV peak", f.kv_cache_usage_peak_perc,
+             fmt_percent(f.kv_cache_usage_peak_perc)),
+        tile("num_preemptions", "preemptions", f.num_preemptions, fmt_int(f.num_preemptions)),
+    ]
+
+
+def users_tiles_html(side: Side, figures: LoadSide | None) -> str:
+    """users_tiles as markup, in the compact grid of an N-user pane."""
+    return f'<div class="sd-users-tiles">{tiles_html(side, users_tiles(figures))}</div>'
+
+
+def users_step_html(side: Side, run: UsersRace) -> str:
+    """A saved N-user race's step figures for one side (replay, export): every user's, under a
+    label saying the text is user 1's."""
+    return (f'<div class="sd-users-step" data-users="{run.users}">{run.users} users: the step\'s figures '
+            "(the text is user 1's)</div>" + users_tiles_html(side, getattr(run.step, side)))
+
+
+def users_strip_html(side: Side, users: list[StreamProgress | None], max_tokens: int) -> str:
+    """Every user's progress at a glance: one small bar per user (tokens so far out of
+    max_tokens; done, error, stopped), and a count; user 1's answer is the pane's text."""
+    counts: dict[str, int] = {}
+    cells = []
+    for i, p in enumerate(users):
+        status = p.status if p is not None else "waiting"
+        tokens = p.completion_tokens if p is not None else None
+        counts[status] = counts.get(status, 0) + 1
+        share = min(1.0, (tokens or 0) / max_tokens) if max_tokens > 0 else 0.0
+        shown = "?" if tokens is None and status != "waiting" else str(tokens or 0)
+        cells.append(f'<i class="sd-u sd-u-{esc(status)}" data-user="{i + 1}" data-status="{esc(status)}" '
+                     f'data-tokens="{"" if tokens is None else tokens}" style="--p:{share:.0%}" '
+                     f'title="user {i + 1}: {shown}/{max_tokens} tokens, {esc(status)}"></i>')
+    summary = ", ".join(f"{n} {state}" for state, n in counts.items())
+    return (f'<div class="sd-users" data-side="{esc(side)}" data-users="{len(users)}">'
+            f'<div class="sd-users-label">{len(users)} users: {esc(summary)} · the text below is user 1\'s</div>'
+            f'<div class="sd-users-bars">{"".join(cells)}</div></div>')
+
+
 def tiles_html(side: Side, tiles: list[Tile]) -> str:
     parts = [f'<div class="sd-tiles" data-side="{esc(side)}">']
     for t in tiles:
@@ -168,22 +236,11 @@ def side_status_html(side: Side, snap: SideSnapshot, quiet_s: float | None = Non
 # ---------------------------------------------------------------- text with burst shading
 
 def burst_class(tokens: int) -> str:
-    """CSS class by tokens in one chunk: b1 (one token) ... b5 (five or more), b0 unknown."""
+    """CSS class by tokens in one chunk: b1 (one token) ... b5 (five or more), b0 unknown (their
+    shading: demo/static/burst.css)."""
     if tokens <= 0:
         return "b0"
     return f"b{min(tokens, 5)}"
-
-
-# Burst shading colours, one place: the page (demo/ui/theme.py) and exported races (demo/export.py).
-BURST_STYLES: dict[str, str] = {
-    "b2": "background: #3b2f0b;", "b3": "background: #5c4510;",
-    "b4": "background: #7a5a12;", "b5": "background: #a87a10; color: #0b0f17;",
-}
-
-
-def burst_css(scope: str) -> str:
-    """CSS rules for the burst classes inside ``scope`` (a selector)."""
-    return "\n".join(f"{scope} .{c} {{ {style} }}" for c, style in BURST_STYLES.items()) + "\n"
 
 
 def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
@@ -245,6 +302,34 @@ def speedup_html(snapshot: RaceSnapshot | None) -> str:
     return (f'<div class="sd-speedup {cls}" data-state="final" data-value="{esc(repr(result.speedup))}">'
             f'<div class="sd-speedup-value">{esc(fmt_speedup(result.speedup))}</div>'
             f'<div class="sd-speedup-label">{esc(sub)}</div>{loop_note_html(result)}</div>')
+
+
+def users_speedup_html(users: int, step: LoadStep | None, running: bool = True) -> str:
+    """The headline of an N-user race: the per-user decode speedup and the throughput ratio,
+    labelled "N users". Nothing while the step runs (a per-user median needs every user's end:
+    a live figure would be a different number), then the step's own figures."""
+    label = f"{users} users"
+    if step is None:
+        text = PENDING if running else NA
+        sub = f"per-user speedup, {label} · {STEP_PENDING}" if running else f"per-user speedup, {label}"
+        return (f'<div class="sd-speedup" data-state="{"running" if running else "na"}" data-users="{users}">'
+                f'<div class="sd-speedup-value">{esc(text)}</div>'
+                f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
+    ratio = fmt_speedup(step.throughput_ratio) or na_label(step.na_reasons.get("throughput_ratio"))
+    ratio_attr = "" if step.throughput_ratio is None else f' data-value="{esc(repr(step.throughput_ratio))}"'
+    ratio_html = (f'<div class="sd-speedup-ratio" data-key="throughput_ratio"{ratio_attr}>'
+                  f"throughput ratio {esc(ratio)} (total output tokens/s)</div>")
+    if step.speedup is None:
+        reason = step.na_reasons.get("speedup") or "speedup unknown"
+        return (f'<div class="sd-speedup" data-state="na" data-users="{users}">'
+                f'<div class="sd-speedup-value sd-na">{esc(NA)}</div>'
+                f'<div class="sd-speedup-label">{esc(f"per-user speedup, {label}: {reason}")}</div>'
+                f"{ratio_html}</div>")
+    cls = "sd-win" if step.speedup >= 1.05 else ("sd-loss" if step.speedup < 0.95 else "sd-even")
+    return (f'<div class="sd-speedup {cls}" data-state="final" data-users="{users}" '
+            f'data-value="{esc(repr(step.speedup))}">'
+            f'<div class="sd-speedup-value">{esc(fmt_speedup(step.speedup))}</div>'
+            f'<div class="sd-speedup-label">{esc(f"per-user decode speedup · {label}")}</div>{ratio_html}</div>')
 
 
 def loop_note_html(result: RaceResult) -> str:
@@ -346,6 +431,7 @@ class HistoryRow(BaseModel):
     mean_acceptance_length: float | None
     identical: str
     status: str
+    users: int = 1  # an N-user race: its figures are the step's (per-user decode tokens/s, per-user speedup)
 
 
 HISTORY_HEADERS = ["time (UTC)", "preset", "order", "T", "baseline tok/s", "speculative tok/s",
@@ -368,6 +454,24 @@ def history_row(result: RaceResult) -> HistoryRow:
         mean_acceptance_length=spec.mean_acceptance_length if spec else None,
         identical=identical,
         status=status,
+    )
+
+
+def users_history_row(run: UsersRace) -> HistoryRow:
+    """An N-user race in the history: the step's per-user figures, its order labelled "N users"."""
+    race, step = run.race, run.step
+    cell = step.cell
+    identical = {True: "yes", False: "no", None: NA}[cell.identical_text]
+    status = {"done": "ok"}.get(race.outcome, race.outcome)
+    return HistoryRow(
+        started_at=race.started_at.strftime("%H:%M:%S"), users=run.users,
+        preset=race.preset or "(free prompt)",
+        order=f"{ORDER_LABELS[race.order]} · {run.users} users",
+        temperature=race.request.temperature,
+        baseline_tokens_per_s=step.baseline.per_user_decode_tokens_per_s,
+        speculative_tokens_per_s=step.speculative.per_user_decode_tokens_per_s,
+        speedup=step.speedup, acceptance_rate=cell.acceptance_rate,
+        mean_acceptance_length=cell.mean_acceptance_length, identical=identical, status=status,
     )
 
 
@@ -470,7 +574,8 @@ def recording_banner_html(result: RaceResult | None, note: str | None = None) ->
     what = f"{result.preset or 'free prompt'} · {ORDER_LABELS[result.order]} · T={req.temperature:g} · " \
            f"max {req.max_tokens} tokens"
     return (f'<div class="sd-banner sd-recording" role="status" data-recording="true" '
-            f'style="border:3px solid #ff6b6b;padding:10px 14px;border-radius:8px;font-size:22px;font-weight:700">'
+            'style="border:3px solid var(--sd-alert);padding:10px 14px;border-radius:8px;font-size:22px;'
+            'font-weight:700">'
             f"● RECORDING of {esc(when)}, not live"
             f'<div style="font-size:15px;font-weight:400">{esc(what)}</div>'
             + (f'<div class="sd-live-again" style="font-size:15px;font-weight:400">{esc(note)}</div>' if note else "")

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from demo.errors import BadInput
+from demo.limits import MaxTokens, Temperature
 from demo.race import prompt_size_problem
 from demo.results import Api, Message, RaceRequest
 from demo.settings import Settings
@@ -71,8 +72,8 @@ class WorkloadRequest(BaseModel):
     api: Api
     messages: list[Message] | None = None  # chat API
     prompt: str | None = None  # completions API
-    max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, le=32768)
-    temperature: float = Field(DEFAULT_TEMPERATURE, ge=0.0, le=2.0)
+    max_tokens: MaxTokens = DEFAULT_MAX_TOKENS
+    temperature: Temperature = DEFAULT_TEMPERATURE
     line: int | None = None  # where it came from (None for a folder's file)
 
     @property
@@ -88,7 +89,7 @@ class WorkloadRequest(BaseModel):
         return hashlib.sha256(self.prompt_text.encode("utf-8")).hexdigest()
 
     def to_race_request(self, *, seed: int | None = None) -> RaceRequest:
-        """What the evaluator sends (sequential A/B mode; the runner may change the mode)."""
+        """What the evaluator sends (sequential A/B order; the runner may change the order)."""
         return RaceRequest(messages=self.messages, prompt=self.prompt, api=self.api,
                            temperature=self.temperature, max_tokens=self.max_tokens,
                            order="sequential", seed=seed)

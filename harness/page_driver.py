@@ -1,5 +1,5 @@
-"""Driving the race page in Playwright: open it, choose a preset, press Start, wait for the end,
-read a tile, count DOM updates, save a screenshot. Shared by the browser tests and the benchmarks."""
+"""Driving the race page in Playwright: open it, choose a preset and the users, press Start, wait
+for the end, read a tile, count DOM updates, save a screenshot. Shared by the browser tests and the benchmarks."""
 
 from __future__ import annotations
 
@@ -59,6 +59,12 @@ def choose(page, preset_title: str, max_tokens: int, order: str = "simultaneous"
     page.press("#sd-max-tokens input", "Tab")
     if order == "sequential":
         page.get_by_label("Sequential A/B").check()
+
+
+def set_users(page, users: int) -> None:
+    """The Race tab's Users control (N streams per server; 1 is the one race)."""
+    page.fill("#sd-users input", str(users))
+    page.press("#sd-users input", "Tab")
 
 
 def start(page, key: bool = False) -> None:

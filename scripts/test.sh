@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # THE test command (README, .ci/run): sets everything up from the project's own files, checks
-# lint, types and layers (ruff, mypy, lint-imports; a finding fails the run before any test),
+# lint, types and layers (ruff, mypy, lint-imports, and Biome for the page's JS and CSS; a finding
+# fails the run before any test),
 # and runs every test: fast ones (stand-in servers on 127.0.0.1), browser ones (headless
 # Chromium), then the end-to-end suite against two real CPU vLLM servers (started by its
 # fixture, stopped after); the e2e stage also parses every generated vLLM command with vLLM's
@@ -36,12 +37,14 @@ if [[ "${1:-}" != "--fast" ]]; then
     prom_pid=$!
 fi
 
-# Lint, types and layers first (config in pyproject.toml): all run, any failing fails the run.
+# Lint, types and layers first (config in pyproject.toml; Biome's, for the page's JS and CSS in
+# demo/static/, in biome.jsonc): all run, any finding fails the run.
 lint=0
 .venv/bin/ruff check . || lint=1
 .venv/bin/mypy || lint=1
 .venv/bin/lint-imports --no-cache || lint=1
-stamp "ruff, mypy and lint-imports done (exit $lint)"
+.venv/bin/biome lint --error-on-warnings || lint=1
+stamp "ruff, mypy, lint-imports and biome done (exit $lint)"
 [[ $lint -eq 0 ]] || exit $lint
 
 setup=0

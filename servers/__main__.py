@@ -98,6 +98,7 @@ def _profile_overrides(name: str) -> dict[str, Any]:
         "speculative_config": dict(p.speculative_config),
         "dtype": p.dtype,
         "max_model_len": p.max_model_len,
+        "max_num_seqs": p.num_seqs,
     }
     if p.device == "gpu":
         overrides["model"] = p.model

@@ -203,7 +203,7 @@ class MethodsSetup(BaseModel):
             out[name] = ServerConfig(
                 role="baseline" if arm is None else "speculative",
                 model=p.model, served_model_name=p.served_model_name, host=host, port=self.port(name),
-                dtype=p.dtype, max_model_len=p.max_model_len,
+                dtype=p.dtype, max_model_len=p.max_model_len, max_num_seqs=p.num_seqs,
                 speculative_config=None if arm is None else dict(arm.speculative_config),
                 gpu_memory_utilization=shares[name],
             )

@@ -31,6 +31,9 @@ class ServerConfig(BaseModel):
     # float32 keeps greedy outputs of both servers identical token for token.
     dtype: str = "float32"
     max_model_len: int = 8192
+    # Sequences the server batches at once (--max-num-seqs); None: vLLM's default (128 on CPU,
+    # 256-1024 on GPUs). A load sweep at the page's most users needs at least that many.
+    max_num_seqs: int | None = Field(None, ge=1)
     speculative_config: dict[str, Any] | None = None
     # Per-request acceptance numbers in the response (vLLM >= 0.32); None leaves it off.
     per_request_spec_metrics: Literal["summary", "detailed"] | None = "detailed"
@@ -47,6 +50,8 @@ class ServerConfig(BaseModel):
             "--dtype", self.dtype,
             "--max-model-len", str(self.max_model_len),
         ]
+        if self.max_num_seqs is not None:
+            args += ["--max-num-seqs", str(self.max_num_seqs)]
         if self.gpu_memory_utilization is not None:
             args += ["--gpu-memory-utilization", str(self.gpu_memory_utilization)]
         if self.role == "speculative" and self.speculative_config:

@@ -138,6 +138,7 @@ def server_config(s: LauncherSettings, role: Role, model: str) -> ServerConfig:
         port=s.baseline_port if role == "baseline" else s.speculative_port,
         dtype=s.dtype,
         max_model_len=s.max_model_len,
+        max_num_seqs=s.max_num_seqs,
         speculative_config=s.speculative_config if role == "speculative" else None,
         per_request_spec_metrics=None if s.per_request_spec_metrics == "off" else s.per_request_spec_metrics,
         gpu_memory_utilization=s.gpu_share(role) if s.device == "gpu" else None,

@@ -34,6 +34,10 @@ DEFAULT_PROFILE = "llama-eagle3"
 DEFAULT_CPU_PROFILE = "cpu-smollm2"
 # Inside a container both servers listen on all interfaces; compose publishes them on 127.0.0.1.
 CONTAINER_HOST = "0.0.0.0"
+# --max-num-seqs of every GPU server: a load sweep at the page's most users (SPECDEMO_MAX_USERS,
+# 32) runs that many streams per server, with room for a second viewer. CPU servers keep vLLM's
+# CPU default (128), under which the CPU figures were measured.
+GPU_MAX_NUM_SEQS = 64
 BASELINE_PORT = 8000
 SPECULATIVE_PORT = 8001
 
@@ -56,6 +60,7 @@ class Profile(BaseModel):
     speculative_config: dict[str, Any]
     dtype: str
     max_model_len: int = Field(8192, gt=0)
+    max_num_seqs: int | None = Field(None, ge=1)  # None: GPU_MAX_NUM_SEQS on a GPU, vLLM's default on CPU
     # Each instance's share of the GPU; the speculative side also holds the proposer.
     baseline_gpu_memory: float | None = None
     speculative_gpu_memory: float | None = None
@@ -87,6 +92,13 @@ class Profile(BaseModel):
         return self
 
     @property
+    def num_seqs(self) -> int | None:
+        """--max-num-seqs of this profile's servers (None: vLLM's default)."""
+        if self.max_num_seqs is not None:
+            return self.max_num_seqs
+        return GPU_MAX_NUM_SEQS if self.device == "gpu" else None
+
+    @property
     def method(self) -> str:
         return str(self.speculative_config["method"])
 
@@ -114,6 +126,7 @@ class Profile(BaseModel):
             "host": host,
             "dtype": self.dtype,
             "max_model_len": self.max_model_len,
+            "max_num_seqs": self.num_seqs,
         }
         return ServerPair(
             baseline=ServerConfig(
@@ -138,6 +151,7 @@ class Profile(BaseModel):
             "SPEC_CONFIG": json.dumps(self.speculative_config, separators=(",", ":")),
             "SPEC_DTYPE": self.dtype,
             "SPEC_MAX_MODEL_LEN": str(self.max_model_len),
+            "SPEC_MAX_NUM_SEQS": str(self.num_seqs),
             "SPEC_BASELINE_GPU_MEM": str(self.baseline_gpu_memory),
             "SPEC_SPECULATIVE_GPU_MEM": str(self.speculative_gpu_memory),
             # Labels for the page ("Speculative (eagle3, k=3)"): compose cannot read them from JSON.

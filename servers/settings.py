@@ -85,6 +85,10 @@ class LauncherSettings(BaseSettings):
     # float32 keeps greedy outputs of both servers identical token for token.
     dtype: str = Field("float32", json_schema_extra=cli(UP))
     max_model_len: int = Field(8192, ge=16, json_schema_extra=cli(UP))
+    # Sequences each server batches at once; None: vLLM's default (128 on CPU). A load sweep at the
+    # page's most users (SPECDEMO_MAX_USERS) needs at least that many; GPU profiles set 64.
+    max_num_seqs: int | None = Field(None, ge=1, description="sequences batched at once (vLLM's --max-num-seqs)",
+                                     json_schema_extra=cli(UP))
     # Extra vLLM flags for both servers, as one shell-like string ("--enforce-eager --seed 0").
     extra_args: str = Field("", description="more vLLM flags for both servers, one string", json_schema_extra=cli(UP))
 

@@ -35,7 +35,7 @@ def saved(runs: Path, preset: str, minutes: int, **kw) -> Path:
     return path
 
 
-def test_the_recording_is_the_newest_good_race_of_that_preset_in_race_mode(tmp_path: Path) -> None:
+def test_the_recording_is_the_newest_good_race_of_that_preset_in_simultaneous_order(tmp_path: Path) -> None:
     old_good = saved(tmp_path, "json_reformat", 1)
     saved(tmp_path, "json_reformat", 2, order="sequential")
     saved(tmp_path, "json_reformat", 3, good=False)
@@ -155,3 +155,68 @@ def test_the_default_rotation_is_every_preset_the_booth_suits() -> None:
     assert set(names) == {n for n, p in presets.items() if p.booth} and "json_reformat" in names
     chosen = Booth(Settings(booth=True, booth_presets=["rag_long", "nope"]), presets).rotation
     assert [p.name for p in chosen] == ["rag_long"]  # named, it is raced; an unknown name is skipped
+
+
+def test_a_load_turn_ends_the_rotation_and_falls_back_to_a_recording(tmp_path: Path) -> None:
+    """SPECDEMO_BOOTH_LOAD_USERS: after the rotation's presets, json_reformat swept live over those
+    counts on the load panel (saved like a page's sweep); a server down: a recording instead."""
+    from demo.live.booth import Booth
+    from demo.presets import load_presets
+    from demo.runs import read_load
+    from demo.settings import ROOT, Settings
+    from harness.standin import Standin, StandinBehavior
+
+    presets, _ = load_presets(ROOT / "presets")
+    with Standin(StandinBehavior(tokens_per_s=600, ttft_s=0.02)) as base, \
+            Standin(StandinBehavior(speculative=True, tokens_per_s=1500, ttft_s=0.02, chunk_sizes=[1, 3])) as spec:
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url, runs_dir=tmp_path, booth=True,
+                            booth_presets=["poetry"], booth_load_users="2,1", booth_pause_s=0, probe_timeout_s=2)
+        booth = Booth(settings, presets)
+        assert booth.load_users == [1, 2] and booth.load_preset is not None
+        assert booth.load_preset.name == "json_reformat"
+        viewer = Viewer()
+        booth.viewers.add(viewer)
+
+        async def turns(n: int) -> list[BoothView]:
+            seen: list[BoothView] = []
+            for _ in range(n):
+                await booth._one_turn()
+                update = await viewer.take(0.1)
+                if update is not None:
+                    seen.append(update)
+            return seen
+
+        race_turn, load_turn = asyncio.run(turns(2))
+        assert race_turn.load is None and 'data-turn="race"' in (race_turn.caption or "")
+        assert load_turn.load is not None and load_turn.load.result is not None
+        assert [s.users for s in load_turn.load.result.steps] == [1, 2]
+        assert all(s.status == "ok" for s in load_turn.load.result.steps)
+        assert 'data-turn="load"' in (load_turn.caption or "") and "1 user, then 2 users" in (load_turn.caption or "")
+        (swept,) = tmp_path.glob("*-json_reformat-load.json")
+        assert read_load(swept).spec.order == "sequential"
+        assert base.open_streams == spec.open_streams == 0
+        assert booth._next_title() == presets["poetry"].title  # the rotation starts over
+
+        spec.stop()  # the next load turn finds a server down: the recording of a preset that has one
+        booth.turn = 1
+        (down_turn,) = asyncio.run(turns(1))
+        assert 'data-state="recording"' in (down_turn.caption or "")
+        assert down_turn.load is None
+        assert len(list(tmp_path.glob("*-load.json"))) == 1
+
+
+def test_the_load_turns_users_are_a_comma_list_within_max_users(monkeypatch) -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from demo.settings import Settings
+
+    monkeypatch.setenv("SPECDEMO_BOOTH_LOAD_USERS", "8, 1")
+    assert Settings().booth_load_users == [1, 8]
+    monkeypatch.setenv("SPECDEMO_BOOTH_LOAD_USERS", "")
+    assert Settings().booth_load_users == []
+    for bad, words in (("1,x", "give user counts such as 1,8"), ("0,8", "from 1 to max_users (32), got 0"),
+                       ("64", "got 64")):
+        monkeypatch.setenv("SPECDEMO_BOOTH_LOAD_USERS", bad)
+        with pytest.raises(ValidationError, match=words.replace("(", r"\(").replace(")", r"\)")):
+            Settings()

@@ -53,8 +53,8 @@ def test_bad_arguments_exit_non_zero_with_a_clear_message(tmp_path: Path) -> Non
     cases = {
         ("--preset", "nope"): "unknown preset 'nope'; known presets:",
         ("--prompt", "   "): "The prompt is empty",
-        ("--prompt", "x", "--temperature", "9"): "temperature",
-        ("--prompt", "x", "--max-tokens", "0"): "max_tokens",
+        ("--prompt", "x", "--temperature", "9"): "--temperature: Input should be less than or equal to 2",
+        ("--prompt", "x", "--max-tokens", "0"): "--max-tokens: Input should be greater than or equal to 1",
         ("--prompt", "x", "--mode", "fast"): "invalid choice",
         (): "one of the arguments --preset --prompt is required",
     }

@@ -922,3 +922,20 @@ def test_interpolation_follows_compose_rules() -> None:
         interpolate_str("${UNSET:?set it}", env)
     with pytest.raises(InterpolationError):
         interpolate_str("${UNSET", env)
+
+
+def test_every_gpu_server_admits_a_load_sweep_at_the_pages_most_users() -> None:
+    """--max-num-seqs of each GPU server (compose, both paths and the methods profile; the launcher
+    and Helm follow, tests/test_kubernetes.py) is at least SPECDEMO_MAX_USERS' default: a load sweep
+    at the most users never queues because of the flags we ship."""
+    from demo.settings import Settings
+    from servers.profiles import GPU_MAX_NUM_SEQS
+
+    most = Settings(_env_file=None).max_users
+    assert GPU_MAX_NUM_SEQS >= most
+    services = compose({"HF_TOKEN": "hf_x", "SPEC_GPU": "1"})["services"]
+    for svc in [*GPU_SERVERS.values(), *METHODS_SERVERS.values()]:
+        assert int(cmd_value(services[svc]["command"], "--max-num-seqs") or 0) >= most, svc
+    for profile in GPU_PROFILES:
+        assert profile.num_seqs == GPU_MAX_NUM_SEQS
+        assert f"SPEC_MAX_NUM_SEQS={GPU_MAX_NUM_SEQS}" in env_file_text(profile)

@@ -529,7 +529,7 @@ def test_cli_flags_are_the_settings_fields_marked_for_the_cli() -> None:
     assert flags == {
         "--help", "--detach", "--profile", "--host", "--baseline-port", "--speculative-port", "--run-dir",
         "--device", "--model", "--served-model-name", "--speculative-config", "--per-request-spec-metrics",
-        "--dtype", "--max-model-len", "--baseline-cores", "--speculative-cores", "--kv-space",
+        "--dtype", "--max-model-len", "--max-num-seqs", "--baseline-cores", "--speculative-cores", "--kv-space",
         "--gpu-memory-utilization", "--extra-args", "--vllm-venv", "--vllm-python", "--cache-dir",
         "--startup-timeout", "--server-command", "--warmup", "--no-warmup", "--pin-processes", "--no-pin-processes",
         "--worker-in-engine-core", "--no-worker-in-engine-core",

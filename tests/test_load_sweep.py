@@ -21,9 +21,12 @@ from pathlib import Path
 import pytest
 
 from demo.cli import main
+from demo.figure_png import png_size
 from demo.load import LoadResult, LoadSpec, LoadStep, run_load
+from demo.load_figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX
 from demo.settings import ROOT, Settings
 from demo.workload import WorkloadRequest
+from harness.chromium import CHROMIUM
 from harness.standin import Standin, StandinBehavior, Truth
 from tests.signals import interruptible
 
@@ -118,6 +121,11 @@ def test_load_sweep_speedup_matches_truth_and_finds_the_crossover(pair, capsys, 
     assert 'id="chart-per-user"' in page and 'id="chart-total"' in page
     assert "speculation pays up to 2 users and loses from 4" in page
     assert "<script src=" not in page and "Content-Security-Policy" in page
+    # ... and the slide: both curves on one 16:9 PNG (Plotly's exporter on the machine's Chromium)
+    if not CHROMIUM.exists():
+        pytest.skip("load.png needs Debian's Chromium at /usr/bin/chromium: bash scripts/install_browser.sh")
+    png = (tmp_path / "load.png").read_bytes()
+    assert png_size(png) == (SLIDE_WIDTH_PX, SLIDE_HEIGHT_PX) == (1600, 900)
 
 
 def test_the_evaluators_checklist_finds_the_same_crossover(pair, tmp_path: Path, capsys) -> None:
@@ -200,8 +208,8 @@ def test_a_server_failing_mid_sweep_fails_its_step_and_the_sweep_goes_on(pair) -
 
 @pytest.mark.parametrize(("extra", "says"), [
     (["--slo-itl-ms", "-5"], "itl_ms"),
-    (["--repeats", "0"], "repeats"),
-    (["--max-tokens", "0"], "max_tokens"),
+    (["--repeats", "0"], "--repeats: Input should be greater than or equal to 1"),
+    (["--max-tokens", "0"], "--max-tokens: Input should be greater than or equal to 1"),
     (["--out", "/proc/no-such-dir"], "--out /proc/no-such-dir: cannot write there"),
 ])
 def test_other_bad_load_flags_are_one_line_and_exit_2(extra: list[str], says: str, capsys) -> None:

@@ -62,7 +62,7 @@ def test_chunk_counting_would_have_failed() -> None:
     assert s.decode_tokens_per_s == pytest.approx(truth.decode_tokens_per_s, rel=0.05)
 
 
-def test_race_mode_starts_both_together_and_sequential_one_after_the_other() -> None:
+def test_simultaneous_starts_both_together_and_sequential_one_after_the_other() -> None:
     with Standin.pair(StandinBehavior(tokens_per_s=400, ttft_s=0.01)) as (base, spec):
         race(base, spec, REQ.model_copy(update={"order": "simultaneous", "max_tokens": 60}))
         assert abs(base.last_truth.t_request - spec.last_truth.t_request) < 0.05

@@ -99,7 +99,7 @@ async def _race_via_api(client: httpx.AsyncClient, prompt: str) -> tuple[RaceOut
     await race_once(client, page, out, max_tokens=20, timeout_s=60)
     # The same race once more, read raw, for the secret check on what the browser receives.
     join = await client.post("/gradio_api/queue/join", json={
-        "data": [None, prompt, 0.0, 20, "simultaneous", [], []], "fn_index": page.race_id,
+        "data": [None, prompt, 0.0, 20, "simultaneous", None, 1], "fn_index": page.race_id,
         "session_hash": "rawcheck", "event_data": None, "trigger_id": None})
     join.raise_for_status()
     async with client.stream("GET", "/gradio_api/queue/data", params={"session_hash": "rawcheck"}) as resp:
@@ -128,7 +128,7 @@ def test_login_from_settings_guards_the_page_and_its_api(setups: dict[str, Setup
         with httpx.Client(base_url=url, trust_env=False, timeout=10) as anon:
             assert anon.get("/config").status_code == 401
             join = anon.post("/gradio_api/queue/join", json={
-                "data": [None, "hi", 0.0, 10, "simultaneous", [], []], "fn_index": 2, "session_hash": "anon",
+                "data": [None, "hi", 0.0, 10, "simultaneous", None, 1], "fn_index": 2, "session_hash": "anon",
                 "event_data": None, "trigger_id": None})
             assert join.status_code in (401, 403), join.text
             bad = anon.post("/login", data={"username": USER, "password": "wrong"})
@@ -218,7 +218,7 @@ def test_the_api_cannot_bypass_the_input_limits(setups: dict[str, Setup]) -> Non
             page = PageApi((await client.get("/config")).json())
             session = f"limits{temperature}{max_tokens}".replace(".", "").replace("-", "m")
             join = await client.post("/gradio_api/queue/join", json={
-                "data": [None, prompt, temperature, max_tokens, "simultaneous", [], []], "fn_index": page.race_id,
+                "data": [None, prompt, temperature, max_tokens, "simultaneous", None, 1], "fn_index": page.race_id,
                 "session_hash": session, "event_data": None, "trigger_id": None})
             join.raise_for_status()
             lines = []

@@ -62,7 +62,7 @@ async def test_a_race_frame_leaves_nothing_out(standin_factory) -> None:
     assert race.fn is not None and finish is not None
     elem = [c.elem_id for c in race.outputs]
     request = SimpleNamespace(session_hash="t-outputs")
-    frames = [f async for f in race.fn(None, "Say hello.", 0.0, 40, "simultaneous", None, request)]
+    frames = [f async for f in race.fn(None, "Say hello.", 0.0, 40, "simultaneous", None, 1, request)]
     live = [f for f in frames if isinstance(f, list)]
     assert len(live) >= 5 and len(live) == len(frames), frames
     for frame in live[1:]:  # the first frame comes before anything is known

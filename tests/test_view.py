@@ -126,7 +126,7 @@ def test_errors_and_titles_are_escaped() -> None:
     assert "&lt;m&gt;" in html and "n/a: why &lt;x&gt;" in html and "<m>" not in html
 
 
-def test_mode_labels() -> None:
+def test_order_labels() -> None:
     assert "compete" in view.order_html("simultaneous")
     assert "Sequential A/B" in view.order_html("sequential")
 

@@ -6,11 +6,15 @@ not read what was offered for ``VIEWER_TIMEOUT_S`` has gone (Gradio leaves a clo
 generator suspended, see demo.live.frame_stream).
 
 Each turn takes the next preset of the rotation and:
-- both servers answer /health: races it live (demo.live.frame_stream.race_frames), in race mode, and
+- both servers answer /health: races it live (demo.live.frame_stream.race_frames), in simultaneous order, and
   saves the run as any race is saved;
 - a server is down, or fails during the race: plays the newest good recording of that preset
   (demo.replay) under the RECORDING banner, with a small "live again in …" line read from the
   supervisor's state file, and tries live again on the next turn.
+With ``SPECDEMO_BOOTH_LOAD_USERS`` (e.g. "1,8") the rotation ends with a load turn: the copy-heavy
+preset swept live over those user counts (demo.live.load_stream: one user, then 8, the curves
+redrawn after each step, the crossover read off them), saved like a page's sweep and logged as
+one ``booth-load {json}`` line; a server down before it: the preset's recording, as for a race.
 A visitor's click or key (``touch``) stops the booth's race and hands the page over; the rotation
 resumes after ``booth_idle_s`` without input and with no visitor race running.
 
@@ -36,12 +40,15 @@ from pydantic import BaseModel, ConfigDict
 
 from demo import view
 from demo.fmt import esc
+from demo.live.budget import StreamBudget
 from demo.live.frame_stream import race_frames
 from demo.live.frames import Frame, frame_for, throttled_frames
+from demo.live.load_stream import LoadFrame, load_frames, start_frame
 from demo.live.request import build_request, preset_user_text
 from demo.live.saving import Saved, save
 from demo.live.session import RaceControl
 from demo.live.status import final_status
+from demo.load import make_spec, request_from_race
 from demo.presets import Preset
 from demo.race import validate_request
 from demo.replay import replay_snapshots
@@ -63,6 +70,9 @@ STALL_S = 20.0
 STALL_RECHECK_S = 5.0
 # How often the caption's countdowns tick, and the servers are probed while they are down.
 TICK_S = 1.0
+# The load turn's answers are short: 8 users of 400 tokens would hold a CPU pair for minutes.
+BOOTH_LOAD_MAX_TOKENS = 160
+BOOTH_LOAD_PRESET = "json_reformat"  # the copy-heavy preset: the gain is large at 1 user, so its fall shows
 
 
 class BoothView(BaseModel):
@@ -74,6 +84,7 @@ class BoothView(BaseModel):
     banner: str | None = None  # HTML: the RECORDING banner, or "" (live)
     frame: Frame | None = None  # the race area (demo.live.frames.Frame)
     badge: str | None = None  # the identical-text badge, set at a race's end
+    load: LoadFrame | None = None  # the load panel, in a load turn (demo.live.load_stream.LoadFrame)
 
     def merged(self, newer: BoothView) -> BoothView:
         """This update followed by ``newer``: newer values win, a field newer leaves None stays."""
@@ -82,9 +93,14 @@ class BoothView(BaseModel):
             old, new = frame, newer.frame
             frame = new if old is None else Frame(**{
                 k: (getattr(new, k) if getattr(new, k) is not None else getattr(old, k)) for k in Frame.model_fields})
+        load = self.load
+        if newer.load is not None:
+            load = newer.load if load is None else LoadFrame(**{
+                k: (getattr(newer.load, k) if getattr(newer.load, k) is not None else getattr(load, k))
+                for k in LoadFrame.model_fields})
         return BoothView(caption=newer.caption if newer.caption is not None else self.caption,
                          banner=newer.banner if newer.banner is not None else self.banner,
-                         frame=frame, badge=newer.badge if newer.badge is not None else self.badge)
+                         frame=frame, badge=newer.badge if newer.badge is not None else self.badge, load=load)
 
 
 @dataclass(eq=False)
@@ -113,21 +129,32 @@ class Viewer:
         return self.pending_since is not None and now - self.pending_since > VIEWER_TIMEOUT_S
 
 
-def caption_html(state: BoothState, preset: Preset | None, note: str = "", n: int = 0) -> str:
+def caption_html(state: BoothState, preset: Preset | None, note: str = "", n: int = 0, *,
+                 load_users: list[int] | None = None) -> str:
     """The booth's caption: what is on screen (live, recording, the visitor's turn) and the preset's
-    'what to expect'; ``note`` is the small line under it (a countdown)."""
+    'what to expect'; ``note`` is the small line under it (a countdown). ``load_users``: a load
+    turn's (data-turn="load": the page shows the load panel's curves then)."""
     heads = {"live": "● LIVE", "recording": "● RECORDING", "visitor": "Your turn", "waiting": "Next"}
     title = preset.title if preset is not None else ""
     expect = preset.expect if preset is not None else ""
+    if load_users:
+        title = f"{title}: {load_title(load_users)}"
+        expect = "Speculation's gain shrinks as users share the servers: watch the two curves."
     if state == "visitor":
         title, expect = "pick a preset and press Start", ""
-    return (f'<div class="sd-booth-caption" data-state="{state}" '
+    return (f'<div class="sd-booth-caption" data-state="{state}" data-turn="{"load" if load_users else "race"}" '
             f'data-preset="{esc(preset.name if preset else "")}" data-n="{n}">'
             f'<span class="sd-booth-head">{esc(heads[state])}</span> '
             f'<span class="sd-booth-title">{esc(title)}</span>'
             + (f'<div class="sd-booth-expect">{esc(expect)}</div>' if expect else "")
             + (f'<div class="sd-booth-note">{esc(note)}</div>' if note else "")
             + "</div>")
+
+
+def load_title(users: list[int]) -> str:
+    """'1 user, then 8 users' (a load turn's caption)."""
+    words = [f"{n} user" + ("" if n == 1 else "s") for n in users]
+    return ", then ".join(words)
 
 
 class RestartWatch:
@@ -202,8 +229,16 @@ def launcher_state_file() -> Path | None:
 class Booth:
     def __init__(self, settings: Settings, presets: dict[str, Preset],
                  visitor_racing: Callable[[], bool] = lambda: False,
-                 restart_watch: RestartWatch | None = None) -> None:
+                 restart_watch: RestartWatch | None = None, budget: StreamBudget | None = None) -> None:
         self.settings = settings
+        # The load turn (SPECDEMO_BOOTH_LOAD_USERS), after the rotation's presets; its streams
+        # come from the page's budget when one is given (visitors' races and sweeps share it).
+        self.load_users = list(settings.booth_load_users)
+        self.load_preset = presets.get(BOOTH_LOAD_PRESET) or next(iter(presets.values()), None)
+        if self.load_users and self.load_preset is None:
+            log.warning("booth: no preset for the load turn; the rotation has none")
+            self.load_users = []
+        self.budget = budget
         names = settings.booth_presets or [n for n, p in presets.items() if p.booth]
         self.rotation = [presets[n] for n in names if n in presets]
         unknown = [n for n in names if n not in presets]
@@ -294,7 +329,11 @@ class Booth:
             self.publish(BoothView(caption=caption_html("waiting", None, "No presets to show: add one to presets/.")))
             await asyncio.sleep(TICK_S * 5)
             return
-        preset = self.rotation[self.turn % len(self.rotation)]
+        if self._load_turn_next():
+            self.turn += 1
+            await self._load_turn()
+            return
+        preset = self.rotation[self.turn % self._turns()]
         self.turn += 1
         infos = await probe_servers(self.settings)
         down = [i for i in infos if not i.healthy]
@@ -309,13 +348,25 @@ class Booth:
             shown, preset = await self._recording(preset, down)
         await self._pause(shown, preset)
 
-    async def _pause(self, shown: BoothState, preset: Preset) -> None:
-        nxt = self.rotation[self.turn % len(self.rotation)]
+    def _turns(self) -> int:
+        """Turns in one round of the rotation: its presets, and the load turn when there is one."""
+        return len(self.rotation) + (1 if self.load_users else 0)
+
+    def _load_turn_next(self) -> bool:
+        return bool(self.load_users) and self.turn % self._turns() == len(self.rotation)
+
+    def _next_title(self) -> str:
+        if self._load_turn_next() and self.load_preset is not None:
+            return f"{self.load_preset.title}, {load_title(self.load_users)}"
+        return self.rotation[self.turn % self._turns()].title
+
+    async def _pause(self, shown: BoothState, preset: Preset, load_users: list[int] | None = None) -> None:
+        nxt = self._next_title()
         deadline = time.monotonic() + (self.settings.booth_pause_s if shown == "live" else TICK_S * 2)
         while time.monotonic() < deadline and not self._interrupt.is_set():
             left = deadline - time.monotonic()
-            self.publish(BoothView(caption=caption_html(shown, preset, f"Next: {nxt.title}, in {left:.0f} s",
-                                                        self.turn)))
+            self.publish(BoothView(caption=caption_html(shown, preset, f"Next: {nxt}, in {left:.0f} s",
+                                                        self.turn, load_users=load_users)))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._interrupt.wait(), min(TICK_S, left))
 
@@ -328,7 +379,7 @@ class Booth:
         started = datetime.now(UTC)
         self.publish(BoothView(caption=caption_html("live", preset, "Racing both servers now", self.turn),
                                banner="", badge=view.identical_badge_html(None),
-                               frame=frame_for_start(view.run_status_html("running", "race mode"))), reset=True)
+                               frame=frame_for_start(view.run_status_html("running", "simultaneous"))), reset=True)
         result: RaceResult | None = None
         failed: str | None = None
         quiet_since: dict[str, float] = {}
@@ -370,6 +421,50 @@ class Booth:
         log_turn(self.turn, preset, "live", started, outcome, result.speedup if result else None, saved.name,
                  failed or control.stopped_because)
         return failed is None
+
+    async def _load_turn(self) -> None:
+        """The load turn: the preset swept live over the load users, the curves on the load panel;
+        a server down before it: the preset's recording (the race turn's fallback)."""
+        preset = self.load_preset
+        assert preset is not None  # _load_turn_next checks there is a load turn
+        infos = await probe_servers(self.settings)
+        down = [i for i in infos if not i.healthy]
+        if down:
+            shown, shown_preset = await self._recording(preset, down)
+            await self._pause(shown, shown_preset)
+            return
+        await self._live_load(preset)
+        await self._pause("live", preset, self.load_users)
+
+    async def _live_load(self, preset: Preset) -> None:
+        req = build_request({preset.name: preset}, preset.name, preset_user_text(preset), preset.temperature,
+                            min(preset.max_tokens, BOOTH_LOAD_MAX_TOKENS), "sequential")
+        spec = make_spec(self.settings, req, self.load_users, "sequential")
+        control = RaceControl()
+        started = datetime.now(UTC)
+        users = self.load_users
+        self.publish(BoothView(caption=caption_html("live", preset, "Measuring each step now", self.turn,
+                                                    load_users=users), banner="", load=start_frame(None)))
+        last: LoadFrame | None = None
+        frames = load_frames(spec, request_from_race(req), self.settings, control, self.budget)
+        async with contextlib.aclosing(frames):
+            async for frame in frames:
+                last = frame
+                if self._interrupt.is_set() and not control.stop.is_set():
+                    control.stopped_because = "a visitor took over"
+                    control.stop.set()
+                note = frame.progress or ""
+                self.publish(BoothView(load=frame, caption=caption_html("live", preset, note[:1].upper() + note[1:],
+                                                                        self.turn, load_users=users)))
+        result = last.result if last is not None else None
+        steps = result.steps if result is not None else []
+        log.info("booth-load %s", json.dumps({
+            "n": self.turn, "preset": preset.name, "users": users,
+            "steps": [{"users": s.users, "status": s.status, "speedup": s.speedup} for s in steps],
+            "crossover": result.crossover.text if result else None,
+            "interrupted": result.interrupted if result else None,
+            "started_at": started.isoformat(), "ended_at": datetime.now(UTC).isoformat(),
+            "note": last.progress if last else None}))
 
     async def _recording(self, preset: Preset, down: list[ServerInfo]) -> tuple[BoothState, Preset]:
         """Play the newest good recording of ``preset`` (or of the next preset that has one);

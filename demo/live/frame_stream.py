@@ -12,6 +12,7 @@ import time
 from collections.abc import AsyncGenerator
 
 from demo import view
+from demo.live.budget import Ticket, waiting_text
 from demo.live.frames import ChartThrottle, Frame
 from demo.live.session import RaceControl
 from demo.live.status import internal_error_text
@@ -32,20 +33,30 @@ CONSUMER_TIMEOUT_S = 5.0
 WATCH_TICK_S = 0.5
 # A side with no new token for this long says so on its status line, updated every second.
 QUIET_NOTICE_S = 2.0
+# While a race waits for the page's stream budget, its status line says so this often.
+WAIT_TICK_S = 1.0
 
 
-def race_frames(req: RaceRequest, settings: Settings, control: RaceControl) -> AsyncGenerator[Frame, None]:
-    """Run one race and yield Frames; only the latest snapshot is drawn when the page lags."""
-    return RaceFrames(req, settings, control).frames()
+def race_frames(req: RaceRequest, settings: Settings, control: RaceControl,
+                ticket: Ticket | None = None) -> AsyncGenerator[Frame, None]:
+    """Run one race and yield Frames; only the latest snapshot is drawn when the page lags.
+    With ``ticket`` (the page's stream budget, demo.live.budget) the race first waits its turn,
+    saying so, and gives the streams back when it ends however it ends."""
+    return RaceFrames(req, settings, control, ticket).frames()
 
 
 class RaceFrames:
     """One race's frames. The race is driven by a pump task kept in ``control`` so that closing
     the tab (which leaves the generator suspended, nobody reading) can still cancel it and close
-    both streams."""
+    both streams; the pump also waits for the budget's ``ticket`` and releases it, so a closed
+    tab never keeps streams held or its place in the queue. A subclass runs something else than
+    one race (demo.live.users: N users per side) by overriding ``_run`` and ``_dress``."""
 
-    def __init__(self, req: RaceRequest, settings: Settings, control: RaceControl) -> None:
-        self.req, self.settings, self.control = req, settings, control
+    def __init__(self, req: RaceRequest, settings: Settings, control: RaceControl,
+                 ticket: Ticket | None = None) -> None:
+        self.req, self.settings, self.control, self.ticket = req, settings, control, ticket
+        self.status_note: str | None = None  # a run status line to show next (waiting, then running)
+        self.started = ticket is None or ticket.granted  # the streams are ours: the race runs
         self.latest: RaceSnapshot | None = None  # the newest snapshot not drawn yet
         self.changed = asyncio.Event()
         self.unread_since: float | None = None  # a frame is waiting to be read since then
@@ -53,9 +64,13 @@ class RaceFrames:
         self.progress_at: dict[str, float] = {side: time.monotonic() for side in SIDES}
         self.throttle = ChartThrottle()
 
+    def running_status(self) -> str:
+        return view.run_status_html("running", view.ORDER_LABELS[self.req.order])
+
     async def frames(self) -> AsyncGenerator[Frame, None]:
         control = self.control
-        yield Frame(run_status=view.run_status_html("running", view.ORDER_LABELS[self.req.order]))
+        yield Frame(run_status=self.running_status() if self.started
+                    else _waiting_html(self.ticket))
         pump = control.pump = asyncio.create_task(self._pump())
         guard = asyncio.create_task(self._watchdog(pump))
         try:
@@ -78,14 +93,46 @@ class RaceFrames:
 
     async def _pump(self) -> None:
         try:
-            async with contextlib.aclosing(
-                stream_race(self.req, self.settings, interval_s=SNAPSHOT_INTERVAL_S, stop=self.control.stop)
-            ) as snapshots:
-                async for snap in snapshots:
-                    self.latest = snap
-                    self.changed.set()
+            if await self._wait_turn():
+                await self._run()
         finally:
+            if self.ticket is not None:
+                self.ticket.release()  # granted or still queued: nothing stays held
             self.changed.set()
+
+    async def _wait_turn(self) -> bool:
+        """True once the budget grants the streams (at once without a ticket); False when Stop
+        (or the watchdog) ends the wait first. Says "waiting for N streams ..." every tick."""
+        if self.ticket is None or self.ticket.granted:
+            self.started = True
+            return True
+        stop = asyncio.ensure_future(self.control.stop.wait())
+        try:
+            while True:
+                turn = asyncio.ensure_future(self.ticket.wait())
+                done, _ = await asyncio.wait({turn, stop}, timeout=WAIT_TICK_S, return_when=asyncio.FIRST_COMPLETED)
+                turn.cancel()
+                if self.ticket.granted:
+                    break
+                if stop in done:
+                    return False
+                self.status_note = _waiting_html(self.ticket)
+                self.changed.set()
+        finally:
+            stop.cancel()
+        self.started = True
+        self.status_note = self.running_status()
+        self.changed.set()
+        return True
+
+    async def _run(self) -> None:
+        """The race itself, its snapshots into ``latest``."""
+        async with contextlib.aclosing(
+            stream_race(self.req, self.settings, interval_s=SNAPSHOT_INTERVAL_S, stop=self.control.stop)
+        ) as snapshots:
+            async for snap in snapshots:
+                self.latest = snap
+                self.changed.set()
 
     async def _watchdog(self, pump: asyncio.Task[None]) -> None:
         # Unread time is counted in this loop's own ticks, not on the wall clock: an app that
@@ -113,7 +160,10 @@ class RaceFrames:
 
     async def _next_frame(self) -> Frame | None:
         """The frame of the newest snapshot, a quiet-server notice after a second without one,
-        or None (nothing to show yet)."""
+        a run status line (waiting for streams, then running), or None (nothing to show yet)."""
+        if self.status_note is not None:
+            html, self.status_note = self.status_note, None
+            return Frame(run_status=html)
         if self.latest is None:
             try:
                 await asyncio.wait_for(self.changed.wait(), timeout=1.0)
@@ -131,9 +181,13 @@ class RaceFrames:
                     before.completion_tokens, len(before.text), before.status):
                 self.progress_at[side] = now
         self.shown = snap
-        frame = self.throttle.frame(snap, now)
+        frame = self._dress(self.throttle.frame(snap, now))
         # Heartbeat snapshots keep coming while a server is silent: say so on its pane.
         frame.side_status = _quiet_status(snap, self.progress_at, self.settings.read_timeout_s) or None
+        return frame
+
+    def _dress(self, frame: Frame) -> Frame:
+        """The frame as shown: a race's as it is (a subclass puts its own headline and tiles in)."""
         return frame
 
     def _end_frame(self, pump: asyncio.Task[None]) -> Frame | None:
@@ -144,10 +198,18 @@ class RaceFrames:
         if exc is not None:  # a bug, not a server fault: logged in full, said on the page
             log.error("the race failed", exc_info=exc)
             return Frame(run_status=view.run_status_html("error", internal_error_text(exc)))
+        if not self.started:  # Stop (or the watchdog) while it waited for streams
+            return Frame(run_status=view.run_status_html(
+                "stopped", self.control.stopped_because or "before it started (it was waiting for streams)"))
         if self.shown is None or self.shown.result is None:  # never leave the page on "Racing…"
             return Frame(run_status=view.run_status_html(
                 "stopped", self.control.stopped_because or "the race ended without a result"))
         return None
+
+
+def _waiting_html(ticket: Ticket | None) -> str:
+    """The status line of a race waiting for the page's streams (not for a race slot)."""
+    return view.run_status_html("waiting", waiting_text(ticket) if ticket else "", text="Waiting for free streams…")
 
 
 def _quiet_status(shown: RaceSnapshot | None, progress_at: dict[str, float],

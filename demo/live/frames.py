@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict
 
 from demo import charts, view
+from demo.load import UsersRace
 from demo.results import SIDES, RaceResult, RaceSnapshot
 
 # Each frame costs the browser ~30 ms of a core whatever it changes (Gradio's per-message work),
@@ -32,7 +33,8 @@ class Frame(BaseModel):
     speculative: view.PaneView | None = None
     side_status: dict[str, str] | None = None  # status lines only (the quiet-server notice)
     race_figure: go.Figure | None = None
-    result: RaceResult | None = None  # set once, on the final frame
+    result: RaceResult | None = None  # set once, on the final frame (an N-user race: user 1's)
+    users: UsersRace | None = None  # an N-user race's record, on its final frame (demo.live.users)
     failed: list[str] = []  # the sides whose stream failed (the booth switches to a recording)
 
 

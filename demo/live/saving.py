@@ -1,5 +1,6 @@
-"""Saving a finished race from the page (when the settings say so): a failure to save is
-logged and noted on the status line, never fatal on stage.
+"""Saving a finished race (one user, or N users: demo.load.UsersRace) or a load sweep from the
+page, when the settings say so: a failure to save is logged and noted on the status line, never
+fatal on stage.
 """
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ import asyncio
 import logging
 from typing import NamedTuple
 
-from demo.results import RaceResult
-from demo.runs import RunTooLarge, save_run
+from demo.load import LoadResult
+from demo.runs import Run, RunTooLarge, save_load, save_run
 from demo.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -22,13 +23,17 @@ class Saved(NamedTuple):
     note: str | None = None
 
 
-async def save(result: RaceResult, settings: Settings) -> Saved:
-    """Save the run when settings say so; a failure to save is logged, never fatal on stage."""
+async def save(result: Run | LoadResult, settings: Settings) -> Saved:
+    """Save the run (a race, or a load sweep: demo.runs.save_load) when settings say so; a failure
+    to save is logged, never fatal on stage."""
     if not settings.save_runs:
         return Saved()
+    args = (settings.runs_dir, settings.max_run_file_bytes, settings.runs_keep_count, settings.runs_keep_days)
     try:
-        path = await asyncio.to_thread(save_run, result, settings.runs_dir, settings.max_run_file_bytes,
-                                       settings.runs_keep_count, settings.runs_keep_days)
+        if isinstance(result, LoadResult):
+            path = await asyncio.to_thread(save_load, result, *args)
+        else:
+            path = await asyncio.to_thread(save_run, result, *args)
     except RunTooLarge as e:
         log.warning("run not saved: %s", e)
         return Saved(note=f"run not saved: {e}")

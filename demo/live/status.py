@@ -15,14 +15,17 @@ def internal_error_text(exc: BaseException) -> str:
 
 
 def final_status(result: RaceResult, saved: str | None, stopped_because: str | None = None,
-                 save_note: str | None = None) -> str:
+                 save_note: str | None = None, users: int = 1) -> str:
+    """``users`` > 1: an N-user race, whose ``result`` is user 1's."""
     state = result.outcome
-    detail = view.ORDER_LABELS[result.order] + (" · run saved" if saved else "")
+    who = f"{users} users · " if users > 1 else ""
+    detail = who + view.ORDER_LABELS[result.order] + (" · run saved" if saved else "")
     if save_note:
         detail = f"{detail} · {save_note}"
     if state == "stopped" and stopped_because:
         detail = f"{stopped_because} · {detail}"
     if state == "error":
         failed = [s for s in SIDES if getattr(result, s).error]
-        detail = f"{' and '.join(failed)} failed (see the pane) · " + detail
+        what = "user 1 of " if users > 1 else ""
+        detail = f"{what}{' and '.join(failed)} failed (see the pane) · " + detail
     return view.run_status_html(state, detail)

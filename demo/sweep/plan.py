@@ -5,27 +5,12 @@ the presets folder.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from demo.errors import NotFound
 from demo.fmt import fmt_temperature
-from demo.presets import Preset, load_presets
+from demo.presets import Preset
+from demo.presets import UnknownPresetError as UnknownPresetError  # re-exported: demo.sweep.cli
+from demo.presets import resolve_presets as resolve_presets  # re-exported: the Evaluate tab, tests
 from demo.sweep.models import CellSettings, SweepSpec
 from demo.workload import Workload, WorkloadRequest
-
-
-class UnknownPresetError(NotFound):
-    """A preset name that is not in the presets folder."""
-
-
-def resolve_presets(names: list[str], presets_dir: Path) -> dict[str, Preset]:
-    """The named presets; raises UnknownPresetError naming the known ones."""
-    presets, _errors = load_presets(presets_dir)
-    unknown = [n for n in names if n not in presets]
-    if unknown:
-        known = ", ".join(sorted(presets)) or "none found in " + str(presets_dir)
-        raise UnknownPresetError(f"unknown preset {', '.join(map(repr, unknown))}; known presets: {known}")
-    return {n: presets[n] for n in names}
 
 
 def plan_cells(spec: SweepSpec, presets: dict[str, Preset], workload: Workload | None = None) -> list[CellSettings]:

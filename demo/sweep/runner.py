@@ -54,6 +54,14 @@ class Progress(BaseModel):
 
 ProgressFn = Callable[[Progress], None]
 CellFn = Callable[[CellResult], None]
+# Watches a batch's streams as they go (the live page: user 1's text, every user's progress).
+# Called with the side, the request's index in the batch (a load step's user: index 0 is user 1)
+# and that request's SideMeter, after every event the meter takes and once more when the stream
+# ends (done, failed or stopped: meter.status says which). The meter itself, to be read, not
+# changed: a SideSnapshot per event would copy the text and every burst each time (32 users x 2
+# sides x 400 events); the observer takes meter.snapshot() only when it draws. Measured batches
+# only (no warm-up); None costs nothing.
+StreamObserver = Callable[[Side, int, SideMeter], None]
 
 
 # --------------------------------------------------------------------------- measuring
@@ -72,15 +80,24 @@ class _Server:
         return self.model
 
 
-async def _one_request(http: httpx.AsyncClient, server: _Server, model: str, req: RaceRequest) -> SideResult:
+async def _one_request(http: httpx.AsyncClient, server: _Server, model: str, req: RaceRequest,
+                       index: int = 0, observe: StreamObserver | None = None) -> SideResult:
     t0 = time.perf_counter()
     meter = SideMeter(server.side, server.url, t0=t0)
     meter.model = model
     try:
         async for ev in stream_completion(http, server.url, model, req, t0=t0):
             meter.feed(ev)
+            if observe is not None:
+                observe(server.side, index, meter)
     except StreamError as e:
         meter.fail(str(e))
+    except asyncio.CancelledError:
+        meter.cancel()  # the observer's last look says "stopped", not "streaming"
+        raise
+    finally:
+        if observe is not None:
+            observe(server.side, index, meter)
     result = meter.result()
     result.events = []  # a sweep keeps figures, not timelines
     return result
@@ -108,7 +125,7 @@ async def _kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, pea
 
 
 async def _stream_all(http: httpx.AsyncClient, server: _Server, model: str, reqs: list[RaceRequest],
-                      concurrency: int) -> list[SideResult]:
+                      concurrency: int, observe: StreamObserver | None = None) -> list[SideResult]:
     """``concurrency`` streams at once, each taking the next request as it finishes one: a slice of
     real traffic. Results in request order."""
     results: list[SideResult | None] = [None] * len(reqs)
@@ -116,16 +133,17 @@ async def _stream_all(http: httpx.AsyncClient, server: _Server, model: str, reqs
 
     async def worker() -> None:
         for i in queue:  # one shared iterator: each index is taken once
-            results[i] = await _one_request(http, server, model, reqs[i])
+            results[i] = await _one_request(http, server, model, reqs[i], i, observe)
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(reqs)))))
     return [r for r in results if r is not None]
 
 
 async def run_batch(http: httpx.AsyncClient, server: _Server, reqs: list[RaceRequest], concurrency: int,
-                    settings: Settings, *, keep_text: bool = True) -> tuple[BatchStats, list[SideResult]]:
+                    settings: Settings, *, keep_text: bool = True,
+                    observe: StreamObserver | None = None) -> tuple[BatchStats, list[SideResult]]:
     """Every request of ``reqs`` through ``concurrency`` streams; the batch figures and each request's
-    result (in order)."""
+    result (in order). ``observe`` watches every stream as it goes (StreamObserver)."""
     try:
         model = await server.ensure_model(http, settings)
     except StreamError as e:
@@ -141,7 +159,7 @@ async def run_batch(http: httpx.AsyncClient, server: _Server, reqs: list[RaceReq
     probe = HeadroomProbe()
     try:
         async with probe:  # is the client keeping up? (its loop lag and CPU, not the server's)
-            results = await _stream_all(http, server, model, reqs, concurrency)
+            results = await _stream_all(http, server, model, reqs, concurrency, observe)
         wall_s = time.perf_counter() - t_start
     finally:
         stop.set()
@@ -192,10 +210,10 @@ def _identical(requests: list[WorkloadRequest], base: list[SideResult], spec: li
 
 async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers: dict[Side, _Server],
                    settings: Settings, step: Callable[[str, bool], None], on_interrupt: CellFn,
-                   *, redact: bool = False) -> CellResult:
+                   *, redact: bool = False, observe: StreamObserver | None = None) -> CellResult:
     """Measure one cell: per repeat, the same batch of requests on each server. When cancelled, hands
     the repeats done so far to ``on_interrupt`` (as an ``interrupted`` cell) before the cancellation
-    propagates."""
+    propagates. ``observe`` watches the measured batches' streams (StreamObserver)."""
     batch = batch_requests(requests, cell.concurrency)
     reqs = [q.to_race_request() for q in batch]
     base: list[BatchStats] = []
@@ -212,7 +230,7 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
             label = f"{cell_label(cell)}: {side}, repeat {r + 1}/{cell.repeats}"
             step(label, False)
             stats, results = await run_batch(servers[side].http, servers[side], reqs, cell.concurrency, settings,
-                                             keep_text=not redact)
+                                             keep_text=not redact, observe=observe)
             (base if side == "baseline" else spec).append(stats)
             answers[side].append(results)
             step(label, True)

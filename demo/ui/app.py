@@ -10,99 +10,34 @@ import logging
 
 import gradio as gr
 
+from demo.assets import static_text
 from demo.live.booth import Booth
+from demo.live.budget import StreamBudget
 from demo.live.session import RaceRegistry
 from demo.settings import Settings
-from demo.ui import booth_view, evaluate_tab, race_tab, replay_tab
+from demo.ui import booth_view, evaluate_tab, load_panel, race_tab, replay_tab
 from demo.ui.theme import CSS, make_theme
 
 log = logging.getLogger(__name__)
 
-# Ctrl+Enter starts a race, Escape stops it, from anywhere on the page. Start (the button or
-# the key) does nothing more while this page's race waits or runs, or was just asked for and
-# the app has not answered yet (the app refuses such a press too: demo.live.session).
-KEYS_JS = """
-let sdChanges = 0;  // updates of the status line seen so far
-let sdPressed = null;  // [sdChanges when Start was last let through, when]
-const sdWatch = () => {
-  const el = document.getElementById('sd-run-status');
-  if (el && !el.sdWatched) {
-    el.sdWatched = true;
-    new MutationObserver(() => { sdChanges += 1; })
-      .observe(el, {childList: true, subtree: true, characterData: true, attributes: true});
-  }
-};
-const sdBusy = () => {
-  const s = document.querySelector('#sd-run-status .sd-run-status');
-  if (s && (s.dataset.state === 'waiting' || s.dataset.state === 'running')) return true;
-  return sdPressed !== null && sdPressed[0] === sdChanges && Date.now() - sdPressed[1] < 5000;
-};
-document.addEventListener('click', (e) => {
-  if (!(e.target instanceof Element) || !e.target.closest('#sd-start')) return;
-  sdWatch();
-  if (sdBusy()) { e.stopImmediatePropagation(); e.preventDefault(); return; }
-  sdPressed = [sdChanges, Date.now()];
-}, true);
-document.addEventListener('keydown', (e) => {
-  if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
-    document.getElementById('sd-start')?.click(); e.preventDefault();
-  }
-  else if (e.key === 'Escape') { document.getElementById('sd-stop')?.click(); }
-});
-"""
-
-
-# While a race runs the app changes the race area at least once a second (tiles, or a
-# "no token for N s" line when a server is silent). When nothing has arrived for
-# SPECDEMO_UI_STALL_NOTICE_S the page, not the app, says so: the presenter is never left
-# looking at a frozen "Racing…" (a lost connection to the app, or an app that stopped answering).
-STALL_JS = """
-(() => {
-  const LIMIT_MS = %s * 1000;
-  let last = Date.now();
-  const seen = new WeakSet();
-  const watch = () => {
-    for (const id of ['sd-run-status', 'sd-tiles-baseline', 'sd-tiles-speculative',
-                      'sd-status-baseline', 'sd-status-speculative', 'sd-text-baseline', 'sd-text-speculative']) {
-      const el = document.getElementById(id);
-      if (el && !seen.has(el)) {
-        seen.add(el);
-        new MutationObserver(() => { last = Date.now(); })
-          .observe(el, {childList: true, subtree: true, characterData: true, attributes: true});
-      }
-    }
-  };
-  setInterval(() => {
-    watch();
-    const status = document.querySelector('#sd-run-status .sd-run-status');
-    const running = status && status.dataset.state === 'running';
-    let notice = document.getElementById('sd-stall');
-    if (running && Date.now() - last > LIMIT_MS) {
-      if (!notice) {
-        notice = document.createElement('div');
-        notice.id = 'sd-stall';
-        notice.setAttribute('role', 'alert');
-        document.body.appendChild(notice);
-      }
-      const s = Math.round((Date.now() - last) / 1000);
-      notice.textContent = 'No update from the app for ' + s + ' s: the connection to it may be lost. ' +
-        'If nothing changes, reload the page (saved runs are under Replay) and check the app is running.';
-    } else if (notice) {
-      notice.remove();
-    }
-  }, 1000);
-})();
-"""
+# The page's script (demo/static/page.js): Ctrl+Enter and Escape, Start pressed once, the notice
+# when the app has not updated a running race for SPECDEMO_UI_STALL_NOTICE_S.
+PAGE_JS = static_text("page.js")
 
 
 def launch_js(stall_notice_s: float = 15.0, booth: bool = False) -> str:
     # Gradio follows the viewer's light/dark preference; a stage page is always dark.
-    return ("() => { document.body.classList.add('dark');" + KEYS_JS + STALL_JS % float(stall_notice_s)
-            + (booth_view.BOOTH_JS if booth else "") + "}")
+    return ("() => { document.body.classList.add('dark');\n"
+            f"const SD_STALL_NOTICE_S = {float(stall_notice_s)!r};\n"
+            + PAGE_JS + (booth_view.BOOTH_JS if booth else "") + "\n}")
 
 
-def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Blocks:
+def build_app(settings: Settings, registry: RaceRegistry | None = None,
+              budget: StreamBudget | None = None) -> gr.Blocks:
     registry = registry or RaceRegistry()
+    # One budget of streams for every viewer of this app together: the Race tab's races and load
+    # sweeps and the Evaluate tab's sweeps all hold theirs here while they run (demo.live.budget).
+    budget = budget or StreamBudget(settings.stream_budget())
     with gr.Blocks(title="Speculative decoding: live race", fill_width=True) as page:
         # The workload uploaded in the Evaluate tab (a Workload dump, or None), raced in the Race tab.
         workload = gr.State(None)
@@ -110,14 +45,17 @@ def build_app(settings: Settings, registry: RaceRegistry | None = None) -> gr.Bl
             caption, touch = booth_view.build_caption()
         with gr.Tabs():
             with gr.Tab("Race", id="race"):
-                race = race_tab.build(settings, registry, workload)
+                race = race_tab.build(settings, registry, workload, budget)
+                load = load_panel.build(settings, budget, preset=race.preset, prompt=race.prompt,
+                                        temperature=race.temperature, workload=workload)
             with gr.Tab("Evaluate", id="evaluate"):
-                evaluate_tab.build(settings, workload)
+                evaluate_tab.build(settings, workload, budget)
             with gr.Tab("Replay", id="replay"):
                 replay_tab.build(settings)
         if settings.booth:  # the show: one per app, watched by every open page
-            booth = Booth(settings, race.presets, visitor_racing=lambda: registry.active() > 0)
-            booth_view.wire(page, booth, race, caption, touch)
+            booth = Booth(settings, race.presets, budget=load.budget,
+                          visitor_racing=lambda: registry.active() > 0 or load.registry.active() > 0)
+            booth_view.build(page, booth, race, caption, touch, load)
         else:
             page.load(race.on_probe, outputs=race.server_outputs, show_progress="hidden")
 

@@ -20,14 +20,14 @@ import gradio as gr
 from pydantic import ValidationError
 
 from demo.fmt import esc, fmt_percent, fmt_speedup, fmt_temperature, or_na, validation_summary
+from demo.live.budget import StreamBudget, sweep_streams, waiting_text
 from demo.live.status import internal_error_text
-from demo.presets import load_presets
+from demo.presets import load_presets, resolve_presets
 from demo.settings import Settings
 from demo.sweep import figures
 from demo.sweep.capacity import Slo
 from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
-from demo.sweep.plan import resolve_presets
 from demo.sweep.report import VERDICT_CSS, finalize, verdict_html, write_outputs
 from demo.sweep.report_workload import capacity_html, profile_html, summary_paragraph
 from demo.sweep.runner import Progress, new_result, run_sweep
@@ -145,6 +145,7 @@ class EvaluateTab:
     """The tab's components (page order), what its handlers need, and the handlers."""
 
     settings: Settings
+    budget: StreamBudget  # the page's one budget of streams (demo.ui.app): a sweep holds its share while it runs
     # the sweep's settings
     presets: gr.CheckboxGroup
     concurrency: gr.Textbox
@@ -225,11 +226,20 @@ class EvaluateTab:
             return self.failed(f"That sweep has {batches} batches; the page runs at most {MAX_BATCHES}. Use "
                                f"fewer cells or repeats{hint}, or `python -m demo sweep`.")
         result = new_result(spec, chosen)
+        streams = sweep_streams(spec)
+        try:
+            ticket = self.budget.ask(streams)
+        except ValueError:
+            return self.failed(f"Concurrency {max(spec.concurrency)} needs {streams} streams at once, over the "
+                               f"page's budget of {self.budget.total} (SPECDEMO_MAX_STREAMS): use a lower "
+                               "concurrency, or `python -m demo sweep`.")
 
         def on_progress(p: Progress) -> None:
             progress(p.done / p.total if p.total else 1.0, desc=p.label)
 
         try:
+            while not await ticket.wait(1.0):  # other viewers' races and sweeps hold the streams
+                progress(0.0, desc=waiting_text(ticket))
             await run_sweep(spec, self.settings, result, chosen, on_progress=on_progress, workload=workload)
             finalize(result)
             paths = write_outputs(result, Path(tempfile.mkdtemp(prefix="specdemo-sweep-")))
@@ -237,6 +247,8 @@ class EvaluateTab:
         except Exception as e:  # a bug or a full disk: said where the user looks, traceback in the log
             log.exception("the sweep failed")
             return self.failed(internal_error_text(e))
+        finally:  # done, failed or cancelled (Stop): the streams go back to the page
+            ticket.release()
 
     def _finished(self, result: SweepResult, workload: Workload | None, lines: list[str],
                   files: list[str]) -> tuple[Any, ...]:
@@ -265,9 +277,11 @@ class EvaluateTab:
 # ---------------------------------------------------------------- layout
 
 
-def build(settings: Settings, workload_state: gr.State | None = None) -> EvaluateTab:
+def build(settings: Settings, workload_state: gr.State | None = None,
+          budget: StreamBudget | None = None) -> EvaluateTab:
     """Lay out the tab inside the current gr.Tab and wire its events. ``workload_state`` is the
-    page's shared uploaded workload (the Race tab reads it); a page without one gets its own."""
+    page's shared uploaded workload (the Race tab reads it); a page without one gets its own.
+    ``budget`` is the page's one budget of streams (its own when none is given)."""
     presets, _errors = load_presets(settings.presets_dir)
     choices = [(p.title, name) for name, p in presets.items()]
     default = [n for n in DEFAULT_PRESETS if n in presets] or list(presets)[:1]
@@ -280,7 +294,8 @@ def build(settings: Settings, workload_state: gr.State | None = None) -> Evaluat
             run = _run()
         with gr.Column(scale=3):
             results = _results()
-    tab = EvaluateTab(settings=settings, **controls, **upload, **run, **results,
+    tab = EvaluateTab(settings=settings, budget=budget or StreamBudget(settings.stream_budget()),
+                      **controls, **upload, **run, **results,
                       workload=workload_state if workload_state is not None else gr.State(None))
     wire(tab)
     return tab

@@ -6,6 +6,12 @@ methods of ``RaceTab``, the tab's components. A race is three events in a chain:
 (no queue: the status says "waiting" at once), ``on_race`` (queued, streams the frames) and
 ``on_finish`` (draws the result once the race is over). One race at a time per page: Start
 pressed again while it waits or runs does nothing (see demo.live.session).
+
+Users: 1 is the one race (demo.live.frame_stream.race_frames); N > 1 starts N streams per side
+through the load engine (demo.live.users.users_frames), drawn into the same components: user
+1's answer in each pane, every user's progress and the step's figures in its tiles, the
+per-user speedup and throughput ratio ("N users") as the headline. Either way the race holds
+its streams in the page's one budget (demo.live.budget) while it runs.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import gradio as gr
 
 from demo import charts, view
 from demo.export import export_to_temp
+from demo.live.budget import StreamBudget, Ticket, streams_needed
 from demo.live.frame_stream import race_frames
 from demo.live.frames import result_view
 from demo.live.pane_title import spec_title
@@ -35,9 +42,12 @@ from demo.live.request import (
 from demo.live.saving import save
 from demo.live.session import RaceRegistry
 from demo.live.status import final_status, internal_error_text
+from demo.live.users import users_frames, users_from_input
+from demo.load import UsersRace
 from demo.presets import Preset, PresetProblem, load_presets
 from demo.race import validate_request
 from demo.results import SIDES, Order, RaceResult
+from demo.runs import Run, race_of, record_from_dump
 from demo.server_info import ServerInfo, probe_servers
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
@@ -50,7 +60,7 @@ log = logging.getLogger(__name__)
 class Finished(NamedTuple):
     """A race that has a result: what on_finish draws, and the final status it shows with it."""
 
-    result: RaceResult
+    result: Run  # a race, or an N-user race (its user 1's race, and the step)
     status: str
 
 
@@ -70,6 +80,7 @@ class RaceTab:
 
     settings: Settings
     registry: RaceRegistry
+    budget: StreamBudget  # the page's one budget of streams (demo.ui.app): a race holds its share while it runs
     presets: dict[str, Preset]
     # controls
     preset: gr.Dropdown
@@ -77,13 +88,14 @@ class RaceTab:
     prompt: gr.Textbox
     temperature: gr.Slider
     max_tokens: gr.Number
-    mode: gr.Radio
+    order: gr.Radio
+    users: gr.Number
     start: gr.Button
     stop: gr.Button
     # the race area
     banner: gr.HTML
     speedup: gr.HTML
-    mode_label: gr.HTML
+    order_label: gr.HTML
     run_status: gr.HTML
     badge: gr.HTML
     panes: dict[str, Pane]
@@ -100,7 +112,7 @@ class RaceTab:
     # session state
     history: gr.State  # list[dict]: HistoryRow dumps, oldest first
     infos: gr.State  # list[dict]: ServerInfo dumps from the last probe
-    last_run: gr.State  # dict | None: the last race's RaceResult dump (for Export race.html)
+    last_run: gr.State  # dict | None: the last race's RaceResult (or UsersRace) dump, for Export race.html
     workload: gr.State  # dict | None: the Workload uploaded in the Evaluate tab (shared, see demo.ui.app)
 
     # ------------------------------------------------------------ output lists
@@ -157,51 +169,63 @@ class RaceTab:
         return (view.run_status_html("waiting", f"this page runs {self.settings.max_concurrent_races} at a time"),
                 start_view.badge, start_view.acceptance_figure, start_view.chunk_figure)
 
-    async def on_race(self, preset_name: str, prompt_text: str, temp: float, max_tok: float, mode_value: Order,
-                      workload: dict | None, request: gr.Request) -> AsyncIterator[Any]:
+    async def on_race(self, preset_name: str, prompt_text: str, temp: float, max_tok: float, order_value: Order,
+                      workload: dict | None, users_value: object, request: gr.Request) -> AsyncIterator[Any]:
         session = _session(request)
         control = self.registry.claim(session)
         if control is None:  # Start pressed again while this page's race waits or runs
             return
         stream = StreamOutputs(self.live_outputs)
+        ticket: Ticket | None = None
         try:
             if control.stop.is_set():  # Stop was pressed while this race waited in the queue
                 yield {self.run_status: view.run_status_html("stopped", "before it started")}
                 return
             try:
-                req = build_request(self.presets, preset_name, prompt_text, temp, max_tok, mode_value,
-                                                _workload(workload))
+                users = users_from_input(users_value, self.settings.max_users)
+                req = build_request(self.presets, preset_name, prompt_text, temp, max_tok, order_value,
+                                    _workload(workload))
                 validate_request(req, self.settings)  # what the race would refuse, said before "racing"
+                # More than the whole budget could never start: said at once, in one line.
+                ticket = self.budget.ask(streams_needed(users, len(SIDES), req.order))
             except ValueError as e:
                 yield {self.run_status: view.run_status_html("error", str(e))}
                 return
             try:
                 result: RaceResult | None = None
-                async for frame in race_frames(req, self.settings, control):
+                record: UsersRace | None = None
+                frames = (race_frames(req, self.settings, control, ticket) if users == 1
+                          else users_frames(req, users, self.settings, control, ticket, _workload(workload)))
+                async for frame in frames:
                     if frame.result is not None:
                         result = frame.result
+                    record = frame.users or record
                     updates = frame_updates(frame, self.live_panes, self.speedup, self.race_plot, self.run_status)
                     yield stream.values(updates)
-                if result is None:  # race_frames has said why, in a final status
+                if result is None:  # the frames have said why, in a final status
                     return
-                saved = await save(result, self.settings)
+                saved = await save(record or result, self.settings)
                 # The final status goes up with the rest (on_finish): "done" means all is drawn.
-                status = final_status(result, saved.name, control.stopped_because, saved.note)
-                self.registry.hand_over(session, Finished(result, status))
+                status = final_status(result, saved.name, control.stopped_because, saved.note, users)
+                self.registry.hand_over(session, Finished(record or result, status))
             except Exception as e:  # a bug, not a server fault: say so where the presenter looks
                 log.exception("the race failed")
                 yield {self.run_status: view.run_status_html("error", internal_error_text(e))}
         finally:
+            if ticket is not None:
+                ticket.release()  # the race's pump gives it back too; a second release does nothing
             self.registry.drop(session, control)
 
     async def on_finish(self, rows: list[dict], infos: list[dict], request: gr.Request) -> dict[Any, Any]:
         end: Finished | None = self.registry.take(_session(request))
         if end is None:  # stopped before it started, refused, failed, or drawn: on_race has said so
             return {self.acc_plot: gr.skip()}  # not {}: Gradio takes that for one output's value
-        result = end.result
+        run = end.result
+        result = race_of(run)  # an N-user race's badge and charts are its user 1's
         try:
             shown = result_view(result)
-            rows = [*rows, view.history_row(result).model_dump()]
+            row = view.users_history_row(run) if isinstance(run, UsersRace) else view.history_row(result)
+            rows = [*rows, row.model_dump()]
             title = spec_title(self.settings, [ServerInfo(**i) for i in infos], result)
             out: dict[Any, Any] = {
                 self.run_status: end.status,
@@ -210,7 +234,7 @@ class RaceTab:
                 self.history: rows,
                 self.history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
                 self.download: _write_csv(rows),
-                self.last_run: result.model_dump(mode="json"),
+                self.last_run: run.model_dump(mode="json"),
                 self.panes["speculative"].title: title,
             }
             if result.baseline.error or result.speculative.error:
@@ -226,7 +250,7 @@ class RaceTab:
         """The last race as a self-contained page (demo.export) to download; errors in the status."""
         if not last_run:
             return None, view.run_status_html("error", "no race to export yet: run one first")
-        return export_to_temp(lambda: RaceResult.model_validate(last_run))
+        return export_to_temp(lambda: record_from_dump(last_run))
 
     async def on_stop(self, request: gr.Request) -> None:
         self.registry.stop(_session(request))
@@ -235,10 +259,12 @@ class RaceTab:
 # ---------------------------------------------------------------- layout
 
 
-def build(settings: Settings, registry: RaceRegistry, workload: gr.State | None = None) -> RaceTab:
+def build(settings: Settings, registry: RaceRegistry, workload: gr.State | None = None,
+          budget: StreamBudget | None = None) -> RaceTab:
     """Lay out the tab inside the current gr.Tab and wire its events. The page loads the
     servers' state with the returned tab's ``on_probe`` (see demo.ui.app). ``workload`` is the
-    page's shared uploaded workload (the Evaluate tab sets it); its requests join the dropdown."""
+    page's shared uploaded workload (the Evaluate tab sets it); its requests join the dropdown.
+    ``budget`` is the page's one budget of streams (its own when none is given)."""
     presets, preset_errors = load_presets(settings.presets_dir)
     # The copy-heavy JSON preset shows the effect best: open on it when it is there.
     first = presets.get("json_reformat") or next(iter(presets.values()), None)
@@ -246,17 +272,18 @@ def build(settings: Settings, registry: RaceRegistry, workload: gr.State | None 
         gr.HTML(_preset_errors_html(preset_errors))
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=280, elem_id="sd-controls"):
-            controls = _controls(presets, first)
+            controls = _controls(presets, first, settings.max_users)
         with gr.Column(scale=3):
             area = _race_area(settings)
-    tab = RaceTab(settings=settings, registry=registry, presets=presets, **controls, **area,
+    tab = RaceTab(settings=settings, registry=registry, budget=budget or StreamBudget(settings.stream_budget()),
+                  presets=presets, **controls, **area,
                   **_below_the_fold(), history=gr.State([]), infos=gr.State([]), last_run=gr.State(None),
                   workload=workload if workload is not None else gr.State(None))
     wire(tab)
     return tab
 
 
-def _controls(presets: dict[str, Preset], first: Preset | None) -> dict[str, Any]:
+def _controls(presets: dict[str, Preset], first: Preset | None, max_users: int) -> dict[str, Any]:
     c: dict[str, Any] = {}
     c["preset"] = gr.Dropdown(choices=_preset_choices(presets), value=first.name if first else FREE_PROMPT,
                               label="Preset", elem_id="sd-preset")
@@ -270,8 +297,12 @@ def _controls(presets: dict[str, Preset], first: Preset | None) -> dict[str, Any
         # toast and leave the status on "waiting"; build_request says it on the page.
         c["max_tokens"] = gr.Number(value=first.max_tokens if first else 256, precision=0,
                                     label="Max tokens", elem_id="sd-max-tokens", min_width=100)
-    c["mode"] = gr.Radio([("Race", "simultaneous"), ("Sequential A/B", "sequential")],
-                         value="simultaneous", label="Mode", elem_id="sd-mode")
+    c["order"] = gr.Radio([("Race", "simultaneous"), ("Sequential A/B", "sequential")],
+                          value="simultaneous", label="Order", elem_id="sd-order")
+    # No minimum, maximum or precision: Gradio would refuse (or round 2.5) with a passing toast;
+    # demo.live.users.users_from_input says what is wrong on the page.
+    c["users"] = gr.Number(value=1, label=f"Users (1-{max_users}, streams per server)", step=1,
+                           elem_id="sd-users", min_width=100)
     with gr.Row():
         c["start"] = gr.Button("▶ Start", variant="primary", elem_id="sd-start", min_width=100)
         c["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop", min_width=100)
@@ -285,7 +316,7 @@ def _race_area(settings: Settings) -> dict[str, Any]:
         with gr.Column(scale=0, min_width=290):
             a["speedup"] = gr.HTML(view.speedup_html(None), elem_id="sd-speedup")
         with gr.Column(scale=3, min_width=300):
-            a["mode_label"] = gr.HTML(view.order_html("simultaneous"), elem_id="sd-mode-label")
+            a["order_label"] = gr.HTML(view.order_html("simultaneous"), elem_id="sd-order-label")
             a["run_status"] = gr.HTML(view.run_status_html("idle"), elem_id="sd-run-status")
         with gr.Column(scale=0, min_width=230):
             a["badge"] = gr.HTML(view.identical_badge_html(None), elem_id="sd-badge")
@@ -344,7 +375,8 @@ def wire(tab: RaceTab) -> None:
     (tab.start.click(tab.on_arm, inputs=[tab.run_status, tab.badge],
                      outputs=[tab.run_status, tab.badge, tab.acc_plot, tab.chunk_plot],
                      queue=False, show_progress="hidden")
-        .then(tab.on_race, inputs=[tab.preset, tab.prompt, tab.temperature, tab.max_tokens, tab.mode, tab.workload],
+        .then(tab.on_race, inputs=[tab.preset, tab.prompt, tab.temperature, tab.max_tokens, tab.order, tab.workload,
+                                   tab.users],
               outputs=tab.live_outputs,
               concurrency_limit=tab.settings.max_concurrent_races, concurrency_id="race",
               # Our own status line says "waiting" / "racing": Gradio's overlay would dim it.
@@ -355,7 +387,7 @@ def wire(tab: RaceTab) -> None:
     tab.export.click(tab.on_export, inputs=[tab.last_run], outputs=[tab.exported, tab.run_status],
                      show_progress="minimal")
     tab.refresh.click(tab.on_probe, outputs=tab.server_outputs, show_progress="minimal")
-    tab.mode.change(lambda m: view.order_html(m), inputs=[tab.mode], outputs=[tab.mode_label], queue=False,
+    tab.order.change(lambda o: view.order_html(o), inputs=[tab.order], outputs=[tab.order_label], queue=False,
                     show_progress="hidden")
 
 

@@ -172,3 +172,41 @@ def test_a_server_down_shows_the_recording_and_live_returns_when_it_answers(
         if servers["speculative"]._server is None:
             servers["speculative"].start()
         app.stop()
+
+
+def test_a_load_turn_shows_the_curves_in_place_of_the_panes(servers: dict[str, Standin], tmp_path: Path,
+                                                            page) -> None:
+    """SPECDEMO_BOOTH_LOAD_USERS: after the rotation's race, a load sweep of 1 then 2 users, drawn on
+    the load panel, which the booth shows only during that turn."""
+    app = booth_app(servers, tmp_path, SPECDEMO_BOOTH_PRESETS='["json_reformat"]', SPECDEMO_BOOTH_LOAD_USERS="1,2")
+    try:
+        watch = open_booth(page, app)
+        watch.until(lambda s: s[0] == "live", 30, "the race turn live")
+        page.wait_for_function("document.body.classList.contains('sd-booth')", timeout=5_000)
+        assert not page.is_visible("#sd-load")  # folded away while a race turn is on
+        try:
+            page.wait_for_function("""() => {
+                const c = document.querySelector('#sd-booth-caption .sd-booth-caption');
+                const points = document.querySelectorAll('#sd-load-per-user .scatterlayer .trace .points path');
+                return c && c.dataset.turn === 'load' && document.body.classList.contains('sd-booth-load')
+                  && points.length > 0;
+            }""", timeout=90_000)
+        except Exception:
+            screenshot(page, "failure-booth-load-turn")
+            raise
+        assert page.is_visible("#sd-load-per-user") and page.is_visible("#sd-load-total")
+        assert not page.is_visible("#sd-pane-baseline") and not page.is_visible("#sd-load-controls")
+        screenshot(page, "booth-load-turn")
+        deadline = time.monotonic() + 60
+        while "booth-load {" not in app.output() and time.monotonic() < deadline:
+            watch.poll()
+            time.sleep(0.5)
+        loads = [x.split("booth-load ", 1)[1] for x in app.output().splitlines() if "booth-load {" in x]
+        assert loads, "no booth-load line in the app's log"
+        line = json.loads(loads[0])
+        assert [s["users"] for s in line["steps"]] == [1, 2] and all(s["status"] == "ok" for s in line["steps"])
+        assert line["crossover"]
+        assert watch.errors == [], watch.errors
+        assert page.console_errors == []
+    finally:
+        app.stop()

@@ -1,0 +1,241 @@
+"""A load sweep as the page's stream of LoadFrames, without Gradio (the Race tab's load panel and
+the booth's load turn).
+
+``LoadFrames`` runs the sweep in a pump task kept in the control (demo.live.session.RaceControl),
+one step at a time through the one engine (demo.load.run_load: each step an evaluator cell, a
+failing server recorded in its step while the sweep goes on). Before each step it asks the page's
+stream budget (demo.live.budget) for the streams that step holds at its peak, says why while it
+waits, and gives them back when the step ends, however it ends. After each step a frame carries
+the steps so far, both curves redrawn, the crossover's sentence and the table (pressure per step);
+between steps the progress label, refreshed every second. Stop (the control's ``stop``), or a page
+that reads no frame for CONSUMER_TIMEOUT_S (the tab closed), cancels the pump: every stream of
+the step in progress is closed and its HTTP clients with it, and the last frame says so and
+carries what was measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncGenerator
+
+import plotly.graph_objects as go
+from pydantic import BaseModel, ConfigDict
+
+from demo import view
+from demo.live.budget import StreamBudget, Ticket, streams_needed, waiting_text
+from demo.live.frame_stream import CONSUMER_TIMEOUT_S, WATCH_TICK_S
+from demo.live.saving import save
+from demo.live.session import RaceControl
+from demo.live.status import internal_error_text
+from demo.load import LoadResult, LoadSpec, LoadStep, finish, run_load
+from demo.load_figures import per_user_figure, total_figure
+from demo.load_view import crossover_html, finished_text, order_words, step_label, step_rows
+from demo.settings import Settings
+from demo.workload import WorkloadRequest
+
+log = logging.getLogger(__name__)
+
+SERVERS = 2  # the baseline and one speculative server (an arm's more, later)
+TICK_S = 1.0  # the progress label's elapsed seconds are refreshed this often
+
+
+class LoadFrame(BaseModel):
+    """One update of the load panel; None fields are left as they are on the page."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    status: str | None = None  # HTML: the run status line (waiting, running with the step, done, stopped)
+    progress: str | None = None  # the same in plain words (tests, logs, the booth's caption)
+    steps: list[LoadStep] | None = None  # the steps so far, set when a step ends
+    per_user_figure: go.Figure | None = None  # redrawn when a step ends
+    total_figure: go.Figure | None = None
+    crossover: str | None = None  # HTML: the crossover's sentence, and the thresholds
+    crossover_text: str | None = None  # the sentence itself (demo/sweep/crossover.py)
+    table: list[list[str]] | None = None  # a row per step (demo.load_view.STEP_HEADERS)
+    result: LoadResult | None = None  # set once, on the final frame (stopped or done)
+
+
+def start_frame(result: LoadResult | None = None) -> LoadFrame:
+    """The panel cleared for a sweep (None: its idle state): empty curves, no steps."""
+    return LoadFrame(per_user_figure=per_user_figure(result), total_figure=total_figure(result),
+                     crossover=crossover_html(result), table=[], steps=[])
+
+
+def check_budget(spec: LoadSpec, budget: StreamBudget) -> None:
+    """ValueError (one line) when the sweep's largest step can never fit the page's budget."""
+    needed = streams_needed(max(spec.users), SERVERS, spec.order)
+    if needed > budget.total:
+        raise ValueError(f"{max(spec.users)} users in {spec.order} order need {needed} streams at once, over the "
+                         f"page's budget of {budget.total} (SPECDEMO_MAX_STREAMS): ask for fewer users"
+                         + (" or the sequential order" if spec.order == "simultaneous" else ""))
+
+
+def load_frames(spec: LoadSpec, request: WorkloadRequest, settings: Settings, control: RaceControl,
+                budget: StreamBudget | None, save: bool = True) -> AsyncGenerator[LoadFrame, None]:
+    """Run the sweep and yield LoadFrames (see the module's doc); ``budget`` None: no budget (the
+    booth's show, the only traffic); ``save``: the finished or stopped sweep is saved."""
+    return LoadFrames(spec, request, settings, control, budget, save).frames()
+
+
+class LoadFrames:
+    def __init__(self, spec: LoadSpec, request: WorkloadRequest, settings: Settings, control: RaceControl,
+                 budget: StreamBudget | None, save: bool = True) -> None:
+        self.spec, self.request, self.settings, self.control = spec, request, settings, control
+        own = StreamBudget(streams_needed(max(spec.users), SERVERS, "simultaneous"))  # never waits
+        self.budget = budget if budget is not None else own
+        self.keep = save
+        self.result = LoadResult(spec=spec)
+        self.changed = asyncio.Event()
+        self.stepped = False  # a step ended since the last frame: redraw the curves
+        self.label = "starting"
+        self.state = "running"
+        self.step_users: int | None = None
+        self.step_started = time.monotonic()
+        self.unread_since: float | None = None
+
+    # ------------------------------------------------------------ the frames
+
+    async def frames(self) -> AsyncGenerator[LoadFrame, None]:
+        try:
+            check_budget(self.spec, self.budget)
+        except ValueError as e:
+            yield error_frame(str(e))
+            return
+        first = start_frame(self.result)
+        first.status, first.progress = self._status(), self._words()
+        yield first
+        pump = self.control.pump = asyncio.create_task(self._pump())
+        guard = asyncio.create_task(self._watch(pump))
+        try:
+            while not pump.done():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.changed.wait(), TICK_S)
+                self.changed.clear()
+                if pump.done():
+                    break
+                self.unread_since = time.monotonic()
+                yield self._frame()
+                self.unread_since = None
+            await asyncio.gather(pump, return_exceptions=True)
+            yield await self._end_frame(pump)
+        finally:
+            guard.cancel()
+            if not pump.done():
+                pump.cancel()
+                await asyncio.gather(pump, return_exceptions=True)
+
+    def _frame(self) -> LoadFrame:
+        frame = LoadFrame(status=self._status(), progress=self._words())
+        if self.stepped:
+            self.stepped = False
+            frame.steps = list(self.result.steps)
+            frame.per_user_figure, frame.total_figure = per_user_figure(self.result), total_figure(self.result)
+            frame.crossover, frame.crossover_text = crossover_html(self.result), self.result.crossover.text
+            frame.table = step_rows(self.result)
+        return frame
+
+    def _words(self) -> str:
+        if self.step_users is None:
+            return self.label
+        elapsed = time.monotonic() - self.step_started
+        return f"{step_label(self.result, self.step_users)} · {self.label} · {elapsed:.0f} s"
+
+    def _status(self) -> str:
+        if self.state == "waiting":
+            return view.run_status_html("waiting", text=f"Waiting: {self.label}")
+        return view.run_status_html("running", order_words(self.result), text=f"Load sweep: {self._words()}")
+
+    async def _end_frame(self, pump: asyncio.Task[None]) -> LoadFrame:
+        """The last frame: every step, the status in words; the sweep saved (a failure to save is a note)."""
+        result = finish(self.result)
+        exc = pump.exception() if not pump.cancelled() else None
+        end = LoadFrame(steps=list(result.steps), per_user_figure=per_user_figure(result),
+                        total_figure=total_figure(result), crossover=crossover_html(result),
+                        crossover_text=result.crossover.text, table=step_rows(result), result=result)
+        if exc is not None:  # a bug, not a server fault (run_load records those in the step)
+            log.error("the load sweep failed", exc_info=exc)
+            end.progress = internal_error_text(exc)
+            end.status = view.run_status_html("error", text=end.progress)
+            end.result = None
+        elif pump.cancelled() or result.interrupted:
+            result.interrupted = True
+            why = self.control.stopped_because or "Stop was pressed"
+            end.progress = (f"stopped after {sum(s.status != 'interrupted' for s in result.steps)} of "
+                            f"{len(result.spec.users)} steps ({why}): every stream was closed")
+            end.status = view.run_status_html("stopped", await self._saved(result), text=f"Load sweep {end.progress}")
+        else:
+            end.progress = f"finished: {finished_text(result)}"
+            end.status = view.run_status_html("done", await self._saved(result), text=f"Load sweep {end.progress}")
+        return end
+
+    async def _saved(self, result: LoadResult) -> str:
+        """The sweep saved beside the races (demo/runs.py, kind "load"); the status line's note."""
+        if not result.steps or not self.keep:
+            return ""
+        saved = await save(result, self.settings)
+        return "run saved" if saved.name else (saved.note or "")
+
+    # ------------------------------------------------------------ the sweep
+
+    def _say(self, label: str, state: str = "running") -> None:
+        self.label, self.state = label, state
+        self.changed.set()
+
+    def _progress(self, label: str) -> None:
+        # run_cell's labels are "<preset> T=.. c=N: <side>, repeat r/R"; the step is said already.
+        self._say(label.split(": ", 1)[-1])
+
+    def _stepped(self, step: LoadStep) -> None:
+        self.stepped = True
+        self._say(f"{step.users} users measured")
+
+    async def _pump(self) -> None:
+        for users in self.spec.users:
+            self.step_users, self.step_started = users, time.monotonic()
+            ticket: Ticket = self.budget.ask(streams_needed(users, SERVERS, self.spec.order))
+            try:
+                while not await ticket.wait(TICK_S):
+                    self._say(waiting_text(ticket), state="waiting")
+                self.step_started = time.monotonic()
+                self._say("starting")
+                await run_load(self.spec.model_copy(update={"users": [users]}), self.request, self.settings,
+                               on_step=self._stepped, on_progress=self._progress, result=self.result)
+            finally:
+                ticket.release()
+
+    async def _watch(self, pump: asyncio.Task[None]) -> None:
+        """Stop pressed, or nobody reading the frames (the tab closed): cancel the sweep."""
+        ticks, pending = 0, None
+        while not pump.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.control.stop.wait(), WATCH_TICK_S)
+            if self.control.stop.is_set():
+                break
+            if self.unread_since != pending:
+                pending, ticks = self.unread_since, 0
+            if pending is None:
+                continue
+            ticks += 1
+            if ticks * WATCH_TICK_S > CONSUMER_TIMEOUT_S:
+                log.warning("nobody has read the load sweep for %.0f s (tab closed?): stopping it", CONSUMER_TIMEOUT_S)
+                self.control.stopped_because = (f"the page read no update for {CONSUMER_TIMEOUT_S:.0f} s "
+                                                "(tab closed or the app overloaded)")
+                break
+        if not pump.done():
+            pump.cancel()
+        self.changed.set()
+
+
+def idle_status_html(max_users: int) -> str:
+    return view.run_status_html("idle", text=f"Ready: user counts from 1 to {max_users}, then Run sweep")
+
+
+def error_frame(text: str) -> LoadFrame:
+    """A sweep that does not run: its one line on the status line (first letter capitalised)."""
+    line = (text.splitlines() or [""])[0]
+    line = line[:1].upper() + line[1:]
+    return LoadFrame(status=view.run_status_html("error", text=line), progress=line)
+

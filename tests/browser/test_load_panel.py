@@ -1,0 +1,116 @@
+"""The Race tab's Load sweep section in real headless Chromium, against stand-ins whose per-stream
+speed falls with the streams in flight (tests/test_load_sweep.py's: it pays up to 2 users and
+loses from 4): the curves drawn live (a step's point before the sweep ends), the crossover, the
+download (load.html and load.png), Stop mid-sweep with no stream left open, bad input in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from harness.app_process import AppProcess
+from harness.page_driver import open_page, screenshot
+from harness.standin import Standin
+from tests.test_load_sweep import BASE, SPEC
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.browser
+
+# Points drawn on the per-user chart, and the load status line's state, read together.
+POINTS_AND_STATE_JS = """() => [
+  document.querySelectorAll('#sd-load-per-user .scatterlayer .trace .points path').length,
+  document.querySelector('#sd-load-status .sd-run-status')?.dataset.state]"""
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AppProcess, Standin, Standin]]:
+    tmp = tmp_path_factory.mktemp("loadapp")
+    base, spec = Standin(BASE).start(), Standin(SPEC).start()
+    app = AppProcess({
+        "SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": spec.url, "SPECDEMO_RUNS_DIR": str(tmp / "runs"),
+        "SPECDEMO_READ_TIMEOUT_S": "10", "SPECDEMO_PROBE_TIMEOUT_S": "2",
+    }, tmp / "app.log")
+    app.runs_dir = tmp / "runs"
+    try:
+        yield app, base, spec
+    finally:
+        app.stop()
+        base.stop()
+        spec.stop()
+
+
+def sweep(page, users: str, max_tokens: int) -> None:
+    page.fill("#sd-load-users textarea, #sd-load-users input", users)
+    page.fill("#sd-load-max-tokens input", str(max_tokens))
+    page.press("#sd-load-max-tokens input", "Tab")
+    page.evaluate("() => { const e = document.querySelector('#sd-load-status .sd-run-status');"
+                  " if (e) e.dataset.state = 'old'; }")
+    page.click("#sd-load-run")
+
+
+def open_panel(page, app: AppProcess) -> None:
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    open_page(page, app)
+    page.locator("#sd-load").scroll_into_view_if_needed()
+
+
+def test_the_sweep_draws_its_curves_live_and_finds_the_crossover(setup, page) -> None:
+    app, _base, _spec = setup
+    open_panel(page, app)
+    sweep(page, "1,2,4", 60)
+    try:  # a step's point is on the chart while the sweep still runs
+        live = f"() => {{ const [n, s] = ({POINTS_AND_STATE_JS})(); return n > 0 && s === 'running'; }}"
+        page.wait_for_function(live, timeout=60_000)
+        screenshot(page, "load-1-first-step")
+        page.wait_for_selector('#sd-load-status [data-state="done"]', timeout=90_000)
+    except Exception:
+        screenshot(page, "failure-load-sweep")
+        raise
+    sentence = page.inner_text("#sd-load-crossover .sd-load-sentence")
+    assert sentence.startswith("Speculation pays up to 2 users and loses from 4 on these servers"), sentence
+    assert "GAIN_WORTH" in page.inner_text("#sd-load-crossover")
+    assert page.get_attribute("#sd-load-crossover .sd-load-crossover", "data-loses-from") == "4"
+    rows = page.locator("#sd-load-table").get_by_role("row").count()
+    assert rows == 1 + 3, rows  # the header and a row per step
+    assert "run saved" in page.inner_text("#sd-load-status")
+    assert list(app.runs_dir.glob("*-load.json"))
+    screenshot(page, "load-2-finished")
+    page.click("#sd-load-export")
+    page.wait_for_function("() => document.querySelector('#sd-load-files')?.innerText.includes('load.png')",
+                           timeout=60_000)
+    files = page.inner_text("#sd-load-files")
+    assert "load.html" in files and "load.png" in files, files
+    assert page.console_errors == []
+
+
+def test_stop_mid_sweep_leaves_no_stream_open(setup, page) -> None:
+    app, base, spec = setup
+    open_panel(page, app)
+    sweep(page, "1,4,8", 200)
+    try:
+        wait_for(lambda: "step 2 of 3" in page.inner_text("#sd-load-status") and
+                 base.open_streams + spec.open_streams > 0, 60, "the second step streaming")
+        page.click("#sd-load-stop")
+        page.wait_for_selector('#sd-load-status [data-state="stopped"]', timeout=30_000)
+    except Exception:
+        screenshot(page, "failure-load-stop")
+        raise
+    assert "every stream was closed" in page.inner_text("#sd-load-status")
+    wait_for(lambda: base.open_streams == 0 and spec.open_streams == 0, 5, "both stand-ins' streams closed")
+    screenshot(page, "load-3-stopped")
+    assert page.console_errors == []
+
+
+@pytest.mark.parametrize("bad", ["0", "2.5", "many"])
+def test_bad_user_counts_say_one_line(setup, page, bad: str) -> None:
+    app, base, spec = setup
+    open_panel(page, app)
+    before = len(base.truth) + len(spec.truth)
+    sweep(page, bad, 20)
+    page.wait_for_selector('#sd-load-status [data-state="error"]', timeout=15_000)
+    text = page.inner_text("#sd-load-status").strip()
+    assert "\n" not in text and "users" in text.lower(), text
+    assert len(base.truth) + len(spec.truth) == before  # nothing was sent
+    assert page.console_errors == []
