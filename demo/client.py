@@ -62,7 +62,10 @@ def make_http_client(settings: Settings, side: Side | None = None, *,
     return httpx.AsyncClient(
         headers=headers,
         timeout=timeout,
-        limits=httpx.Limits(max_connections=200, max_keepalive_connections=50),
+        # No cap on connections: the callers bound the streams (users <= max_users, a sweep's
+        # concurrency <= 1024, the page's stream budget). A cap below them made the streams past it
+        # wait for another's end: 256 users were 200 at once, then 56 (bench_client_streams).
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=50),
         trust_env=False,  # never route local servers through a proxy from the environment
         verify=_tls_context(str(settings.ca_bundle) if settings.ca_bundle else None),
     )

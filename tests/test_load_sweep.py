@@ -321,3 +321,45 @@ def test_the_client_reports_its_own_headroom() -> None:
     for side in (step.baseline, step.speculative):
         assert side.client_loop_lag_p95_ms is not None and side.client_cpu_share is not None
         assert side.client_limited == (side.client_loop_lag_p95_ms > LAG_LIMIT_MS or side.client_cpu_share > 0.9)
+
+
+def test_more_than_two_hundred_users_all_stream_at_once() -> None:
+    """Users go up to 1024 (the sweep's concurrency too). The HTTP client once capped its pool at
+    200 connections: user 201 waited for another user's stream to end, and failed (PoolTimeout)
+    after connect_timeout_s (5 s) when none ended sooner; no more than 200 were ever open at once."""
+    import threading
+
+    from demo.client import make_http_client
+    from demo.results import Message, RaceRequest
+    from demo.sweep import runner
+    from demo.sweep.models import BatchStats
+
+    n = 201
+    # ~7.5 s a stream: far longer than opening 201 connections on a busy machine (~3 s at worst seen).
+    req = RaceRequest(messages=[Message(role="user", content="hi")], max_tokens=16)
+    with Standin(StandinBehavior(tokens_per_s=2, ttft_s=0.01)) as s:
+        settings = Settings(baseline_url=s.url, speculative_url=s.url, read_timeout_s=10)
+        peak = 0
+        done = threading.Event()
+
+        def watch() -> None:
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, s.open_streams)
+                time.sleep(0.005)
+
+        async def go() -> BatchStats:
+            async with make_http_client(settings, "baseline") as http:
+                stats, _ = await runner.run_batch(http, runner._Server("baseline", s.url, None, http), [req] * n, n,
+                                                  settings)
+                return stats
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            stats = asyncio.run(go())
+        finally:
+            done.set()
+            watcher.join(5)
+    assert stats.ok_requests == n, stats.errors
+    assert peak == n  # every user's stream open at once (at most 200 with the old cap)

@@ -1,0 +1,112 @@
+"""A stand-in vLLM server (harness/standin.py) in its own process: ``StandinProcess``.
+
+``Standin`` runs in a thread of the caller's process, so it shares the caller's GIL and CPU
+time: fine for tests, wrong for measuring a client at tens of thousands of tokens/s, where the
+server's work would slow the client and count in its CPU. Here the stand-in is
+``python -m harness.standin --behavior-json ...`` on a free port; its truth records come over
+HTTP (``GET /standin/truth``, read between batches) and its CPU time from /proc:
+
+    with StandinProcess(StandinBehavior(tokens_per_s=100)) as s:
+        ...  # talk to s.url
+        s.truth()[-1].decode_tokens_per_s
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+from harness import ROOT
+from harness.ports import free_port
+from harness.standin import StandinBehavior, Truth
+
+READY_S = 30.0  # the longest the stand-in may take to answer /health (its imports, on a busy machine)
+TRUTH_TIMEOUT_S = 30.0  # a few MB of JSON after a big batch
+
+
+class StandinProcess:
+    """``python -m harness.standin`` with ``behavior``, in a subprocess on 127.0.0.1."""
+
+    def __init__(self, behavior: StandinBehavior | None = None, *, log_path: Path | None = None) -> None:
+        self.behavior = behavior or StandinBehavior()
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log_path = log_path
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> StandinProcess:
+        if self._log_path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="standin-")
+            self._log_path = Path(self._tmp.name) / "standin.log"
+        self.port = free_port()
+        with open(self._log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "harness.standin", "--port", str(self.port),
+                 "--behavior-json", self.behavior.model_dump_json()],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + READY_S
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the stand-in exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2, trust_env=False).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"the stand-in did not answer on {self.url} within {READY_S:g} s")
+            time.sleep(0.1)
+
+    def output(self) -> str:
+        return self._log_path.read_text(encoding="utf-8", errors="replace") if self._log_path else ""
+
+    def truth(self, since: int = 0) -> list[Truth]:
+        """Every generation request's truth from the ``since``-th on (call between batches)."""
+        r = httpx.get(f"{self.url}/standin/truth", params={"since": since}, timeout=TRUTH_TIMEOUT_S, trust_env=False)
+        r.raise_for_status()
+        return [Truth.model_validate(t) for t in r.json()]
+
+    def cpu_s(self) -> float | None:
+        """The stand-in process's CPU time so far (user + system), or None where /proc cannot say."""
+        return process_cpu_s(self.proc.pid) if self.proc is not None else None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+            self._log_path = None
+
+    def __enter__(self) -> StandinProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """A process's CPU time so far (user + system, its threads included), or None where /proc
+    cannot say (not Linux, or the process is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # After the ")" that ends the command name: field 3 (state) is fields[0]; utime, stime are 14, 15.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
