@@ -42,7 +42,7 @@ def _points(result: LoadResult, side: str, field: str) -> list[tuple[int, LoadSi
 
 
 # With several arms, each arm's line (the first keeps the speculative colour).
-ARM_COLORS = (COLORS["speculative"], "#3ccf91", "#c58cff")
+ARM_COLORS = (COLORS["speculative"], palette.GREEN, palette.VIOLET)
 
 
 def _series(result: LoadResult, field: str) -> list[tuple[str, str, list[tuple[int, LoadSide]], dict[int, Any]]]:

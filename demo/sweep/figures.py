@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from demo import palette
 from demo.charts import COLORS, empty_figure, layout
 from demo.fmt import fmt_percent, fmt_speedup, fmt_temperature
 from demo.sweep.models import CellResult, SweepResult, WorkloadVerdict
 
-PALETTE = ["#ffb000", "#4ea1ff", "#3ccf91", "#ff6b6b", "#c58cff", "#f2f4f8", "#9aa4b2"]
+PALETTE = [palette.ACCENT, palette.BLUE, palette.GREEN, palette.ALERT, palette.VIOLET, palette.TEXT, palette.BASELINE]
 _LAYOUT = layout(
     margin=dict(l=70, r=20, t=60, b=60),
     height=380,
@@ -52,7 +53,7 @@ def speedup_figure(result: SweepResult) -> go.Figure:
                          array=[s.max - s.median for s in spans],
                          arrayminus=[s.median - s.min for s in spans]),
         ))
-    fig.add_hline(y=1.0, line_dash="dash", line_color="#c9d1dd", annotation_text="no gain",
+    fig.add_hline(y=1.0, line_dash="dash", line_color=palette.TEXT_DIM, annotation_text="no gain",
                   annotation_position="top left")
     fig.update_layout(title=title, xaxis_title="concurrent requests", yaxis_title="speedup (x, output tokens/s)",
                       barmode="group", **_LAYOUT)
@@ -103,7 +104,7 @@ def time_split_figure(result: SweepResult) -> go.Figure:
         return _empty(title, "n/a: no request finished")
     x = [r[0] for r in rows]
     fig = go.Figure([
-        go.Bar(name="time to first token (prefill)", x=x, y=[r[2] for r in rows], marker_color="#4ea1ff"),
+        go.Bar(name="time to first token (prefill)", x=x, y=[r[2] for r in rows], marker_color=palette.BLUE),
         go.Bar(name="decode", x=x, y=[r[3] for r in rows],
                marker_color=[COLORS[r[1]] for r in rows]),
     ])

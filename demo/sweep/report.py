@@ -13,6 +13,7 @@ from typing import Any
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from demo.assets import stylesheet
 from demo.files import atomic_write
 from demo.fmt import TIMES, csv_cell, esc, fmt_speedup, fmt_temperature
 from demo.sweep.figures import all_figures
@@ -112,31 +113,9 @@ def cell_row_fields() -> list[str]:
 
 # --------------------------------------------------------------------------- HTML
 
-# The verdict's look, shared with the Evaluate tab (classes prefixed sv- so they clash with nothing).
-VERDICT_CSS = """
-.sv-verdict{border:1px solid #2a3344;border-radius:8px;padding:12px 16px;margin:12px 0;background:#121826;color:#f2f4f8}
-.sv-decision{display:inline-block;font-weight:700;padding:2px 10px;border-radius:4px;margin-right:8px;color:#fff}
-.sv-d-enable{background:#1f6f43} .sv-d-dont{background:#7a2330} .sv-d-depends{background:#7a5a00}
-.sv-d-unknown{background:#3a4252}
-.sv-check li{margin:4px 0} .sv-st{font-weight:600} .sv-st-good{color:#3ccf91} .sv-st-bad{color:#ff6b6b}
-.sv-st-mixed{color:#ffb000} .sv-st-unknown{color:#9aa4b2} .sv-muted{color:#9aa4b2}
-"""
-
-CSS = VERDICT_CSS + """
-body{background:#0b0f17;color:#f2f4f8;font:16px/1.5 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0}
-main{max-width:1500px;margin:0 auto;padding:24px}
-.scroll{overflow-x:auto}
-h1{font-size:28px;margin:0 0 4px} h2{font-size:22px;margin:32px 0 8px;border-bottom:1px solid #2a3344}
-.muted{color:#9aa4b2} .banner{background:#5a3b00;border:1px solid #ffb000;padding:10px 14px;border-radius:6px}
-table{border-collapse:collapse;width:100%;font-size:14px;margin:8px 0}
-th,td{border:1px solid #2a3344;padding:4px 6px;text-align:right;vertical-align:top}
-th{background:#1a2131} td.l,th.l{text-align:left}
-pre{white-space:pre-wrap;background:#121826;padding:8px;border-radius:4px;font-size:13px}
-.err{color:#ff6b6b} .chart{margin:12px 0}
-.lead{font-size:18px;background:#121826;border-left:4px solid #3ccf91;padding:10px 14px;border-radius:4px}
-h3{font-size:18px;margin:20px 0 6px} .mono{font-family:ui-monospace,monospace}
-.loop{color:#ffd37a;font-size:13px;margin-top:2px}
-"""
+# The verdict's look, shared with the Evaluate tab, and the report's (demo/static/, on the palette).
+VERDICT_CSS = stylesheet("verdict.css")
+CSS = stylesheet("verdict.css", "report.css")
 
 # No network for the report: everything it needs is inline (the test checks it in Chromium).
 CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
