@@ -36,6 +36,7 @@ import httpx
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from demo.fmt import validation_summary
+from demo.limits import Repeats, WarmupBatches
 from demo.measure import SideMeter
 from demo.race import compare
 from demo.results import (
@@ -79,8 +80,8 @@ class LoadSpec(BaseModel):
     api: Api = "chat"
     # sequential (the load sweep's default): baseline batch, then speculative; simultaneous: both at once.
     order: Order = "sequential"
-    repeats: int = Field(1, ge=1, le=100)
-    warmup: int = Field(0, ge=0, le=100)
+    repeats: Repeats = 1
+    warmup: WarmupBatches = 0
     slo: Slo | None = None
     baseline_url: str
     speculative_url: str  # the first arm's

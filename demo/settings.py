@@ -11,6 +11,7 @@ from typing import Annotated
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from demo.limits import CONCURRENCY_LIMIT
 from demo.results import Side
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,7 +149,7 @@ class Settings(BaseSettings):
     # Races running at once in the page; more wait in a visible queue.
     max_concurrent_races: int = Field(2, ge=1)
     # The most users (streams per server at once) a race or a load sweep may ask for.
-    max_users: int = Field(32, ge=1, le=1024)
+    max_users: int = Field(32, ge=1, le=CONCURRENCY_LIMIT)
     # Streams open at once for every viewer of the page together (races, load sweeps, the Evaluate
     # tab's sweeps; demo.live.budget); None: enough for one viewer at max_users on both servers.
     max_streams: int | None = Field(None, ge=1, le=65536)

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_from_args, usage_error
 from demo.errors import BadInput
 from demo.fmt import validation_summary
+from demo.limits import CONCURRENCY_LIMIT, TEMPERATURE_MAX, TEMPERATURE_MIN
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
@@ -167,10 +168,11 @@ def make_spec(settings: Settings, presets: list[str], concurrency: str, temperat
     is wrong in the user's words (the CLI names the flag: build_spec)."""
     conc = parse_numbers(concurrency, int, "concurrency")
     temps = parse_numbers(temperatures, float, "temperatures") if temperatures and temperatures.strip() else None
-    if any(c < 1 or c > 1024 for c in conc):
-        raise BadInput.about("concurrency", "values must be between 1 and 1024")
-    if any(not 0 <= t <= 2 for t in temps or []):
-        raise BadInput.about("temperatures", "must be between 0 and 2")
+    # The bounds are demo/limits.py's (SweepSpec's types); said here for the whole list at once.
+    if any(c < 1 or c > CONCURRENCY_LIMIT for c in conc):
+        raise BadInput.about("concurrency", f"values must be between 1 and {CONCURRENCY_LIMIT}")
+    if any(not TEMPERATURE_MIN <= t <= TEMPERATURE_MAX for t in temps or []):
+        raise BadInput.about("temperatures", f"must be between {TEMPERATURE_MIN:g} and {TEMPERATURE_MAX:g}")
     try:
         wspec = None if workload is None else WorkloadSpec(
             name=workload.name, source=workload.source, format=workload.format, requests=len(workload.requests),

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, computed_field, field_serializer, model_validator
 
+from demo.limits import Concurrency, MaxTokens, Repeats, Temperature, WarmupBatches
 from demo.results import FIRST_ARM, Api, Order, Side, arms_out, first_arm_in
 from demo.server_info import ServerInfo
 from demo.sweep.capacity import Capacity, Slo
@@ -61,12 +62,12 @@ class SweepSpec(BaseModel):
     gpu_shares: dict[str, float] | None = None
     presets: list[str] = Field(default_factory=list)
     workload: WorkloadSpec | None = None
-    concurrency: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    concurrency: list[Concurrency] = Field(default_factory=lambda: [1], min_length=1)
     # None: each preset's own temperature.
-    temperatures: list[float] | None = None
-    repeats: int = Field(3, ge=1, le=100)
-    warmup: int = Field(1, ge=0, le=100)  # untimed batches per server before each cell
-    max_tokens: int | None = Field(None, ge=1, le=32768)  # None: each preset's own
+    temperatures: list[Temperature] | None = None
+    repeats: Repeats = 3
+    warmup: WarmupBatches = 1  # untimed batches per server before each cell
+    max_tokens: MaxTokens | None = None  # None: each preset's own
     # sequential: baseline batch, then speculative batch (each server alone: the fair A/B).
     order: Order = "sequential"
     # No prompt or answer text in any output (results.json, results.csv, report.html): ids, token
