@@ -103,8 +103,11 @@ def servers(s: LauncherSettings) -> list[Server]:
                              dict(s.speculative_config))]
     first_cores = parse_cores(s.speculative_cores)
     arms = cpu_arms(s.arm_names, first_port=s.speculative_port, first_core=max(first_cores) if first_cores else 1)
-    return [base] + [Server("speculative", a.name, a.port, s.speculative_cores if i == 0 else (a.cores or ""),
-                            dict(a.speculative_config)) for i, a in enumerate(arms)]
+    def cores(i: int, own: str | None) -> str:
+        return s.speculative_cores if i == 0 or s.share_arm_cores else (own or "")
+
+    return [base] + [Server("speculative", a.name, a.port, cores(i, a.cores), dict(a.speculative_config))
+                     for i, a in enumerate(arms)]
 
 
 # ---------------------------------------------------------------- planning
@@ -124,12 +127,13 @@ def check_cores(s: LauncherSettings) -> None:
     the sharing (stand-ins, --server-command, need none)."""
     if s.device != "cpu" or s.server_command or not s.arm_names:
         return
-    n = len(servers(s))
+    n = len({srv.cores for srv in servers(s)})  # distinct placements: shared arm cores count once
     have = len(os.sched_getaffinity(0))
     if have < n:
         raise LauncherError(
             f"not starting: {n} servers (the baseline and arms {', '.join(s.arm_names)}) need one core each, "
             f"and this machine gives us {have}; the CPU default is the baseline and one arm (drop --arms), "
+            "or let the arms share a core (--share-arm-cores, then race in sequential order), "
             "or run the arms on a GPU")
 
 

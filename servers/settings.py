@@ -108,6 +108,11 @@ class LauncherSettings(BaseSettings):
         "1", description="CPU: cores of the speculative server, e.g. 1 or 4-7", json_schema_extra=cli(UP)
     )
     # Also run every process of a server on its cores, not only its OpenMP threads (docs/cpu-servers.md#placement).
+    # CPU only: the arms after the first run on the first arm's cores instead of cores of their own,
+    # so a 2-core machine can hold the baseline and two arms. Fair only in sequential order (one
+    # server at a time: an idle vLLM server does not spin), which a race of several arms uses on CPU.
+    share_arm_cores: bool = Field(False, description="CPU: the arms after the first share the first arm's "
+                                  "cores (race them in sequential order)", json_schema_extra=cli(UP))
     pin_processes: bool = Field(True, description="CPU: run all of a server's processes on its cores",
                                 json_schema_extra=cli(UP))
     # Keep the worker in the engine core's process (VLLM_ENABLE_V1_MULTIPROCESSING=0): two processes

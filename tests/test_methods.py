@@ -498,6 +498,15 @@ def test_the_launcher_refuses_unknown_arms_and_too_few_cores(tmp_path: Path, mon
     with pytest.raises(launcher.LauncherError, match="3 servers .* need one core each, and this machine gives us 2"):
         launcher.check_cores(s)
     launcher.check_cores(LauncherSettings(run_dir=tmp_path))  # the pair: no refusal
+    # --share-arm-cores: the second arm on the first arm's core, so 2 cores hold all three
+    shared = LauncherSettings(arms="ngram,ngram-k2", share_arm_cores=True, run_dir=tmp_path)
+    assert [(srv.name, srv.cores) for srv in launcher.servers(shared)] == [
+        ("baseline", "0"), ("ngram", "1"), ("ngram-k2", "1")]
+    launcher.check_cores(shared)
+    monkeypatch.setattr(launcher.os, "sched_getaffinity", lambda _pid: {0})
+    with pytest.raises(launcher.LauncherError, match="--share-arm-cores"):
+        launcher.check_cores(shared)
+    monkeypatch.setattr(launcher.os, "sched_getaffinity", lambda _pid: {0, 1})
     launcher.check_cores(LauncherSettings(arms="ngram,ngram-k2", server_command="python x.py", run_dir=tmp_path))
     # an old state file (no arm, no cores) still loads
     from servers.state import ServerRecord
