@@ -60,14 +60,19 @@ class AppProcess:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        stop_process(self.proc)
         self._log.close()
+
+
+def stop_process(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM, 10 s to go, then SIGKILL: a child of ours never outlives its test."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
 
 
 def start_together(configs: dict[str, dict[str, Any]]) -> dict[str, AppProcess]:

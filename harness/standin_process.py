@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from harness import ROOT
+from harness.app_process import stop_process
 from harness.ports import free_port
 from harness.standin import StandinBehavior, Truth
 
@@ -82,13 +83,8 @@ class StandinProcess:
         return process_cpu_s(self.proc.pid) if self.proc is not None else None
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
+        if self.proc is not None:
+            stop_process(self.proc)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
