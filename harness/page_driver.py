@@ -17,7 +17,7 @@ OBSERVER_JS = """
 () => {
   window.__sd = {};
   for (const side of ['baseline', 'speculative']) {
-    const rec = {text: [], tps: []};
+    const rec = {text: [], tps: [], tokens: []};
     window.__sd[side] = rec;
     const textEl = document.querySelector('#sd-text-' + side);
     new MutationObserver(() => {
@@ -28,6 +28,8 @@ OBSERVER_JS = """
     new MutationObserver(() => {
       const v = tilesEl.querySelector('[data-key="tokens_per_s"] .sd-tile-value');
       rec.tps.push([performance.now(), v ? v.textContent : '']);
+      const n = tilesEl.querySelector('[data-key="tokens"] .sd-tile-value');
+      rec.tokens.push([performance.now(), n ? n.textContent : '']);
     }).observe(tilesEl, {childList: true, subtree: true, characterData: true});
   }
 }

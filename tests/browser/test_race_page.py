@@ -128,16 +128,21 @@ def test_race_streams_live_and_shows_the_core_figures(page, app, servers) -> Non
     assert page.locator("#sd-text-speculative .sd-text span.b3").count() > 0
     assert page.locator("#sd-text-baseline .sd-text span").count() == 0  # one token per step: plain
 
-    # It really streamed: the tokens/s tile changed many times. The >= 10 updates/s target
-    # is a speed figure, printed here and checked by benchmarks/bench_ui_rate.py; on a loaded
-    # machine the browser falls behind, so the test only asserts that updates flowed live.
+    # It really streamed: the tiles changed many times. The >= 10 updates/s target is a speed
+    # figure, printed here and checked by benchmarks/bench_ui_rate.py; on a loaded machine the
+    # browser falls behind, so the test only asserts that updates flowed live. The token count
+    # rises with every update; the tokens/s tile settles on the stand-in's exact rate (on a quiet
+    # machine "40.0" from the second second on), so it is only asked to have shown a live value
+    # before the final one.
     rec = page.evaluate("() => window.__sd")
     for side in ("baseline", "speculative"):
         tps_changes, _ = updates_per_s(rec[side]["tps"])
+        token_changes, _ = updates_per_s(rec[side]["tokens"])
         text_changes, rate = updates_per_s(rec[side]["text"])
-        print(f"\n[ui-rate] {side}: tokens/s tile changed {tps_changes}x; text updated "
-              f"{text_changes}x at {rate:.1f} updates/s while streaming")
-        assert tps_changes >= 5, f"{side} tokens/s tile changed only {tps_changes} times"
+        print(f"\n[ui-rate] {side}: tokens tile changed {token_changes}x, tokens/s tile {tps_changes}x; "
+              f"text updated {text_changes}x at {rate:.1f} updates/s while streaming")
+        assert token_changes >= 10, f"{side} tokens tile changed only {token_changes} times"
+        assert tps_changes >= 2, f"{side} tokens/s tile showed no live value before the final one"
         assert text_changes >= 10, f"{side} text changed only {text_changes} times"
 
     # The figures on the page are the RaceResult the measurement core saved for this run.
