@@ -18,6 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -95,6 +97,14 @@ class StandinProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextmanager
+def process_pair(base: StandinBehavior, spec: StandinBehavior) -> Iterator[tuple[StandinProcess, StandinProcess]]:
+    """A baseline and a speculative stand-in, each in its own process: a test whose client and
+    servers must not share one GIL (figures checked against the stand-ins' pacing on a busy machine)."""
+    with StandinProcess(base) as b, StandinProcess(spec) as s:
+        yield b, s
 
 
 def process_cpu_s(pid: int) -> float | None:

@@ -29,6 +29,7 @@ from demo.settings import Settings
 from demo.ui import load_panel
 from demo.workload import WorkloadRequest
 from harness.standin import Standin
+from harness.standin_process import StandinProcess, process_pair
 from tests.test_load_sweep import BASE, MAX_TOKENS, SPEC, USERS
 from tests.waiting import wait_for
 
@@ -41,7 +42,14 @@ def pair() -> Iterator[tuple[Standin, Standin]]:
         yield servers
 
 
-def settings_for(base: Standin, spec: Standin, tmp_path: Path) -> Settings:
+@pytest.fixture
+def apart() -> Iterator[tuple[StandinProcess, StandinProcess]]:
+    """The pair in processes of their own (tests/test_load_sweep.py's ``apart``)."""
+    with process_pair(BASE, SPEC) as servers:
+        yield servers
+
+
+def settings_for(base: Standin | StandinProcess, spec: Standin | StandinProcess, tmp_path: Path) -> Settings:
     return Settings(baseline_url=base.url, speculative_url=spec.url, read_timeout_s=10, runs_dir=tmp_path / "runs")
 
 
@@ -64,8 +72,8 @@ async def collect(frames: AsyncIterator[LoadFrame], on_frame: Callable[[LoadFram
     return out
 
 
-def test_frames_draw_each_step_and_find_the_crossover(pair, tmp_path: Path) -> None:
-    base, spec = pair
+def test_frames_draw_each_step_and_find_the_crossover(apart, tmp_path: Path) -> None:
+    base, spec = apart
     settings = settings_for(base, spec, tmp_path)
     budget = StreamBudget(settings.stream_budget())
     frames = asyncio.run(collect(load_frames(spec_for(settings, USERS), REQUEST, settings, RaceControl(), budget)))

@@ -34,13 +34,15 @@ from demo.ui.app import build_app
 from demo.workload import Workload, WorkloadRequest
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
+from harness.standin_process import StandinProcess, process_pair
 from tests.test_legacy_records import LEGACY_RUN
 from tests.test_load_sweep import BASE, MAX_TOKENS, SPEC, truth_speedups
 
 HELLO = [Message(role="user", content="Say hello.")]
 
 
-def settings_for(base: Standin, spec: Standin, tmp: Path | None = None, **kw: Any) -> Settings:
+def settings_for(base: Standin | StandinProcess, spec: Standin | StandinProcess, tmp: Path | None = None,
+                 **kw: Any) -> Settings:
     return Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=tmp is not None,
                     runs_dir=(tmp or Path("/nonexistent")) / "runs", read_timeout_s=10, **kw)
 
@@ -107,7 +109,7 @@ def test_a_workload_request_sends_itself_as_user_1_and_the_next_ones_after_it() 
 
 @pytest.mark.asyncio
 async def test_four_users_per_user_speedup_matches_the_standins_truth() -> None:
-    with Standin.pair(BASE, SPEC) as (base, spec):
+    with process_pair(BASE, SPEC) as (base, spec):  # apart: the client and their pacing share no GIL
         settings = settings_for(base, spec)
         req = RaceRequest(messages=HELLO, max_tokens=MAX_TOKENS, order="simultaneous")
         t0 = time.monotonic()
