@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 
 import httpx
@@ -23,14 +24,16 @@ from demo.fmt import fmt_speedup
 from demo.whatif import NOT_THE_TARGET, VERIFIER_SIDE, answer_line, arm_name, parse_lengths
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior, Truth, synthetic_steps
+from harness.standin_process import StandinProcess
 
-# 60 decode tokens after the prefill token: whole cycles at every length below (1.5: [1, 2], 2, 3, 5),
+# 120 decode tokens after the prefill token: whole cycles at every length below (1.5: [1, 2], 2, 3, 5),
 # so each request's mean acceptance length is exactly the forced one.
-MAX_TOKENS = 61
+MAX_TOKENS = 121
 LENGTHS = (1.5, 2.0, 3.0, 5.0)
 # The baseline decodes 40 tokens/s; a what-if server takes 32 verification steps a second (a step
 # costs 1.25 baseline steps), each L tokens: 48, 64, 96, 160 tokens/s, i.e. 1.2x, 1.6x, 2.4x, 4.0x, and
-# an efficiency of 0.8. Slow streams (the fastest takes ~0.4 s) keep a scheduling hiccup small.
+# an efficiency of 0.8. Slow streams (the fastest takes ~0.75 s, the baseline 3 s) keep a scheduling
+# hiccup small against them (two busy loops beside the test: a 100 ms stall is 3% of a baseline batch).
 BASE = StandinBehavior(tokens_per_s=40, ttft_s=0.02)
 STEPS_PER_S = 32.0
 
@@ -48,19 +51,25 @@ def _no_saved_runs(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
 
 
 @pytest.fixture
-def servers() -> Iterator[tuple[Standin, dict[float, Standin]]]:
+def servers() -> Iterator[tuple[StandinProcess, dict[float, StandinProcess]]]:
+    """The baseline and a what-if stand-in per length, each in its own process: the client's
+    timestamps then never wait for a stand-in thread to give back the GIL (started together)."""
+    procs = [StandinProcess(BASE), *(StandinProcess(whatif_behavior(L)) for L in LENGTHS)]
     with ExitStack() as stack:
-        base = stack.enter_context(Standin(BASE))
-        yield base, {L: stack.enter_context(Standin(whatif_behavior(L))) for L in LENGTHS}
+        for p in procs:
+            stack.callback(p.stop)
+        with ThreadPoolExecutor(len(procs)) as pool:
+            list(pool.map(StandinProcess.start, procs))
+        yield procs[0], dict(zip(LENGTHS, procs[1:], strict=True))
 
 
-def url_flags(servers: dict[float, Standin]) -> list[str]:
+def url_flags(servers: dict[float, StandinProcess]) -> list[str]:
     return [x for L, s in servers.items() for x in ("--length-url", f"{L:g}={s.url}")]
 
 
-def measured(server: Standin) -> list[Truth]:
+def measured(server: StandinProcess) -> list[Truth]:
     """The measured requests (warm-up ones are shorter)."""
-    return [t for t in server.truth if t.stream and t.completion_tokens == MAX_TOKENS]
+    return [t for t in server.truth() if t.stream and t.completion_tokens == MAX_TOKENS]
 
 
 # --------------------------------------------------------------------------- the stand-in
@@ -83,12 +92,12 @@ def test_a_synthetic_stand_in_reports_exactly_the_forced_length() -> None:
                 lines = [line for line in r.iter_lines() if line.startswith("data: {")]
         final = json.loads(lines[-1].removeprefix("data: "))
         spec = final["metrics"]["speculative_decoding"]
-        assert spec["mean_acceptance_length"] == 1.5 and spec["num_spec_steps"] == 40  # 60 tokens, 1.5 a step
+        assert spec["mean_acceptance_length"] == 1.5 and spec["num_spec_steps"] == 80  # 120 tokens, 1.5 a step
         text = httpx.get(f"{s.url}/metrics", timeout=5).text
         totals = {smp.name: smp.value for fam in text_string_to_metric_families(text) for smp in fam.samples}
         drafts = totals["vllm:spec_decode_num_drafts_total"]
         accepted = totals["vllm:spec_decode_num_accepted_tokens_total"]
-        assert drafts == 80 and 1 + accepted / drafts == 1.5  # both requests, in the counters too
+        assert drafts == 160 and 1 + accepted / drafts == 1.5  # both requests, in the counters too
         t = s.truth[-1]
         assert t.mean_acceptance_length == 1.5 and t.chunk_sizes_sent[1:3] == [1, 2]
 
