@@ -304,6 +304,41 @@ def _recorded_note(result: RaceResult, users: UsersRace) -> str:
             "the recording keeps those answers; every arm's step figures are above.</div>")
 
 
+CHART_W, CHART_H, CHART_PAD = 900, 220, 40  # the tokens chart's viewBox and margin, in SVG units
+
+
+def tokens_chart_svg(result: RaceResult, player: dict[str, Any]) -> str:
+    """With several arms, at the end: the tokens each server had sent over time, a line per pane,
+    drawn from the timelines the player plays (``player_data``), as inline SVG (no script, no
+    network; the colours are the stylesheet's). Nothing for one arm (its page is as it always was)."""
+    if not several_arms(result):
+        return ""
+    pts = {pane: [(c[0], c[2]) for c in player["sides"][pane]["chunks"] if c[2] is not None]
+           for pane in player["panes"]}
+    t_max = max((t for p in pts.values() for t, _ in p), default=0.0) or 1.0
+    n_max = max((n for p in pts.values() for _, n in p), default=0) or 1
+    w, h, pad = CHART_W, CHART_H, CHART_PAD
+
+    def xy(t: float, n: int) -> str:
+        return f"{pad + (w - 2 * pad) * t / t_max:.1f},{h - pad - (h - 2 * pad) * n / n_max:.1f}"
+
+    parts = [f'<line class="x-axis" x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}"/>',
+             f'<line class="x-axis" x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}"/>',
+             f'<text x="{pad}" y="{h - pad + 16}">0</text>',
+             f'<text x="{w - pad}" y="{h - pad + 16}" text-anchor="end">{t_max:.2f} s</text>',
+             f'<text x="{pad - 6}" y="{pad + 4}" text-anchor="end">{n_max}</text>']
+    for i, (pane, p) in enumerate(pts.items()):
+        name = "baseline" if pane == "baseline" else (pane_arm(result, pane) or pane)
+        last = p[-1][1] if p else 0
+        parts.append(f'<polyline class="x-line x-line-{i}" data-pane="{view.esc(pane)}" data-tokens="{last}" '
+                     f'points="{" ".join(xy(t, n) for t, n in [(0.0, 0), *p])}"/>')
+        parts.append(f'<text class="x-key x-line-{i}" x="{pad + 10 + 150 * i}" y="{pad - 14}">'
+                     f"{view.esc(name)}</text>")
+    return (f'<figure class="x-chart" id="x-chart"><figcaption>Tokens sent over time, each server from its '
+            f'request (a line per server)</figcaption><svg viewBox="0 0 {w} {h}" role="img" '
+            f'aria-label="tokens over time per server">{"".join(parts)}</svg></figure>')
+
+
 def export_html(run: Run, *, made_at: datetime | None = None,
                 max_bytes: int = MAX_EXPORT_BYTES) -> str:
     """The whole page as text. Raises ExportTooLarge when it would exceed ``max_bytes``."""
@@ -316,8 +351,10 @@ def export_html(run: Run, *, made_at: datetime | None = None,
             f" · exported {_when(made_at)}")
     panes_html = "".join(_pane_html(result, p, users) for p, _ in panes(result))
     panes_attr = f' data-panes="{len(panes(result))}"' if several_arms(result) else ""
-    data = embed_json({"format": "specdemo-race-export/1", "run": run.model_dump(mode="json"),
-                       "player": player_data(result)})
+    player = player_data(result)
+    final_html = _headline(result, users) + tokens_chart_svg(result, player)
+    final_attr = ' class="x-arms"' if several_arms(result) else ""
+    data = embed_json({"format": "specdemo-race-export/1", "run": run.model_dump(mode="json"), "player": player})
     page = f"""<!DOCTYPE html>
 <html lang="en" data-state="loading">
 <head>
@@ -335,7 +372,7 @@ data-users="{users.users if users else 1}">● RECORDING of \
 <div class="x-bar"><button id="replay" type="button">▶ Replay</button>\
 <button id="skip" class="x-alt" type="button">Skip to the end</button>{view.order_html(result.order)}</div>
 <details><summary>Prompt</summary><div id="prompt"></div></details>
-<div id="final" hidden{' class="x-arms"' if several_arms(result) else ""}>{_headline(result, users)}</div>
+<div id="final" hidden{final_attr}>{final_html}</div>
 <div class="x-panes"{panes_attr}>{panes_html}</div>
 {view.burst_legend_html()}
 <footer>Played back at the recorded timing, each side from the moment its request was sent. The figures \

@@ -314,6 +314,10 @@ def test_a_race_of_three_arms_exports_every_arm(arms_result: RaceResult) -> None
         assert f'data-value="{spec.mean_acceptance_length!r}"' in block
         eff = efficiency(arm.speedup, spec.mean_acceptance_length)
         assert f'data-key="efficiency" data-value="{eff!r}"' in block
+    # at the end, a line per server of tokens over time, ending on its token count
+    lines = re.findall(r'<polyline class="x-line x-line-\d" data-pane="([^"]+)" data-tokens="(\d+)"', html)
+    assert lines == [(p, str(s.completion_tokens)) for p, s in [("baseline", r.baseline), ("speculative",
+                     r.speculative), ("arm-ngram", r.arms["ngram"].side), ("arm-draft", r.arms["draft"].side)]]
     # the arms differ (their stand-ins' rates): each block shows its own figures, in the arms' order
     speedups = [r.arms[n].speedup or 0 for n in r.arms]
     assert speedups[0] > speedups[1] > speedups[2]
@@ -329,6 +333,7 @@ def test_one_arm_exports_as_before(result: RaceResult) -> None:
     html = markup(export_html(result, made_at=MADE_AT))
     assert player_data(result)["panes"] == ["baseline", "speculative"]
     assert "data-arm=" not in html and "data-panes=" not in html and 'class="x-arm"' not in html
+    assert "<svg" not in html and "x-chart" not in html
     assert 'title="Speculative · ' in html and html.count('<section class="x-pane"') == 2
 
 

@@ -170,6 +170,7 @@ def test_an_exported_race_of_three_arms_plays_every_pane(tmp_path: Path) -> None
         assert end["status"] == "done" and end["tokens"] == str(saved.completion_tokens), pane
         assert end["final_shown"] is True, pane
     assert seen["speedups"] == {n: repr(a.speedup) for n, a in result.arms.items()}
+    assert seen["chart_lines"] == player_data(result)["panes"]  # a line per server, drawn at the end
 
 
 def play_arms_in_chromium(page_path: Path, panes: list[str]) -> dict[str, Any]:
@@ -201,6 +202,8 @@ def play_arms_in_chromium(page_path: Path, panes: list[str]) -> dict[str, Any]:
             seen["speedups"] = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll(
                 "#final .x-arm")].map(a => [a.dataset.arm, a.querySelector(".sd-speedup").dataset.value]))""")
             seen["pwned"] = page.evaluate("window.__pwned ?? null")
+            seen["chart_lines"] = page.evaluate("""() => [...document.querySelectorAll("#x-chart polyline")]
+                .filter(l => l.checkVisibility() && l.getBBox().width > 100).map(l => l.dataset.pane)""")
             artifacts = ROOT / "artifacts"
             artifacts.mkdir(exist_ok=True)
             page.screenshot(path=str(artifacts / "export-race-arms.png"), full_page=True)
