@@ -219,6 +219,9 @@ def add_whatif_parser(sub: argparse._SubParsersAction) -> None:
                                    "the speedup, decode speedup, measured tokens per step and efficiency. The "
                                    "what-if servers' text is not the target's. See docs/whatif.md.")
     add_server_args(p)
+    for action in p._actions:  # the what-if's servers are --length-url; these two are refused (cmd_whatif)
+        if action.dest in ("arm", "speculative_url"):
+            action.help = argparse.SUPPRESS
     p.add_argument("--lengths", default=DEFAULT_LENGTHS, help="forced mean acceptance lengths, comma-separated, "
                    f"each at least 1 (default {DEFAULT_LENGTHS}); each needs its server in --length-url")
     p.add_argument("--length-url", action="append", default=[], metavar="L=URL",
