@@ -17,6 +17,7 @@ from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.page_driver import screenshot
 from harness.standin import Standin, StandinBehavior
+from tests.browser.conftest import pair_app
 
 pytestmark = pytest.mark.browser
 
@@ -103,10 +104,7 @@ def arms_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
     fast = Standin(StandinBehavior(tokens_per_s=600, ttft_s=0.02, speculative=True, chunk_sizes=[3, 4])).start()
     slow = Standin(StandinBehavior(tokens_per_s=300, ttft_s=0.02, speculative=True, chunk_sizes=[1, 2])).start()
     arms = [{"name": "eagle3", "url": fast.url}, {"name": "ngram", "url": slow.url}]
-    app = AppProcess({
-        "SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": fast.url, "SPECDEMO_ARMS": json.dumps(arms),
-        "SPECDEMO_RUNS_DIR": str(tmp / "runs"), "SPECDEMO_READ_TIMEOUT_S": "10", "SPECDEMO_PROBE_TIMEOUT_S": "2",
-    }, tmp / "app.log")
+    app = pair_app(base, fast, tmp, SPECDEMO_ARMS=json.dumps(arms))
     try:
         yield app
     finally:
