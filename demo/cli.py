@@ -1,4 +1,5 @@
-"""Command line: ``python -m demo race ...`` (and ``load``, see demo/load_cli.py; ``sweep``, see demo/sweep)."""
+"""Command line: ``python -m demo race ...`` (and ``load``, see demo/load_cli.py; ``sweep``, see demo/sweep;
+``whatif``, see demo/whatif.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from demo.race import run_race
 from demo.results import LEGACY_ORDER, ArmResult, RaceResult, SideResult
 from demo.runs import RunTooLarge, save_run
 from demo.sweep.cli import add_sweep_parser
+from demo.whatif import add_whatif_parser
 
 SIDE_KEYS = ("completion_tokens", "ttft_s", "decode_tokens_per_s", "e2e_s", "itl_p50_s", "itl_p95_s", "text", "error")
 
@@ -167,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     add_export_parser(sub)
     add_sweep_parser(sub)
     add_load_parser(sub)
+    add_whatif_parser(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

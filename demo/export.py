@@ -14,6 +14,11 @@ buttons) writes one HTML file for slides and follow-up emails. It holds:
 An N-user race (demo.load.UsersRace) plays user 1's answers; its final figures are the step's:
 the per-user speedup and the throughput ratio labelled "N users", and each side's step tiles.
 
+A race of several arms (speculative servers) has a pane per arm after the baseline's, each with
+its own text, tiles and acceptance, and ends on every arm's speedup (and acceptance, tokens per
+step, efficiency, identical text) against the baseline. The first arm's pane keeps the id
+"speculative" and the others are "arm-NAME", so a run of one arm exports as it always has.
+
 A strict Content-Security-Policy allows only this script and this stylesheet, by hash. Model
 and prompt text reach the page only through ``textContent`` (or ``esc`` in the figures).
 """
@@ -97,9 +102,38 @@ def prompt_lines(result: RaceResult) -> list[list[str]]:
     return [["prompt", req.prompt or ""]]
 
 
+def several_arms(result: RaceResult) -> bool:
+    return len(result.arms) > 1
+
+
+def panes(result: RaceResult) -> list[tuple[str, SideResult]]:
+    """The page's panes in order, (id, saved side): the baseline, the first arm ("speculative"),
+    then every other arm ("arm-NAME"; names are slugs, so safe in an id)."""
+    rest = [(f"arm-{name}", arm.side) for name, arm in list(result.arms.items())[1:]]
+    return [(side, getattr(result, side)) for side in SIDES] + rest
+
+
+def pane_arm(result: RaceResult, pane: str) -> str | None:
+    """The arm a pane shows (None: the baseline's)."""
+    if pane == "baseline":
+        return None
+    return next(iter(result.arms), None) if pane == "speculative" else pane.removeprefix("arm-")
+
+
+def arm_race(result: RaceResult, name: str) -> RaceResult:
+    """The race as a race of one arm, ``name``: its side in ``speculative`` and its figures beside it
+    (so the page's own formatters show one arm's headline as they show a one-arm race's)."""
+    arm = result.arms[name]
+    reasons = {k: v for k, v in result.na_reasons.items()
+               if k not in ("speedup", "e2e_speedup", "identical_text")} | arm.na_reasons
+    return result.model_copy(update={"speculative": arm.side, "speedup": arm.speedup, "e2e_speedup": arm.e2e_speedup,
+                                     "identical_text": arm.identical_text, "first_difference": arm.first_difference,
+                                     "na_reasons": reasons, "arms": {name: arm}})
+
+
 def player_data(result: RaceResult) -> dict[str, Any]:
-    sides = {side: side_timeline(getattr(result, side), result.cancelled) for side in SIDES}
-    return {"prompt": prompt_lines(result), "sides": sides,
+    sides = {pane: side_timeline(saved, result.cancelled) for pane, saved in panes(result)}
+    return {"prompt": prompt_lines(result), "panes": list(sides), "sides": sides,
             "duration_s": max(s["end_s"] for s in sides.values())}
 
 
@@ -137,15 +171,27 @@ def efficiency_html(result: RaceResult) -> str:
     return f'<div class="x-eff sd-na" data-key="efficiency">efficiency {view.esc(view.na_label(why))}</div>'
 
 
-def final_tiles_html(result: RaceResult, side: Side) -> str:
-    saved: SideResult = getattr(result, side)
+def _side_of(pane: str) -> Side:
+    return "baseline" if pane == "baseline" else "speculative"
+
+
+def _saved(result: RaceResult, pane: str) -> SideResult:
+    return dict(panes(result))[pane]
+
+
+def final_tiles_html(result: RaceResult, pane: str) -> str:
+    saved, side = _saved(result, pane), _side_of(pane)
     snap = SideSnapshot(side=side, status="done" if saved.complete else "error")
     return view.tiles_html(side, view.side_tiles(snap, saved, side == "speculative"))
 
 
-def pane_title(result: RaceResult, side: Side) -> str:
-    saved: SideResult = getattr(result, side)
-    title = f"{side.capitalize()} · {saved.model or view.na_label('model not reported')}"
+def pane_title(result: RaceResult, pane: str) -> str:
+    """'Baseline · model', 'Speculative · model · k=4'; with several arms, an arm's pane is named by
+    its label (or name)."""
+    saved = _saved(result, pane)
+    arm = pane_arm(result, pane) if several_arms(result) else None
+    who = (result.arms[arm].label or arm) if arm is not None else _side_of(pane).capitalize()
+    title = f"{who} · {saved.model or view.na_label('model not reported')}"
     k = saved.spec.num_spec_tokens if saved.spec else None
     return title + (f" · k={k}" if k is not None else "")
 
@@ -164,29 +210,133 @@ def content_security_policy() -> str:
             "base-uri 'none'; form-action 'none'")
 
 
-def _pane_html(result: RaceResult, side: Side, users: UsersRace | None = None) -> str:
-    live = (f'<div class="sd-tiles" id="live-{side}">'
+def _pane_html(result: RaceResult, pane: str, users: UsersRace | None = None) -> str:
+    p = view.esc(pane)
+    live = (f'<div class="sd-tiles" id="live-{p}">'
             f'<div class="sd-tile"><div class="sd-tile-label">tokens</div>'
-            f'<div class="sd-tile-value" id="tokens-{side}">0</div></div>'
+            f'<div class="sd-tile-value" id="tokens-{p}">0</div></div>'
             f'<div class="sd-tile"><div class="sd-tile-label">elapsed</div>'
-            f'<div class="sd-tile-value" id="elapsed-{side}">0 ms</div></div></div>')
-    return (f'<section class="x-pane" data-side="{side}">{view.pane_title_html(pane_title(result, side))}'
-            f'<div class="x-status" id="status-{side}" data-state="waiting"></div>{live}'
-            f'<div id="final-{side}" hidden>{final_tiles_html(result, side)}{_step_tiles(users, side)}</div>'
-            f'<div class="sd-text" id="text-{side}" data-side="{side}"></div></section>')
+            f'<div class="sd-tile-value" id="elapsed-{p}">0 ms</div></div></div>')
+    arm = pane_arm(result, pane) if several_arms(result) else None
+    arm_attr = f' data-arm="{view.esc(arm)}"' if arm is not None else ""
+    return (f'<section class="x-pane" data-side="{p}"{arm_attr}>{view.pane_title_html(pane_title(result, pane))}'
+            f'<div class="x-status" id="status-{p}" data-state="waiting"></div>{live}'
+            f'<div id="final-{p}" hidden>{final_tiles_html(result, pane)}{_step_tiles(users, result, pane)}</div>'
+            f'<div class="sd-text" id="text-{p}" data-side="{p}"></div></section>')
 
 
-def _step_tiles(users: UsersRace | None, side: Side) -> str:
-    """An N-user race's step figures for one side, under user 1's tiles; nothing for one user."""
-    return "" if users is None else view.users_step_html(side, users)
+def arm_users(users: UsersRace, name: str) -> UsersRace:
+    """An N-user race as a race of one arm, ``name``: its step figures in the step's speculative ones."""
+    arm = users.step.arms[name]
+    step = users.step.model_copy(update={"speculative": arm.side, "speedup": arm.speedup,
+                                         "throughput_ratio": arm.throughput_ratio,
+                                         "na_reasons": users.step.na_reasons | arm.na_reasons})
+    return users.model_copy(update={"step": step})
+
+
+def _step_tiles(users: UsersRace | None, result: RaceResult, pane: str) -> str:
+    """An N-user race's step figures for one pane, under user 1's tiles; nothing for one user."""
+    if users is None:
+        return ""
+    arm = pane_arm(result, pane)
+    if arm is None or not several_arms(result) or arm not in users.step.arms:
+        return view.users_step_html(_side_of(pane), users)
+    return view.users_step_html("speculative", arm_users(users, arm))
 
 
 def _headline(result: RaceResult, users: UsersRace | None) -> str:
+    if users is not None and len(users.step.arms) > 1:
+        return "".join(_arm_step_headline(result, users, name) for name in users.step.arms) + _recorded_note(
+            result, users)
+    if several_arms(result):
+        return "".join(_arm_headline(result, name) for name in result.arms)
     if users is not None:  # the step's per-user speedup and throughput ratio, not user 1's
         return view.users_speedup_html(users.users, users.step, running=False) + view.identical_badge_html(result)
+    return _one_headline(result)
+
+
+def _one_headline(result: RaceResult) -> str:
     snapshot = RaceSnapshot(order=result.order, baseline=SideSnapshot(side="baseline"),
                             speculative=SideSnapshot(side="speculative"), result=result)
     return view.speedup_html(snapshot) + view.identical_badge_html(result) + efficiency_html(result)
+
+
+ARM_TILES = ("acceptance_rate", "mean_acceptance_length")  # under each arm's speedup, with several arms
+
+
+def _arm_block(name: str, label: str | None, figures: str) -> str:
+    return (f'<div class="x-arm" data-arm="{view.esc(name)}"><div class="x-arm-name">{view.esc(label or name)}</div>'
+            f"{figures}</div>")
+
+
+def _arm_headline(result: RaceResult, name: str) -> str:
+    """One arm's figures against the baseline, as a one-arm race shows them, under the arm's name;
+    acceptance and tokens per step from its saved metrics."""
+    arm = result.arms[name]
+    snap = SideSnapshot(side="speculative", status="done" if arm.side.complete else "error")
+    acc = view.tiles_html("speculative", [t for t in view.side_tiles(snap, arm.side, True) if t.key in ARM_TILES])
+    return _arm_block(name, arm.label, _one_headline(arm_race(result, name)) + acc)
+
+
+def _recorded(result: RaceResult, users: UsersRace) -> dict[str, str]:
+    """The step's arms whose user 1 the recording holds -> that arm's name in the race (the race
+    keeps the first arms, in order; a race of one arm names it as the run was saved)."""
+    return dict(zip(users.step.arms, result.arms, strict=False))
+
+
+def _arm_step_headline(result: RaceResult, users: UsersRace, name: str) -> str:
+    """One arm of an N-user race: the step's per-user speedup and throughput ratio for that arm, and
+    its step tiles; the identical badge where its user 1's answer was recorded."""
+    u = arm_users(users, name)
+    kept = _recorded(result, users).get(name)
+    badge = view.identical_badge_html(arm_race(result, kept)) if kept is not None else ""
+    label = result.arms[kept].label if kept is not None else None
+    return _arm_block(name, label, view.users_speedup_html(u.users, u.step, running=False) + badge
+                      + view.users_tiles_html("speculative", u.step.speculative))
+
+
+def _recorded_note(result: RaceResult, users: UsersRace) -> str:
+    """Which arms' answers the panes replay, when the recording holds fewer than the step measured."""
+    kept = _recorded(result, users)
+    if len(kept) >= len(users.step.arms):
+        return ""
+    return (f'<div class="x-arms-note">The panes replay user 1 of the baseline and of {view.esc(", ".join(kept))}: '
+            "the recording keeps those answers; every arm's step figures are above.</div>")
+
+
+CHART_W, CHART_H, CHART_PAD = 900, 220, 40  # the tokens chart's viewBox and margin, in SVG units
+
+
+def tokens_chart_svg(result: RaceResult, player: dict[str, Any]) -> str:
+    """With several arms, at the end: the tokens each server had sent over time, a line per pane,
+    drawn from the timelines the player plays (``player_data``), as inline SVG (no script, no
+    network; the colours are the stylesheet's). Nothing for one arm (its page is as it always was)."""
+    if not several_arms(result):
+        return ""
+    pts = {pane: [(c[0], c[2]) for c in player["sides"][pane]["chunks"] if c[2] is not None]
+           for pane in player["panes"]}
+    t_max = max((t for p in pts.values() for t, _ in p), default=0.0) or 1.0
+    n_max = max((n for p in pts.values() for _, n in p), default=0) or 1
+    w, h, pad = CHART_W, CHART_H, CHART_PAD
+
+    def xy(t: float, n: int) -> str:
+        return f"{pad + (w - 2 * pad) * t / t_max:.1f},{h - pad - (h - 2 * pad) * n / n_max:.1f}"
+
+    parts = [f'<line class="x-axis" x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}"/>',
+             f'<line class="x-axis" x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}"/>',
+             f'<text x="{pad}" y="{h - pad + 16}">0</text>',
+             f'<text x="{w - pad}" y="{h - pad + 16}" text-anchor="end">{t_max:.2f} s</text>',
+             f'<text x="{pad - 6}" y="{pad + 4}" text-anchor="end">{n_max}</text>']
+    for i, (pane, p) in enumerate(pts.items()):
+        name = "baseline" if pane == "baseline" else (pane_arm(result, pane) or pane)
+        last = p[-1][1] if p else 0
+        parts.append(f'<polyline class="x-line x-line-{i}" data-pane="{view.esc(pane)}" data-tokens="{last}" '
+                     f'points="{" ".join(xy(t, n) for t, n in [(0.0, 0), *p])}"/>')
+        parts.append(f'<text class="x-key x-line-{i}" x="{pad + 10 + 150 * i}" y="{pad - 14}">'
+                     f"{view.esc(name)}</text>")
+    return (f'<figure class="x-chart" id="x-chart"><figcaption>Tokens sent over time, each server from its '
+            f'request (a line per server)</figcaption><svg viewBox="0 0 {w} {h}" role="img" '
+            f'aria-label="tokens over time per server">{"".join(parts)}</svg></figure>')
 
 
 def export_html(run: Run, *, made_at: datetime | None = None,
@@ -199,8 +349,12 @@ def export_html(run: Run, *, made_at: datetime | None = None,
     order = view.ORDER_LABELS[result.order] + (f" · {users.users} users" if users else "")
     what = (f"{result.preset or 'free prompt'} · {order} · T={req.temperature:g} · max {req.max_tokens} tokens"
             f" · exported {_when(made_at)}")
-    data = embed_json({"format": "specdemo-race-export/1", "run": run.model_dump(mode="json"),
-                       "player": player_data(result)})
+    panes_html = "".join(_pane_html(result, p, users) for p, _ in panes(result))
+    panes_attr = f' data-panes="{len(panes(result))}"' if several_arms(result) else ""
+    player = player_data(result)
+    final_html = _headline(result, users) + tokens_chart_svg(result, player)
+    final_attr = ' class="x-arms"' if several_arms(result) else ""
+    data = embed_json({"format": "specdemo-race-export/1", "run": run.model_dump(mode="json"), "player": player})
     page = f"""<!DOCTYPE html>
 <html lang="en" data-state="loading">
 <head>
@@ -218,8 +372,8 @@ data-users="{users.users if users else 1}">● RECORDING of \
 <div class="x-bar"><button id="replay" type="button">▶ Replay</button>\
 <button id="skip" class="x-alt" type="button">Skip to the end</button>{view.order_html(result.order)}</div>
 <details><summary>Prompt</summary><div id="prompt"></div></details>
-<div id="final" hidden>{_headline(result, users)}</div>
-<div class="x-panes">{_pane_html(result, "baseline", users)}{_pane_html(result, "speculative", users)}</div>
+<div id="final" hidden{final_attr}>{final_html}</div>
+<div class="x-panes"{panes_attr}>{panes_html}</div>
 {view.burst_legend_html()}
 <footer>Played back at the recorded timing, each side from the moment its request was sent. The figures \
 are those measured during the race and saved with it; this page only re-times the saved chunks. \

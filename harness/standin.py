@@ -17,6 +17,12 @@ is what the client's measurements are checked against:
 Acceptance model: the first token is the prefill token (its own 1-token chunk); every later
 chunk of n tokens is one verification step that drafted k tokens and accepted n-1 (plus the
 bonus token). Run it alone with ``python -m harness.standin --port 8000 [--speculative] ...``.
+
+What-if (vLLM's synthetic rejection sampling): with ``synthetic_acceptance_length`` L set, the
+steps deliver L tokens each on average (``synthetic_steps``: integer steps whose cycle has mean
+exactly L; a request whose decode tokens fill whole cycles reports exactly L in its per-request
+metrics and in /metrics' counters) and ``tokens_per_s`` is the rate of verification steps, so the
+decode rate is ``tokens_per_s * L``: the speed follows the forced acceptance.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -98,11 +105,18 @@ class StandinBehavior(BaseModel):
     # At most this many streams decode at once (vLLM's --max-num-seqs); later ones wait, counted in
     # vllm:num_requests_waiting, and their prefill (ttft_s) starts when a slot frees. None: no cap.
     max_num_seqs: int | None = Field(None, ge=1)
+    # What-if (speculative only): every step delivers this many tokens on average (1 to k+1), in
+    # place of chunk_sizes, and tokens_per_s counts verification steps (decode rate = it * L).
+    synthetic_acceptance_length: float | None = None
 
     @model_validator(mode="after")
     def _check_chunks(self) -> StandinBehavior:
         if not self.chunk_sizes or min(self.chunk_sizes) < 1:
             raise ValueError("chunk_sizes must be a non-empty list of positive ints")
+        L = self.synthetic_acceptance_length
+        if L is not None and (not self.speculative or not 1 <= L <= self.num_spec_tokens + 1):
+            raise ValueError(f"synthetic_acceptance_length {L}: needs speculative=True and a length in "
+                             f"[1, num_spec_tokens+1 = {self.num_spec_tokens + 1}] (as vLLM checks it)")
         if self.speculative and max(self.chunk_sizes) > self.num_spec_tokens + 1:
             raise ValueError(
                 f"chunk_sizes {self.chunk_sizes}: a verification step emits at most "
@@ -206,6 +220,23 @@ def plan_chunks(n_tokens: int, chunk_sizes: list[int]) -> list[int]:
         left -= s
         i += 1
     return sizes
+
+
+def synthetic_steps(length: float) -> list[int]:
+    """Tokens per step for a forced mean acceptance length: the shortest cycle of whole steps whose
+    mean is ``length`` (as a fraction of denominator at most 100), spread evenly: 1.5 -> [1, 2],
+    3 -> [3], 2.25 -> [2, 2, 2, 3]."""
+    f = Fraction(length).limit_denominator(100)
+    return [int((i + 1) * f) - int(i * f) for i in range(f.denominator)]
+
+
+def synthetic_behavior(b: StandinBehavior) -> StandinBehavior:
+    """``b`` as it serves one request: with a synthetic acceptance length, its steps in chunk_sizes
+    and its decode rate (steps per second times tokens per step) in tokens_per_s."""
+    L = b.synthetic_acceptance_length
+    if L is None:
+        return b
+    return b.model_copy(update={"chunk_sizes": synthetic_steps(L), "tokens_per_s": b.tokens_per_s * L})
 
 
 def spec_metrics_for(chunk_sizes: list[int], k: int) -> dict[str, Any]:
@@ -622,6 +653,7 @@ class Standin:
                 b = b.model_copy(update=fields)
                 StandinBehavior.model_validate(b.model_dump())  # the same checks as any behaviour
                 break
+        b = synthetic_behavior(b)  # a what-if's steps and rate (b is this request's copy from here on)
         if b.slowdown_per_running:
             with self._lock:
                 factor = 1 + b.slowdown_per_running * len(self._running)

@@ -258,3 +258,116 @@ def test_the_pages_download_is_one_handler_with_errors_in_the_status(run_path: P
     assert out is not None and Path(out).is_file() and "exported" in status
     out, status = demo.export.export_to_temp(lambda: demo.export.run_for_export(tmp_path / "gone.json"))
     assert out is None and "cannot export" in status and "no such file" in status
+
+
+# --------------------------------------------------------------------------- several arms
+
+ARMS = {"eagle3": StandinBehavior(tokens_per_s=300, ttft_s=0.05, pieces=PIECES, speculative=True,
+                                  chunk_sizes=[3, 5, 4]),
+        "ngram": StandinBehavior(tokens_per_s=200, ttft_s=0.05, pieces=PIECES, speculative=True, chunk_sizes=[2, 1]),
+        "draft": StandinBehavior(tokens_per_s=120, ttft_s=0.05, pieces=PIECES, speculative=True, chunk_sizes=[1, 2])}
+
+
+def make_arms_run(out_dir: Path, max_tokens: int = 40) -> Path:
+    """A real race of a baseline and three stand-in arms, the payload in every answer; saved."""
+    req = RaceRequest(preset="json_reformat", messages=[Message(role="user", content="Repeat " + EVIL)],
+                      max_tokens=max_tokens, order="simultaneous")
+    with Standin(StandinBehavior(tokens_per_s=100, ttft_s=0.05, pieces=PIECES)) as base, \
+            Standin(ARMS["eagle3"]) as eagle, Standin(ARMS["ngram"]) as ngram, Standin(ARMS["draft"]) as draft:
+        urls = {"eagle3": eagle.url, "ngram": ngram.url, "draft": draft.url}
+        settings = Settings(baseline_url=base.url, speculative_url=eagle.url, save_runs=False,
+                            arms=[{"name": n, "url": u, "label": f"{n} <i>k</i>"} for n, u in urls.items()])
+        result = asyncio.run(run_race(req, settings))
+    return save_run(result, out_dir)
+
+
+@pytest.fixture(scope="module")
+def arms_result(tmp_path_factory: pytest.TempPathFactory) -> RaceResult:
+    r = read_run(make_arms_run(tmp_path_factory.mktemp("arms-runs")))
+    assert list(r.arms) == ["eagle3", "ngram", "draft"] and all(EVIL in a.side.text for a in r.arms.values())
+    return r
+
+
+def test_a_race_of_three_arms_exports_every_arm(arms_result: RaceResult) -> None:
+    r = arms_result
+    html = export_html(r, made_at=MADE_AT)
+    data = player_data(r)
+    assert data["panes"] == ["baseline", "speculative", "arm-ngram", "arm-draft"]
+    # every pane's timeline is its own arm's answer, chunk by chunk
+    for pane, name in zip(data["panes"][1:], r.arms, strict=True):
+        assert "".join(c[4] for c in data["sides"][pane]["chunks"]) == r.arms[name].side.text
+    assert 'data-panes="4"' in html
+    for pane, name in zip(data["panes"][1:], r.arms, strict=True):
+        arm = r.arms[name]
+        assert f'<section class="x-pane" data-side="{pane}" data-arm="{name}">' in html
+        assert f'title="{name} &lt;i&gt;k&lt;/i&gt; · ' in html  # the arm's label, escaped
+        # its saved figures: decode tokens/s in its pane, speedup and acceptance under its name
+        rate = arm.side.decode_tokens_per_s
+        assert f'<div id="final-{pane}" hidden><div class="sd-tiles" data-side="speculative">' in html
+        pane_html = html.split(f'id="final-{pane}"')[1].split("</section>")[0]
+        assert f'data-key="tokens_per_s" data-side="speculative" data-value="{rate!r}"' in pane_html
+        block = html.split(f'<div class="x-arm" data-arm="{name}">')[1].split('<div class="x-arm" ')[0]
+        assert arm.speedup is not None and f'data-state="final" data-value="{arm.speedup!r}"' in block
+        spec = arm.side.spec
+        assert spec is not None and spec.acceptance_rate is not None and spec.mean_acceptance_length is not None
+        assert f'data-key="acceptance_rate" data-side="speculative" data-value="{spec.acceptance_rate!r}"' in block
+        assert f'data-value="{spec.mean_acceptance_length!r}"' in block
+        eff = efficiency(arm.speedup, spec.mean_acceptance_length)
+        assert f'data-key="efficiency" data-value="{eff!r}"' in block
+    # at the end, a line per server of tokens over time, ending on its token count
+    lines = re.findall(r'<polyline class="x-line x-line-\d" data-pane="([^"]+)" data-tokens="(\d+)"', html)
+    assert lines == [(p, str(s.completion_tokens)) for p, s in [("baseline", r.baseline), ("speculative",
+                     r.speculative), ("arm-ngram", r.arms["ngram"].side), ("arm-draft", r.arms["draft"].side)]]
+    # the arms differ (their stand-ins' rates): each block shows its own figures, in the arms' order
+    speedups = [r.arms[n].speedup or 0 for n in r.arms]
+    assert speedups[0] > speedups[1] > speedups[2]
+    assert "<img" not in markup(html)  # model output in the markup is escaped (the loop note quotes it)
+
+
+def markup(html: str) -> str:
+    """The page without its stylesheet, player and data blocks."""
+    return re.sub(r"<style>.*?</style>|<script[^>]*>.*?</script>", "", html, flags=re.S)
+
+
+def test_one_arm_exports_as_before(result: RaceResult) -> None:
+    html = markup(export_html(result, made_at=MADE_AT))
+    assert player_data(result)["panes"] == ["baseline", "speculative"]
+    assert "data-arm=" not in html and "data-panes=" not in html and 'class="x-arm"' not in html
+    assert "<svg" not in html and "x-chart" not in html
+    assert 'title="Speculative · ' in html and html.count('<section class="x-pane"') == 2
+
+
+def test_an_n_user_race_of_two_arms_exports_each_arms_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from demo.cli import main
+    from demo.load import UsersRace
+    from demo.runs import read_record
+
+    monkeypatch.setenv("SPECDEMO_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("SPECDEMO_SAVE_RUNS", "true")
+    monkeypatch.delenv("SPECDEMO_ARMS", raising=False)
+    with Standin(StandinBehavior(tokens_per_s=100, ttft_s=0.02)) as base, \
+            Standin(ARMS["eagle3"]) as eagle, Standin(ARMS["ngram"]) as ngram:
+        assert main(["race", "--baseline-url", base.url, "--arm", f"eagle3={eagle.url}", "--arm",
+                     f"ngram={ngram.url}", "--users", "2", "--prompt", "Say hi", "--max-tokens", "20",
+                     "--json"]) == 0
+    capsys.readouterr()
+    (path,) = (tmp_path / "runs").glob("*.json")
+    record = read_record(path)
+    assert isinstance(record, UsersRace) and list(record.step.arms) == ["eagle3", "ngram"]
+    html = export_html(record, made_at=MADE_AT)
+    # the recording holds user 1 of the baseline and the first arm: those are the panes, and it says so
+    assert player_data(record.race)["panes"] == ["baseline", "speculative"] == list(panes_of(html))
+    assert "The panes replay user 1 of the baseline and of eagle3" in html
+    for name, arm in record.step.arms.items():  # every arm's step figures, in the arms' order
+        block = html.split(f'<div class="x-arm" data-arm="{name}">')[1].split('<div class="x-arm" ')[0]
+        assert arm.speedup is not None and f'data-users="2" data-value="{arm.speedup!r}"' in block
+        assert arm.throughput_ratio is not None and f'data-value="{arm.throughput_ratio!r}"' in block
+        assert "per-user decode speedup · 2 users" in block
+        rate = arm.side.per_user_decode_tokens_per_s
+        assert rate is not None and f'data-value="{rate!r}"' in block
+    assert html.index('data-arm="eagle3"') < html.index('data-arm="ngram"')
+
+
+def panes_of(html: str) -> list[str]:
+    return re.findall(r'<section class="x-pane" data-side="([^"]+)"', html)

@@ -15,7 +15,7 @@ from demo.export import export_file, player_data
 from demo.results import RaceResult
 from demo.runs import read_run
 from demo.settings import ROOT
-from tests.test_export import EVIL, make_run
+from tests.test_export import EVIL, make_arms_run, make_run
 
 pytestmark = pytest.mark.browser
 
@@ -148,4 +148,65 @@ def play_in_chromium(page_path: Path) -> dict[str, Any]:
         finally:
             browser.close()
     json.dumps(seen)  # plain data only
+    return seen
+
+
+def test_an_exported_race_of_three_arms_plays_every_pane(tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's Chromium at /usr/bin/chromium: apt-get install -y chromium")
+    pytest.importorskip("playwright.sync_api", reason="pip install playwright (requirements-dev.txt)")
+    result = read_run(make_arms_run(tmp_path / "runs"))
+    page_path = export_file(result, tmp_path / "export")
+    with ThreadPoolExecutor(1) as pool:
+        seen = pool.submit(play_arms_in_chromium, page_path, player_data(result)["panes"]).result()
+    assert seen["errors"] == [], seen["errors"]
+    assert seen["requests"] == [page_path.as_uri()], f"the page tried the network: {seen['requests']}"
+    assert seen["pwned"] is None
+    sides = {"baseline": result.baseline, "speculative": result.speculative,
+             **{f"arm-{n}": a.side for n, a in list(result.arms.items())[1:]}}
+    for pane, saved in sides.items():
+        end = seen["panes"][pane]
+        assert end["text"] == saved.text and EVIL in end["text"], pane
+        assert end["status"] == "done" and end["tokens"] == str(saved.completion_tokens), pane
+        assert end["final_shown"] is True, pane
+    assert seen["speedups"] == {n: repr(a.speedup) for n, a in result.arms.items()}
+    assert seen["chart_lines"] == player_data(result)["panes"]  # a line per server, drawn at the end
+
+
+def play_arms_in_chromium(page_path: Path, panes: list[str]) -> dict[str, Any]:
+    from playwright.sync_api import sync_playwright
+
+    seen: dict[str, Any] = {"errors": [], "requests": []}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+
+            def route(r: Any) -> None:
+                seen["requests"].append(r.request.url)
+                if r.request.url.startswith("file://"):
+                    r.continue_()
+                else:
+                    r.abort()
+
+            page.route("**/*", route)
+            page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: seen["errors"].append(f"uncaught: {e}"))
+            page.goto(page_path.as_uri(), wait_until="load")
+            page.wait_for_selector("html[data-state=finished]", state="attached", timeout=20_000)
+            seen["panes"] = page.evaluate("""(panes) => Object.fromEntries(panes.map(p => [p, {
+                text: document.getElementById("text-" + p).textContent,
+                status: document.getElementById("status-" + p).dataset.state,
+                tokens: document.getElementById("tokens-" + p).textContent,
+                final_shown: document.getElementById("final-" + p).checkVisibility()}]))""", panes)
+            seen["speedups"] = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll(
+                "#final .x-arm")].map(a => [a.dataset.arm, a.querySelector(".sd-speedup").dataset.value]))""")
+            seen["pwned"] = page.evaluate("window.__pwned ?? null")
+            seen["chart_lines"] = page.evaluate("""() => [...document.querySelectorAll("#x-chart polyline")]
+                .filter(l => l.checkVisibility() && l.getBBox().width > 100).map(l => l.dataset.pane)""")
+            artifacts = ROOT / "artifacts"
+            artifacts.mkdir(exist_ok=True)
+            page.screenshot(path=str(artifacts / "export-race-arms.png"), full_page=True)
+        finally:
+            browser.close()
     return seen

@@ -1,17 +1,25 @@
 """The Evaluate tab's upload handling, without a browser: the CLI's loader behind it, one-line
-errors, the page's batch count, and what the tab shows (escaped)."""
+errors, the page's batch count, and what the tab shows (escaped); the tab's Run handler itself
+against stand-ins: a sweep of three arms (every arm's verdict, the one line, a row per arm) and
+one arm (the tab as before arms)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from demo.fmt import esc, fmt_percent, fmt_speedup
 from demo.settings import Settings
 from demo.sweep.cli import make_spec
+from demo.sweep.models import SweepResult
 from demo.ui import evaluate_tab
 from demo.workload import WorkloadError
+from harness.standin import Standin, StandinBehavior
 
 
 def _jsonl(path: Path, n: int) -> Path:
@@ -89,3 +97,80 @@ def test_the_page_counts_a_workload_cell_by_its_rounds(tmp_path: Path) -> None:
     # poetry: 2 cells x 1 round; the workload: 5 rounds at c=1, 3 at c=2; x 2 sides x 1 repeat
     assert evaluate_tab.batches_of(spec, workload) == (2 + 5 + 3) * 2
     assert evaluate_tab.batches_of(spec, None) == 2 * 2
+
+
+# --------------------------------------------------------------------------- several arms
+
+
+def _run_tab(settings: Settings, concurrency: str, max_tokens: str) -> tuple:
+    """The tab's own Run handler, outside a browser: its outputs in run_outputs' order."""
+    import asyncio
+
+    import gradio as gr
+
+    with gr.Blocks():
+        tab = evaluate_tab.build(settings)
+    return asyncio.run(tab.on_run(["json_reformat"], concurrency, "", 1, 0, float(max_tokens), None, 0, 0, None,
+                                  None, None, False, progress=cast(gr.Progress, lambda *_a, **_k: None)))
+
+
+def _arm_servers(arms: dict, base) -> Iterator:
+    with ExitStack() as stack:
+        yield stack.enter_context(Standin(base)), {n: stack.enter_context(Standin(b)) for n, b in arms.items()}
+
+
+def test_a_sweep_of_three_arms_shows_every_verdict_and_the_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.test_methods import COUNTS, LOAD_ARMS, LOAD_BASE, LOAD_LINE, LOAD_TOKENS
+
+    monkeypatch.delenv("SPECDEMO_ARMS", raising=False)
+    with contextmanager(_arm_servers)(LOAD_ARMS, LOAD_BASE) as (base, arms):
+        settings = Settings(baseline_url=base.url, speculative_url=arms["eagle3"].url, save_runs=False,
+                            arms=[{"name": n, "url": s.url} for n, s in arms.items()])
+        assert "**3 arms**: `eagle3`, `ngram`, `draft`" in evaluate_tab.intro_text(settings)
+        out = _run_tab(settings, COUNTS, LOAD_TOKENS)
+    status, verdict, table, files = out[0], out[3], out[8], out[9]
+    assert 'data-state="done"' in status, status
+    result = SweepResult.model_validate_json(Path(next(f for f in files if f.endswith(".json"))).read_text())
+    gains = [(c.settings.concurrency, {n: a.speedup and round(a.speedup.median, 2) for n, a in c.arms.items()})
+             for c in result.cells]
+    # the one line on top, then each arm's verdict, as the evaluator decided them
+    line = LOAD_LINE.format(noun="concurrent request")
+    assert f"{line}</p>" in verdict, gains
+    assert verdict.index('class="sv-methods"') < verdict.index('class="sv-verdict"')
+    decided = [(v.arm, v.decision) for v in result.verdicts[0].per_arm]
+    assert decided == [("eagle3", "depends"), ("ngram", "enable"), ("draft", "don't")], gains
+    for arm, decision in decided:
+        assert f'data-arm="{arm}" data-decision="{esc(decision)}"' in verdict
+    assert verdict.count('class="sv-verdict"') == 3
+    # a row per cell and arm, the arm's own figures (the tab computes none of them)
+    assert table.headers == [*evaluate_tab.TABLE_HEADERS[:3], "arm", *evaluate_tab.TABLE_HEADERS[3:]]
+    rows = table.value["data"]
+    assert [(r[2], r[3]) for r in rows] == [(c, a) for c in ("1", "2", "8") for a in ("eagle3", "ngram", "draft")]
+    for row in rows:
+        cell = next(c for c in result.cells if str(c.settings.concurrency) == row[2])
+        got = cell.arms[row[3]]
+        assert row[5] == fmt_speedup(got.speedup.median if got.speedup else None)
+        assert row[7] == fmt_percent(got.acceptance_rate)
+        assert got.side.output_tokens_per_s is not None
+        assert row[10] == f"{got.side.output_tokens_per_s.median:.1f}"
+
+
+def test_one_arm_is_todays_tab(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPECDEMO_ARMS", raising=False)
+    base_b = StandinBehavior(tokens_per_s=60, ttft_s=0.02)
+    spec_b = StandinBehavior(tokens_per_s=120, ttft_s=0.02, speculative=True, chunk_sizes=[1, 3])
+    with Standin(base_b) as base, Standin(spec_b) as spec:
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
+        assert evaluate_tab.intro_text(settings) == evaluate_tab.INTRO
+        out = _run_tab(settings, "1", "20")
+    verdict, table = out[3], out[8]
+    assert isinstance(table, list) and all(len(r) == len(evaluate_tab.TABLE_HEADERS) for r in table) and table
+    assert 'class="sv-methods"' not in verdict and "data-arm=" not in verdict
+    assert verdict.count('class="sv-verdict"') == 1
+
+
+def test_the_page_counts_each_arms_batches() -> None:
+    settings = Settings(speculative_url="http://s:2", arms=[{"name": "a", "url": "http://s:2"},
+                                                            {"name": "b", "url": "http://b:3"}])
+    spec = make_spec(settings, ["poetry"], "1,2", "", 1, 0, 20)
+    assert evaluate_tab.batches_of(spec, None) == 2 * 3  # 2 cells: the baseline and two arms each

@@ -5,7 +5,8 @@
   "use strict";
   const data = JSON.parse(document.getElementById("race-data").textContent);
   const player = data.player;
-  const SIDES = ["baseline", "speculative"];
+  // The panes in order: "baseline", "speculative" (the first arm), then "arm-NAME" for any other arm.
+  const SIDES = player.panes;
   const $ = (id) => document.getElementById(id);
   const next = {};
   let timer = 0, t0 = 0, run = 0;

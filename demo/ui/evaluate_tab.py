@@ -6,6 +6,11 @@ An uploaded workload file (demo.workload, the CLI's loader and limits) is measur
 chosen presets, or alone; the tab then shows the report's plain-language summary, each
 workload's profile and its capacity and cost (demo.sweep.report_workload). The loaded workload
 also goes into the page's shared state, so the Race tab can race any of its requests.
+
+With several arms (the settings' arms, as on the Race tab: ``Settings.arm_endpoints()``), the
+sweep measures each against the baseline; the tab shows each workload's one line saying which
+arm to enable up to which concurrency, every arm's verdict (demo.sweep.verdict, the report's
+HTML) and a table row per arm of each cell. One arm is the tab as it always was.
 """
 
 from __future__ import annotations
@@ -28,9 +33,10 @@ from demo.sweep import figures
 from demo.sweep.capacity import Slo
 from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
-from demo.sweep.report import VERDICT_CSS, finalize, verdict_html, write_outputs
+from demo.sweep.report import VERDICT_CSS, finalize, write_outputs
+from demo.sweep.report import verdicts_html as workload_verdicts_html
 from demo.sweep.report_workload import capacity_html, profile_html, summary_paragraph
-from demo.sweep.runner import Progress, new_result, run_sweep
+from demo.sweep.runner import Progress, new_result, run_sweep, settings_arms, spec_arms
 from demo.view import run_status_html
 from demo.workload import Workload, WorkloadError, open_workload
 
@@ -43,26 +49,45 @@ TABLE_HEADERS = ["preset", "T", "concurrency", "status", "speedup", "decode spee
                  "tokens/step (theory)", "baseline tok/s", "speculative tok/s", "prefill share", "errors"]
 
 
+def several_arms(result: SweepResult) -> bool:
+    """Whether the sweep measured more than one arm (its table then has an arm column)."""
+    return len(spec_arms(result.spec)) > 1 or any(len(c.arms) > 1 for c in result.cells)
+
+
+def table_headers(several: bool) -> list[str]:
+    """The table's headers: TABLE_HEADERS, with an arm column after concurrency for several arms."""
+    return [*TABLE_HEADERS[:3], "arm", *TABLE_HEADERS[3:]] if several else list(TABLE_HEADERS)
+
+
 def cell_rows(result: SweepResult) -> list[list[str]]:
-    """The Evaluate tab's table: one row of shown text per cell, under TABLE_HEADERS."""
+    """The Evaluate tab's table: one row of shown text per cell (per cell and arm, with several
+    arms: each arm's figures against the same baseline), under table_headers(several_arms(result))."""
+    arms = several_arms(result)
     rows = []
-    for c in result.cells:
-        st = c.settings
-        steps = "n/a" if c.mean_acceptance_length is None else (
-            f"{c.mean_acceptance_length:.2f} ({c.expected_tokens_per_step:.2f})"
-            if c.expected_tokens_per_step is not None else f"{c.mean_acceptance_length:.2f}")
-        b, s = c.baseline.output_tokens_per_s, c.speculative.output_tokens_per_s
-        rows.append([st.preset, fmt_temperature(st.temperature).removeprefix("T="), str(st.concurrency), c.status,
-                     or_na(fmt_speedup(c.speedup.median if c.speedup else None)),
-                     or_na(fmt_speedup(c.decode_speedup.median if c.decode_speedup else None)),
-                     or_na(fmt_percent(c.acceptance_rate)), steps,
-                     "n/a" if b is None else f"{b.median:.1f}", "n/a" if s is None else f"{s.median:.1f}",
-                     or_na(fmt_percent(c.baseline.prefill_share)), " | ".join(c.errors)])
+    for cell in result.cells:
+        views = [(name, cell.arm_view(name)) for name in cell.arms] if arms else [(None, cell)]
+        for name, c in views:
+            st = c.settings
+            steps = "n/a" if c.mean_acceptance_length is None else (
+                f"{c.mean_acceptance_length:.2f} ({c.expected_tokens_per_step:.2f})"
+                if c.expected_tokens_per_step is not None else f"{c.mean_acceptance_length:.2f}")
+            b, s = c.baseline.output_tokens_per_s, c.speculative.output_tokens_per_s
+            head = [st.preset, fmt_temperature(st.temperature).removeprefix("T="), str(st.concurrency)]
+            rows.append([*head, *([name] if name is not None else []), c.status,
+                         or_na(fmt_speedup(c.speedup.median if c.speedup else None)),
+                         or_na(fmt_speedup(c.decode_speedup.median if c.decode_speedup else None)),
+                         or_na(fmt_percent(c.acceptance_rate)), steps,
+                         "n/a" if b is None else f"{b.median:.1f}", "n/a" if s is None else f"{s.median:.1f}",
+                         or_na(fmt_percent(c.baseline.prefill_share)), " | ".join(c.errors)])
     return rows
 
 
 def verdicts_html(result: SweepResult) -> str:
-    body = "".join(verdict_html(v) for v in result.verdicts) or '<p class="sv-muted">No cell was measured.</p>'
+    """Each workload's verdict as report.html shows it: one arm's; with several arms, the one line
+    saying which arm to enable up to which concurrency (WorkloadVerdict.methods_line), then every
+    arm's verdict."""
+    body = ("".join(workload_verdicts_html(v) for v in result.verdicts)
+            or '<p class="sv-muted">No cell was measured.</p>')
     note = ('<p class="sv-muted">Interrupted: the verdict uses the cells measured so far.</p>'
             if result.interrupted else "")
     return f"<style>{VERDICT_CSS}</style><div class=\"sd-eval-verdicts\">{note}{body}</div>"
@@ -76,13 +101,13 @@ WORKLOAD_HELP = ("Your workload (optional): a .jsonl file (one request a line: {
 
 
 def batches_of(spec: SweepSpec, workload: Workload | None) -> int:
-    """Rounds of requests the page would wait for: a preset batch is one round at its concurrency;
-    a workload cell sends every request once, ``concurrency`` at a time."""
+    """Batches the page would wait for: a preset batch is one round at its concurrency; a workload
+    cell sends every request once, ``concurrency`` at a time; each round on the baseline and every arm."""
     n_temps = len(spec.temperatures) if spec.temperatures else 1
     rounds = len(spec.presets) * n_temps * len(spec.concurrency)
     if workload is not None:
         rounds += sum(-(-len(workload.requests) // c) for c in spec.concurrency)
-    return rounds * spec.repeats * 2
+    return rounds * spec.repeats * (1 + len(spec_arms(spec)))  # the baseline's batch, then each arm's
 
 
 def load_upload(path: str | None, settings: Settings, sample_n: float | None = None,
@@ -138,6 +163,17 @@ INTRO = ("### Is it worth it for my workload?\n"
          "The verdict follows the checklist: structured output (acceptance), memory headroom (KV cache), "
          "concurrency, and how much of the time is prefill. For a full sweep use "
          "`python -m demo sweep` (see docs/evaluator.md).")
+
+
+def intro_text(settings: Settings) -> str:
+    """INTRO; with several arms, a line naming them (the settings' arms, in order)."""
+    arms = settings_arms(settings)
+    if len(arms) <= 1:
+        return INTRO
+    names = ", ".join(f"`{a.name}`" for a in arms)
+    return (INTRO + f"\n\n**{len(arms)} arms**: {names}. Each cell runs the baseline batch, then each arm's "
+            "batch alone; each arm gets its verdict, and one line per workload says which arm to enable up to "
+            "which concurrency.")
 
 
 @dataclass(frozen=True, eq=False)
@@ -260,7 +296,14 @@ class EvaluateTab:
                 upload_status_html(workload, lines) if workload is not None else gr.skip(),
                 summary_paragraph(result) if result.workloads else "", verdicts_html(result),
                 workload_html(result), figures.speedup_figure(result), figures.acceptance_figure(result),
-                figures.time_split_figure(result), cell_rows(result), files)
+                figures.time_split_figure(result), self._table(result), files)
+
+    def _table(self, result: SweepResult) -> Any:
+        """The table's rows; with several arms, with its arm column (new headers)."""
+        rows = cell_rows(result)
+        if not several_arms(result):
+            return rows
+        return gr.Dataframe(value=rows, headers=table_headers(True))
 
     def on_upload(self, path: str | None, n: float | None, seed_value: float | None) -> tuple[Any, Any]:
         """The upload (or a new sample) loaded at once: its status here, its requests for the Race tab."""
@@ -285,7 +328,7 @@ def build(settings: Settings, workload_state: gr.State | None = None,
     presets, _errors = load_presets(settings.presets_dir)
     choices = [(p.title, name) for name, p in presets.items()]
     default = [n for n in DEFAULT_PRESETS if n in presets] or list(presets)[:1]
-    gr.Markdown(INTRO)
+    gr.Markdown(intro_text(settings))
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=280):
             controls = _controls(choices, default)
@@ -293,7 +336,7 @@ def build(settings: Settings, workload_state: gr.State | None = None,
                 upload = _upload(settings)
             run = _run()
         with gr.Column(scale=3):
-            results = _results()
+            results = _results(len(settings_arms(settings)) > 1)
     tab = EvaluateTab(settings=settings, budget=budget or StreamBudget(settings.stream_budget()),
                       **controls, **upload, **run, **results,
                       workload=workload_state if workload_state is not None else gr.State(None))
@@ -352,7 +395,7 @@ def _run() -> dict[str, Any]:
     return c
 
 
-def _results() -> dict[str, Any]:
+def _results(several: bool) -> dict[str, Any]:
     c: dict[str, Any] = {}
     c["summary"] = gr.HTML(elem_id="sd-eval-summary")
     c["verdict"] = gr.HTML(elem_id="sd-eval-verdict")
@@ -363,7 +406,7 @@ def _results() -> dict[str, Any]:
                                 elem_id="sd-eval-acceptance")
         c["split_plot"] = gr.Plot(figures.time_split_figure(_empty()), label="TTFT vs decode",
                                   elem_id="sd-eval-split")
-    c["table"] = gr.Dataframe(headers=TABLE_HEADERS, value=[], interactive=False, wrap=True,
+    c["table"] = gr.Dataframe(headers=table_headers(several), value=[], interactive=False, wrap=True,
                               elem_id="sd-eval-table")
     return c
 

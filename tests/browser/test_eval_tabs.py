@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,6 +17,7 @@ from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.page_driver import screenshot
 from harness.standin import Standin, StandinBehavior
+from tests.browser.conftest import pair_app
 
 pytestmark = pytest.mark.browser
 
@@ -91,4 +93,57 @@ def test_replay_tab_plays_a_saved_run_labelled_as_a_recording(setup, page) -> No
     shown = page.get_attribute('#sd-replay-tiles-speculative .sd-tile[data-key="tokens_per_s"]', "data-value")
     assert shown is not None and float(shown) == pytest.approx(result.speculative.decode_tokens_per_s)
     screenshot(page, "replay-tab")
+    assert page.console_errors == []
+
+
+@pytest.fixture(scope="module")
+def arms_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
+    """The app against a baseline and two arms (SPECDEMO_ARMS), as the Race tab would race them."""
+    tmp = tmp_path_factory.mktemp("evalarms")
+    base = Standin(StandinBehavior(tokens_per_s=200, ttft_s=0.02)).start()
+    fast = Standin(StandinBehavior(tokens_per_s=600, ttft_s=0.02, speculative=True, chunk_sizes=[3, 4])).start()
+    slow = Standin(StandinBehavior(tokens_per_s=300, ttft_s=0.02, speculative=True, chunk_sizes=[1, 2])).start()
+    arms = [{"name": "eagle3", "url": fast.url}, {"name": "ngram", "url": slow.url}]
+    app = pair_app(base, fast, tmp, SPECDEMO_ARMS=json.dumps(arms))
+    try:
+        yield app
+    finally:
+        app.stop()
+        for s in (base, fast, slow):
+            s.stop()
+
+
+def test_evaluate_tab_shows_every_arm(arms_app: AppProcess, page) -> None:
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(arms_app.url, timeout=30_000)
+    page.get_by_role("tab", name="Evaluate").click()
+    page.wait_for_selector("#sd-eval-run", timeout=15_000)
+    page.fill("#sd-eval-conc textarea, #sd-eval-conc input", "1,2")
+    page.fill("#sd-eval-max-tokens input", "24")
+    page.press("#sd-eval-max-tokens input", "Tab")
+    page.fill("#sd-eval-warmup input", "0")
+    page.press("#sd-eval-warmup input", "Tab")
+    page.click("#sd-eval-run")
+    try:
+        page.wait_for_selector('#sd-eval-status [data-state="done"]', timeout=90_000)
+    except Exception:
+        screenshot(page, "failure-evaluate-tab-arms")
+        raise
+    # json_reformat and poetry: each with its one line on top, then a verdict per arm
+    lines = page.locator("#sd-eval-verdict .sv-methods")
+    assert lines.count() == 2
+    assert all(t.split(": ", 1)[1].startswith("for this workload, ") for t in lines.all_inner_texts())
+    arms = page.eval_on_selector_all("#sd-eval-verdict .sv-verdict", "els => els.map(e => e.dataset.arm)")
+    assert arms == ["eagle3", "ngram", "eagle3", "ngram"]
+    heads = page.eval_on_selector_all("#sd-eval-table th", "els => els.map(e => e.innerText.trim())")
+    assert "arm" in heads
+    # Gradio's table draws its body rows as divs (its one <tbody> row only sizes the columns): count
+    # the cells outside any <tr> that read an arm's name
+    cells = page.evaluate("""() => [...document.querySelectorAll("#sd-eval-table *")]
+        .filter(e => e.children.length == 0 && e.closest("tr") === null).map(e => e.textContent.trim())""")
+    assert cells.count("eagle3") == cells.count("ngram") == 2 * 2  # 2 presets x 2 concurrencies, a row per arm
+    page.wait_for_selector("#sd-eval-speedup .main-svg", timeout=15_000)
+    assert page.locator("#sd-eval-speedup .bars .point").count() == 8  # a bar per cell and arm
+    assert "2 arms" in page.inner_text("body")
+    screenshot(page, "evaluate-tab-arms")
     assert page.console_errors == []

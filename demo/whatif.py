@@ -1,0 +1,304 @@
+"""``python -m demo whatif``: the speedup that a drafter reaching a given acceptance length would buy
+on *these servers at this load*, measured with vLLM's synthetic rejection sampling.
+
+vLLM >= 0.32 can force a mean acceptance length L on a speculative server (speculative_config
+``"rejection_sample_method": "synthetic"``, ``"synthetic_acceptance_length": L``): drafts are kept
+by a coin at rates that give L tokens per verification step, whatever the target would have said.
+One such server per length (``--length-url L=URL``), each raced against the same baseline, answers
+"is a better drafter worth training or buying?": the table gives, per length, the speedup, the
+decode speedup, the measured tokens per step and the efficiency (decode speedup / tokens per
+step), and one line says what each length would buy.
+
+Each length is one step of the load engine (demo/load.py: ``run_load``, one evaluator cell of
+``--users`` users) with that server as its one arm: no measuring loop of its own. What it does not
+measure: the text of a what-if server is not the target's (accepted tokens are the drafter's, kept
+by a coin), and the drafter's cost stays the real one; with n-gram the forced acceptance applies
+only on steps where n-gram finds a draft. It measures the verifier's side (docs/whatif.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_from_args, usage_error
+from demo.errors import BadInput
+from demo.fmt import fmt_number, fmt_speedup, or_na
+from demo.load import LoadSpec, LoadStep, request_from_race, run_load
+from demo.load_cli import _request, make_spec, users_arg
+from demo.results import RaceRequest
+from demo.settings import Settings
+from demo.sweep.models import ArmSpec, CellStatus
+
+DEFAULT_LENGTHS = "1.5,2,3,4,5"
+# How far the measured tokens per step may be from the forced length before the output asks whether
+# the server really runs with that length (synthetic acceptance is a coin per position: a request's
+# mean wanders around L, and max_tokens cuts the last step).
+LENGTH_TOLERANCE = 0.1
+
+NOT_THE_TARGET = ("what-if: the acceptance is forced (vLLM's synthetic rejection sampling), so a what-if "
+                  "server's answers are not the target model's text: never show them as its output")
+VERIFIER_SIDE = ("with n-gram, the forced acceptance applies only on steps where n-gram finds a draft, and the "
+                 "drafter's cost stays the real one (n-gram's, or the EAGLE head's): the what-if measures the "
+                 "verifier's side")
+
+
+class WhatifPoint(BaseModel):
+    """One forced acceptance length, measured against the baseline (units in the names)."""
+
+    length: float  # the forced mean acceptance length (synthetic_acceptance_length)
+    url: str
+    status: CellStatus
+    # Aggregate output tokens/s, the what-if server over the baseline (the evaluator cell's speedup).
+    speedup: float | None = None
+    decode_speedup: float | None = None  # per-user decode tokens/s over the baseline's
+    tokens_per_step: float | None = None  # measured mean acceptance length
+    acceptance_rate: float | None = None  # accepted / drafted tokens
+    efficiency: float | None = None  # decode speedup / tokens per step (1.0: a step costs no more than a plain one)
+    baseline_decode_tokens_per_s: float | None = None  # per user, median
+    whatif_decode_tokens_per_s: float | None = None
+    errors: list[str] = Field(default_factory=list)
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+    note: str | None = None  # the measured tokens per step is far from the forced length
+
+
+class WhatifResult(BaseModel):
+    users: int
+    order: str
+    workload: str
+    max_tokens: int
+    temperature: float
+    repeats: int
+    warmup: int
+    baseline_url: str
+    points: list[WhatifPoint] = Field(default_factory=list)
+    answer: str = ""  # "a drafter reaching acceptance length 3 would buy 2.1× here; 5 would buy 2.9×"
+    notes: list[str] = Field(default_factory=lambda: [NOT_THE_TARGET, VERIFIER_SIDE])
+    interrupted: bool = False
+
+
+# --------------------------------------------------------------------------- the lengths
+
+
+def check_length(value: float, what: str) -> float:
+    """An acceptance length: at least 1 (1 = every draft rejected); BadInput about ``what`` otherwise."""
+    if not (value >= 1 and math.isfinite(value)):  # NaN fails the first test
+        raise BadInput.about(what, "takes acceptance lengths of at least 1 (1: no draft token kept; at most k+1, "
+                                   f"which the server checks), got {value:g}")
+    return value
+
+
+def parse_lengths(text: str) -> list[float]:
+    """'1.5,2,3' -> [1.5, 2.0, 3.0]: ascending, distinct, each at least 1; BadInput about ``lengths``."""
+    values = [check_length(v, "lengths") for v in parse_numbers(text, float, "lengths")]
+    return sorted(set(values))
+
+
+def parse_length_urls(values: list[str]) -> dict[float, str]:
+    """``--length-url L=URL`` values -> {L: URL}; UsageError (one line) when one is not."""
+    out: dict[float, str] = {}
+    for v in values:
+        length, sep, url = v.partition("=")
+        url = url.strip()
+        try:
+            value = float(length)
+        except ValueError:
+            value = None
+        if not sep or not url or value is None:
+            raise UsageError(f"--length-url takes L=URL (e.g. 3=http://gpu:8103), got {v!r}")
+        try:
+            check_length(value, "length-url")
+        except BadInput as e:
+            raise usage_error(e) from None
+        if value in out:
+            raise UsageError(f"--length-url {value:g} is given twice: one server per length")
+        out[value] = url
+    return out
+
+
+def servers_for(lengths: list[float], urls: dict[float, str]) -> dict[float, str]:
+    """Each length's server, in the lengths' order; UsageError naming what is missing or unknown."""
+    unknown = sorted(set(urls) - set(lengths))
+    if unknown:
+        raise UsageError(f"--length-url {', '.join(f'{v:g}' for v in unknown)}: not in --lengths "
+                         f"({', '.join(f'{v:g}' for v in lengths)}); add it there or drop its --length-url")
+    missing = [v for v in lengths if v not in urls]
+    if missing:
+        raise UsageError(f"no server for length {', '.join(f'{v:g}' for v in missing)}: give each length of "
+                         "--lengths its what-if server as --length-url L=URL (or leave it out of --lengths)")
+    return {v: urls[v] for v in lengths}
+
+
+def arm_name(length: float) -> str:
+    """The length as an arm's name (a slug): 1.5 -> 'l1-5', 3 -> 'l3'."""
+    return "l" + f"{length:g}".replace(".", "-")
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def length_spec(spec: LoadSpec, length: float, url: str) -> LoadSpec:
+    """The load step of one length: ``spec`` with that length's server as its one arm."""
+    return spec.model_copy(update={"speculative_url": url, "arms": [
+        ArmSpec(name=arm_name(length), url=url, label=f"what-if L={length:g}", method="synthetic")]})
+
+
+def point_from_step(length: float, url: str, step: LoadStep) -> WhatifPoint:
+    """A length's figures, as the evaluator's cell of its step has them (computed there, not here)."""
+    cell = step.cell
+    point = WhatifPoint(
+        length=length, url=url, status=step.status,
+        speedup=cell.speedup.median if cell.speedup else None,
+        decode_speedup=cell.decode_speedup.median if cell.decode_speedup else None,
+        tokens_per_step=cell.mean_acceptance_length, acceptance_rate=cell.acceptance_rate,
+        efficiency=cell.efficiency, baseline_decode_tokens_per_s=step.baseline.per_user_decode_tokens_per_s,
+        whatif_decode_tokens_per_s=step.speculative.per_user_decode_tokens_per_s, errors=list(step.errors))
+    for field, key in (("speedup", "speedup"), ("decode_speedup", "decode_speedup"),
+                       ("tokens_per_step", "mean_acceptance_length"), ("acceptance_rate", "acceptance_rate"),
+                       ("efficiency", "efficiency")):
+        if getattr(point, field) is None:
+            point.na_reasons[field] = cell.na_reasons.get(key) or (step.errors[0] if step.errors else "not measured")
+    m = point.tokens_per_step
+    if m is not None and abs(m - length) > LENGTH_TOLERANCE * length:
+        point.note = (f"measured {m:.2f} tokens per step, not the {length:g} forced: is {url} started with "
+                      f'"rejection_sample_method": "synthetic" and "synthetic_acceptance_length": {length:g}?')
+    return point
+
+
+def answer_line(points: list[WhatifPoint], users: int) -> str:
+    """What each length would buy, in one line (the decode speedup: the race's headline figure)."""
+    known = [p for p in points if p.decode_speedup is not None]
+    if not known:
+        why = next((p.na_reasons.get("decode_speedup") for p in points), None) or "nothing measured"
+        return f"no length produced a speedup ({why})"
+    parts = []
+    for i, p in enumerate(points):
+        head = f"a drafter reaching acceptance length {p.length:g}" if i == 0 else f"{p.length:g}"
+        if p.decode_speedup is None:
+            bought = "n/a (" + ("its server failed: see the table" if p.errors
+                                else p.na_reasons.get("decode_speedup", "not measured")) + ")"
+        else:
+            bought = f"would buy {fmt_speedup(p.decode_speedup)}"
+            if p.note and p.tokens_per_step is not None:
+                bought += f" (but {p.tokens_per_step:.2f} tokens per step were measured, not {p.length:g})"
+        parts.append(f"{head} {bought}" + (" here" if i == 0 else ""))
+    many = f"{users} user" + ("" if users == 1 else "s")
+    return "; ".join(parts) + f" (decode speedup over the baseline, {many})"
+
+
+async def run_whatif(spec: LoadSpec, req: RaceRequest, servers: dict[float, str], settings: Settings,
+                     result: WhatifResult, on_progress: Any = None) -> WhatifResult:
+    """Every length in order, each a load step of its server against the baseline (run_load),
+    appended to ``result`` as it ends; a failing server fails only its own length."""
+    request = request_from_race(req)
+    for length, url in servers.items():
+        if on_progress is not None:
+            on_progress(f"length {length:g}: {url}")
+        load = await run_load(length_spec(spec, length, url), request, settings,
+                              on_progress=on_progress)
+        result.points.append(point_from_step(length, url, load.steps[0]))
+        result.answer = answer_line(result.points, result.users)
+    return result
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def add_whatif_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("whatif", help="the speedup a drafter reaching acceptance length L would buy here "
+                       "(servers with vLLM's synthetic acceptance, GPU)",
+                       description="Races the baseline against one what-if server per acceptance length (vLLM "
+                                   ">= 0.32, speculative_config \"rejection_sample_method\": \"synthetic\", "
+                                   "\"synthetic_acceptance_length\": L) at --users users, and prints per length "
+                                   "the speedup, decode speedup, measured tokens per step and efficiency. The "
+                                   "what-if servers' text is not the target's. See docs/whatif.md.")
+    add_server_args(p)
+    for action in p._actions:  # the what-if's servers are --length-url; these two are refused (cmd_whatif)
+        if action.dest in ("arm", "speculative_url"):
+            action.help = argparse.SUPPRESS
+    p.add_argument("--lengths", default=DEFAULT_LENGTHS, help="forced mean acceptance lengths, comma-separated, "
+                   f"each at least 1 (default {DEFAULT_LENGTHS}); each needs its server in --length-url")
+    p.add_argument("--length-url", action="append", default=[], metavar="L=URL",
+                   help="the what-if server of length L, e.g. 3=http://gpu:8103 (repeatable: one per length)")
+    p.add_argument("--users", default="1", help="users at once per server (the load): one count, default 1")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--preset", help="a preset name from presets/ (default: json_reformat)")
+    src.add_argument("--prompt", help="a free prompt")
+    p.add_argument("--order", choices=["sequential", "simultaneous"], default="sequential",
+                   help="sequential (default): the baseline batch, then the what-if batch, each server alone")
+    p.add_argument("--max-tokens", type=int)
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--api", choices=["chat", "completions"])
+    p.add_argument("--repeats", type=int, default=1, help="measured batches per server per length (default 1)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed warm-up batches per server per length (default 1)")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(func=cmd_whatif)
+
+
+def whatif_table(r: WhatifResult) -> str:
+    many = f"{r.users} user" + ("" if r.users == 1 else "s")
+    order = "sequential A/B (each server alone)" if r.order == "sequential" else "simultaneous"
+    lines = [f"What-if: {r.workload}, {r.max_tokens} tokens, {many}, {order}, {r.repeats} repeat(s)", ""]
+    head = ["length", "speedup", "decode speedup", "tokens/step", "efficiency", "n/a"]
+    widths = [6, 8, 14, 11, 10, 0]
+    lines.append("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
+    for p in r.points:
+        na = ("failed: see the error below" if p.errors
+              else "; ".join(f"{k}: {v}" for k, v in p.na_reasons.items()))
+        cells = [f"{p.length:g}", or_na(fmt_speedup(p.speedup)), or_na(fmt_speedup(p.decode_speedup)),
+                 or_na(fmt_number(p.tokens_per_step, 2)), or_na(fmt_number(p.efficiency, 2)), na]
+        lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
+        lines += [f"{'':8}error: {e}" for e in p.errors]
+        if p.note:
+            lines.append(f"{'':8}note: {p.note}")
+    lines += ["", r.answer, "", *(f"Note: {n}." for n in r.notes)]
+    if r.interrupted:
+        lines.append("Interrupted: the lengths above are those measured.")
+    return "\n".join(lines)
+
+
+def whatif_json(r: WhatifResult) -> dict[str, Any]:
+    return r.model_dump(mode="json")
+
+
+def cmd_whatif(args: argparse.Namespace) -> int:
+    for flag, given in (("--arm", args.arm), ("--speculative-url", args.speculative_url)):
+        if given:
+            raise UsageError(f"{flag} is not for whatif: give each length's what-if server as --length-url L=URL")
+    try:
+        lengths = parse_lengths(args.lengths)
+    except BadInput as e:
+        raise usage_error(e) from None
+    servers = servers_for(lengths, parse_length_urls(args.length_url))
+    settings = settings_from_args(args)
+    users = users_arg(args.users, settings)
+    if len(users) != 1:
+        raise UsageError(f"--users takes one count for whatif (the load it is measured at), got {args.users!r}")
+    if not args.preset and not args.prompt:
+        args.preset = "json_reformat"
+    req = _request(args, settings)
+    spec = make_spec(settings, req, users, args.order, args.repeats, args.warmup)
+    result = WhatifResult(users=users[0], order=spec.order, workload=spec.workload, max_tokens=spec.max_tokens,
+                          temperature=spec.temperature, repeats=spec.repeats, warmup=spec.warmup,
+                          baseline_url=spec.baseline_url)
+
+    def say(label: str) -> None:
+        if not args.no_progress:
+            print(f"  {label}", file=sys.stderr, flush=True)
+
+    try:
+        asyncio.run(run_whatif(spec, req, servers, settings, result, on_progress=say))
+    except KeyboardInterrupt:
+        result.interrupted = True
+        print(f"interrupted: {len(result.points)} length(s) measured", file=sys.stderr)
+        print(json.dumps(whatif_json(result)) if args.json else whatif_table(result))
+        return 130
+    print(json.dumps(whatif_json(result)) if args.json else whatif_table(result))
+    return 0 if any(p.decode_speedup is not None for p in result.points) else 1
