@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
+import demo.settings as settings_mod
 from harness.standin import Standin, StandinBehavior
 
 # Parallel runs (scripts/test.sh: pytest-xdist, ``-n 2 --dist loadscope --no-loadscope-reorder``,
@@ -45,6 +47,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return work_unit(nodeid)
 
     return ByGroup(config, log)
+
+
+@pytest.fixture(autouse=True)
+def _no_launcher_record(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A test's Settings() never reads the checkout's logs/servers/client.env: a pair (or arms)
+    started there by `python -m servers up` must not change what a test configures. Tests of
+    that record set their own (tests/test_settings.py)."""
+    monkeypatch.setattr(settings_mod, "LAUNCHER_CLIENT_ENV", tmp_path / "no-launcher" / "client.env")
 
 
 @pytest.fixture
