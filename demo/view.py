@@ -656,7 +656,7 @@ def server_panel_html(infos: list[ServerInfo], grafana_url: str | None = None) -
             kv = na_label(i.metrics_error or ("server down" if not i.healthy else "not reported"))
         rows.append(
             f'<tr data-side="{esc(i.side)}" data-healthy="{str(i.healthy).lower()}">'
-            f"<td>{esc(i.side)}</td><td>{esc(i.url)}</td><td>{health}</td><td>{esc(model)}</td>"
+            f"<td>{esc(i.arm or i.side)}</td><td>{esc(i.url)}</td><td>{health}</td><td>{esc(model)}</td>"
             f"<td>{esc(spec)}</td><td>{esc(kv)}</td></tr>"
         )
     head = "<tr><th>side</th><th>URL</th><th>health</th><th>model</th><th>speculation</th><th>KV cache</th></tr>"

@@ -4,16 +4,22 @@ stays exactly the race of two panes."""
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import ExitStack
+
 import pytest
 
 from demo import charts, palette, view
 from demo.live.frames import frame_for, pane_sides
 from demo.live.pane_title import arm_titles, spec_title
 from demo.live.request import default_order
+from demo.load import StreamWatch, make_spec, request_from_race, run_load
 from demo.race import compare_arms
 from demo.results import ArmSnapshot, RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot, SpecStats
+from demo.server_info import ServerInfo
 from demo.settings import Settings
 from demo.ui.outputs import frame_updates
+from harness.standin import Standin, StandinBehavior
 from tests.test_view import EVIL, _snapshot
 
 ARMS = {"eagle3": 90.0, "ngram": 60.0, "draft": 36.0}  # decode tokens/s; the baseline's 30
@@ -167,3 +173,35 @@ def test_arm_titles_name_each_arm_and_its_method() -> None:
 def test_an_arm_left_out_of_an_n_user_race_says_so() -> None:
     pane = view.arm_left_out_view("ngram", 4)
     assert "4 users race the first arm only" in pane.status_html and 'data-state="na"' in (pane.headline_html or "")
+
+
+def test_the_server_panel_names_each_arm() -> None:
+    infos = [ServerInfo(side="baseline", url="http://b", healthy=True),
+             ServerInfo(side="speculative", url="http://e", arm="eagle3", healthy=True),
+             ServerInfo(side="speculative", url="http://n", arm="ngram", healthy=True)]
+    html = view.server_panel_html(infos)
+    assert "<td>eagle3</td>" in html and "<td>ngram</td>" in html and "<td>baseline</td>" in html
+    one = view.server_panel_html([ServerInfo(side="speculative", url="http://s", healthy=True)])
+    assert "<td>speculative</td>" in one  # the pair: as always
+
+
+def test_the_stream_watch_watches_every_arm_by_name() -> None:
+    """The engine's observer is told each stream's server: a load step of three arms is watched on
+    the baseline and every arm (not the first only), and the first arm is the record's speculative."""
+    with ExitStack() as stack:
+        base = stack.enter_context(Standin(StandinBehavior(tokens_per_s=400, ttft_s=0.01)))
+        arms = {n: stack.enter_context(Standin(StandinBehavior(tokens_per_s=800, ttft_s=0.01, speculative=True,
+                                                               chunk_sizes=[1, 2]))) for n in ARMS}
+        settings = Settings(baseline_url=base.url, speculative_url=arms["eagle3"].url, save_runs=False,
+                            arms=[{"name": n, "url": s.url} for n, s in arms.items()])
+        req = RaceRequest(prompt="Say hi", max_tokens=12, order="simultaneous")
+        spec = make_spec(settings, req, [2], "simultaneous")
+        watch = StreamWatch(2, [a.name for a in spec.arm_list()])
+        asyncio.run(run_load(spec, request_from_race(req), settings, observe=watch))
+    assert list(watch.first_of_arms()) == list(ARMS)
+    for name, meter in watch.first_of_arms().items():
+        assert meter.url == arms[name].url and meter.result().completion_tokens == 12
+    assert [p is not None and p.status == "done" for p in watch.progress("draft")] == [True, True]
+    first = watch.first()
+    assert first["speculative"].url == arms["eagle3"].url and first["baseline"].url == base.url
+    assert watch.progress("speculative") == watch.progress("eagle3")
