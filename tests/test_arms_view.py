@@ -13,6 +13,8 @@ from demo import charts, palette, view
 from demo.live.frames import frame_for, pane_sides
 from demo.live.pane_title import arm_titles, spec_title
 from demo.live.request import default_order
+from demo.live.session import RaceControl
+from demo.live.users import users_frames
 from demo.load import StreamWatch, make_spec, request_from_race, run_load
 from demo.race import compare_arms
 from demo.results import ArmSnapshot, RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot, SpecStats
@@ -205,3 +207,25 @@ def test_the_stream_watch_watches_every_arm_by_name() -> None:
     first = watch.first()
     assert first["speculative"].url == arms["eagle3"].url and first["baseline"].url == base.url
     assert watch.progress("speculative") == watch.progress("eagle3")
+
+
+def test_n_users_with_several_arms_race_the_first_and_the_others_say_so() -> None:
+    """Users > 1 races the first arm only (the load engine's pair): its headline is in the first
+    arm's pane (the pair's headline is folded away), and every other arm's pane says it is left out."""
+    async def drain() -> list:
+        return [f async for f in users_frames(RaceRequest(prompt="Say hi", max_tokens=8), 2, settings, RaceControl())]
+
+    with ExitStack() as stack:
+        base = stack.enter_context(Standin(StandinBehavior(tokens_per_s=400, ttft_s=0.01)))
+        arms = {n: stack.enter_context(Standin(StandinBehavior(tokens_per_s=800, ttft_s=0.01, speculative=True)))
+                for n in ARMS}
+        settings = Settings(baseline_url=base.url, speculative_url=arms["eagle3"].url, save_runs=False,
+                            arms=[{"name": n, "url": s.url} for n, s in arms.items()])
+        frames = asyncio.run(drain())
+        assert arms["ngram"].started == 0 and arms["draft"].started == 0 and arms["eagle3"].started == 2
+    drawn = [f for f in frames if f.speculative is not None]
+    assert drawn and all(f.arms is not None and list(f.arms) == ["ngram", "draft"] for f in drawn)
+    last = drawn[-1]
+    assert last.users is not None and last.speculative is not None and last.arms is not None
+    assert last.speculative.headline_html == last.speedup and 'data-users="2"' in (last.speedup or "")
+    assert "2 users race the first arm only" in last.arms["draft"].status_html
