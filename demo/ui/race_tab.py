@@ -288,7 +288,7 @@ class RaceTab:
                     out[p.badge] = view.identical_badge_html(result, arm=first if i == 0 else p.arm)
             if result.baseline.error or result.speculative.error or any(a.side.error for a in result.arms.values()):
                 # A side failed: re-probe so the banner says which server is down and what to do.
-                banner_html, servers_html, _title, infos_dump = await self.on_probe()
+                banner_html, servers_html, *_titles, infos_dump = await self.on_probe()
                 out.update({self.banner: banner_html, self.servers: servers_html, self.infos: infos_dump})
             return out
         except Exception as e:  # a bug: the race itself is shown and saved; say what is missing

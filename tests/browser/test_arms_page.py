@@ -27,7 +27,7 @@ pytestmark = pytest.mark.browser
 
 PRESET_TITLE = "SQL from a schema"
 MAX_TOKENS = 100
-BASE_TOKENS_PER_S = 20.0
+BASE_TOKENS_PER_S = 15.0  # the fastest arm streams 2.2 s: a client hiccup stays far under 5%
 # name -> (pane key, speed over the baseline, chunk sizes): the first arm keeps the pane ids of one arm.
 ARMS = {"eagle3": ("speculative", 3.0, [1, 3, 5, 4]), "ngram": ("ngram", 2.0, [1, 3, 2]),
         "draft": ("draft", 1.2, [1, 2])}
@@ -110,10 +110,10 @@ def test_three_arms_stream_on_one_screen_each_against_its_truth(page, app, serve
     # The last arm streams (sequential: the baseline, then each arm alone, in order).
     page.wait_for_selector('#sd-status-draft .sd-side-status[data-side="speculative"]', timeout=30_000)
     page.wait_for_function("() => (document.querySelector('#sd-text-draft .sd-text')?.textContent ?? '').length > 5",
-                           timeout=30_000)
+                           timeout=60_000)
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "arms-1-streaming")
-    assert wait_finished(page, 60_000, app) == "done"
+    assert wait_finished(page, 90_000, app) == "done"
     page.wait_for_selector('#sd-badge-draft [data-identical="true"]', timeout=15_000)  # on_finish drew it
     # Every pane streamed: its text grew through several lengths before the final one.
     lengths = page.evaluate("window.__len")
@@ -177,7 +177,7 @@ def _aborted(s: Standin, deadline_s: float = 15.0) -> bool:
 
 def test_stop_aborts_every_arm(page, app, servers) -> None:
     base, arms = servers
-    set_speeds(servers, 4.0)  # slow: every stream is still running when Stop is pressed
+    set_speeds(servers, 3.0)  # slow (the fastest arm needs 11 s): every stream still runs at Stop
     open_page(page, app)
     choose(page, PRESET_TITLE, max_tokens=MAX_TOKENS)
     page.get_by_role("radio", name="Race", exact=True).check()  # simultaneous: every arm streams at once
@@ -187,7 +187,8 @@ def test_stop_aborts_every_arm(page, app, servers) -> None:
             "k => Number(document.querySelector(`#sd-tiles-${k} .sd-tile[data-key='tokens'] .sd-tile-value`)"
             "?.textContent) >= 2", arg=key, timeout=30_000)
     page.click("#sd-stop")
-    assert wait_finished(page, 30_000, app) == "stopped"
+    state = wait_finished(page, 30_000, app)
+    assert state == "stopped", (page.inner_text("#sd-run-status"), app.output()[-3000:])
     for s in (base, *arms.values()):
         assert _aborted(s), f"{s.url} still streaming or not aborted"
     for key, _t, _c in ARMS.values():
