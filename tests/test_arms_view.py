@@ -14,6 +14,7 @@ from demo.live.frames import frame_for, pane_sides
 from demo.live.pane_title import arm_titles, spec_title
 from demo.live.request import default_order
 from demo.live.session import RaceControl
+from demo.live.status import final_status
 from demo.live.users import users_frames
 from demo.load import StreamWatch, make_spec, request_from_race, run_load
 from demo.race import compare_arms
@@ -229,3 +230,11 @@ def test_n_users_with_several_arms_race_the_first_and_the_others_say_so() -> Non
     assert last.users is not None and last.speculative is not None and last.arms is not None
     assert last.speculative.headline_html == last.speedup and 'data-users="2"' in (last.speedup or "")
     assert "2 users race the first arm only" in last.arms["draft"].status_html
+
+
+def test_a_stopped_race_of_several_arms_says_every_request_was_aborted() -> None:
+    stopped = _result().model_copy(update={"cancelled": True})
+    assert "Stopped: every request was aborted" in final_status(stopped, None)
+    pair = compare_arms(RaceRequest(prompt="p"), _side("baseline", 30.0), {"speculative": _side("speculative", 60.0)},
+                        cancelled=True)
+    assert "Stopped: both requests were aborted" in final_status(pair, None)  # one arm: as always

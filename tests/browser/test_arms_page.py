@@ -189,6 +189,7 @@ def test_stop_aborts_every_arm(page, app, servers) -> None:
     page.click("#sd-stop")
     state = wait_finished(page, 30_000, app)
     assert state == "stopped", (page.inner_text("#sd-run-status"), app.output()[-3000:])
+    assert "every request was aborted" in page.inner_text("#sd-run-status")
     for s in (base, *arms.values()):
         assert _aborted(s), f"{s.url} still streaming or not aborted"
     for key, _t, _c in ARMS.values():
