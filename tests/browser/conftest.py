@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.app_process import AppProcess
 from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
 from harness.standin import Standin, StandinBehavior
 
@@ -78,3 +80,14 @@ def standin_pair(base: StandinBehavior, spec: StandinBehavior) -> Iterator[dict[
     finally:
         for s in servers.values():
             s.stop()
+
+
+def pair_app(base: Standin, spec: Standin, tmp: Path, **extra: str) -> AppProcess:
+    """The app on the pair ``base`` and ``spec``, saving runs in ``tmp/runs`` (its ``runs_dir``),
+    with short timeouts for stand-ins; ``extra`` adds or overrides settings."""
+    app = AppProcess({
+        "SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": spec.url, "SPECDEMO_RUNS_DIR": str(tmp / "runs"),
+        "SPECDEMO_READ_TIMEOUT_S": "10", "SPECDEMO_PROBE_TIMEOUT_S": "2", **extra,
+    }, tmp / "app.log")
+    app.runs_dir = tmp / "runs"
+    return app

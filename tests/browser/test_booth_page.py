@@ -153,8 +153,16 @@ def test_a_server_down_shows_the_recording_and_live_returns_when_it_answers(
         watch.until(lambda s: s[0] == "live" and s[2] >= 2, 60, "a first live race done")
         servers["speculative"].stop()  # gone: every connection refused, as a killed server
         took = watch.until(lambda s: s[0] == "recording", 15, "the recording while the server is down")
-        banner = page.text_content("#sd-banner") or ""
-        assert "RECORDING" in banner and "Live again once the speculative server answers" in banner, banner
+        # The caption and the banner are two streams to the page (BoothPage.watch_caption, .watch):
+        # the banner may land a moment after the caption does.
+        banner_shown = """() => {
+            const t = document.querySelector('#sd-banner')?.textContent ?? '';
+            return t.includes('RECORDING') && t.includes('Live again once the speculative server answers');
+        }"""
+        try:
+            page.wait_for_function(banner_shown, timeout=10_000)
+        except Exception:
+            pytest.fail(f"no RECORDING banner within 10 s of the recording: {page.text_content('#sd-banner')!r}")
         assert watch.poll()[1] == "json_reformat"
         time.sleep(3)  # a while on the recording: still no error anywhere
         watch.poll()

@@ -13,6 +13,7 @@ import pytest
 from harness.app_process import AppProcess
 from harness.page_driver import open_page, screenshot
 from harness.standin import Standin
+from tests.browser.conftest import pair_app
 from tests.test_load_sweep import BASE, SPEC
 from tests.waiting import wait_for
 
@@ -28,11 +29,7 @@ POINTS_AND_STATE_JS = """() => [
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AppProcess, Standin, Standin]]:
     tmp = tmp_path_factory.mktemp("loadapp")
     base, spec = Standin(BASE).start(), Standin(SPEC).start()
-    app = AppProcess({
-        "SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": spec.url, "SPECDEMO_RUNS_DIR": str(tmp / "runs"),
-        "SPECDEMO_READ_TIMEOUT_S": "10", "SPECDEMO_PROBE_TIMEOUT_S": "2",
-    }, tmp / "app.log")
-    app.runs_dir = tmp / "runs"
+    app = pair_app(base, spec, tmp)
     try:
         yield app, base, spec
     finally:

@@ -370,20 +370,31 @@ def test_no_servers_says_how_to_start_them(page, apps) -> None:
 
 def test_second_viewer_waits_visibly_for_a_free_slot(chromium, apps, servers) -> None:
     base, spec = servers
-    set_behaviors(servers, StandinBehavior(tokens_per_s=40),
-                  StandinBehavior(speculative=True, tokens_per_s=80, chunk_sizes=[1, 2]))
+    # The first viewer's race holds the one slot for ~10 s (120 tokens at 12 tokens/s), so the second
+    # viewer's wait, and a Stop pressed during it, land while the slot is taken however slowly this
+    # machine runs the page. Each request reads the behaviour when it starts: the waiting viewer's
+    # own race, which starts once the slot frees, runs at the fast rates set once it is seen waiting.
+    slow = (StandinBehavior(tokens_per_s=12), StandinBehavior(speculative=True, tokens_per_s=24, chunk_sizes=[1, 2]))
+    fast = (StandinBehavior(tokens_per_s=40), StandinBehavior(speculative=True, tokens_per_s=80, chunk_sizes=[1, 2]))
     app = apps["queue"]  # SPECDEMO_MAX_CONCURRENT_RACES=1
     contexts = [chromium.new_context(viewport={"width": 1280, "height": 720}) for _ in range(2)]
-    try:
-        first, second = (c.new_page() for c in contexts)
-        for pg in (first, second):
-            open_page(pg, app)
-            choose(pg, PRESET_TITLE, max_tokens=120)
+
+    def first_holds_the_slot() -> None:
+        set_behaviors(servers, *slow)
         start(first)
         first.wait_for_function(
             "() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
         start(second)
         second.wait_for_selector('#sd-run-status .sd-run-status[data-state="waiting"]', timeout=5_000)
+        assert first.get_attribute("#sd-run-status .sd-run-status", "data-state") == "running"
+
+    try:
+        first, second = (c.new_page() for c in contexts)
+        for pg in (first, second):
+            open_page(pg, app)
+            choose(pg, PRESET_TITLE, max_tokens=120)
+        first_holds_the_slot()
+        set_behaviors(servers, *fast)  # for the second viewer's race, once it gets the slot
         time.sleep(0.5)
         assert second.get_attribute("#sd-run-status .sd-run-status", "data-state") == "waiting"
         assert second.locator("#sd-text-baseline .sd-text").count() == 0  # nothing sent yet
@@ -393,12 +404,9 @@ def test_second_viewer_waits_visibly_for_a_free_slot(chromium, apps, servers) ->
         assert base.wait_idle(5) and spec.wait_idle(5)
         # Stop pressed while waiting: the race never reaches the servers.
         started = (base.started, spec.started)
-        start(first)
-        first.wait_for_function(
-            "() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
-        start(second)
-        second.wait_for_selector('#sd-run-status .sd-run-status[data-state="waiting"]', timeout=5_000)
+        first_holds_the_slot()
         second.click("#sd-stop")
+        # The waiting race's event runs once the slot frees (Gradio's queue), and then says it stopped.
         assert wait_finished(first) == "done"
         assert wait_finished(second) == "stopped"
         assert "before it started" in second.text_content("#sd-run-status")

@@ -22,6 +22,7 @@ from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.page_driver import screenshot
 from harness.standin import Standin, StandinBehavior
+from tests.browser.conftest import pair_app
 
 pytestmark = pytest.mark.browser
 
@@ -53,10 +54,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AppProcess
     saved = save_run(race, tmp / "runs")
     workload = tmp / "my_traffic.jsonl"
     workload.write_text("".join(json.dumps(r) + "\n" for r in REQUESTS), encoding="utf-8")
-    app = AppProcess({
-        "SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": spec.url,
-        "SPECDEMO_RUNS_DIR": str(tmp / "runs"), "SPECDEMO_READ_TIMEOUT_S": "10", "SPECDEMO_PROBE_TIMEOUT_S": "2",
-    }, tmp / "app.log")
+    app = pair_app(base, spec, tmp)
     try:
         yield app, saved, workload
     finally:

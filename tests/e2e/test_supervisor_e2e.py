@@ -2,6 +2,7 @@
 (SIGSTOPped) one are replaced by healthy ones, and races work again. The stand-in tests
 (tests/test_supervisor.py) prove the supervisor's logic on one-process stand-ins; these prove it on
 vLLM's own processes (API server, engine core with the worker inside, and the resource tracker).
+The kill and the hang are done at the same moment (one fixture), so the two restarts overlap.
 
 They restart servers, so they run last (tests/e2e/conftest.py), and only on a pair that this test
 session started itself (or with SPECDEMO_E2E_DISRUPT=1, on the supervised pair of `servers up`).
@@ -12,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -116,12 +120,52 @@ def test_each_server_is_an_api_server_and_an_engine_core_with_the_worker_inside(
         print(f"\n{rec.role}: API server {rec.pid}, engine core {core} ({len(tasks)} threads on core {want})")
 
 
-def test_a_sigkilled_server_is_restarted_and_races_again(state_file: Path, real_servers: Settings) -> None:
-    spec = record(state_file, "speculative")
+@dataclass
+class Disruption:
+    before: ServerRecord  # the server's record when it was disrupted
+    took_s: float | None  # until a new process answered /health; None: not within the deadline
+    waited_s: float
+
+
+def _back(state_file: Path, rec: ServerRecord) -> bool:
+    try:
+        return record(state_file, rec.role).pid != rec.pid and healthy(rec.url)
+    except (OSError, ValueError, KeyError, StopIteration):  # the state file between writes
+        return False
+
+
+@pytest.fixture(scope="module")
+def disrupted(state_file: Path, real_servers: Settings) -> Iterator[dict[str, Disruption]]:
+    """The speculative server SIGKILLed and the baseline SIGSTOPped (alive, port open, never
+    answering: a hang) at the same moment, each waited for until a new process answers: the two
+    restarts overlap, and the supervisor heals each on its own."""
+    spec, base = record(state_file, "speculative"), record(state_file, "baseline")
+    deadline = {"speculative": BACK_WITHIN_S, "baseline": BACK_WITHIN_S + LauncherSettings().health_timeout_s}
+    out = {"speculative": Disruption(spec, None, deadline["speculative"]),
+           "baseline": Disruption(base, None, deadline["baseline"])}
+    t0 = time.monotonic()
     os.kill(spec.pid, signal.SIGKILL)
-    took = wait_for(lambda: record(state_file, "speculative").pid != spec.pid and healthy(spec.url),
-                    BACK_WITHIN_S, "the SIGKILLed speculative server back and healthy", poll_s=1.0)
-    print(f"\nSIGKILL -> healthy again: {took:.1f} s")
+    os.kill(base.pid, signal.SIGSTOP)
+    try:
+        while time.monotonic() - t0 < max(deadline.values()):
+            for role, d in out.items():
+                if d.took_s is None and time.monotonic() - t0 < deadline[role] and _back(state_file, d.before):
+                    d.took_s = time.monotonic() - t0
+            if all(d.took_s is not None for d in out.values()):
+                break
+            time.sleep(1.0)
+    finally:
+        if procs.is_running(base.pid, base.start_ticks):
+            os.kill(base.pid, signal.SIGCONT)
+    yield out
+
+
+def test_a_sigkilled_server_is_restarted_and_races_again(state_file: Path, real_servers: Settings,
+                                                          disrupted: dict[str, Disruption]) -> None:
+    d = disrupted["speculative"]
+    spec = d.before
+    assert d.took_s is not None, f"not within {d.waited_s} s: the SIGKILLed speculative server back and healthy"
+    print(f"\nSIGKILL -> healthy again: {d.took_s:.1f} s")
     again = record(state_file, "speculative")
     assert again.restarts == spec.restarts + 1 and again.last_cause == "killed by SIGKILL"
     assert not procs.is_running(spec.pid, spec.start_ticks)
@@ -135,17 +179,12 @@ def _engine_cores_of_dead(rec: ServerRecord) -> list[int]:
     return [p for p in procs.group_members(rec.pgid)] if hasattr(procs, "group_members") else []
 
 
-def test_a_hung_server_is_restarted_after_the_health_timeout(state_file: Path, real_servers: Settings) -> None:
-    base = record(state_file, "baseline")
-    os.kill(base.pid, signal.SIGSTOP)  # alive, port open, never answers: a hang
-    try:
-        took = wait_for(lambda: record(state_file, "baseline").pid != base.pid and healthy(base.url),
-                        BACK_WITHIN_S + LauncherSettings().health_timeout_s, "the hung baseline replaced",
-                        poll_s=1.0)
-    finally:
-        if procs.is_running(base.pid, base.start_ticks):
-            os.kill(base.pid, signal.SIGCONT)
-    print(f"\nSIGSTOP -> healthy again: {took:.1f} s")
+def test_a_hung_server_is_restarted_after_the_health_timeout(state_file: Path, real_servers: Settings,
+                                                             disrupted: dict[str, Disruption]) -> None:
+    d = disrupted["baseline"]
+    base = d.before
+    assert d.took_s is not None, f"not within {d.waited_s} s: the hung baseline replaced"
+    print(f"\nSIGSTOP -> healthy again: {d.took_s:.1f} s")
     again = record(state_file, "baseline")
     assert again.last_cause is not None and again.last_cause.startswith("no /health answer for")
     assert not procs.is_running(base.pid, base.start_ticks), "the hung process must be gone, not left stopped"
