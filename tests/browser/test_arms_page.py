@@ -22,6 +22,7 @@ from demo.runs import list_runs, read_run
 from harness.app_process import AppProcess
 from harness.page_driver import choose, open_page, screenshot, start, wait_finished
 from harness.standin import Standin, StandinBehavior
+from tests.browser.conftest import pair_app
 
 pytestmark = pytest.mark.browser
 
@@ -57,10 +58,8 @@ def app(servers: tuple[Standin, dict[str, Standin]], tmp_path_factory: pytest.Te
     base, arms = servers
     tmp: Path = tmp_path_factory.mktemp("arms")
     entries = [{"name": n, "url": s.url, "method": n} for n, s in arms.items()]
-    proc = AppProcess({"SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": arms["eagle3"].url,
-                       "SPECDEMO_ARMS": json.dumps(entries), "SPECDEMO_RUNS_DIR": str(tmp / "runs"),
-                       "SPECDEMO_READ_TIMEOUT_S": "10", "SPECDEMO_PROBE_TIMEOUT_S": "2"}, tmp / "app.log")
-    proc.runs_dir = tmp / "runs"
+    # The first arm is SPECDEMO_SPECULATIVE_URL; the SPECDEMO_ARMS entry with its URL names it.
+    proc = pair_app(base, arms["eagle3"], tmp, SPECDEMO_ARMS=json.dumps(entries))
     yield proc
     proc.stop()
 
