@@ -62,18 +62,27 @@ def _token_line(snap: SideSnapshot) -> tuple[list[float], list[int]]:
     return [0.0, *times], [0, *counts]
 
 
+def race_lines(snapshot: RaceSnapshot) -> list[tuple[str, str, SideSnapshot]]:
+    """(name, colour, side) of each line of the race chart: the baseline and the speculative side,
+    or, in a race of several arms, the baseline and each arm (its label, palette.arm_color)."""
+    if len(snapshot.arms) <= 1:
+        return [(side, COLORS[side], getattr(snapshot, side)) for side in SIDES]
+    return [("baseline", COLORS["baseline"], snapshot.baseline)] + [
+        (arm.label or name, palette.arm_color(i), arm.side) for i, (name, arm) in enumerate(snapshot.arms.items())]
+
+
 def race_figure(snapshot: RaceSnapshot | None) -> go.Figure:
-    """Tokens received over time, both sides: the race itself. Steps show the bursts."""
+    """Tokens received over time, every side: the race itself. Steps show the bursts."""
     title = "Tokens over time"
-    if snapshot is None or not (snapshot.baseline.bursts or snapshot.speculative.bursts):
+    lines = race_lines(snapshot) if snapshot is not None else []
+    if snapshot is None or not any(snap.bursts for _n, _c, snap in lines):
         return empty_figure(title, "Press Start: both answers will race here")
     traces: list[dict[str, object]] = []
-    for side in SIDES:
-        snap: SideSnapshot = getattr(snapshot, side)
+    for name, colour, snap in lines:
         if snap.bursts:
             x, y = _token_line(snap)
-            traces.append(dict(type="scatter", x=x, y=y, name=side, mode="lines", line_shape="hv",
-                               line=dict(color=COLORS[side], width=4)))
+            traces.append(dict(type="scatter", x=x, y=y, name=name, mode="lines", line_shape="hv",
+                               line=dict(color=colour, width=4)))
     fig_layout: dict[str, object] = dict(_LAYOUT, title=dict(text=title),
                                          **_axes("seconds since the request", "tokens"))
     if snapshot.order == "sequential":
@@ -89,17 +98,26 @@ def acceptance_figure(result: RaceResult | None) -> go.Figure:
     title = "Acceptance by draft position"
     if result is None:
         return empty_figure(title, "After a run: how often draft token 1, 2, … was kept")
-    spec = result.speculative.spec
-    rates = spec.per_position_acceptance if spec else None
-    if not rates:
-        reason = (spec.na_reasons.get("per_position_acceptance") if spec else None) or (
-            result.speculative.na_reasons.get("spec") or "the server did not report it")
-        return empty_figure(title, f"n/a ({reason})")
-    bars: dict[str, object] = dict(
-        type="bar", x=[str(i + 1) for i in range(len(rates))], y=[r * 100 for r in rates],
-        marker=dict(color=COLORS["speculative"]), text=[fmt_percent(r) for r in rates], textposition="outside")
-    return _figure([bars], dict(_LAYOUT, title=dict(text=title),
-                                **_axes("draft position", "accepted (%)", range=[0, 110])))
+    several = len(result.arms) > 1
+    arms = ([(a.label or a.name, palette.arm_color(i), a.side) for i, a in enumerate(result.arms.values())]
+            if several else [("speculative", COLORS["speculative"], result.speculative)])
+    bars: list[dict[str, object]] = []
+    for name, colour, side in arms:
+        spec = side.spec
+        rates = spec.per_position_acceptance if spec else None
+        if not rates:
+            if several:
+                continue
+            reason = (spec.na_reasons.get("per_position_acceptance") if spec else None) or (
+                side.na_reasons.get("spec") or "the server did not report it")
+            return empty_figure(title, f"n/a ({reason})")
+        bars.append(dict(type="bar", x=[str(i + 1) for i in range(len(rates))], y=[r * 100 for r in rates],
+                         name=name, marker=dict(color=colour), text=[fmt_percent(r) for r in rates],
+                         textposition="outside"))
+    if not bars:
+        return empty_figure(title, "n/a (no arm's server reported it)")
+    return _figure(bars, dict(_LAYOUT, title=dict(text=title), **({"barmode": "group"} if several else {}),
+                              **_axes("draft position", "accepted (%)", range=[0, 110])))
 
 
 def chunk_figure(result: RaceResult | None) -> go.Figure:
@@ -107,13 +125,16 @@ def chunk_figure(result: RaceResult | None) -> go.Figure:
     title = "Tokens per chunk"
     if result is None:
         return empty_figure(title, "After a run: how many tokens each step delivered")
+    sides = ([(side, COLORS[side], getattr(result, side)) for side in SIDES] if len(result.arms) <= 1 else
+             [("baseline", COLORS["baseline"], result.baseline)]
+             + [(a.label or a.name, palette.arm_color(i), a.side) for i, a in enumerate(result.arms.values())])
     bars: list[dict[str, object]] = []
-    for side in SIDES:
-        dist = getattr(result, side).tokens_per_chunk
+    for name, colour, side_result in sides:
+        dist = side_result.tokens_per_chunk
         if dist:
             sizes = sorted(dist)
-            bars.append(dict(type="bar", x=[str(s) for s in sizes], y=[dist[s] for s in sizes], name=side,
-                             marker=dict(color=COLORS[side])))
+            bars.append(dict(type="bar", x=[str(s) for s in sizes], y=[dist[s] for s in sizes], name=name,
+                             marker=dict(color=colour)))
     if not bars:
         return empty_figure(title, "n/a (no chunk carried a token count)")
     return _figure(bars, dict(_LAYOUT, title=dict(text=title), barmode="group",

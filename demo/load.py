@@ -188,34 +188,50 @@ class UsersRace(BaseModel):
 
 
 class StreamWatch:
-    """A StreamObserver (demo.sweep.runner) keeping each side's meters of the first ``users``
-    users: the live page's strip and user 1's text (demo.live.users), a saved race's user 1
-    (``race --users``). Marks itself ``changed`` on every event and does nothing else there: a
-    viewer reads the meters when it draws, and clears ``changed``."""
+    """A StreamObserver (demo.sweep.runner) keeping the meters of the first ``users`` users of the
+    baseline and of every arm, keyed by the server's name ("baseline", else the arm's): the live
+    page's strip and user 1's text (demo.live.users), a saved race's user 1 (``race --users``).
+    ``arms`` names the arms in order, the first being the record's ``speculative`` (default: the
+    one arm of a pair, "speculative"). Marks itself ``changed`` on every event and does nothing
+    else there: a viewer reads the meters when it draws, and clears ``changed``."""
 
-    def __init__(self, users: int = 1) -> None:
-        self.meters: dict[Side, list[SideMeter | None]] = {}
+    def __init__(self, users: int = 1, arms: list[str] | None = None) -> None:
+        self.arms = list(arms or [FIRST_ARM])
+        self.meters: dict[str, list[SideMeter | None]] = {}
+        self.users = users
         self.changed = False
         self.reset(users)
 
     def reset(self, users: int) -> None:
         """Watch ``users`` users afresh (a load sweep's next step)."""
-        self.meters = {side: [None] * users for side in SIDES}
+        self.users = users
+        self.meters = {name: [None] * users for name in ("baseline", *self.arms)}
         self.changed = False
 
-    def __call__(self, side: Side, index: int, meter: SideMeter) -> None:
-        row = self.meters[side]
+    def __call__(self, server: str, index: int, meter: SideMeter) -> None:
+        row = self.meters.setdefault(server, [None] * self.users)  # an arm it was not told of: watched too
         if index < len(row):
             row[index] = meter
         self.changed = True
 
-    def first(self) -> dict[Side, SideMeter]:
-        """User 1's meter per side (a side whose user 1 never started is left out)."""
-        return {side: m for side in SIDES if (m := self.meters[side][0]) is not None}
+    def _key(self, side: str) -> str:
+        """A side's server: "speculative" is the first arm; any other name is itself."""
+        return self.arms[0] if side == "speculative" else side
 
-    def progress(self, side: Side) -> list[StreamProgress | None]:
-        """Every watched user's tokens so far and status (None: not started)."""
-        return [m.progress() if m is not None else None for m in self.meters[side]]
+    def first(self) -> dict[Side, SideMeter]:
+        """User 1's meter per side, the first arm's as ``speculative`` (a side whose user 1 never
+        started is left out)."""
+        return {side: m for side in SIDES if (m := self.meters.get(self._key(side), [None])[0]) is not None}
+
+    def first_of_arms(self) -> dict[str, SideMeter]:
+        """User 1's meter of every arm, by its name (an arm whose user 1 never started is left out)."""
+        return {name: m for name, row in self.meters.items() if name != "baseline" and (m := row[0]) is not None}
+
+    def progress(self, side: str) -> list[StreamProgress | None]:
+        """Every watched user's tokens so far and status (None: not started), of a side
+        ("baseline", "speculative": the first arm) or an arm by its name."""
+        row = self.meters.get(self._key(side), [None] * self.users)
+        return [m.progress() if m is not None else None for m in row]
 
 
 def users_race(req: RaceRequest, step: LoadStep, first: dict[Side, SideMeter], settings: Settings,

@@ -278,7 +278,8 @@ def cmd_load(args: argparse.Namespace) -> int:
 def cmd_race_users(args: argparse.Namespace, settings: Settings, users: int, req: RaceRequest) -> int:
     """``race --users N`` (N > 1): N copies of the prompt per side at once, through the load engine."""
     spec = make_spec(settings, req, [users], req.order, warmup=1 if req.warmup else 0)
-    watch = StreamWatch(1)  # user 1's answers on each side, with their events: the saved race replays them
+    # User 1's answers on the baseline and every arm, with their events: the saved race replays them.
+    watch = StreamWatch(1, [a.name for a in spec.arm_list()])
     result = run(spec, req, settings, progress=False, observe=watch)
     if result.steps and settings.save_runs and not args.no_save:
         record = users_race(req, result.steps[0], watch.first(), settings)

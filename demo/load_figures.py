@@ -41,9 +41,6 @@ def _points(result: LoadResult, side: str, field: str) -> list[tuple[int, LoadSi
     return [(s.users, getattr(s, side)) for s in result.steps if getattr(getattr(s, side), field) is not None]
 
 
-# With several arms, each arm's line (the first keeps the speculative colour).
-ARM_COLORS = (COLORS["speculative"], palette.GREEN, palette.VIOLET)
-
 
 def _series(result: LoadResult, field: str) -> list[tuple[str, str, list[tuple[int, LoadSide]], dict[int, Any]]]:
     """(name, colour, [(users, figures)], {users: per-user speedup}) per line: the baseline and the
@@ -53,7 +50,7 @@ def _series(result: LoadResult, field: str) -> list[tuple[str, str, list[tuple[i
         return [(side, COLORS[side], _points(result, side, field),
                  {s.users: s.speedup for s in result.steps} if side == "speculative" else {}) for side in SIDES]
     return [("baseline", COLORS["baseline"], _points(result, "baseline", field), {})] + [
-        (n, ARM_COLORS[i % len(ARM_COLORS)],
+        (n, palette.arm_color(i),
          [(s.users, s.arms[n].side) for s in result.steps
           if n in s.arms and getattr(s.arms[n].side, field) is not None],
          {s.users: s.arms[n].speedup for s in result.steps if n in s.arms}) for i, n in enumerate(names)]

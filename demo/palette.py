@@ -40,3 +40,11 @@ VIOLET = color("violet")
 BASELINE = color("baseline")
 GRID = color("grid")
 AXIS = color("axis")
+# One colour per arm (speculative server), in the arms' order: the first keeps the speculative
+# colour; the page's panes (page.css: .sd-arm-2, .sd-arm-3), the race chart and the load curves.
+ARM_COLORS: tuple[str, ...] = (ACCENT, GREEN, VIOLET)
+
+
+def arm_color(index: int) -> str:
+    """The colour of the arm at ``index`` (0: the first arm), wrapping round past the last."""
+    return ARM_COLORS[index % len(ARM_COLORS)]

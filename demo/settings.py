@@ -6,7 +6,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -185,6 +185,11 @@ class Settings(BaseSettings):
     max_prompt_chars: int = Field(200_000, ge=1)
     # Price of one GPU-hour for the evaluator's cost per million output tokens; None: no cost shown.
     gpu_hour_price: float | None = Field(None, gt=0)
+
+    # What the servers run on. On a CPU the servers share the machine's cores: a race of two or more
+    # arms then defaults to sequential order on the page (a simultaneous one would measure the sharing).
+    # `python -m servers up` starts CPU servers (its default device); set "gpu" for GPU servers.
+    server_device: Literal["cpu", "gpu"] = "cpu"
 
     # What the speculative server does, for labels ("Speculative (ngram, k=4)"),
     # when the server itself cannot tell us. The launcher writes these.

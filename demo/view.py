@@ -19,7 +19,17 @@ from pydantic import BaseModel
 from demo.fmt import NA, csv_cell, esc, fmt_int, fmt_length, fmt_percent, fmt_rate, fmt_seconds, fmt_speedup, or_na
 from demo.load import LoadSide, LoadStep, UsersRace
 from demo.measure import LOOP_NOTE
-from demo.results import Order, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot, StreamProgress
+from demo.results import (
+    ArmResult,
+    ArmSnapshot,
+    Order,
+    RaceResult,
+    RaceSnapshot,
+    Side,
+    SideResult,
+    SideSnapshot,
+    StreamProgress,
+)
 from demo.server_info import ServerInfo, down_message
 
 PENDING = "…"
@@ -210,16 +220,17 @@ def tiles_html(side: Side, tiles: list[Tile]) -> str:
 
 
 def side_status_html(side: Side, snap: SideSnapshot, quiet_s: float | None = None,
-                     timeout_s: float | None = None) -> str:
+                     timeout_s: float | None = None, who: str | None = None) -> str:
     """One line over the text: state, and the error in full when the side failed. With
     ``quiet_s`` (seconds without a new token, as the page saw it) a running side says it is
-    waiting on the server, so a stall never looks like a frozen page."""
+    waiting on the server, so a stall never looks like a frozen page. ``who`` names the pane in
+    an error (an arm's name in a race of several; default: the side)."""
     if snap.status == "cancelled":  # stopped on purpose: said plainly, not as a failure
         return (f'<div class="sd-side-status sd-status-cancelled" data-side="{esc(side)}">'
                 f'stopped: {esc(snap.error or "before the answer finished")}</div>')
     if snap.error:
         return (f'<div class="sd-side-error" role="alert" data-side="{esc(side)}">'
-                f'<b>{esc(side.capitalize())} failed:</b> {esc(snap.error)}</div>')
+                f'<b>{esc(who or side.capitalize())} failed:</b> {esc(snap.error)}</div>')
     labels = {"waiting": "waiting for the first token…", "streaming": "streaming",
               "done": "done", "cancelled": "stopped", "error": "failed"}
     label = labels.get(snap.status, snap.status)
@@ -332,6 +343,36 @@ def users_speedup_html(users: int, step: LoadStep | None, running: bool = True) 
             f'<div class="sd-speedup-label">{esc(f"per-user decode speedup · {label}")}</div>{ratio_html}</div>')
 
 
+def arm_speedup_html(name: str, arm: ArmSnapshot | None, result: ArmResult | None, running: bool) -> str:
+    """One arm's headline in a race of several (in its pane): its decode speedup over the
+    baseline, live while it streams (from the core's snapshot), final at the finish with its exact
+    figure in data-value; n/a with the reason. ``arm`` None: no race yet."""
+    def head(cls: str = "") -> str:
+        return f'class="sd-speedup sd-arm-speedup{cls}" data-arm="{esc(name)}"'
+
+    if result is not None:
+        if result.speedup is None:
+            reason = result.na_reasons.get("speedup") or "speedup unknown"
+            return (f'<div {head()} data-state="na"><div class="sd-speedup-value sd-na">{esc(NA)}</div>'
+                    f'<div class="sd-speedup-label">{esc(reason)}</div></div>')
+        e2e = fmt_speedup(result.e2e_speedup)
+        sub = "decode speedup" + (f" · end to end {e2e}" if e2e else "")
+        cls = " sd-win" if result.speedup >= 1.05 else (" sd-loss" if result.speedup < 0.95 else " sd-even")
+        return (f'<div {head(cls)} data-state="final" data-value="{esc(repr(result.speedup))}">'
+                f'<div class="sd-speedup-value">{esc(fmt_speedup(result.speedup))}</div>'
+                f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
+    live = arm.live_speedup if arm is not None else None
+    if live is not None:  # no exact figure while live: it would change the markup every frame
+        return (f'<div {head(" sd-live")} data-state="running">'
+                f'<div class="sd-speedup-value">{esc(fmt_speedup(live))}</div>'
+                '<div class="sd-speedup-label">live decode speedup</div></div>')
+    state = "running" if running else "idle"
+    sub = "speedup at the finish" if running else "speedup (decode tokens/s)"
+    return (f'<div {head()} data-state="{state}">'
+            f'<div class="sd-speedup-value">{esc(PENDING if running else "—")}</div>'
+            f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
+
+
 def loop_note_html(result: RaceResult) -> str:
     """Under the speedup when an answer ends in a loop (demo.measure.repetition): the model stuck,
     not the method working. Empty otherwise."""
@@ -347,35 +388,51 @@ def loop_note_html(result: RaceResult) -> str:
             f'<div class="sd-loop-detail">{esc(detail)}</div></div>')
 
 
-def order_html(order: Order) -> str:
+def cpu_arms_order_note(arms: int) -> str:
+    """Why a race of several arms on CPU servers is sequential by default (the page says it)."""
+    return (f"Sequential by default: the baseline and the {arms} speculative servers run on CPU cores of one "
+            "machine, so a simultaneous race would measure them sharing the cores, not the methods.")
+
+
+def order_html(order: Order, why: str | None = None) -> str:
+    """The order's label and what it means; ``why`` says why the page defaults to it (a race of
+    several arms on CPU servers: demo.live.request.default_order)."""
+    why_html = f'<div class="sd-order-why" role="note">{esc(why)}</div>' if why else ""
     return (f'<div class="sd-mode" data-order="{esc(order)}">'
             f'<div class="sd-mode-label">{esc(ORDER_LABELS[order])}</div>'
-            f'<div class="sd-mode-note">{esc(ORDER_NOTES[order])}</div></div>')
+            f'<div class="sd-mode-note">{esc(ORDER_NOTES[order])}</div>{why_html}</div>')
 
 
-def identical_badge_html(result: RaceResult | None) -> str:
-    """Under greedy decoding, the proof that speculation is lossless (or where it is not)."""
-    if result is None:
-        return '<div class="sd-badge sd-badge-idle" data-identical="pending"></div>'
+def identical_badge_html(result: RaceResult | None, arm: str | None = None) -> str:
+    """Under greedy decoding, the proof that speculation is lossless (or where it is not). With
+    ``arm`` (a race of several arms), that arm's against the baseline, labelled with its name."""
+    attr = f' data-arm="{esc(arm)}"' if arm is not None else ""
+    if result is None or (arm is not None and arm not in result.arms):
+        return f'<div class="sd-badge sd-badge-idle" data-identical="pending"{attr}></div>'
+    if arm is None:
+        identical, at, spec_text = result.identical_text, result.first_difference, result.speculative.text
+        reason = result.na_reasons.get("identical_text")
+    else:
+        one = result.arms[arm]
+        identical, at, spec_text = one.identical_text, one.first_difference, one.side.text
+        reason = one.na_reasons.get("identical_text")
     if result.request.temperature > 0:
-        return ('<div class="sd-badge sd-badge-neutral" data-identical="not-compared">'
+        return (f'<div class="sd-badge sd-badge-neutral" data-identical="not-compared"{attr}>'
                 f"Sampling at T={result.request.temperature:g}: outputs are expected to differ</div>")
-    if result.identical_text is None:
-        reason = result.na_reasons.get("identical_text") or "a side did not finish"
-        return (f'<div class="sd-badge sd-badge-neutral" data-identical="na">'
-                f"Identical outputs: {esc(na_label(reason))}</div>")
-    if result.identical_text:
-        return ('<div class="sd-badge sd-badge-ok" data-identical="true">'
+    if identical is None:
+        return (f'<div class="sd-badge sd-badge-neutral" data-identical="na"{attr}>'
+                f"Identical outputs: {esc(na_label(reason or 'a side did not finish'))}</div>")
+    if identical:
+        return (f'<div class="sd-badge sd-badge-ok" data-identical="true"{attr}>'
                 '✓ Identical outputs<div class="sd-badge-sub">lossless: only the speed changed</div></div>')
-    at = result.first_difference
     where = f" at character {at}" if at is not None else ""
     ctx = ""
     if at is not None:
         a = result.baseline.text[max(0, at - 12): at + 12]
-        b = result.speculative.text[max(0, at - 12): at + 12]
+        b = spec_text[max(0, at - 12): at + 12]
         ctx = (f'<div class="sd-diff"><span>baseline: “{esc(a)}”</span>'
-               f'<span>speculative: “{esc(b)}”</span></div>')
-    return (f'<div class="sd-badge sd-badge-warn" data-identical="false">'
+               f'<span>{esc(arm or "speculative")}: “{esc(b)}”</span></div>')
+    return (f'<div class="sd-badge sd-badge-warn" data-identical="false"{attr}>'
             f"✗ Outputs differ{esc(where)}{ctx}</div>")
 
 
@@ -505,6 +562,51 @@ class PaneView(BaseModel):
     status_html: str
     tiles_html: str
     text_html: str
+    headline_html: str | None = None  # an arm's own headline, in a race of several arms
+
+
+def pane_key(index: int, name: str) -> str:
+    """An arm's pane key (its element ids: ``sd-pane-<key>``): the first arm is "speculative", as
+    with one arm; another is its name ("arm-speculative" for a later arm of that name)."""
+    if index == 0:
+        return "speculative"
+    return f"arm-{name}" if name in ("speculative", "baseline") else name
+
+
+def arm_title(name: str, label: str | None, method: str | None, k: int | None = None) -> str:
+    """An arm's pane title in a race of several: 'eagle3 (EAGLE3, k=3)'; what is unknown reads n/a."""
+    parts = [method or NA] + ([f"k={k}"] if k is not None else [])
+    return f"{label or name} ({', '.join(parts)})"
+
+
+def arm_pane_view(name: str, snapshot: RaceSnapshot) -> PaneView:
+    """Everything an arm's pane shows for one snapshot in a race of several arms: its status,
+    tiles and text as the speculative pane's, and its own headline against the baseline."""
+    arm = snapshot.arms[name]
+    result = snapshot.result.arms.get(name) if snapshot.result is not None else None
+    side_result = result.side if result is not None else None
+    return PaneView(
+        status_html=side_status_html("speculative", arm.side, who=arm.label or name),
+        tiles_html=tiles_html("speculative", side_tiles(arm.side, side_result, True)),
+        text_html=text_html("speculative", arm.side, shade=True),
+        headline_html=arm_speedup_html(name, arm, result, running=True),
+    )
+
+
+def arm_left_out_view(name: str, users: int) -> PaneView:
+    """An arm's pane while an N-user race runs (a race of several arms): the load engine races the
+    first arm only, and the pane says so instead of keeping the last race's figures."""
+    note = f"not in this race: {users} users race the first arm only (set Users to 1 to race every arm)"
+    return PaneView(
+        status_html=f'<div class="sd-side-status sd-status-left-out" data-side="speculative" data-arm="{esc(name)}" '
+                    f'title="{esc(note)}">{esc(note)}</div>',
+        tiles_html="",
+        text_html=(f'<div class="sd-idle" data-side="speculative"><div class="sd-text-body sd-placeholder">'
+                   f"{esc(note)}</div></div>"),
+        headline_html=(f'<div class="sd-speedup sd-arm-speedup" data-arm="{esc(name)}" data-state="na">'
+                       f'<div class="sd-speedup-value sd-na">{esc(NA)}</div>'
+                       f'<div class="sd-speedup-label">{esc(f"not raced with {users} users")}</div></div>'),
+    )
 
 
 def pane_view(side: Side, snapshot: RaceSnapshot) -> PaneView:
@@ -554,7 +656,7 @@ def server_panel_html(infos: list[ServerInfo], grafana_url: str | None = None) -
             kv = na_label(i.metrics_error or ("server down" if not i.healthy else "not reported"))
         rows.append(
             f'<tr data-side="{esc(i.side)}" data-healthy="{str(i.healthy).lower()}">'
-            f"<td>{esc(i.side)}</td><td>{esc(i.url)}</td><td>{health}</td><td>{esc(model)}</td>"
+            f"<td>{esc(i.arm or i.side)}</td><td>{esc(i.url)}</td><td>{health}</td><td>{esc(model)}</td>"
             f"<td>{esc(spec)}</td><td>{esc(kv)}</td></tr>"
         )
     head = "<tr><th>side</th><th>URL</th><th>health</th><th>model</th><th>speculation</th><th>KV cache</th></tr>"

@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator
 
 from demo import view
 from demo.live.budget import Ticket, waiting_text
-from demo.live.frames import ChartThrottle, Frame
+from demo.live.frames import ChartThrottle, Frame, pane_sides
 from demo.live.session import RaceControl
 from demo.live.status import internal_error_text
 from demo.race import stream_race
@@ -61,6 +61,7 @@ class RaceFrames:
         self.changed = asyncio.Event()
         self.unread_since: float | None = None  # a frame is waiting to be read since then
         self.shown: RaceSnapshot | None = None
+        # When each pane's side (by pane key: the baseline and every arm) last moved.
         self.progress_at: dict[str, float] = {side: time.monotonic() for side in SIDES}
         self.throttle = ChartThrottle()
 
@@ -174,12 +175,12 @@ class RaceFrames:
             return None
         snap, self.latest = self.latest, None
         now = time.monotonic()
-        for side in SIDES:
-            before = getattr(self.shown, side) if self.shown is not None else None
-            after = getattr(snap, side)
+        shown = pane_sides(self.shown) if self.shown is not None else {}
+        for key, after in pane_sides(snap).items():
+            before = shown.get(key)
             if before is None or (after.completion_tokens, len(after.text), after.status) != (
                     before.completion_tokens, len(before.text), before.status):
-                self.progress_at[side] = now
+                self.progress_at[key] = now
         self.shown = snap
         frame = self._dress(self.throttle.frame(snap, now))
         # Heartbeat snapshots keep coming while a server is silent: say so on its pane.
@@ -214,14 +215,17 @@ def _waiting_html(ticket: Ticket | None) -> str:
 
 def _quiet_status(shown: RaceSnapshot | None, progress_at: dict[str, float],
                   timeout_s: float) -> dict[str, str]:
-    """Status lines for running sides that have sent nothing for a while."""
+    """Status lines for running sides that have sent nothing for a while, by pane key."""
     if shown is None or shown.result is not None:
         return {}
     now = time.monotonic()
     out: dict[str, str] = {}
-    for side in SIDES:
-        snap = getattr(shown, side)
-        quiet = now - progress_at[side]
+    names = list(shown.arms)
+    for key, snap in pane_sides(shown).items():
+        quiet = now - progress_at.get(key, now)
         if snap.status in ("waiting", "streaming") and quiet >= QUIET_NOTICE_S:
-            out[side] = view.side_status_html(side, snap, quiet_s=quiet, timeout_s=timeout_s)
+            # An arm's notice (a race of several) names it, as its pane's status line does.
+            who = next((shown.arms[n].label or n for i, n in enumerate(names)
+                        if len(names) > 1 and view.pane_key(i, n) == key), None)
+            out[key] = view.side_status_html(snap.side, snap, quiet_s=quiet, timeout_s=timeout_s, who=who)
     return out

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from demo import charts, view
 from demo.load import UsersRace
-from demo.results import SIDES, RaceResult, RaceSnapshot
+from demo.results import SIDES, RaceResult, RaceSnapshot, SideSnapshot
 
 # Each frame costs the browser ~30 ms of a core whatever it changes (Gradio's per-message work),
 # taken on a CPU laptop from the servers being measured (docs/benchmarks.md, the page's cost).
@@ -30,8 +30,10 @@ class Frame(BaseModel):
     run_status: str | None = None
     speedup: str | None = None
     baseline: view.PaneView | None = None
-    speculative: view.PaneView | None = None
-    side_status: dict[str, str] | None = None  # status lines only (the quiet-server notice)
+    speculative: view.PaneView | None = None  # the first arm's pane
+    # A race of several arms: every arm after the first, by its pane key (view.pane_key).
+    arms: dict[str, view.PaneView] | None = None
+    side_status: dict[str, str] | None = None  # status lines only (the quiet-server notice), by pane key
     race_figure: go.Figure | None = None
     result: RaceResult | None = None  # set once, on the final frame (an N-user race: user 1's)
     users: UsersRace | None = None  # an N-user race's record, on its final frame (demo.live.users)
@@ -54,15 +56,31 @@ def result_view(result: RaceResult | None) -> ResultView:
                       chunk_figure=charts.chunk_figure(result))
 
 
+def pane_sides(snapshot: RaceSnapshot) -> dict[str, SideSnapshot]:
+    """Every pane's side as it stands, by pane key: the baseline, the first arm ("speculative"),
+    then each other arm (view.pane_key)."""
+    out = {"baseline": snapshot.baseline, "speculative": snapshot.speculative}
+    for i, (name, arm) in enumerate(snapshot.arms.items()):
+        if i:
+            out[view.pane_key(i, name)] = arm.side
+    return out
+
+
 def frame_for(snapshot: RaceSnapshot, with_chart: bool) -> Frame:
+    """One snapshot's Frame: one arm is the race of two panes; several arms give each its own pane
+    and headline (``arms``, the first arm in ``speculative``)."""
     final = snapshot.result is not None
+    names = list(snapshot.arms)
+    several = len(names) > 1
     return Frame(
         speedup=view.speedup_html(snapshot),
         baseline=view.pane_view("baseline", snapshot),
-        speculative=view.pane_view("speculative", snapshot),
+        speculative=view.arm_pane_view(names[0], snapshot) if several else view.pane_view("speculative", snapshot),
+        arms={view.pane_key(i, n): view.arm_pane_view(n, snapshot) for i, n in enumerate(names) if i} or None,
         race_figure=charts.race_figure(snapshot) if with_chart or final else None,
         result=snapshot.result,
-        failed=[s for s in SIDES if getattr(snapshot, s).status == "error"],
+        failed=[s for s in SIDES if getattr(snapshot, s).status == "error"]
+        + [n for i, n in enumerate(names) if i and snapshot.arms[n].side.status == "error"],
     )
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from demo import view
 from demo.fmt import validation_summary
 from demo.presets import Preset
-from demo.results import Message, RaceRequest
+from demo.results import Message, Order, RaceRequest
+from demo.settings import Settings
 from demo.workload import Workload, WorkloadRequest
 
 FREE_PROMPT = "(free prompt)"
@@ -16,6 +18,16 @@ FREE_PROMPT = "(free prompt)"
 # name never holds a colon).
 WORKLOAD_PREFIX = "workload:"
 MAX_WORKLOAD_CHOICES = 200  # a 10,000-line file would make the dropdown unusable: its first 200
+
+
+def default_order(settings: Settings) -> tuple[Order, str | None]:
+    """The Order control's default and why, when there is a reason to say: a race of two or more
+    arms on CPU servers is sequential (they would share the machine's cores, and a simultaneous
+    race would measure the sharing, not the methods); else the simultaneous race, as always."""
+    arms = len(settings.arm_endpoints())
+    if arms > 1 and settings.server_device == "cpu":
+        return "sequential", view.cpu_arms_order_note(arms)
+    return "simultaneous", None
 
 
 def preset_user_text(preset: Preset) -> str:

@@ -28,4 +28,6 @@ def final_status(result: RaceResult, saved: str | None, stopped_because: str | N
         failed = [s for s in SIDES if getattr(result, s).error]
         what = "user 1 of " if users > 1 else ""
         detail = f"{what}{' and '.join(failed)} failed (see the pane) · " + detail
-    return view.run_status_html(state, detail)
+    # Several arms stopped: every request was aborted, not "both".
+    text = "Stopped: every request was aborted" if state == "stopped" and len(result.arms) > 1 else None
+    return view.run_status_html(state, detail, text=text)

@@ -159,6 +159,12 @@ class UsersFrames(RaceFrames):
                 progress = [p or never for p in progress]
             pane.tiles_html = (view.users_strip_html(side, progress, self.req.max_tokens)
                                + view.users_tiles_html(side, figures))
+        arms = self.settings.arm_endpoints()
+        if len(arms) > 1:  # a race of several arms: the engine races the first; the others say so
+            if frame.speculative is not None:
+                frame.speculative.headline_html = frame.speedup  # the pair's headline is folded away
+            frame.arms = {view.pane_key(i, e.arm or ""): view.arm_left_out_view(e.arm or "", self.users)
+                          for i, e in enumerate(arms) if i}
         if final:
             frame.users = self.record
         return frame

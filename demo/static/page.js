@@ -42,9 +42,9 @@ document.addEventListener('keydown', (e) => {
   let last = Date.now();
   const seen = new WeakSet();
   const watch = () => {
-    for (const id of ['sd-run-status', 'sd-tiles-baseline', 'sd-tiles-speculative',
-                      'sd-status-baseline', 'sd-status-speculative', 'sd-text-baseline', 'sd-text-speculative']) {
-      const el = document.getElementById(id);
+    // Every pane's status, tiles and text (the baseline's and each arm's: sd-tiles-<key>, ...).
+    const panes = document.querySelectorAll('[id^="sd-tiles-"], [id^="sd-status-"], [id^="sd-text-"]');
+    for (const el of [document.getElementById('sd-run-status'), ...panes]) {
       if (el && !seen.has(el)) {
         seen.add(el);
         new MutationObserver(() => { last = Date.now(); })

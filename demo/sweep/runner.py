@@ -55,13 +55,14 @@ class Progress(BaseModel):
 ProgressFn = Callable[[Progress], None]
 CellFn = Callable[[CellResult], None]
 # Watches a batch's streams as they go (the live page: user 1's text, every user's progress).
-# Called with the side, the request's index in the batch (a load step's user: index 0 is user 1)
+# Called with the stream's server ("baseline", else the arm's name: every arm is watched), the
+# request's index in the batch (a load step's user: index 0 is user 1)
 # and that request's SideMeter, after every event the meter takes and once more when the stream
 # ends (done, failed or stopped: meter.status says which). The meter itself, to be read, not
 # changed: a SideSnapshot per event would copy the text and every burst each time (32 users x 2
 # sides x 400 events); the observer takes meter.snapshot() only when it draws. Measured batches
 # only (no warm-up); None costs nothing.
-StreamObserver = Callable[[Side, int, SideMeter], None]
+StreamObserver = Callable[[str, int, SideMeter], None]
 
 
 # --------------------------------------------------------------------------- measuring
@@ -119,7 +120,7 @@ async def _one_request(http: httpx.AsyncClient, server: _Server, model: str, req
         async for ev in stream_completion(http, server.url, model, req, t0=t0):
             meter.feed(ev)
             if observe is not None:
-                observe(server.side, index, meter)
+                observe(server.arm or server.side, index, meter)
     except StreamError as e:
         meter.fail(str(e))
     except asyncio.CancelledError:
@@ -127,7 +128,7 @@ async def _one_request(http: httpx.AsyncClient, server: _Server, model: str, req
         raise
     finally:
         if observe is not None:
-            observe(server.side, index, meter)
+            observe(server.arm or server.side, index, meter)
     result = meter.result()
     result.events = []  # a sweep keeps figures, not timelines
     return result
@@ -267,10 +268,9 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
         async def one(name: str, r: int) -> None:
             label = f"{cell_label(cell)}: {shown(name)}, repeat {r + 1}/{cell.repeats}"
             step(label, False)
-            # The observer knows sides, not arms: it watches the baseline and the first arm only.
-            watch = observe if name in ("baseline", arms[0]) else None
+            # The observer is told each stream's server: the baseline and every arm by its name.
             batch_stats_, results = await run_batch(servers[name].http, servers[name], reqs, cell.concurrency,
-                                                    settings, keep_text=not redact, observe=watch)
+                                                    settings, keep_text=not redact, observe=observe)
             stats[name].append(batch_stats_)
             answers[name].append(results)
             step(label, True)

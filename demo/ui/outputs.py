@@ -41,18 +41,26 @@ class StreamOutputs:
         return [self._last.get(id(c), gr.skip()) for c in self.components]
 
 
-def frame_updates(frame: Frame, panes: Mapping[str, tuple[Any, Any, Any]], speedup: Any, race_plot: Any,
+def frame_updates(frame: Frame, panes: Mapping[str, Sequence[Any]], speedup: Any, race_plot: Any,
                   run_status: Any = None) -> dict[Any, Any]:
-    """A Frame as {component: new value or None}, for StreamOutputs.values. ``panes`` maps a side
-    to its (status, tiles, text) components; a quiet-server notice wins over the status line."""
+    """A Frame as {component: new value or None}, for StreamOutputs.values. ``panes`` maps a pane
+    key ("baseline", "speculative": the first arm, then each other arm's, demo.view.pane_key) to its
+    (status, tiles, text) components, and an arm's headline fourth in a race of several; a pane
+    the frame has and the page does not (a replay of more arms than it shows) is left out. A
+    quiet-server notice wins over the status line."""
     out: dict[Any, Any] = {speedup: frame.speedup, race_plot: frame.race_figure}
     if run_status is not None:
         out[run_status] = frame.run_status
-    for side in SIDES:
-        pane = getattr(frame, side)
-        if pane is not None:
-            status, tiles, text = panes[side]
-            out[status], out[tiles], out[text] = pane.status_html, pane.tiles_html, pane.text_html
-    for quiet_side, html in (frame.side_status or {}).items():
-        out[panes[quiet_side][0]] = html
+    shown: dict[str, Any] = {side: getattr(frame, side) for side in SIDES}
+    shown.update(frame.arms or {})
+    for key, pane in shown.items():
+        comps = panes.get(key)
+        if pane is None or comps is None:
+            continue
+        out[comps[0]], out[comps[1]], out[comps[2]] = pane.status_html, pane.tiles_html, pane.text_html
+        if len(comps) > 3:
+            out[comps[3]] = pane.headline_html
+    for quiet_key, html in (frame.side_status or {}).items():
+        if quiet_key in panes:
+            out[panes[quiet_key][0]] = html
     return out

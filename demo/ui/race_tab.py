@@ -7,6 +7,12 @@ methods of ``RaceTab``, the tab's components. A race is three events in a chain:
 ``on_finish`` (draws the result once the race is over). One race at a time per page: Start
 pressed again while it waits or runs does nothing (see demo.live.session).
 
+Arms: the panes are built at startup from the configured arms (Settings.arm_endpoints()): one
+arm is the race of two panes; two or three give every arm its own pane (``sd-pane-<key>``,
+demo.view.pane_key: the first arm keeps ``speculative``), headline and identical-output badge,
+in a compact layout that stays on one 1280x720 screen. A race of several arms on CPU servers
+defaults to sequential order, and the page says why (demo.live.request.default_order).
+
 Users: 1 is the one race (demo.live.frame_stream.race_frames); N > 1 starts N streams per side
 through the load engine (demo.live.users.users_frames), drawn into the same components: user
 1's answer in each pane, every user's progress and the step's figures in its tiles, the
@@ -30,10 +36,11 @@ from demo.export import export_to_temp
 from demo.live.budget import StreamBudget, Ticket, streams_needed
 from demo.live.frame_stream import race_frames
 from demo.live.frames import result_view
-from demo.live.pane_title import spec_title
+from demo.live.pane_title import arm_titles
 from demo.live.request import (
     FREE_PROMPT,
     build_request,
+    default_order,
     preset_user_text,
     workload_choices,
     workload_request,
@@ -48,7 +55,7 @@ from demo.presets import Preset, PresetProblem, load_presets
 from demo.race import validate_request
 from demo.results import SIDES, Order, RaceResult
 from demo.runs import Run, race_of, record_from_dump
-from demo.server_info import ServerInfo, probe_servers
+from demo.server_info import ServerInfo, probe_arms, probe_servers
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
 from demo.workload import Workload, WorkloadRequest
@@ -66,12 +73,21 @@ class Finished(NamedTuple):
 
 @dataclass(frozen=True, eq=False)
 class Pane:
-    """One server's pane: its title, status line, figure tiles and answer."""
+    """One server's pane: its title, status line, figure tiles and answer; in a race of several
+    arms, an arm's pane also has its own headline and identical-output badge."""
 
     title: gr.HTML
     status: gr.HTML
     tiles: gr.HTML
     text: gr.HTML
+    arm: str | None = None  # the arm's name (None: the baseline)
+    headline: gr.HTML | None = None
+    badge: gr.HTML | None = None
+
+    @property
+    def live(self) -> tuple[Any, ...]:
+        """What every frame sets: (status, tiles, text), and the headline when it has one."""
+        return (self.status, self.tiles, self.text) + ((self.headline,) if self.headline is not None else ())
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,7 +114,7 @@ class RaceTab:
     order_label: gr.HTML
     run_status: gr.HTML
     badge: gr.HTML
-    panes: dict[str, Pane]
+    panes: dict[str, Pane]  # by pane key: "baseline", "speculative" (the first arm), then each other arm
     # below the fold
     race_plot: gr.Plot
     acc_plot: gr.Plot
@@ -118,13 +134,30 @@ class RaceTab:
     # ------------------------------------------------------------ output lists
 
     @property
-    def server_outputs(self) -> list[Any]:
-        return [self.banner, self.servers, self.panes["speculative"].title, self.infos]
+    def arm_panes(self) -> dict[str, Pane]:
+        """Every arm's pane by pane key, the first arm first."""
+        return {key: p for key, p in self.panes.items() if p.arm is not None}
 
     @property
-    def live_panes(self) -> dict[str, tuple[Any, Any, Any]]:
-        """(status, tiles, text) per side: what every frame sets (see demo.ui.outputs)."""
-        return {side: (p.status, p.tiles, p.text) for side, p in self.panes.items()}
+    def several_arms(self) -> bool:
+        return len(self.arm_panes) > 1
+
+    @property
+    def arm_titles(self) -> list[Any]:
+        return [p.title for p in self.arm_panes.values()]
+
+    @property
+    def arm_badges(self) -> list[Any]:
+        return [p.badge for p in self.arm_panes.values() if p.badge is not None]
+
+    @property
+    def server_outputs(self) -> list[Any]:
+        return [self.banner, self.servers, *self.arm_titles, self.infos]
+
+    @property
+    def live_panes(self) -> dict[str, tuple[Any, ...]]:
+        """(status, tiles, text[, headline]) per pane key: what every frame sets (see demo.ui.outputs)."""
+        return {key: p.live for key, p in self.panes.items()}
 
     @property
     def live_outputs(self) -> list[Any]:
@@ -134,8 +167,13 @@ class RaceTab:
     @property
     def finish_outputs(self) -> list[Any]:
         return [self.run_status, self.badge, self.acc_plot, self.chunk_plot, self.history, self.history_df,
-                self.download, self.banner, self.servers, self.infos, self.panes["speculative"].title,
+                self.download, self.banner, self.servers, self.infos, *self.arm_titles, *self.arm_badges,
                 self.last_run]
+
+    @property
+    def arm_outputs(self) -> list[Any]:
+        """What Start clears before a race: the badge and the result charts (and every arm's badge)."""
+        return [self.run_status, self.badge, self.acc_plot, self.chunk_plot, *self.arm_badges]
 
     # ------------------------------------------------------------ handlers
 
@@ -158,16 +196,21 @@ class RaceTab:
         return gr.Dropdown(choices=choices, value=keep)
 
     async def on_probe(self) -> tuple[Any, ...]:
-        infos = await probe_servers(self.settings)
+        # Several arms: every arm's server in the panel (one arm: the pair, as always).
+        infos = await (probe_arms(self.settings) if self.several_arms else probe_servers(self.settings))
         return _server_outputs(infos, self.settings)
 
-    async def on_arm(self, status_html: str, badge_html: str, request: gr.Request) -> tuple[Any, ...]:
+    async def on_arm(self, request: gr.Request, status_html: str, badge_html: str,
+                     *arm_badges: str) -> tuple[Any, ...]:
+        """Start pressed: "waiting" at once, the result view cleared. The request comes first, as
+        Gradio passes it only among the positional parameters (the arms' badges follow it)."""
         if self.registry.arm(_session(request)) is None:  # this page's race waits or runs
             # As they are: gr.skip() would blank an HTML output (Gradio 6).
-            return status_html, badge_html, gr.skip(), gr.skip()
+            return status_html, badge_html, gr.skip(), gr.skip(), *arm_badges
         start_view = result_view(None)
         return (view.run_status_html("waiting", f"this page runs {self.settings.max_concurrent_races} at a time"),
-                start_view.badge, start_view.acceptance_figure, start_view.chunk_figure)
+                start_view.badge, start_view.acceptance_figure, start_view.chunk_figure,
+                *(view.identical_badge_html(None, arm=p.arm) for p in self.arm_panes.values() if p.badge is not None))
 
     async def on_race(self, preset_name: str, prompt_text: str, temp: float, max_tok: float, order_value: Order,
                       workload: dict | None, users_value: object, request: gr.Request) -> AsyncIterator[Any]:
@@ -187,7 +230,9 @@ class RaceTab:
                                     _workload(workload))
                 validate_request(req, self.settings)  # what the race would refuse, said before "racing"
                 # More than the whole budget could never start: said at once, in one line.
-                ticket = self.budget.ask(streams_needed(users, len(SIDES), req.order))
+                # One user races the baseline and every arm; N users the baseline and the first arm.
+                servers = 1 + len(self.arm_panes) if users == 1 else len(SIDES)
+                ticket = self.budget.ask(streams_needed(users, servers, req.order))
             except ValueError as e:
                 yield {self.run_status: view.run_status_html("error", str(e))}
                 return
@@ -226,7 +271,7 @@ class RaceTab:
             shown = result_view(result)
             row = view.users_history_row(run) if isinstance(run, UsersRace) else view.history_row(result)
             rows = [*rows, row.model_dump()]
-            title = spec_title(self.settings, [ServerInfo(**i) for i in infos], result)
+            titles = arm_titles(self.settings, [ServerInfo(**i) for i in infos], result)
             out: dict[Any, Any] = {
                 self.run_status: end.status,
                 self.badge: shown.badge, self.acc_plot: shown.acceptance_figure,
@@ -235,11 +280,15 @@ class RaceTab:
                 self.history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
                 self.download: _write_csv(rows),
                 self.last_run: run.model_dump(mode="json"),
-                self.panes["speculative"].title: title,
+                **{self.panes[key].title: html for key, html in titles.items() if key in self.panes},
             }
-            if result.baseline.error or result.speculative.error:
+            first = next(iter(result.arms), None)  # an N-user race's one arm is named "speculative"
+            for i, p in enumerate(self.arm_panes.values()):
+                if p.badge is not None:
+                    out[p.badge] = view.identical_badge_html(result, arm=first if i == 0 else p.arm)
+            if result.baseline.error or result.speculative.error or any(a.side.error for a in result.arms.values()):
                 # A side failed: re-probe so the banner says which server is down and what to do.
-                banner_html, servers_html, _title, infos_dump = await self.on_probe()
+                banner_html, servers_html, *_titles, infos_dump = await self.on_probe()
                 out.update({self.banner: banner_html, self.servers: servers_html, self.infos: infos_dump})
             return out
         except Exception as e:  # a bug: the race itself is shown and saved; say what is missing
@@ -272,8 +321,10 @@ def build(settings: Settings, registry: RaceRegistry, workload: gr.State | None 
         gr.HTML(_preset_errors_html(preset_errors))
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=280, elem_id="sd-controls"):
-            controls = _controls(presets, first, settings.max_users)
-        with gr.Column(scale=3):
+            controls = _controls(presets, first, settings)
+        several = len(settings.arm_endpoints()) > 1
+        # Several arms: the compact layout (page.css, .sd-arms), every pane on one 1280x720 screen.
+        with gr.Column(scale=3, elem_classes=["sd-arms"] if several else None):
             area = _race_area(settings)
     tab = RaceTab(settings=settings, registry=registry, budget=budget or StreamBudget(settings.stream_budget()),
                   presets=presets, **controls, **area,
@@ -283,7 +334,10 @@ def build(settings: Settings, registry: RaceRegistry, workload: gr.State | None 
     return tab
 
 
-def _controls(presets: dict[str, Preset], first: Preset | None, max_users: int) -> dict[str, Any]:
+def _controls(presets: dict[str, Preset], first: Preset | None, settings: Settings) -> dict[str, Any]:
+    max_users = settings.max_users
+    order, _why = default_order(settings)  # the why is said by the order label (_race_area)
+    several = len(settings.arm_endpoints()) > 1
     c: dict[str, Any] = {}
     c["preset"] = gr.Dropdown(choices=_preset_choices(presets), value=first.name if first else FREE_PROMPT,
                               label="Preset", elem_id="sd-preset")
@@ -298,11 +352,12 @@ def _controls(presets: dict[str, Preset], first: Preset | None, max_users: int) 
         c["max_tokens"] = gr.Number(value=first.max_tokens if first else 256, precision=0,
                                     label="Max tokens", elem_id="sd-max-tokens", min_width=100)
     c["order"] = gr.Radio([("Race", "simultaneous"), ("Sequential A/B", "sequential")],
-                          value="simultaneous", label="Order", elem_id="sd-order")
+                          value=order, label="Order", elem_id="sd-order")
     # No minimum, maximum or precision: Gradio would refuse (or round 2.5) with a passing toast;
     # demo.live.users.users_from_input says what is wrong on the page.
-    c["users"] = gr.Number(value=1, label=f"Users (1-{max_users}, streams per server)", step=1,
-                           elem_id="sd-users", min_width=100)
+    users_label = (f"Users (1-{max_users}; >1: first arm only)" if several
+                   else f"Users (1-{max_users}, streams per server)")
+    c["users"] = gr.Number(value=1, label=users_label, step=1, elem_id="sd-users", min_width=100)
     with gr.Row():
         c["start"] = gr.Button("▶ Start", variant="primary", elem_id="sd-start", min_width=100)
         c["stop"] = gr.Button("■ Stop", variant="stop", elem_id="sd-stop", min_width=100)
@@ -311,29 +366,54 @@ def _controls(presets: dict[str, Preset], first: Preset | None, max_users: int) 
 
 
 def _race_area(settings: Settings) -> dict[str, Any]:
+    arms = settings.arm_endpoints()
+    several = len(arms) > 1
     a: dict[str, Any] = {"banner": gr.HTML(elem_id="sd-banner")}
     with gr.Row(equal_height=True):
-        with gr.Column(scale=0, min_width=290):
+        # Several arms: each arm's headline and badge are in its pane; these two stay (the booth and
+        # an N-user race's first frame set them) but are folded away (page.css, .sd-arms).
+        with gr.Column(scale=0, min_width=290, elem_classes=["sd-pair-only"]):
             a["speedup"] = gr.HTML(view.speedup_html(None), elem_id="sd-speedup")
         with gr.Column(scale=3, min_width=300):
-            a["order_label"] = gr.HTML(view.order_html("simultaneous"), elem_id="sd-order-label")
+            a["order_label"] = gr.HTML(view.order_html(*default_order(settings)), elem_id="sd-order-label")
             a["run_status"] = gr.HTML(view.run_status_html("idle"), elem_id="sd-run-status")
-        with gr.Column(scale=0, min_width=230):
+        with gr.Column(scale=0, min_width=230, elem_classes=["sd-pair-only"]):
             a["badge"] = gr.HTML(view.identical_badge_html(None), elem_id="sd-badge")
+    titles = arm_titles(settings, None, None)
     with gr.Row(equal_height=True):
-        a["panes"] = {side: _pane(side, settings) for side in SIDES}
+        panes = {"baseline": _pane("baseline", None, view.pane_title_html("Baseline"), several)}
+        for i, e in enumerate(arms):
+            key = view.pane_key(i, e.arm or "")
+            panes[key] = _pane(key, e.arm, titles[key], several, index=i)
+        a["panes"] = panes
     gr.HTML(view.burst_legend_html())
     return a
 
 
-def _pane(side: str, settings: Settings) -> Pane:
-    with gr.Column(elem_id=f"sd-pane-{side}", min_width=360):
-        title = (view.pane_title_html("Baseline") if side == "baseline"
-                 else spec_title(settings, None, None))
-        return Pane(title=gr.HTML(title, elem_id=f"sd-title-{side}"),
-                    status=gr.HTML("", elem_id=f"sd-status-{side}"),
-                    tiles=gr.HTML("", elem_id=f"sd-tiles-{side}"),
-                    text=gr.HTML(_placeholder(side), elem_id=f"sd-text-{side}"))
+def _pane(key: str, arm: str | None, title: str, several: bool, index: int = 0) -> Pane:
+    """One pane. In a race of several arms an arm's pane has its own headline and badge (the
+    baseline's an empty line of the same height, so the panes stay aligned), and ``sd-arm-N``
+    gives its title its arm's colour (palette.arm_color)."""
+    classes = [f"sd-arm-{index + 1}"] if arm is not None else []
+    with gr.Column(elem_id=f"sd-pane-{key}", elem_classes=classes, min_width=150 if several else 360):
+        title_html = gr.HTML(title, elem_id=f"sd-title-{key}")
+        headline = badge = None
+        if several:
+            with gr.Row(elem_classes=["sd-arm-head"]):
+                if arm is None:
+                    gr.HTML('<div class="sd-speedup sd-arm-speedup" data-state="reference">'
+                            '<div class="sd-speedup-value">1×</div>'
+                            '<div class="sd-speedup-label">the reference</div></div>')
+                else:
+                    headline = gr.HTML(view.arm_speedup_html(arm, None, None, running=False),
+                                       elem_id=f"sd-speedup-{key}")
+                    badge = gr.HTML(view.identical_badge_html(None, arm=arm), elem_id=f"sd-badge-{key}")
+        return Pane(title=title_html,
+                    status=gr.HTML("", elem_id=f"sd-status-{key}"),
+                    tiles=gr.HTML("", elem_id=f"sd-tiles-{key}"),
+                    text=gr.HTML(_placeholder("baseline" if arm is None else "speculative" if index == 0 else arm),
+                                 elem_id=f"sd-text-{key}"),
+                    arm=arm, headline=headline, badge=badge)
 
 
 def _below_the_fold() -> dict[str, Any]:
@@ -372,9 +452,8 @@ def wire(tab: RaceTab) -> None:
                       queue=False, show_progress="hidden")
     tab.workload.change(tab.on_workload, inputs=[tab.workload, tab.preset], outputs=[tab.preset],
                         queue=False, show_progress="hidden")
-    (tab.start.click(tab.on_arm, inputs=[tab.run_status, tab.badge],
-                     outputs=[tab.run_status, tab.badge, tab.acc_plot, tab.chunk_plot],
-                     queue=False, show_progress="hidden")
+    (tab.start.click(tab.on_arm, inputs=[tab.run_status, tab.badge, *tab.arm_badges],
+                     outputs=tab.arm_outputs, queue=False, show_progress="hidden")
         .then(tab.on_race, inputs=[tab.preset, tab.prompt, tab.temperature, tab.max_tokens, tab.order, tab.workload,
                                    tab.users],
               outputs=tab.live_outputs,
@@ -387,7 +466,8 @@ def wire(tab: RaceTab) -> None:
     tab.export.click(tab.on_export, inputs=[tab.last_run], outputs=[tab.exported, tab.run_status],
                      show_progress="minimal")
     tab.refresh.click(tab.on_probe, outputs=tab.server_outputs, show_progress="minimal")
-    tab.order.change(lambda o: view.order_html(o), inputs=[tab.order], outputs=[tab.order_label], queue=False,
+    why = default_order(tab.settings)[1]  # still said when the presenter picks the other order
+    tab.order.change(lambda o: view.order_html(o, why), inputs=[tab.order], outputs=[tab.order_label], queue=False,
                     show_progress="hidden")
 
 
@@ -436,7 +516,7 @@ def _workload_expect_html(workload: Workload | None, req: WorkloadRequest) -> st
 
 def _server_outputs(infos: list[ServerInfo], settings: Settings) -> tuple[Any, ...]:
     return (view.server_banner_html(infos), view.server_panel_html(infos, settings.grafana_url),
-            spec_title(settings, infos, None),
+            *arm_titles(settings, infos, None).values(),
             [i.model_dump() for i in infos])
 
 
