@@ -49,14 +49,29 @@ def open_page(page, app: AppProcess) -> None:
     page.wait_for_selector("#sd-servers table", timeout=15_000)  # the load-time probe answered
 
 
-def choose(page, preset_title: str, max_tokens: int, order: str = "simultaneous") -> None:
+def select_preset(page, preset_title: str) -> None:
+    """Pick the preset in the dropdown (nothing when it is the one shown) and wait for it to fill
+    the fields, which it does asynchronously."""
     if page.input_value("#sd-preset input") != preset_title:
         before = page.text_content("#sd-expect")
         page.click("#sd-preset input")
         page.get_by_role("option", name=preset_title).click()
-        # The preset fills the fields asynchronously: wait for it before overriding max tokens.
         page.wait_for_function("b => document.querySelector('#sd-expect').textContent !== b", arg=before)
         page.wait_for_timeout(200)
+
+
+def race_to_the_end(page, app: AppProcess, preset_title: str, timeout_ms: int = 120_000) -> None:
+    """Open the page, race ``preset_title`` as the preset sets it, and wait until it is done (the
+    docs' screenshots)."""
+    open_page(page, app)
+    select_preset(page, preset_title)
+    page.wait_for_timeout(100)
+    page.click("#sd-start")
+    page.wait_for_selector('#sd-run-status .sd-run-status[data-state="done"]', timeout=timeout_ms)
+
+
+def choose(page, preset_title: str, max_tokens: int, order: str = "simultaneous") -> None:
+    select_preset(page, preset_title)  # before overriding max tokens, which the preset sets
     page.fill("#sd-max-tokens input", str(max_tokens))
     page.press("#sd-max-tokens input", "Tab")
     if order == "sequential":

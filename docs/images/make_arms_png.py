@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from docs.images.make_race_png import PRESET_TITLE, answer_pieces  # noqa: E402
 from harness.app_process import AppProcess  # noqa: E402
 from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
+from harness.page_driver import race_to_the_end  # noqa: E402
 from harness.standin import Standin, StandinBehavior  # noqa: E402
 
 OUT = ROOT / "docs" / "images" / "race-three-arms.png"
@@ -49,17 +50,7 @@ def main() -> int:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport=VIEWPORT)
-                page.goto(app.url, timeout=30_000)
-                page.wait_for_selector("#sd-servers table", timeout=30_000)
-                if page.input_value("#sd-preset input") != PRESET_TITLE:
-                    before = page.text_content("#sd-expect")
-                    page.click("#sd-preset input")
-                    page.get_by_role("option", name=PRESET_TITLE).click()
-                    page.wait_for_function("b => document.querySelector('#sd-expect').textContent !== b",
-                                           arg=before)
-                page.wait_for_timeout(300)
-                page.click("#sd-start")
-                page.wait_for_selector('#sd-run-status .sd-run-status[data-state="done"]', timeout=180_000)
+                race_to_the_end(page, app, PRESET_TITLE, timeout_ms=180_000)
                 page.wait_for_selector('#sd-badge-draft [data-identical="true"]', timeout=30_000)
                 page.evaluate("window.scrollTo(0, 0)")
                 page.wait_for_timeout(1000)

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.app_process import AppProcess  # noqa: E402
 from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
-from harness.page_driver import save_docs_png  # noqa: E402
+from harness.page_driver import race_to_the_end, save_docs_png  # noqa: E402
 from harness.standin import Standin, StandinBehavior  # noqa: E402
 
 OUT = ROOT / "docs" / "images" / "race.png"
@@ -54,17 +54,7 @@ def main() -> int:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport=VIEWPORT)
-                page.goto(app.url, timeout=30_000)
-                page.wait_for_selector("#sd-servers table", timeout=30_000)
-                if page.input_value("#sd-preset input") != PRESET_TITLE:
-                    before = page.text_content("#sd-expect")
-                    page.click("#sd-preset input")
-                    page.get_by_role("option", name=PRESET_TITLE).click()
-                    page.wait_for_function("b => document.querySelector('#sd-expect').textContent !== b",
-                                           arg=before)
-                page.wait_for_timeout(300)
-                page.click("#sd-start")
-                page.wait_for_selector('#sd-run-status .sd-run-status[data-state="done"]', timeout=120_000)
+                race_to_the_end(page, app, PRESET_TITLE, timeout_ms=120_000)
                 page.wait_for_timeout(1000)
                 png = page.screenshot()
                 browser.close()
