@@ -309,10 +309,15 @@ def speedup_html(snapshot: RaceSnapshot | None) -> str:
                 f'<div class="sd-speedup-label">{esc(reason or "speedup unknown")}</div></div>')
     e2e = fmt_speedup(result.e2e_speedup)
     sub = "decode speedup" + (f" · end to end {e2e}" if e2e else "")
-    cls = "sd-win" if result.speedup >= 1.05 else ("sd-loss" if result.speedup < 0.95 else "sd-even")
+    cls = speedup_class(result.speedup)
     return (f'<div class="sd-speedup {cls}" data-state="final" data-value="{esc(repr(result.speedup))}">'
             f'<div class="sd-speedup-value">{esc(fmt_speedup(result.speedup))}</div>'
             f'<div class="sd-speedup-label">{esc(sub)}</div>{loop_note_html(result)}</div>')
+
+
+def speedup_class(speedup: float) -> str:
+    """The headline's colour class: a win from 1.05x, a loss under 0.95x, even between."""
+    return "sd-win" if speedup >= 1.05 else ("sd-loss" if speedup < 0.95 else "sd-even")
 
 
 def users_speedup_html(users: int, step: LoadStep | None, running: bool = True) -> str:
@@ -336,7 +341,7 @@ def users_speedup_html(users: int, step: LoadStep | None, running: bool = True) 
                 f'<div class="sd-speedup-value sd-na">{esc(NA)}</div>'
                 f'<div class="sd-speedup-label">{esc(f"per-user speedup, {label}: {reason}")}</div>'
                 f"{ratio_html}</div>")
-    cls = "sd-win" if step.speedup >= 1.05 else ("sd-loss" if step.speedup < 0.95 else "sd-even")
+    cls = speedup_class(step.speedup)
     return (f'<div class="sd-speedup {cls}" data-state="final" data-users="{users}" '
             f'data-value="{esc(repr(step.speedup))}">'
             f'<div class="sd-speedup-value">{esc(fmt_speedup(step.speedup))}</div>'
@@ -357,7 +362,7 @@ def arm_speedup_html(name: str, arm: ArmSnapshot | None, result: ArmResult | Non
                     f'<div class="sd-speedup-label">{esc(reason)}</div></div>')
         e2e = fmt_speedup(result.e2e_speedup)
         sub = "decode speedup" + (f" · end to end {e2e}" if e2e else "")
-        cls = " sd-win" if result.speedup >= 1.05 else (" sd-loss" if result.speedup < 0.95 else " sd-even")
+        cls = " " + speedup_class(result.speedup)
         return (f'<div {head(cls)} data-state="final" data-value="{esc(repr(result.speedup))}">'
                 f'<div class="sd-speedup-value">{esc(fmt_speedup(result.speedup))}</div>'
                 f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
