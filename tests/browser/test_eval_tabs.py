@@ -131,6 +131,7 @@ def test_replay_tab_lays_out_a_pane_per_arm_of_the_run_it_plays(setup, page) -> 
         head = page.locator(f"#sd-replay-speedup-arm-{n} .sd-speedup")
         assert head.get_attribute("data-arm") == name and head.get_attribute("data-value") == repr(arm.speedup)
         assert page.get_attribute(f"#sd-replay-badge-arm-{n} .sd-badge", "data-identical") == "true"
+    page.locator("#sd-replay-arms").scroll_into_view_if_needed()  # the picture shows the panes
     screenshot(page, "replay-tab-arms")
 
     pair = read_run(saved)
