@@ -378,6 +378,14 @@ def arm_speedup_html(name: str, arm: ArmSnapshot | None, result: ArmResult | Non
             f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
 
 
+def reference_speedup_html() -> str:
+    """The baseline pane's line in a race of several arms, where each arm's pane has its headline:
+    "1×, the reference", so the panes stay aligned."""
+    return ('<div class="sd-speedup sd-arm-speedup" data-state="reference">'
+            '<div class="sd-speedup-value">1×</div>'
+            '<div class="sd-speedup-label">the reference</div></div>')
+
+
 def loop_note_html(result: RaceResult) -> str:
     """Under the speedup when an answer ends in a loop (demo.measure.repetition): the model stuck,
     not the method working. Empty otherwise."""

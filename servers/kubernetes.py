@@ -172,6 +172,9 @@ def page_manifests(profile: Profile) -> list[dict[str, Any]]:
         "SPECDEMO_SPEC_METHOD": profile.method,
         "SPECDEMO_SPEC_NUM_TOKENS": str(profile.num_speculative_tokens),
         "SPECDEMO_RUNS_DIR": "/data/runs",
+        # The engines are GPUs (as the GPU compose app says): a race of several arms defaults to the
+        # simultaneous race, as with one (on CPU servers the page races them one after another).
+        "SPECDEMO_SERVER_DEVICE": profile.device,
     }
     deployment = {
         "apiVersion": "apps/v1",

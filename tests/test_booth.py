@@ -220,3 +220,68 @@ def test_the_load_turns_users_are_a_comma_list_within_max_users(monkeypatch) -> 
         monkeypatch.setenv("SPECDEMO_BOOTH_LOAD_USERS", bad)
         with pytest.raises(ValidationError, match=words.replace("(", r"\(").replace(")", r"\)")):
             Settings()
+
+
+def test_a_booth_turn_with_two_arms_races_both_one_after_another_on_cpu(tmp_path: Path) -> None:
+    """Several arms (SPECDEMO_ARMS) on CPU servers: the booth races the baseline and every arm in
+    sequential order, as the Race tab's default, says why in the caption, draws every arm's pane and
+    badge, and saves the run with both arms; with an arm's server down, the next turn plays that
+    sequential recording instead."""
+    from demo import view
+    from demo.live.booth import Booth
+    from demo.presets import load_presets
+    from demo.runs import read_run
+    from demo.settings import ROOT, Settings
+    from harness.standin import Standin, StandinBehavior
+
+    presets, _ = load_presets(ROOT / "presets")
+    with Standin(StandinBehavior(tokens_per_s=800, ttft_s=0.02)) as base, \
+            Standin(StandinBehavior(speculative=True, tokens_per_s=2000, ttft_s=0.02, chunk_sizes=[2, 3])) as fast, \
+            Standin(StandinBehavior(speculative=True, tokens_per_s=1200, ttft_s=0.02, chunk_sizes=[1, 2])) as slow:
+        settings = Settings(baseline_url=base.url, speculative_url=fast.url, runs_dir=tmp_path, booth=True,
+                            booth_presets=["json_reformat"], booth_pause_s=0, probe_timeout_s=2,
+                            arms=[{"name": "eagle3", "url": fast.url}, {"name": "ngram", "url": slow.url}])
+        assert settings.server_device == "cpu"  # the default
+        booth = Booth(settings, presets)
+        viewer = Viewer()
+        booth.viewers.add(viewer)
+
+        async def turn() -> BoothView | None:
+            await booth._one_turn()
+            return await viewer.take(0.1)
+
+        live = asyncio.run(turn())
+        assert base.started == fast.started == slow.started == 1  # every server raced, once
+        (run,) = list_runs(tmp_path)
+        result = read_run(run)
+        assert result.order == "sequential" and "-sequential" in run.name
+        assert list(result.arms) == ["eagle3", "ngram"] and all(a.side.complete for a in result.arms.values())
+        assert live is not None and live.caption is not None and live.frame is not None
+        assert 'data-state="live"' in live.caption and view.esc(view.cpu_arms_order_note(2)) in live.caption
+        assert live.frame.arms is not None and list(live.frame.arms) == ["ngram"]  # the second arm's pane
+        assert live.badges is not None and set(live.badges) == {"speculative", "ngram"}
+        assert 'data-arm="ngram"' in live.badges["ngram"] and 'data-identical="true"' in live.badges["ngram"]
+
+        slow.stop()  # the ngram arm's server is down: the next turn is that recording
+        recorded = asyncio.run(turn())
+        assert recorded is not None and recorded.caption is not None and recorded.frame is not None
+        assert 'data-state="recording"' in recorded.caption
+        assert recorded.banner is not None and 'data-recording="true"' in recorded.banner
+        assert "once the ngram server answers" in recorded.banner  # the "live again" line names the arm
+        assert recorded.frame.arms is not None and "ngram" in recorded.frame.arms
+        assert recorded.badges is not None and 'data-identical="true"' in recorded.badges["ngram"]
+        assert len(list_runs(tmp_path)) == 1  # a recording is never saved again
+
+
+def test_the_booth_with_one_arm_races_simultaneously_and_says_no_why() -> None:
+    from demo.live.booth import Booth, caption_html
+    from demo.presets import load_presets
+    from demo.settings import ROOT, Settings
+
+    presets, _ = load_presets(ROOT / "presets")
+    booth = Booth(Settings(booth=True), presets)
+    assert booth.order == "simultaneous" and booth.order_why == "" and booth._badges(None) is None
+    gpu = Booth(Settings(booth=True, server_device="gpu", arms=[{"name": "speculative", "url": "http://127.0.0.1:8001"},
+                                                                 {"name": "ngram", "url": "http://x:1"}]), presets)
+    assert gpu.order == "simultaneous" and gpu.order_why == ""  # GPU servers: the arms race at once
+    assert "sd-booth-why" not in caption_html("live", presets["json_reformat"], "Racing both servers now")

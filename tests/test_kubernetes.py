@@ -89,6 +89,8 @@ def check_page(docs: list[dict[str, Any]], profile_name: str) -> list[str]:
                             f"the chart names the service {want}")
     if env.get("SPECDEMO_SPEC_METHOD") != profile.method:
         problems.append(f"SPECDEMO_SPEC_METHOD must be {profile.method}")
+    if env.get("SPECDEMO_SERVER_DEVICE") != "gpu":  # as compose's GPU app: several arms race at once
+        problems.append(f"SPECDEMO_SERVER_DEVICE={env.get('SPECDEMO_SERVER_DEVICE')!r}, the engines are GPUs: 'gpu'")
     if svc["spec"]["selector"] != dep["spec"]["selector"]["matchLabels"]:
         problems.append("the Service does not select the Deployment's pods")
     return problems
@@ -232,8 +234,10 @@ def test_page_check_catches_root_missing_requests_and_wrong_urls() -> None:
     pod["securityContext"]["runAsUser"] = 0
     del pod["containers"][0]["resources"]["requests"]
     pod["containers"][0]["env"][2]["value"] = "http://baseline:8000"
+    env = pod["containers"][0]["env"]
+    env[:] = [e for e in env if e["name"] != "SPECDEMO_SERVER_DEVICE"]  # left out: the page's CPU default
     problems = check_page(docs, "llama-eagle3")
-    for needle in ("non-root", "requests", "SPECDEMO_BASELINE_URL"):
+    for needle in ("non-root", "requests", "SPECDEMO_BASELINE_URL", "SPECDEMO_SERVER_DEVICE=None"):
         assert any(needle in p for p in problems), needle
 
 

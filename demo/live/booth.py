@@ -6,8 +6,10 @@ not read what was offered for ``VIEWER_TIMEOUT_S`` has gone (Gradio leaves a clo
 generator suspended, see demo.live.frame_stream).
 
 Each turn takes the next preset of the rotation and:
-- both servers answer /health: races it live (demo.live.frame_stream.race_frames), in simultaneous order, and
-  saves the run as any race is saved;
+- every server answers /health: races it live (demo.live.frame_stream.race_frames), in simultaneous order, and
+  saves the run as any race is saved. Several arms (SPECDEMO_ARMS): the baseline and every arm, each
+  arm's pane, headline and badge drawn; on CPU servers in sequential order, as the Race tab's default
+  (demo.live.request.default_order), the caption saying why;
 - a server is down, or fails during the race: plays the newest good recording of that preset
   (demo.replay) under the RECORDING banner, with a small "live again in …" line read from the
   supervisor's state file, and tries live again on the next turn.
@@ -44,7 +46,7 @@ from demo.live.budget import StreamBudget
 from demo.live.frame_stream import race_frames
 from demo.live.frames import Frame, frame_for, throttled_frames
 from demo.live.load_stream import LoadFrame, load_frames, start_frame
-from demo.live.request import build_request, preset_user_text
+from demo.live.request import build_request, default_order, preset_user_text
 from demo.live.saving import Saved, save
 from demo.live.session import RaceControl
 from demo.live.status import final_status
@@ -52,9 +54,9 @@ from demo.load import make_spec, request_from_race
 from demo.presets import Preset
 from demo.race import validate_request
 from demo.replay import replay_snapshots
-from demo.results import SIDES, RaceResult, RaceSnapshot, SideSnapshot
+from demo.results import SIDES, ArmSnapshot, Order, RaceResult, RaceSnapshot, SideSnapshot
 from demo.runs import newest_good_run, read_run
-from demo.server_info import ServerInfo, healthy_sides, probe_servers
+from demo.server_info import ServerInfo, healthy_sides, probe_arms, probe_servers
 from demo.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,8 @@ class BoothView(BaseModel):
     banner: str | None = None  # HTML: the RECORDING banner, or "" (live)
     frame: Frame | None = None  # the race area (demo.live.frames.Frame)
     badge: str | None = None  # the identical-text badge, set at a race's end
+    # Several arms: each arm's identical-text badge by its pane key (demo.view.pane_key).
+    badges: dict[str, str] | None = None
     load: LoadFrame | None = None  # the load panel, in a load turn (demo.live.load_stream.LoadFrame)
 
     def merged(self, newer: BoothView) -> BoothView:
@@ -98,9 +102,11 @@ class BoothView(BaseModel):
             load = newer.load if load is None else LoadFrame(**{
                 k: (getattr(newer.load, k) if getattr(newer.load, k) is not None else getattr(load, k))
                 for k in LoadFrame.model_fields})
+        badges = self.badges if newer.badges is None else {**(self.badges or {}), **newer.badges}
         return BoothView(caption=newer.caption if newer.caption is not None else self.caption,
                          banner=newer.banner if newer.banner is not None else self.banner,
-                         frame=frame, badge=newer.badge if newer.badge is not None else self.badge, load=load)
+                         frame=frame, badge=newer.badge if newer.badge is not None else self.badge, load=load,
+                         badges=badges)
 
 
 @dataclass(eq=False)
@@ -130,10 +136,11 @@ class Viewer:
 
 
 def caption_html(state: BoothState, preset: Preset | None, note: str = "", n: int = 0, *,
-                 load_users: list[int] | None = None) -> str:
+                 load_users: list[int] | None = None, why: str = "") -> str:
     """The booth's caption: what is on screen (live, recording, the visitor's turn) and the preset's
     'what to expect'; ``note`` is the small line under it (a countdown). ``load_users``: a load
-    turn's (data-turn="load": the page shows the load panel's curves then)."""
+    turn's (data-turn="load": the page shows the load panel's curves then). ``why``: why the race
+    runs in its order (several arms on CPU servers: one after another)."""
     heads = {"live": "● LIVE", "recording": "● RECORDING", "visitor": "Your turn", "waiting": "Next"}
     title = preset.title if preset is not None else ""
     expect = preset.expect if preset is not None else ""
@@ -148,6 +155,7 @@ def caption_html(state: BoothState, preset: Preset | None, note: str = "", n: in
             f'<span class="sd-booth-title">{esc(title)}</span>'
             + (f'<div class="sd-booth-expect">{esc(expect)}</div>' if expect else "")
             + (f'<div class="sd-booth-note">{esc(note)}</div>' if note else "")
+            + (f'<div class="sd-booth-note sd-booth-why">{esc(why)}</div>' if why and state != "visitor" else "")
             + "</div>")
 
 
@@ -166,7 +174,7 @@ class RestartWatch:
         self._start_s: dict[str, float] = {}  # url -> the last known time to healthy
 
     def estimate(self, down: list[ServerInfo], now: datetime | None = None) -> str:
-        what = " and ".join(f"the {i.side} server" for i in down) or "a server"
+        what = " and ".join(f"the {i.arm or i.side} server" for i in down) or "a server"  # an arm by its name
         fallback = f"Live again once {what} answers (checked every few seconds)."
         records = self._records()
         if not down or records is None:
@@ -239,6 +247,13 @@ class Booth:
             log.warning("booth: no preset for the load turn; the rotation has none")
             self.load_users = []
         self.budget = budget
+        # The arms raced each turn (one: the pair, as always) and their order: several on CPU
+        # servers race one after another, as the Race tab's default, and the caption says why.
+        self.arms = [e.arm or f"arm {i + 1}" for i, e in enumerate(settings.arm_endpoints())]
+        self.pane_keys = ["baseline", *(view.pane_key(i, n) for i, n in enumerate(self.arms))]
+        order, why = default_order(settings)
+        self.order: Order = order
+        self.order_why = why or ""
         names = settings.booth_presets or [n for n, p in presets.items() if p.booth]
         self.rotation = [presets[n] for n in names if n in presets]
         unknown = [n for n in names if n not in presets]
@@ -335,7 +350,7 @@ class Booth:
             return
         preset = self.rotation[self.turn % self._turns()]
         self.turn += 1
-        infos = await probe_servers(self.settings)
+        infos = await self._probe()
         down = [i for i in infos if not i.healthy]
         if not down:
             await asyncio.to_thread(self.restarts.remember)
@@ -343,10 +358,39 @@ class Booth:
         if not down:
             shown = "live" if await self._live(preset) else "recording"
             if shown == "recording":  # a side failed or stalled during the race
-                down = [i for i in await probe_servers(self.settings) if not i.healthy]
+                down = [i for i in await self._probe() if not i.healthy]
         if shown != "live":
             shown, preset = await self._recording(preset, down)
         await self._pause(shown, preset)
+
+    async def _probe(self) -> list[ServerInfo]:
+        """Every server a race turn races: the pair, or the baseline and every arm."""
+        return await (probe_arms(self.settings) if len(self.arms) > 1 else probe_servers(self.settings))
+
+    async def _healthy_panes(self, quiet: list[str]) -> set[str]:
+        """Which of the ``quiet`` panes' servers answer /health now, by pane key."""
+        healthy: set[str] = set(await healthy_sides(self.settings))
+        if any(k not in SIDES for k in quiet):  # another arm's server: the arms' probe
+            infos = await probe_arms(self.settings)
+            healthy |= {view.pane_key(i, info.arm or "") for i, info in enumerate(infos[1:]) if i and info.healthy}
+        return healthy
+
+    def _racing_note(self) -> str:
+        if len(self.arms) <= 1:
+            return "Racing both servers now"
+        how = ", one after another" if self.order == "sequential" else ", all at once"
+        return f"Racing the baseline and {len(self.arms)} arms now{how}"
+
+    def _badges(self, result: RaceResult | None) -> dict[str, str] | None:
+        """Several arms: each arm's badge by pane key, pending (None) or ``result``'s (a recording's
+        arms by their own pane keys, a configured arm it lacks pending)."""
+        if len(self.arms) <= 1:
+            return None
+        out = {view.pane_key(i, n): view.identical_badge_html(None, arm=n) for i, n in enumerate(self.arms)}
+        if result is not None:
+            out.update({view.pane_key(i, n): view.identical_badge_html(result, arm=n)
+                        for i, n in enumerate(result.arms)})
+        return out
 
     def _turns(self) -> int:
         """Turns in one round of the rotation: its presets, and the load turn when there is one."""
@@ -366,20 +410,22 @@ class Booth:
         while time.monotonic() < deadline and not self._interrupt.is_set():
             left = deadline - time.monotonic()
             self.publish(BoothView(caption=caption_html(shown, preset, f"Next: {nxt}, in {left:.0f} s",
-                                                        self.turn, load_users=load_users)))
+                                                        self.turn, load_users=load_users,
+                                                        why="" if load_users else self.order_why)))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._interrupt.wait(), min(TICK_S, left))
 
     async def _live(self, preset: Preset) -> bool:
         """Race ``preset`` live and save it; False when a side failed or stalled (the recording's turn)."""
         req = build_request({preset.name: preset}, preset.name, preset_user_text(preset),
-                                        preset.temperature, preset.max_tokens, "simultaneous")
+                            preset.temperature, preset.max_tokens, self.order)
         validate_request(req, self.settings)
         control = RaceControl()
         started = datetime.now(UTC)
-        self.publish(BoothView(caption=caption_html("live", preset, "Racing both servers now", self.turn),
-                               banner="", badge=view.identical_badge_html(None),
-                               frame=frame_for_start(view.run_status_html("running", "simultaneous"))), reset=True)
+        self.publish(BoothView(caption=caption_html("live", preset, self._racing_note(), self.turn, why=self.order_why),
+                               banner="", badge=view.identical_badge_html(None), badges=self._badges(None),
+                               frame=frame_for_start(view.run_status_html("running", self.order), self.arms)),
+                     reset=True)
         result: RaceResult | None = None
         failed: str | None = None
         quiet_since: dict[str, float] = {}
@@ -390,15 +436,15 @@ class Booth:
                 if frame.result is not None:
                     result = frame.result
                 now = time.monotonic()
-                for side in SIDES:
-                    if frame.side_status is not None and side in frame.side_status:
-                        quiet_since.setdefault(side, now)
+                for key in self.pane_keys:  # the baseline and every arm, by pane key
+                    if frame.side_status is not None and key in frame.side_status:
+                        quiet_since.setdefault(key, now)
                     elif frame.baseline is not None or frame.side_status is not None:
-                        quiet_since.pop(side, None)
+                        quiet_since.pop(key, None)
                 stalled = [s for s, t in quiet_since.items() if now - t >= STALL_S]
                 if stalled and failed is None and not frame.failed and now - checked_at >= STALL_RECHECK_S:
                     checked_at = now
-                    healthy = await healthy_sides(self.settings)
+                    healthy = await self._healthy_panes(stalled)
                     stalled = [s for s in stalled if s not in healthy]
                 else:
                     stalled = []
@@ -416,7 +462,8 @@ class Booth:
         saved = await save(result, self.settings) if result is not None else Saved()
         if failed is None and result is not None:
             status = final_status(result, saved.name, control.stopped_because, saved.note)
-            self.publish(BoothView(frame=Frame(run_status=status), badge=view.identical_badge_html(result)))
+            self.publish(BoothView(frame=Frame(run_status=status), badge=view.identical_badge_html(result),
+                                   badges=self._badges(result)))
         outcome = None if result is None else ("error" if failed or result.outcome == "error" else result.outcome)
         log_turn(self.turn, preset, "live", started, outcome, result.speedup if result else None, saved.name,
                  failed or control.stopped_because)
@@ -473,17 +520,24 @@ class Booth:
         path: Path | None = None
         shown_preset = preset
         order = [preset, *[p for p in self.rotation if p is not preset]]
-        for candidate in order:
-            path = await asyncio.to_thread(newest_good_run, self.settings.runs_dir, candidate.name)
+        # A recording raced in the booth's order first (several arms on CPU: sequential), else any
+        # simultaneous one (the pair's, from before the arms).
+        race_orders = [self.order, *(["simultaneous"] if self.order != "simultaneous" else [])]
+        for race_order in race_orders:
+            for candidate in order:
+                path = await asyncio.to_thread(newest_good_run, self.settings.runs_dir, candidate.name, race_order)
+                if path is not None:
+                    shown_preset = candidate
+                    break
             if path is not None:
-                shown_preset = candidate
                 break
         if path is None:
             note = self.restarts.estimate(down)
             # Not "running": nothing streams, and the page would take a silent race for a lost connection.
             idle = view.run_status_html("idle", text="The servers are restarting")
             self.publish(BoothView(caption=caption_html("waiting", preset, note, self.turn), banner="",
-                                   frame=frame_for_start(idle), badge=view.identical_badge_html(None)), reset=True)
+                                   frame=frame_for_start(idle, self.arms), badge=view.identical_badge_html(None),
+                                   badges=self._badges(None)), reset=True)
             log_turn(self.turn, preset, "none", started, None, None, None, "no good recording saved yet")
             await self._wait_interrupt(TICK_S * 3)
             return "waiting", preset
@@ -491,9 +545,9 @@ class Booth:
         note = self.restarts.estimate(down) if down else "Live again from the next race."
         self.publish(BoothView(caption=caption_html("recording", shown_preset, note, self.turn),
                                banner=view.recording_banner_html(result, note),
-                               badge=view.identical_badge_html(None),
+                               badge=view.identical_badge_html(None), badges=self._badges(None),
                                frame=frame_for_start(view.run_status_html("running", "a recording, not live",
-                                                                          text="Playing the recording…"))),
+                                                                          text="Playing the recording…"), self.arms)),
                      reset=True)
         last_note = 0.0
         async for frame in throttled_frames(replay_snapshots(result)):
@@ -504,13 +558,13 @@ class Booth:
             update = BoothView(frame=frame)
             if now - last_note >= TICK_S * 3:  # the "live again in …" line, re-read from the state file
                 last_note = now
-                still_down = [i for i in await probe_servers(self.settings) if not i.healthy] if down else []
+                still_down = [i for i in await self._probe() if not i.healthy] if down else []
                 note = self.restarts.estimate(still_down) if still_down else "Live again from the next race."
                 update.caption = caption_html("recording", shown_preset, note, self.turn)
                 update.banner = view.recording_banner_html(result, note)
             self.publish(update)
         else:
-            self.publish(BoothView(badge=view.identical_badge_html(result), frame=Frame(
+            self.publish(BoothView(badge=view.identical_badge_html(result), badges=self._badges(result), frame=Frame(
                 run_status=view.run_status_html("done", "end of the recording (figures as saved)"))))
         log_turn(self.turn, shown_preset, "recording", started, result.outcome, result.speedup, None,
                  f"recorded {result.started_at:%Y-%m-%d %H:%M:%S} UTC ({path.name})")
@@ -521,10 +575,12 @@ class Booth:
             await asyncio.wait_for(self._interrupt.wait(), seconds)
 
 
-def frame_for_start(run_status: str) -> Frame:
-    """The race area cleared for a new race or recording: empty panes, no figure yet."""
+def frame_for_start(run_status: str, arms: list[str] | None = None) -> Frame:
+    """The race area cleared for a new race or recording: empty panes (each of the ``arms``'), no
+    figure yet."""
+    empty = {n: ArmSnapshot(name=n, side=SideSnapshot(side="speculative")) for n in arms or []}
     snap = RaceSnapshot(order="simultaneous", baseline=SideSnapshot(side="baseline"),
-                        speculative=SideSnapshot(side="speculative"))
+                        speculative=SideSnapshot(side="speculative"), arms=empty if len(empty) > 1 else {})
     frame = frame_for(snap, with_chart=True)
     frame.run_status = run_status
     return frame

@@ -42,3 +42,14 @@ def arm_titles(settings: Settings, infos: list[ServerInfo] | None, result: RaceR
         title = view.arm_title(name, e.label, method, k)
         out[view.pane_key(i, name)] = view.pane_title_html(title, None if method else "method: set it in SPECDEMO_ARMS")
     return out
+
+
+def recorded_arm_titles(result: RaceResult) -> list[str]:
+    """Each arm's pane title (HTML) in the replay of a saved race of several arms, in the race's
+    order: 'eagle3 (EAGLE3, k=3)', from what the run saved (its label, method and k). No
+    "(recorded)": the compact panes' one line has no room, and the banner says it."""
+    out = []
+    for a in result.arms.values():
+        k = a.side.spec.num_spec_tokens if a.side.spec is not None else None
+        out.append(view.pane_title_html(view.arm_title(a.name, a.label, a.method, k)))
+    return out

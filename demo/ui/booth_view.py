@@ -2,7 +2,8 @@
 layout, the visitor's takeover, and each page's view of the one show (demo.live.booth).
 
 Every open page runs ``BoothPage.watch``: it joins the app's Booth and draws its updates on the Race tab's
-own components, so the show and a visitor's race use the same panes. The page's script (BOOTH_JS)
+own components, so the show and a visitor's race use the same panes (with several arms, a pane per
+arm, each with its headline and badge). The page's script (BOOTH_JS)
 sets the large layout while the show runs, and on a visitor's click or key folds it away and tells
 the app (the hidden ``#sd-booth-touch`` button): the booth stops its race and hands the page over.
 """
@@ -20,6 +21,7 @@ from demo import view
 from demo.assets import static_text
 from demo.live.booth import Booth, caption_html
 from demo.live.load_stream import idle_status_html, start_frame
+from demo.live.request import default_order
 from demo.ui.load_panel import LoadPanel
 from demo.ui.outputs import StreamOutputs, frame_updates
 from demo.ui.race_tab import RaceTab
@@ -60,7 +62,8 @@ class BoothPage:
     def outputs(self) -> list[Any]:
         """The race area as the show draws it (and the load panel, for the load turn)."""
         load_outputs = self.load.live_outputs if self.load is not None else []
-        return [self.race.banner, self.race.badge, self.race.order_label, *self.race.live_outputs, *load_outputs]
+        return [self.race.banner, self.race.badge, self.race.order_label, *self.race.live_outputs,
+                *self.race.arm_badges, *load_outputs]
 
     # ------------------------------------------------------------ handlers
 
@@ -74,15 +77,22 @@ class BoothPage:
             while True:
                 update = await viewer.take()
                 if update is None or (update.frame is None and update.banner is None and update.badge is None
-                                      and update.load is None):
+                                      and update.load is None and update.badges is None):
                     continue
                 try:
                     values: dict[Any, Any] = {race.banner: update.banner, race.badge: update.badge}
                     if update.frame is not None:
                         values.update(frame_updates(update.frame, race.live_panes, race.speedup, race.race_plot,
                                                     race.run_status))
+                    for key, html in (update.badges or {}).items():  # several arms: each arm's badge
+                        arm_badge = race.panes[key].badge if key in race.panes else None
+                        if arm_badge is not None:
+                            values[arm_badge] = html
                     if first:
-                        values[race.order_label] = view.order_html("simultaneous")
+                        values[race.order_label] = view.order_html(*default_order(race.settings))
+                        for p in race.arm_panes.values():  # several arms: every badge from the first yield on
+                            if p.badge is not None and p.badge not in values:
+                                values[p.badge] = view.identical_badge_html(None, arm=p.arm)
                         if load is not None:  # every output from the first yield on (demo.ui.outputs)
                             values.update(load.updates(start_frame(None)))
                             values[load.status] = idle_status_html(load.settings.max_users)

@@ -401,9 +401,7 @@ def _pane(key: str, arm: str | None, title: str, several: bool, index: int = 0) 
         if several:
             with gr.Row(elem_classes=["sd-arm-head"]):
                 if arm is None:
-                    gr.HTML('<div class="sd-speedup sd-arm-speedup" data-state="reference">'
-                            '<div class="sd-speedup-value">1×</div>'
-                            '<div class="sd-speedup-label">the reference</div></div>')
+                    gr.HTML(view.reference_speedup_html())
                 else:
                     headline = gr.HTML(view.arm_speedup_html(arm, None, None, running=False),
                                        elem_id=f"sd-speedup-{key}")

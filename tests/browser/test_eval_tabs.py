@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -93,6 +95,53 @@ def test_replay_tab_plays_a_saved_run_labelled_as_a_recording(setup, page) -> No
     shown = page.get_attribute('#sd-replay-tiles-speculative .sd-tile[data-key="tokens_per_s"]', "data-value")
     assert shown is not None and float(shown) == pytest.approx(result.speculative.decode_tokens_per_s)
     screenshot(page, "replay-tab")
+    assert page.console_errors == []
+
+
+def test_replay_tab_lays_out_a_pane_per_arm_of_the_run_it_plays(setup, page) -> None:
+    """The app races one arm; the run played has three: the tab shows the run's panes (each arm's
+    answer, headline and badge), not the settings', and a run of one arm brings the pair back."""
+    app, saved = setup
+    with ExitStack() as stack:
+        base = stack.enter_context(Standin(StandinBehavior(tokens_per_s=300, ttft_s=0.02)))
+        arms = {n: stack.enter_context(Standin(StandinBehavior(tokens_per_s=rate, ttft_s=0.02, speculative=True,
+                                                               chunk_sizes=[1, 3])))
+                for n, rate in (("eagle3", 900), ("ngram", 600), ("draft", 450))}
+        settings = Settings(baseline_url=base.url, speculative_url=arms["eagle3"].url, save_runs=False,
+                            arms=[{"name": n, "url": s.url, "method": n.upper()} for n, s in arms.items()])
+        req = RaceRequest(preset="json_reformat", prompt="Reformat <b>this</b>", max_tokens=40, order="sequential")
+        with ThreadPoolExecutor(1) as pool:  # Playwright holds this thread's event loop
+            race = pool.submit(asyncio.run, run_race(req, settings)).result()
+    result = read_run(save_run(race, saved.parent))
+    assert list(result.arms) == ["eagle3", "ngram", "draft"]
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(app.url, timeout=30_000)
+    page.get_by_role("tab", name="Replay").click()
+    page.click("#sd-replay-refresh")
+    page.click("#sd-replay-run input")
+    page.get_by_role("option", name=re.compile("json_reformat")).first.click()
+    page.click("#sd-replay-play")
+    page.wait_for_selector('#sd-replay-status [data-state="done"]', timeout=30_000)
+    assert page.locator("#sd-replay-arms").is_visible() and not page.locator("#sd-replay-text-speculative").is_visible()
+    assert page.inner_text("#sd-replay-text-arms-baseline .sd-text").strip() == result.baseline.text.strip()
+    for n, (name, arm) in enumerate(result.arms.items(), 1):
+        assert page.locator(f"#sd-replay-pane-arm-{n}").is_visible()
+        assert name in page.inner_text(f"#sd-replay-title-arm-{n}")
+        assert page.inner_text(f"#sd-replay-text-arm-{n} .sd-text").strip() == arm.side.text.strip()
+        head = page.locator(f"#sd-replay-speedup-arm-{n} .sd-speedup")
+        assert head.get_attribute("data-arm") == name and head.get_attribute("data-value") == repr(arm.speedup)
+        assert page.get_attribute(f"#sd-replay-badge-arm-{n} .sd-badge", "data-identical") == "true"
+    page.locator("#sd-replay-arms").scroll_into_view_if_needed()  # the picture shows the panes
+    screenshot(page, "replay-tab-arms")
+
+    pair = read_run(saved)
+    page.click("#sd-replay-run input")
+    page.get_by_role("option", name=re.compile("poetry")).first.click()
+    page.click("#sd-replay-play")
+    page.wait_for_selector("#sd-replay-arms", state="hidden", timeout=15_000)
+    page.wait_for_function("want => document.querySelector('#sd-replay-text-speculative .sd-text')?.innerText.trim()"
+                           " === want", arg=pair.speculative.text.strip(), timeout=30_000)
+    assert page.locator("#sd-replay-speedup").is_visible() and page.locator("#sd-replay-badge").is_visible()
     assert page.console_errors == []
 
 
