@@ -18,11 +18,8 @@ from harness.standin import Standin, StandinBehavior
 # one at the end while the other idles. (Not xdist_group marks: with pytest 9, xdist 3.8's
 # --dist loadgroup no longer groups anything, as it renames item._nodeid, which pytest 9 ignores.)
 GROUPS: dict[str, tuple[str, ...]] = {
-    # The page in Chromium with an app subprocess each (~7 min serial), in two halves of ~3.5 min:
-    # within a half, one page module at a time; the halves run beside each other (two browsers).
-    "browser-race": ("tests/browser/test_race_page.py", "tests/browser/test_load_panel.py",
-                     "tests/browser/test_eval_tabs.py", "tests/browser/test_workload_page.py"),
-    "browser-booth": ("tests/browser/", "tests/test_export_browser.py", "tests/test_report_browser.py"),
+    # The page in Chromium with an app subprocess each (~9 min serial): one page module at a time.
+    "browser": ("tests/browser/", "tests/test_export_browser.py", "tests/test_report_browser.py"),
     "soak": ("tests/test_soak.py",),  # booth mode for 2 minutes in Chromium (~2.5 min): beside them
 }
 
