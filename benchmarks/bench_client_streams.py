@@ -45,6 +45,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from benchmarks.vllm_bench import bench_command
 from demo.client import make_http_client
 from demo.measure import percentile, spread_gaps_s
 from demo.results import Message, RaceRequest, SideResult
@@ -56,7 +57,6 @@ from harness import ROOT
 from harness.standin import StandinBehavior, Truth
 from harness.standin_process import StandinProcess, process_cpu_s
 
-VLLM_BENCH = ROOT / "scripts" / "vllm_bench.sh"
 VLLM_BENCH_TIMEOUT_S = 900.0  # imports, tokenizer, the run itself
 # The stand-in keeps up when its median stream decodes within this share of the designed rate.
 STANDIN_RATE_MIN = 0.95
@@ -315,14 +315,9 @@ def run_vllm(standin: StandinProcess, prompts: list[str], max_tokens: int, trace
     dataset = workdir / "prompts.jsonl"
     dataset.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in prompts))
     n = len(prompts)
-    cmd = ["bash", str(VLLM_BENCH), "--backend", "openai-chat", "--base-url", standin.url,
-           "--endpoint", "/v1/chat/completions", "--model", standin.behavior.model, "--tokenizer", str(tokenizer),
-           "--dataset-name", "custom", "--dataset-path", str(dataset), "--skip-chat-template",
-           "--custom-output-len", str(max_tokens), "--num-prompts", str(n), "--max-concurrency", str(n),
-           "--request-rate", "inf", "--ready-check-timeout-sec", "0", "--ignore-eos", "--temperature", "0",
-           "--disable-tqdm",
-           "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50,95",
-           "--save-result", "--result-dir", str(workdir), "--result-filename", "vllm.json"]
+    cmd = bench_command(standin.url, standin.behavior.model, tokenizer, dataset, n, n, max_tokens,
+                        workdir / "vllm.json", "--request-rate", "inf", "--ready-check-timeout-sec", "0",
+                        "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl", "--metric-percentiles", "50,95")
     since = len(standin.truth())
     log = workdir / "vllm_bench.log"
     with open(log, "w") as out:

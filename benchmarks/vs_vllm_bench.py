@@ -29,13 +29,12 @@ from typing import Any
 
 import httpx
 
+from benchmarks.vllm_bench import bench_command
 from demo.client import make_http_client
 from demo.presets import load_presets
 from demo.results import SIDES, Message, RaceRequest, Side
-from demo.settings import ROOT, Settings
+from demo.settings import Settings
 from demo.sweep.runner import _Server, run_batch
-
-BENCH = ROOT / "scripts" / "vllm_bench.sh"
 
 
 async def ours(settings: Settings, side: Side, prompt: str, n: int, concurrency: int,
@@ -60,11 +59,7 @@ async def ours(settings: Settings, side: Side, prompt: str, n: int, concurrency:
 def bench(url: str, model: str, tokenizer: str, dataset: Path, n: int, concurrency: int, max_tokens: int,
           out_dir: Path, tag: str) -> dict[str, Any]:
     result = out_dir / f"{tag}.json"
-    cmd = ["bash", str(BENCH), "--backend", "openai-chat", "--base-url", url, "--endpoint", "/v1/chat/completions",
-           "--model", model, "--tokenizer", tokenizer, "--dataset-name", "custom", "--dataset-path", str(dataset),
-           "--skip-chat-template", "--custom-output-len", str(max_tokens), "--num-prompts", str(n),
-           "--max-concurrency", str(concurrency), "--temperature", "0", "--save-result",
-           "--result-dir", str(out_dir), "--result-filename", result.name, "--disable-tqdm"]
+    cmd = bench_command(url, model, tokenizer, dataset, n, concurrency, max_tokens, result)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}  # the tokenizer is the server's own local copy
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
     if done.returncode != 0 or not result.is_file():
