@@ -1,5 +1,6 @@
-"""Driving the race page in Playwright: open it, choose a preset and the users, press Start, wait
-for the end, read a tile, count DOM updates, save a screenshot. Shared by the browser tests and the benchmarks."""
+"""Driving the page in Playwright: open it (the Race or the Evaluate tab), choose a preset and the
+users, press Start or Run, wait for the end, read a tile, count DOM updates, save a screenshot.
+Shared by the browser tests and the benchmarks."""
 
 from __future__ import annotations
 
@@ -68,6 +69,38 @@ def race_to_the_end(page, app: AppProcess, preset_title: str, timeout_ms: int = 
     page.wait_for_timeout(100)
     page.click("#sd-start")
     page.wait_for_selector('#sd-run-status .sd-run-status[data-state="done"]', timeout=timeout_ms)
+
+
+def open_evaluate(page, app: AppProcess) -> None:
+    """Open the page on its Evaluate tab, at a size that shows the report."""
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(app.url, timeout=30_000)
+    page.get_by_role("tab", name="Evaluate").click()
+    page.wait_for_selector("#sd-eval-run", timeout=15_000)
+
+
+def fill_field(page, selector: str, value: str) -> None:
+    """Type ``value`` into a Gradio field and leave it (Tab), so the page takes it."""
+    page.fill(selector, value)
+    page.press(selector, "Tab")
+
+
+def run_evaluate(page, concurrency: str, max_tokens: int, failure: str, timeout_ms: int = 90_000,
+                 **fields: str) -> None:
+    """Set the Evaluate tab's concurrency, max tokens, no warm-up and ``fields`` (element id without
+    the ``sd-eval-`` prefix -> value, e.g. ``slo_ttft="5000"``), press Run and wait until it is done;
+    a screenshot named ``failure`` when it is not."""
+    page.fill("#sd-eval-conc textarea, #sd-eval-conc input", concurrency)
+    fill_field(page, "#sd-eval-max-tokens input", str(max_tokens))
+    fill_field(page, "#sd-eval-warmup input", "0")
+    for key, value in fields.items():
+        fill_field(page, f"#sd-eval-{key.replace('_', '-')} input", value)
+    page.click("#sd-eval-run")
+    try:
+        page.wait_for_selector('#sd-eval-status [data-state="done"]', timeout=timeout_ms)
+    except Exception:
+        screenshot(page, failure)
+        raise
 
 
 def choose(page, preset_title: str, max_tokens: int, order: str = "simultaneous") -> None:

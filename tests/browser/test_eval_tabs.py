@@ -17,7 +17,7 @@ from demo.results import RaceRequest
 from demo.runs import read_run, save_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
-from harness.page_driver import screenshot
+from harness.page_driver import open_evaluate, run_evaluate, screenshot
 from harness.standin import Standin, StandinBehavior
 from tests.browser.conftest import pair_app
 
@@ -49,22 +49,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AppProcess
 
 def test_evaluate_tab_runs_a_small_sweep(setup, page) -> None:
     app, _ = setup
-    page.set_viewport_size({"width": 1400, "height": 1000})
-    page.goto(app.url, timeout=30_000)
-    page.get_by_role("tab", name="Evaluate").click()
-    page.wait_for_selector("#sd-eval-run", timeout=15_000)
-    page.fill("#sd-eval-conc textarea, #sd-eval-conc input", "1,2")
+    open_evaluate(page, app)
     page.fill("#sd-eval-temps textarea, #sd-eval-temps input", "")
-    page.fill("#sd-eval-max-tokens input", "24")
-    page.press("#sd-eval-max-tokens input", "Tab")
-    page.fill("#sd-eval-warmup input", "0")
-    page.press("#sd-eval-warmup input", "Tab")
-    page.click("#sd-eval-run")
-    try:
-        page.wait_for_selector('#sd-eval-status [data-state="done"]', timeout=90_000)
-    except Exception:
-        screenshot(page, "failure-evaluate-tab")
-        raise
+    run_evaluate(page, "1,2", 24, "failure-evaluate-tab")
     assert page.locator("#sd-eval-verdict .sv-verdict").count() == 2  # json_reformat and poetry
     decisions = page.eval_on_selector_all("#sd-eval-verdict .sv-verdict", "els => els.map(e => e.dataset.decision)")
     # The speculative stand-in is ~2x faster; on a busy 2-core box a 24-token batch can still dip.
@@ -163,21 +150,8 @@ def arms_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
 
 
 def test_evaluate_tab_shows_every_arm(arms_app: AppProcess, page) -> None:
-    page.set_viewport_size({"width": 1400, "height": 1000})
-    page.goto(arms_app.url, timeout=30_000)
-    page.get_by_role("tab", name="Evaluate").click()
-    page.wait_for_selector("#sd-eval-run", timeout=15_000)
-    page.fill("#sd-eval-conc textarea, #sd-eval-conc input", "1,2")
-    page.fill("#sd-eval-max-tokens input", "24")
-    page.press("#sd-eval-max-tokens input", "Tab")
-    page.fill("#sd-eval-warmup input", "0")
-    page.press("#sd-eval-warmup input", "Tab")
-    page.click("#sd-eval-run")
-    try:
-        page.wait_for_selector('#sd-eval-status [data-state="done"]', timeout=90_000)
-    except Exception:
-        screenshot(page, "failure-evaluate-tab-arms")
-        raise
+    open_evaluate(page, arms_app)
+    run_evaluate(page, "1,2", 24, "failure-evaluate-tab-arms")
     # json_reformat and poetry: each with its one line on top, then a verdict per arm
     lines = page.locator("#sd-eval-verdict .sv-methods")
     assert lines.count() == 2

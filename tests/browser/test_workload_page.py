@@ -20,7 +20,7 @@ from demo.results import RaceRequest
 from demo.runs import save_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
-from harness.page_driver import screenshot
+from harness.page_driver import open_evaluate, run_evaluate, screenshot
 from harness.standin import Standin, StandinBehavior
 from tests.browser.conftest import pair_app
 
@@ -63,13 +63,6 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[AppProcess
         spec.stop()
 
 
-def _open_evaluate(page, app: AppProcess) -> None:
-    page.set_viewport_size({"width": 1400, "height": 1000})
-    page.goto(app.url, timeout=30_000)
-    page.get_by_role("tab", name="Evaluate").click()
-    page.wait_for_selector("#sd-eval-run", timeout=15_000)
-
-
 def _upload(page, path: Path) -> None:
     page.set_input_files("#sd-eval-upload input[type=file]", str(path))
 
@@ -90,7 +83,7 @@ def _self_contained(html: str) -> dict:
 
 def test_uploaded_workload_is_measured_and_shown(setup, page) -> None:
     app, _, workload = setup
-    _open_evaluate(page, app)
+    open_evaluate(page, app)
     _upload(page, workload)
     page.wait_for_selector('#sd-eval-upload-status [data-requests="5"]', timeout=15_000)
     assert "my_traffic: 5 request(s) loaded" in page.inner_text("#sd-eval-upload-status")
@@ -98,21 +91,7 @@ def test_uploaded_workload_is_measured_and_shown(setup, page) -> None:
     for box in page.locator("#sd-eval-presets input[type=checkbox]").all():
         if box.is_checked():
             box.uncheck()
-    page.fill("#sd-eval-conc textarea, #sd-eval-conc input", "1,2")
-    page.fill("#sd-eval-max-tokens input", "20")
-    page.press("#sd-eval-max-tokens input", "Tab")
-    page.fill("#sd-eval-warmup input", "0")
-    page.press("#sd-eval-warmup input", "Tab")
-    page.fill("#sd-eval-slo-ttft input", "5000")
-    page.press("#sd-eval-slo-ttft input", "Tab")
-    page.fill("#sd-eval-price input", "2")
-    page.press("#sd-eval-price input", "Tab")
-    page.click("#sd-eval-run")
-    try:
-        page.wait_for_selector('#sd-eval-status [data-state="done"]', timeout=120_000)
-    except Exception:
-        screenshot(page, "failure-workload-evaluate")
-        raise
+    run_evaluate(page, "1,2", 20, "failure-workload-evaluate", timeout_ms=120_000, slo_ttft="5000", price="2")
     summary = page.inner_text("#sd-eval-summary #customer-summary")
     assert "For my_traffic" in summary and "the measured answer is" in summary, summary
     verdicts = page.locator("#sd-eval-verdict .sv-verdict")
@@ -169,7 +148,7 @@ def test_bad_upload_says_one_line(setup, page, tmp_path: Path, name: str, conten
     app, _, _ = setup
     bad = tmp_path / name
     bad.write_bytes(content)
-    _open_evaluate(page, app)
+    open_evaluate(page, app)
     _upload(page, bad)
     page.wait_for_selector('#sd-eval-upload-status [data-error="true"]', timeout=15_000)
     shown = page.inner_text("#sd-eval-upload-status").strip()
