@@ -5,7 +5,9 @@ page makes no network request and logs no error. Saves a screenshot to artifacts
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -88,9 +90,34 @@ new MutationObserver(() => {
 """
 
 
-def play_in_chromium(page_path: Path) -> dict[str, Any]:
+@contextmanager
+def offline_page(seen: dict[str, Any]) -> Iterator[Any]:
+    """A Chromium page that may load only file:// URLs: every request is recorded in
+    ``seen["requests"]`` (any other is aborted), console errors and uncaught exceptions in
+    ``seen["errors"]``."""
     from playwright.sync_api import sync_playwright
 
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+
+            def route(r: Any) -> None:
+                seen["requests"].append(r.request.url)
+                if r.request.url.startswith("file://"):
+                    r.continue_()
+                else:
+                    r.abort()
+
+            page.route("**/*", route)
+            page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda e: seen["errors"].append(f"uncaught: {e}"))
+            yield page
+        finally:
+            browser.close()
+
+
+def play_in_chromium(page_path: Path) -> dict[str, Any]:
     seen: dict[str, Any] = {"errors": [], "requests": []}
 
     def panes(page: Any) -> dict[str, Any]:
@@ -112,41 +139,25 @@ def play_in_chromium(page_path: Path) -> dict[str, Any]:
             return out;
         }""")
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-
-            def route(r: Any) -> None:
-                seen["requests"].append(r.request.url)
-                if r.request.url.startswith("file://"):
-                    r.continue_()
-                else:
-                    r.abort()
-
-            page.route("**/*", route)
-            page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: seen["errors"].append(f"uncaught: {e}"))
-            page.add_init_script(GROWTH_LOG)
-            page.goto(page_path.as_uri(), wait_until="load")
-            page.wait_for_selector("html[data-state=finished]", state="attached", timeout=20_000)
-            seen["end"] = {k: v for k, v in panes(page).items()}
-            seen["growth"] = page.evaluate("window.__growth")
-            seen["pwned"] = page.evaluate("window.__pwned ?? null")
-            page.locator("details").evaluate("d => d.open = true")
-            artifacts = ROOT / "artifacts"
-            artifacts.mkdir(exist_ok=True)
-            page.screenshot(path=str(artifacts / "export-race.png"), full_page=True)
-            page.click("#replay")
-            replay = panes(page)
-            seen["replay"] = {"state": replay["state"], "speculative": replay["speculative"]["text"]}
-            page.click("#skip")  # and "skip to the end" shows it all at once
-            page.wait_for_selector("html[data-state=finished]", state="attached", timeout=5_000)
-            seen["replay_end"] = panes(page)["speculative"]["text"]
-            prompt = page.locator("#prompt").text_content()
-            assert prompt is not None and EVIL in prompt
-        finally:
-            browser.close()
+    with offline_page(seen) as page:
+        page.add_init_script(GROWTH_LOG)
+        page.goto(page_path.as_uri(), wait_until="load")
+        page.wait_for_selector("html[data-state=finished]", state="attached", timeout=20_000)
+        seen["end"] = {k: v for k, v in panes(page).items()}
+        seen["growth"] = page.evaluate("window.__growth")
+        seen["pwned"] = page.evaluate("window.__pwned ?? null")
+        page.locator("details").evaluate("d => d.open = true")
+        artifacts = ROOT / "artifacts"
+        artifacts.mkdir(exist_ok=True)
+        page.screenshot(path=str(artifacts / "export-race.png"), full_page=True)
+        page.click("#replay")
+        replay = panes(page)
+        seen["replay"] = {"state": replay["state"], "speculative": replay["speculative"]["text"]}
+        page.click("#skip")  # and "skip to the end" shows it all at once
+        page.wait_for_selector("html[data-state=finished]", state="attached", timeout=5_000)
+        seen["replay_end"] = panes(page)["speculative"]["text"]
+        prompt = page.locator("#prompt").text_content()
+        assert prompt is not None and EVIL in prompt
     json.dumps(seen)  # plain data only
     return seen
 
@@ -174,39 +185,21 @@ def test_an_exported_race_of_three_arms_plays_every_pane(tmp_path: Path) -> None
 
 
 def play_arms_in_chromium(page_path: Path, panes: list[str]) -> dict[str, Any]:
-    from playwright.sync_api import sync_playwright
-
     seen: dict[str, Any] = {"errors": [], "requests": []}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-        try:
-            page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
-
-            def route(r: Any) -> None:
-                seen["requests"].append(r.request.url)
-                if r.request.url.startswith("file://"):
-                    r.continue_()
-                else:
-                    r.abort()
-
-            page.route("**/*", route)
-            page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: seen["errors"].append(f"uncaught: {e}"))
-            page.goto(page_path.as_uri(), wait_until="load")
-            page.wait_for_selector("html[data-state=finished]", state="attached", timeout=20_000)
-            seen["panes"] = page.evaluate("""(panes) => Object.fromEntries(panes.map(p => [p, {
-                text: document.getElementById("text-" + p).textContent,
-                status: document.getElementById("status-" + p).dataset.state,
-                tokens: document.getElementById("tokens-" + p).textContent,
-                final_shown: document.getElementById("final-" + p).checkVisibility()}]))""", panes)
-            seen["speedups"] = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll(
-                "#final .x-arm")].map(a => [a.dataset.arm, a.querySelector(".sd-speedup").dataset.value]))""")
-            seen["pwned"] = page.evaluate("window.__pwned ?? null")
-            seen["chart_lines"] = page.evaluate("""() => [...document.querySelectorAll("#x-chart polyline")]
-                .filter(l => l.checkVisibility() && l.getBBox().width > 100).map(l => l.dataset.pane)""")
-            artifacts = ROOT / "artifacts"
-            artifacts.mkdir(exist_ok=True)
-            page.screenshot(path=str(artifacts / "export-race-arms.png"), full_page=True)
-        finally:
-            browser.close()
+    with offline_page(seen) as page:
+        page.goto(page_path.as_uri(), wait_until="load")
+        page.wait_for_selector("html[data-state=finished]", state="attached", timeout=20_000)
+        seen["panes"] = page.evaluate("""(panes) => Object.fromEntries(panes.map(p => [p, {
+            text: document.getElementById("text-" + p).textContent,
+            status: document.getElementById("status-" + p).dataset.state,
+            tokens: document.getElementById("tokens-" + p).textContent,
+            final_shown: document.getElementById("final-" + p).checkVisibility()}]))""", panes)
+        seen["speedups"] = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll(
+            "#final .x-arm")].map(a => [a.dataset.arm, a.querySelector(".sd-speedup").dataset.value]))""")
+        seen["pwned"] = page.evaluate("window.__pwned ?? null")
+        seen["chart_lines"] = page.evaluate("""() => [...document.querySelectorAll("#x-chart polyline")]
+            .filter(l => l.checkVisibility() && l.getBBox().width > 100).map(l => l.dataset.pane)""")
+        artifacts = ROOT / "artifacts"
+        artifacts.mkdir(exist_ok=True)
+        page.screenshot(path=str(artifacts / "export-race-arms.png"), full_page=True)
     return seen
