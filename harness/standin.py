@@ -53,7 +53,8 @@ from starlette.types import Receive, Scope, Send
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 FINGERPRINT = "vllm-0.32.0-5a7d1e00"
-Fault = Literal["too_long", "server_error", "refuse", "cut", "stall", "garbage"]
+# "hold": after fault_after_chunks, the stream waits until Standin.release() (in-process stand-ins only).
+Fault = Literal["too_long", "server_error", "refuse", "cut", "stall", "garbage", "hold"]
 
 # A deterministic word-ish token sequence (leading spaces like a BPE vocabulary).
 DEFAULT_PIECES: list[str] = [
@@ -84,7 +85,7 @@ class StandinBehavior(BaseModel):
     kv_cache_tokens: int = 16384  # capacity used for vllm:kv_cache_usage_perc
     health_status: int = 200
     fault: Fault | None = None
-    fault_after_chunks: int = 5  # content chunks sent before cut/stall/garbage
+    fault_after_chunks: int = 5  # content chunks sent before cut/stall/garbage/hold
     stall_s: float = 30.0
     reject_prompt_over_context: bool = True  # 400 when prompt words > max_model_len
     api_key: str | None = None  # require "Authorization: Bearer <api_key>" on /v1/*
@@ -416,7 +417,7 @@ class Standin:
     def __init__(self, behavior: StandinBehavior | None = None, *, port: int = 0,
                  host: str = "127.0.0.1", log_level: str = "warning",
                  ssl_keyfile: Path | None = None, ssl_certfile: Path | None = None) -> None:
-        self.behavior = behavior or StandinBehavior()
+        self.behavior = behavior or StandinBehavior()  # a copy: see the property
         self.host, self.port, self._log_level = host, port, log_level
         self._ssl = (ssl_keyfile, ssl_certfile)  # both set: serve https (TLS tests)
         self._lock = threading.Lock()
@@ -428,6 +429,8 @@ class Standin:
         self._counters = _Counters()  # replaced on every start()
         self._running: dict[int, Truth] = {}
         self._admitted: set[int] = set()  # with max_num_seqs: the running requests that hold a slot
+        self._releases = 0  # release() calls: a held stream goes on once this moves (fault "hold")
+        self._holding = 0  # streams held now
         self.app = Starlette(routes=[
             Route("/health", self._health, methods=["GET"]),
             Route("/metrics", self._metrics, methods=["GET"]),
@@ -438,6 +441,16 @@ class Standin:
             # Not vLLM's: the truth records, for a stand-in in another process (StandinProcess).
             Route("/standin/truth", self._truth, methods=["GET"]),
         ])
+
+    @property
+    def behavior(self) -> StandinBehavior:
+        return self._behavior
+
+    @behavior.setter
+    def behavior(self, behavior: StandinBehavior) -> None:
+        # Its own copy: a test that changes a stand-in's behaviour (``s.behavior.fault = ...``)
+        # must not change the module-level behaviour it was built from, which later tests reuse.
+        self._behavior = behavior.model_copy(deep=True)
 
     # ---- lifecycle
 
@@ -480,6 +493,17 @@ class Standin:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._server = self._thread = None
+
+    def release(self) -> None:
+        """Let every stream held now (fault "hold") go on, at the normal pace from here."""
+        with self._lock:
+            self._releases += 1
+
+    @property
+    def holding(self) -> int:
+        """Streams held now (fault "hold"), waiting for release()."""
+        with self._lock:
+            return self._holding
 
     def restart(self) -> None:
         """Stop and start again on the same port (a server restarted between runs)."""
@@ -875,7 +899,7 @@ class _Generation:
         t0, i, last = self.truth.t_request + b.ttft_s, 0, len(sizes) - 1
         if b.max_num_seqs is not None:  # queued until a slot frees; prefill starts then
             t0 = max(self.truth.t_request, await self._admit(b.max_num_seqs)) + b.ttft_s
-        fault_at = b.fault_after_chunks if b.fault in ("cut", "stall", "garbage") else -1
+        fault_at = b.fault_after_chunks if b.fault in ("cut", "stall", "garbage", "hold") else -1
         dynamic, due = b.slowdown_in_flight > 0, t0
         while i <= last:
             if i == fault_at:
@@ -887,6 +911,10 @@ class _Generation:
                     await asyncio.sleep(b.stall_s)
                     t0 += b.stall_s  # then carry on at the normal pace
                     due += b.stall_s
+                if b.fault == "hold":
+                    held = await self._hold()
+                    t0 += held
+                    due += held
                 if b.fault == "garbage":
                     await send({"type": "http.response.body", "body": b"data: {\"id\": oops not json\n\n",
                                 "more_body": True})
@@ -919,6 +947,23 @@ class _Generation:
         self.s._finish(self.truth, "completed", self.finish)
         await send({"type": "http.response.body", "body": tail.encode(), "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _hold(self) -> float:
+        """Wait for the stand-in's next release() (fault "hold"); the seconds it took."""
+        t = time.perf_counter()
+        with self.s._lock:
+            seen = self.s._releases
+            self.s._holding += 1
+        try:
+            while True:
+                with self.s._lock:
+                    if self.s._releases != seen:
+                        break
+                await asyncio.sleep(0.01)
+        finally:
+            with self.s._lock:
+                self.s._holding -= 1
+        return time.perf_counter() - t
 
     async def _cut(self) -> None:
         """Close the connection mid-body, like a server process that died."""
@@ -1016,7 +1061,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--chunk-sizes", default="1", help="comma-separated, e.g. 1,3,5")
     p.add_argument("--pieces-file", type=Path, help="JSON list of token texts, or one text per line")
     p.add_argument("--stop-at-end-of-pieces", action="store_true")
-    p.add_argument("--fault", choices=list(get_args(Fault)))
+    p.add_argument("--fault", choices=[f for f in get_args(Fault) if f != "hold"])  # nothing releases it
     p.add_argument("--fault-after-chunks", type=int, default=5)
     p.add_argument("--stall-s", type=float, default=30.0)
     p.add_argument("--metrics-mode", choices=["ok", "missing", "malformed", "slow"], default="ok")

@@ -370,7 +370,8 @@ def test_the_evaluator_gives_a_verdict_per_arm_and_one_line_on_top(load_servers,
     assert code == 0
     result = SweepResult.model_validate_json((tmp_path / "results.json").read_text())
     (v,) = result.verdicts
-    gains = [(c.settings.concurrency, {n: a.speedup and round(a.speedup.median, 2) for n, a in c.arms.items()})
+    gains = [(c.settings.concurrency, {n: round(a.speedup.median, 2) if a.speedup else a.na_reasons.get("speedup")
+                                           for n, a in c.arms.items()})
              for c in result.cells]
     assert v.methods_line == LOAD_LINE.format(noun="concurrent request"), gains
     assert [(a.arm, a.decision) for a in v.per_arm] == [("eagle3", "depends"), ("ngram", "enable"),

@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 from harness.standin import Standin, StandinBehavior, plan_chunks
+from tests.waiting import wait_for
 
 FIX = Path(__file__).parent / "fixtures"
 STREAM_OPTS = {"include_usage": True, "continuous_usage_stats": True}
@@ -247,6 +248,29 @@ def test_stall_stops_sending(standin_factory) -> None:
     assert s.wait_idle(3.0) and s.aborted == 1  # our timeout closed the connection
 
 
+def test_hold_waits_for_release_however_long_it_takes(standin_factory) -> None:
+    import threading
+
+    s = standin_factory(fault="hold", fault_after_chunks=3, tokens_per_s=1000)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(stream_lines(s.url, chat_body(max_tokens=20))))
+    reader.start()
+    wait_for(lambda: s.holding == 1, 10, "the stream is held")
+    time.sleep(0.5)  # 20 tokens at 1000/s would have gone out in 0.02 s
+    assert s.holding == 1 and s.truth[0].completion_tokens == 3 and reader.is_alive()
+    s.release()
+    reader.join(10)
+    assert not reader.is_alive() and s.holding == 0
+    assert s.truth[0].completion_tokens == 20 and s.completed == 1 and lines[-1] == "data: [DONE]"
+    s.release()  # nothing held: nothing happens, and the next stream holds again
+    again = threading.Thread(target=lambda: stream_lines(s.url, chat_body(max_tokens=20)))
+    again.start()
+    wait_for(lambda: s.holding == 1, 10, "the stream is held")
+    s.release()
+    again.join(10)
+    assert s.completed == 2
+
+
 def test_garbage_line_then_the_stream_goes_on(standin_factory) -> None:
     s = standin_factory(fault="garbage", fault_after_chunks=2, tokens_per_s=2000)
     lines = stream_lines(s.url, chat_body(max_tokens=6))
@@ -277,6 +301,24 @@ def test_refuse_and_stopped_server(standin_factory) -> None:
     s.restart()  # a restarted server starts its counters from zero
     assert spec_value(metric_samples(url), "vllm:generation_tokens_total") == 0
     assert s.started == 1 and len(s.requests) == 2  # records survive; the refused one never started
+
+
+def test_a_change_to_a_standins_behaviour_is_its_own() -> None:
+    # Tests share module-level behaviours (tests/test_methods.LOAD_ARMS): one that faults a stand-in
+    # once made every later stand-in built from the same behaviour fault too.
+    shared = StandinBehavior(tokens_per_s=50)
+    with Standin(shared) as s:
+        s.behavior.fault = "server_error"
+        assert httpx.post(s.url + "/v1/chat/completions", json=chat_body(stream=False),
+                          timeout=TIMEOUT).status_code == 500
+    assert shared.fault is None
+    with Standin(shared) as again:
+        assert httpx.post(again.url + "/v1/chat/completions", json=chat_body(stream=False),
+                          timeout=TIMEOUT).status_code == 200
+    replaced = StandinBehavior(speculative=True)
+    again.behavior = replaced
+    again.behavior.fault = "refuse"
+    assert replaced.fault is None
 
 
 def _error_body(fixture: str) -> dict[str, Any]:

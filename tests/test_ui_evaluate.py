@@ -131,7 +131,8 @@ def test_a_sweep_of_three_arms_shows_every_verdict_and_the_one_line(monkeypatch:
     status, verdict, table, files = out[0], out[3], out[8], out[9]
     assert 'data-state="done"' in status, status
     result = SweepResult.model_validate_json(Path(next(f for f in files if f.endswith(".json"))).read_text())
-    gains = [(c.settings.concurrency, {n: a.speedup and round(a.speedup.median, 2) for n, a in c.arms.items()})
+    gains = [(c.settings.concurrency, {n: round(a.speedup.median, 2) if a.speedup else a.na_reasons.get("speedup")
+                                           for n, a in c.arms.items()})
              for c in result.cells]
     # the one line on top, then each arm's verdict, as the evaluator decided them
     line = LOAD_LINE.format(noun="concurrent request")
