@@ -44,10 +44,15 @@ def screenshot(pg, name: str) -> Path:
     return path
 
 
+# Opening the page is not what a test measures: on a 2-core machine beside two busy loops,
+# Chromium takes over 30 s to load and run Gradio's bundle. A wait ends as soon as it holds.
+PAGE_LOAD_TIMEOUT_MS = 120_000
+
+
 def open_page(page, app: AppProcess) -> None:
-    page.goto(app.url, timeout=30_000)
-    page.wait_for_selector("#sd-start", timeout=30_000)
-    page.wait_for_selector("#sd-servers table", timeout=15_000)  # the load-time probe answered
+    page.goto(app.url, timeout=PAGE_LOAD_TIMEOUT_MS)
+    page.wait_for_selector("#sd-start", timeout=PAGE_LOAD_TIMEOUT_MS)
+    page.wait_for_selector("#sd-servers table", timeout=PAGE_LOAD_TIMEOUT_MS)  # the load-time probe answered
 
 
 def select_preset(page, preset_title: str) -> None:
@@ -125,6 +130,13 @@ def start(page, key: bool = False) -> None:
         page.keyboard.press("Control+Enter")
     else:
         page.click("#sd-start")
+
+
+def press_stop(page) -> None:
+    """Press Stop and return once the app has run its handler (its response came back), so that
+    what the test does next cannot overtake the Stop."""
+    with page.expect_response(lambda r: r.request.method == "POST" and "/run/" in r.url, timeout=60_000):
+        page.click("#sd-stop")
 
 
 def wait_finished(page, timeout_ms: int = 60_000, app: AppProcess | None = None) -> str:

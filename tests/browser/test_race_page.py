@@ -25,6 +25,7 @@ from harness.page_driver import (
     OBSERVER_JS,
     choose,
     open_page,
+    press_stop,
     screenshot,
     start,
     tile_value,
@@ -32,6 +33,7 @@ from harness.page_driver import (
     wait_finished,
 )
 from harness.standin import Standin, StandinBehavior
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -370,22 +372,26 @@ def test_no_servers_says_how_to_start_them(page, apps) -> None:
 
 def test_second_viewer_waits_visibly_for_a_free_slot(chromium, apps, servers) -> None:
     base, spec = servers
-    # The first viewer's race holds the one slot for ~10 s (120 tokens at 12 tokens/s), so the second
-    # viewer's wait, and a Stop pressed during it, land while the slot is taken however slowly this
-    # machine runs the page. Each request reads the behaviour when it starts: the waiting viewer's
-    # own race, which starts once the slot frees, runs at the fast rates set once it is seen waiting.
-    slow = (StandinBehavior(tokens_per_s=12), StandinBehavior(speculative=True, tokens_per_s=24, chunk_sizes=[1, 2]))
+    # The first viewer's race holds the one slot until the test lets its baseline stream go on
+    # (fault "hold", after 3 tokens), so the second viewer's wait, and a Stop pressed during it,
+    # land while the slot is taken however slowly this machine runs the page.
+    held = (StandinBehavior(tokens_per_s=40, fault="hold", fault_after_chunks=3),
+            StandinBehavior(speculative=True, tokens_per_s=80, chunk_sizes=[1, 2]))
     fast = (StandinBehavior(tokens_per_s=40), StandinBehavior(speculative=True, tokens_per_s=80, chunk_sizes=[1, 2]))
     app = apps["queue"]  # SPECDEMO_MAX_CONCURRENT_RACES=1
     contexts = [chromium.new_context(viewport={"width": 1280, "height": 720}) for _ in range(2)]
 
     def first_holds_the_slot() -> None:
-        set_behaviors(servers, *slow)
+        set_behaviors(servers, *held)
         start(first)
-        first.wait_for_function(
-            "() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 5")
+        # Its race holds the slot once it runs and its baseline stream is held. (Not "its pane has
+        # text": the last race's text is still on the page, and the slot the last race held may free
+        # a moment after the page shows it done.)
+        first.wait_for_selector('#sd-run-status .sd-run-status[data-state="running"]', timeout=60_000)
+        wait_for(lambda: base.holding == 1, 30, "the first viewer's baseline stream is held")
+        set_behaviors(servers, *fast)  # each request reads the behaviour when it starts
         start(second)
-        second.wait_for_selector('#sd-run-status .sd-run-status[data-state="waiting"]', timeout=5_000)
+        second.wait_for_selector('#sd-run-status .sd-run-status[data-state="waiting"]', timeout=60_000)
         assert first.get_attribute("#sd-run-status .sd-run-status", "data-state") == "running"
 
     try:
@@ -393,19 +399,22 @@ def test_second_viewer_waits_visibly_for_a_free_slot(chromium, apps, servers) ->
         for pg in (first, second):
             open_page(pg, app)
             choose(pg, PRESET_TITLE, max_tokens=120)
+        sent = base.started
         first_holds_the_slot()
-        set_behaviors(servers, *fast)  # for the second viewer's race, once it gets the slot
         time.sleep(0.5)
         assert second.get_attribute("#sd-run-status .sd-run-status", "data-state") == "waiting"
         assert second.locator("#sd-text-baseline .sd-text").count() == 0  # nothing sent yet
+        assert base.started == sent + 1  # the first viewer's only
         screenshot(second, "queue-1-second-viewer-waiting")
+        base.release()
         assert wait_finished(first) == "done"
         assert wait_finished(second) == "done"
         assert base.wait_idle(5) and spec.wait_idle(5)
         # Stop pressed while waiting: the race never reaches the servers.
         started = (base.started, spec.started)
         first_holds_the_slot()
-        second.click("#sd-stop")
+        press_stop(second)  # handled before the slot frees
+        base.release()
         # The waiting race's event runs once the slot frees (Gradio's queue), and then says it stopped.
         assert wait_finished(first) == "done"
         assert wait_finished(second) == "stopped"
