@@ -76,8 +76,9 @@ def users_arg(text: str, settings: Settings) -> list[int]:
         raise UsageError(f"--{e}") from None
 
 
-def _request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
-    # A load sweep's warm-up is a count of batches (LoadSpec.warmup), not the race's flag.
+def load_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
+    """The request a load sweep (or the what-if) sends, from the race's flags. Its warm-up is a
+    count of batches (LoadSpec.warmup), not the race's flag."""
     return build_request(argparse.Namespace(**{**vars(args), "warmup": False}), settings)
 
 
@@ -246,7 +247,7 @@ def write_out(r: LoadResult, out: Path, png: bool = False) -> list[Path]:
 def cmd_load(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     users = users_arg(args.users, settings)
-    req = _request(args, settings)
+    req = load_request(args, settings)
     try:
         slo = (Slo(ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms)
                if args.slo_ttft_ms is not None or args.slo_itl_ms is not None else None)

@@ -31,7 +31,7 @@ from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_f
 from demo.errors import BadInput
 from demo.fmt import fmt_number, fmt_speedup, or_na
 from demo.load import LoadSpec, LoadStep, request_from_race, run_load
-from demo.load_cli import _request, make_spec, users_arg
+from demo.load_cli import load_request, make_spec, users_arg
 from demo.results import RaceRequest
 from demo.settings import Settings
 from demo.sweep.models import ArmSpec, CellStatus
@@ -283,7 +283,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         raise UsageError(f"--users takes one count for whatif (the load it is measured at), got {args.users!r}")
     if not args.preset and not args.prompt:
         args.preset = "json_reformat"
-    req = _request(args, settings)
+    req = load_request(args, settings)
     spec = make_spec(settings, req, users, args.order, args.repeats, args.warmup)
     result = WhatifResult(users=users[0], order=spec.order, workload=spec.workload, max_tokens=spec.max_tokens,
                           temperature=spec.temperature, repeats=spec.repeats, warmup=spec.warmup,
