@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import gradio as gr
@@ -29,24 +29,14 @@ from demo.settings import Settings
 from demo.ui import load_panel
 from demo.workload import WorkloadRequest
 from harness.standin import Standin
-from harness.standin_process import StandinProcess, process_pair
-from tests.test_load_sweep import BASE, MAX_TOKENS, SPEC, USERS
+from harness.standin_process import StandinProcess
+from tests import test_load_sweep
+from tests.test_load_sweep import MAX_TOKENS, USERS
 from tests.waiting import wait_for
 
+# The load sweep's fixtures of its stand-ins: ``pair`` in this process, ``apart`` in their own.
+pair, apart = test_load_sweep.pair, test_load_sweep.apart
 REQUEST = WorkloadRequest(id="prompt", api="chat", messages=[{"role": "user", "content": "hi"}])
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[Standin, Standin]]:
-    with Standin.pair(BASE, SPEC) as servers:
-        yield servers
-
-
-@pytest.fixture
-def apart() -> Iterator[tuple[StandinProcess, StandinProcess]]:
-    """The pair in processes of their own (tests/test_load_sweep.py's ``apart``)."""
-    with process_pair(BASE, SPEC) as servers:
-        yield servers
 
 
 def settings_for(base: Standin | StandinProcess, spec: Standin | StandinProcess, tmp_path: Path) -> Settings:
