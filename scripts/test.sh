@@ -68,8 +68,9 @@ fi
 # modules run one at a time, the longest groups go out first (tests/conftest.py: GROUPS). A third
 # worker was ~70 s faster and made the figures checked against stand-ins' truth miss on a busy machine.
 status=0
+# --durations: the 20 slowest tests in the log, where the stage's time goes.
 .venv/bin/python -m pytest -m "not e2e" -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder \
-    || status=$?
+    --durations=20 || status=$?
 stamp "fast and browser tests done (exit $status)"
 
 if [[ "${1:-}" != "--fast" ]]; then
