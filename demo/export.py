@@ -103,6 +103,8 @@ def prompt_lines(result: RaceResult) -> list[list[str]]:
 
 
 def several_arms(result: RaceResult) -> bool:
+    """Whether ``result`` is drawn with a pane per arm (the exported page, the Replay tab), else as
+    the pair's two panes."""
     return len(result.arms) > 1
 
 

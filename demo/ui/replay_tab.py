@@ -28,7 +28,7 @@ import gradio as gr
 
 from demo import charts, view
 from demo.errors import DemoError
-from demo.export import export_to_temp, run_for_export
+from demo.export import export_to_temp, run_for_export, several_arms
 from demo.live.frames import result_view, throttled_frames
 from demo.live.pane_title import recorded_arm_titles
 from demo.load import UsersRace
@@ -285,11 +285,6 @@ def _slot(index: int) -> ArmSlot:
                        tiles=gr.HTML("", elem_id=f"sd-replay-tiles-arm-{n}"),
                        text=gr.HTML('<div class="sd-text"></div>', elem_id=f"sd-replay-text-arm-{n}"),
                        headline=headline, badge=badge)
-
-
-def several_arms(result: RaceResult) -> bool:
-    """Whether ``result`` replays in the layout of several arms (else the pair's two panes)."""
-    return len(result.arms) > 1
 
 
 # ---------------------------------------------------------------- events
