@@ -262,7 +262,12 @@ def test_a_booth_turn_with_two_arms_races_both_one_after_another_on_cpu(tmp_path
         assert live.badges is not None and set(live.badges) == {"speculative", "ngram"}
         assert 'data-arm="ngram"' in live.badges["ngram"] and 'data-identical="true"' in live.badges["ngram"]
 
+        # A quiet pane is a stall only when its server stops answering: every server, by pane key.
+        every = {"baseline", "speculative", "ngram"}
+        assert asyncio.run(booth._healthy_panes(["ngram"])) == every
         slow.stop()  # the ngram arm's server is down: the next turn is that recording
+        assert asyncio.run(booth._healthy_panes(["ngram"])) == every - {"ngram"}
+        assert asyncio.run(booth._healthy_panes(["speculative"])) == {"baseline", "speculative"}  # /health alone
         recorded = asyncio.run(turn())
         assert recorded is not None and recorded.caption is not None and recorded.frame is not None
         assert 'data-state="recording"' in recorded.caption

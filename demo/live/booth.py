@@ -369,11 +369,11 @@ class Booth:
 
     async def _healthy_panes(self, quiet: list[str]) -> set[str]:
         """Which of the ``quiet`` panes' servers answer /health now, by pane key."""
-        healthy: set[str] = set(await healthy_sides(self.settings))
-        if any(k not in SIDES for k in quiet):  # another arm's server: the arms' probe
-            infos = await probe_arms(self.settings)
-            healthy |= {view.pane_key(i, info.arm or "") for i, info in enumerate(infos[1:]) if i and info.healthy}
-        return healthy
+        if all(k in SIDES for k in quiet):  # the pair's servers: /health alone
+            return set(await healthy_sides(self.settings))
+        # Another arm's server: the arms' probe, [baseline, arm 1, ...] as self.pane_keys lists them.
+        infos = await probe_arms(self.settings)
+        return {key for key, info in zip(self.pane_keys, infos, strict=True) if info.healthy}
 
     def _racing_note(self) -> str:
         if len(self.arms) <= 1:
