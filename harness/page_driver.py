@@ -79,9 +79,9 @@ def race_to_the_end(page, app: AppProcess, preset_title: str, timeout_ms: int = 
 def open_evaluate(page, app: AppProcess) -> None:
     """Open the page on its Evaluate tab, at a size that shows the report."""
     page.set_viewport_size({"width": 1400, "height": 1000})
-    page.goto(app.url, timeout=30_000)
-    page.get_by_role("tab", name="Evaluate").click()
-    page.wait_for_selector("#sd-eval-run", timeout=15_000)
+    page.goto(app.url, timeout=PAGE_LOAD_TIMEOUT_MS)
+    page.get_by_role("tab", name="Evaluate").click(timeout=PAGE_LOAD_TIMEOUT_MS)
+    page.wait_for_selector("#sd-eval-run", timeout=PAGE_LOAD_TIMEOUT_MS)
 
 
 def fill_field(page, selector: str, value: str) -> None:
