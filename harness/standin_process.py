@@ -48,15 +48,27 @@ class StandinProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> StandinProcess:
+        self.spawn()
+        return self.wait_ready()
+
+    def spawn(self, taken: frozenset[int] = frozenset()) -> None:
+        """Start the process on a free port not in ``taken`` (ports picked for stand-ins not yet
+        listening), without waiting for it to answer."""
         if self._log_path is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="standin-")
             self._log_path = Path(self._tmp.name) / "standin.log"
         self.port = free_port()
+        while self.port in taken:
+            self.port = free_port()
         with open(self._log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "harness.standin", "--port", str(self.port),
                  "--behavior-json", self.behavior.model_dump_json()],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    def wait_ready(self) -> StandinProcess:
+        """Wait until the spawned process answers /health; stop it and raise if it does not."""
+        assert self.proc is not None, "spawn() first"
         deadline = time.monotonic() + READY_S
         while True:
             if self.proc.poll() is not None:
@@ -100,10 +112,26 @@ class StandinProcess:
 
 
 @contextmanager
+def processes(*behaviors: StandinBehavior) -> Iterator[list[StandinProcess]]:
+    """A stand-in per behaviour, each in its own process, started together (their imports overlap,
+    one after another they took seconds each on a busy machine) and all stopped on the way out."""
+    started = [StandinProcess(b) for b in behaviors]
+    try:
+        for s in started:
+            s.spawn(frozenset(o.port for o in started if o is not s))
+        for s in started:
+            s.wait_ready()
+        yield started
+    finally:
+        for s in started:
+            s.stop()
+
+
+@contextmanager
 def process_pair(base: StandinBehavior, spec: StandinBehavior) -> Iterator[tuple[StandinProcess, StandinProcess]]:
     """A baseline and a speculative stand-in, each in its own process: a test whose client and
     servers must not share one GIL (figures checked against the stand-ins' pacing on a busy machine)."""
-    with StandinProcess(base) as b, StandinProcess(spec) as s:
+    with processes(base, spec) as (b, s):
         yield b, s
 
 
