@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args
+from demo.client import settle_heap
 from demo.export import add_export_parser
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load_cli import add_load_parser, cmd_race_users, users_arg
@@ -171,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     add_load_parser(sub)
     add_whatif_parser(sub)
     args = parser.parse_args(argv)
+    settle_heap()  # no collector pause over the imports inside a measured stream
     try:
         return args.func(args)
     except UsageError as e:
