@@ -30,13 +30,12 @@ from demo.sweep.crossover import choose_arms
 from demo.sweep.figures import acceptance_figure, speedup_figure
 from demo.sweep.models import CellResult, SweepResult
 from harness.standin import Standin, StandinBehavior, Truth
+from harness.standin_process import StandinProcess, processes
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MAX_TOKENS = 60
 
 # The race: a baseline and three arms 3.0x, 2.0x and 1.2x as fast, each its own acceptance.
-# Slow streams (the fastest takes ~0.7 s) keep a scheduling hiccup small against them: four servers
-# and the client share one process and two busy cores.
 RACE_BASE = StandinBehavior(tokens_per_s=30, ttft_s=0.02)
 RACE_ARMS = {
     "eagle3": StandinBehavior(tokens_per_s=90, ttft_s=0.02, speculative=True, chunk_sizes=[1, 3, 5, 4]),
@@ -44,6 +43,11 @@ RACE_ARMS = {
     "draft": StandinBehavior(tokens_per_s=36, ttft_s=0.02, speculative=True, chunk_sizes=[1, 2]),
 }
 NOMINAL = {"eagle3": 3.0, "ngram": 2.0, "draft": 1.2}
+# The rate check, as in test_measure_truth: each stand-in in a process of its own, and 90 tokens at
+# two thirds of those speeds, so that the fastest arm streams 1.5 s. With all four stand-ins in the
+# client's process, a busy CI's hiccup at the last token of a 0.67 s stream moved a speedup by 7%.
+RATE_TOKENS = 90
+RATE_PACE = 2 / 3
 
 
 @pytest.fixture(autouse=True)
@@ -64,7 +68,15 @@ def race_servers() -> Iterator[tuple[Standin, dict[str, Standin]]]:
     yield from serve(RACE_BASE, RACE_ARMS)
 
 
-def arm_flags(arms: dict[str, Standin]) -> list[str]:
+@pytest.fixture(scope="module")
+def rate_servers() -> Iterator[tuple[StandinProcess, dict[str, StandinProcess]]]:
+    slower = [b.model_copy(update={"tokens_per_s": b.tokens_per_s * RATE_PACE})
+              for b in (RACE_BASE, *RACE_ARMS.values())]
+    with processes(*slower) as (base, *arms):
+        yield base, dict(zip(RACE_ARMS, arms, strict=True))
+
+
+def arm_flags(arms: dict[str, Standin] | dict[str, StandinProcess]) -> list[str]:
     return [x for name, s in arms.items() for x in ("--arm", f"{name}={s.url}")]
 
 
@@ -73,8 +85,9 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
-def streamed(server: Standin, tokens: int = MAX_TOKENS) -> list[Truth]:
-    return [t for t in server.truth if t.stream and t.completion_tokens == tokens]
+def streamed(server: Standin | StandinProcess, tokens: int = MAX_TOKENS) -> list[Truth]:
+    truth = server.truth() if isinstance(server, StandinProcess) else server.truth
+    return [t for t in truth if t.stream and t.completion_tokens == tokens]
 
 
 # --------------------------------------------------------------------------- settings
@@ -157,17 +170,17 @@ def test_the_launchers_arms_are_picked_up_for_its_speculative_url(tmp_path: Path
 # --------------------------------------------------------------------------- the race
 
 
-def check_race_against_truth(out: dict, base: Standin, arms: dict[str, Standin]) -> None:
+def check_race_against_truth(out: dict, base: StandinProcess, arms: dict[str, StandinProcess]) -> None:
     assert list(out["arms"]) == list(arms)  # in the order given
-    b = streamed(base)[-1]
+    b = streamed(base, RATE_TOKENS)[-1]
     for name, server in arms.items():
-        arm, t = out["arms"][name], streamed(server)[-1]
+        arm, t = out["arms"][name], streamed(server, RATE_TOKENS)[-1]
         true = (t.decode_tokens_per_s or 0) / (b.decode_tokens_per_s or 1)
         assert arm["speedup"] == pytest.approx(true, rel=0.05), name
         assert true == pytest.approx(NOMINAL[name], rel=0.2)  # the stand-ins do what they say
         assert arm["acceptance_rate"] == pytest.approx(t.acceptance_rate, abs=1e-9)  # exact
         assert arm["mean_acceptance_length"] == pytest.approx(t.mean_acceptance_length, abs=1e-9)
-        assert arm["completion_tokens"] == MAX_TOKENS and arm["identical_text"] is True
+        assert arm["completion_tokens"] == RATE_TOKENS and arm["identical_text"] is True
     # today's keys hold the first arm
     first = out["arms"]["eagle3"]
     assert out["speedup"] == first["speedup"]
@@ -176,13 +189,14 @@ def check_race_against_truth(out: dict, base: Standin, arms: dict[str, Standin])
 
 
 @pytest.mark.parametrize("order", ["sequential", "simultaneous"])
-def test_race_of_three_arms_measures_each_against_its_truth(race_servers, capsys, order: str) -> None:
-    base, arms = race_servers
+def test_race_of_three_arms_measures_each_against_its_truth(rate_servers, capsys, order: str) -> None:
+    base, arms = rate_servers
     out = run_json(capsys, "race", "--baseline-url", base.url, *arm_flags(arms), "--preset", "json_reformat",
-                   "--max-tokens", str(MAX_TOKENS), "--order", order, "--json")
+                   "--max-tokens", str(RATE_TOKENS), "--order", order, "--json")
     check_race_against_truth(out, base, arms)
-    if order == "sequential":  # each server alone: no request overlapped another
-        spans = sorted((t.t_request, t.t_last_token_sent or 0) for s in (base, *arms.values()) for t in streamed(s))
+    if order == "sequential":  # each server alone: no request overlapped another (one clock: CLOCK_MONOTONIC)
+        last = [streamed(s, RATE_TOKENS)[-1] for s in (base, *arms.values())]
+        spans = sorted((t.t_request, t.t_last_token_sent or 0) for t in last)
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
 
 
@@ -197,8 +211,8 @@ def test_speculative_url_stays_the_first_arm_and_the_table_has_a_column_per_arm(
     assert "ngram:" in table and "draft:" in table and "speedup (decode tokens/s)" in table
 
 
-def test_race_with_users_measures_every_arm(race_servers, capsys, monkeypatch, tmp_path: Path) -> None:
-    base, arms = race_servers
+def test_race_with_users_measures_every_arm(rate_servers, capsys, monkeypatch, tmp_path: Path) -> None:
+    base, arms = rate_servers  # its order of speedups down to 1.2x is a rate check too
     monkeypatch.setenv("SPECDEMO_SAVE_RUNS", "true")
     out = run_json(capsys, "race", "--baseline-url", base.url, *arm_flags(arms), "--users", "2", "--prompt",
                    "Say hi", "--max-tokens", "20", "--order", "sequential", "--json")
