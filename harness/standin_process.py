@@ -113,8 +113,8 @@ class StandinProcess:
 
 @contextmanager
 def processes(*behaviors: StandinBehavior) -> Iterator[list[StandinProcess]]:
-    """A stand-in per behaviour, each in its own process, started together (their imports overlap,
-    one after another they took seconds each on a busy machine) and all stopped on the way out."""
+    """A stand-in per behaviour, each in its own process, started together (their imports overlap)
+    and all stopped on the way out."""
     started = [StandinProcess(b) for b in behaviors]
     try:
         for s in started:
