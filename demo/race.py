@@ -16,7 +16,14 @@ from typing import Any
 
 import httpx
 
-from demo.client import StreamError, count_prompt_tokens, discover_model, make_http_client, stream_completion
+from demo.client import (
+    StreamError,
+    collector_paused,
+    count_prompt_tokens,
+    discover_model,
+    make_http_client,
+    stream_completion,
+)
 from demo.measure import SideMeter
 from demo.metrics import MetricsSample, scrape_metrics, spec_stats_from_delta
 from demo.results import FIRST_ARM, ArmResult, ArmSnapshot, RaceRequest, RaceResult, RaceSnapshot, SideResult
@@ -270,14 +277,15 @@ async def _drive(req: RaceRequest, sides: dict[str, _SideRun]) -> None:
     """Every side's request, in the race's order: all at once from one start line, or one after the
     other (the baseline, then each arm in its order)."""
     await asyncio.gather(*(s.prepare(req) for s in sides.values()))
-    if req.order == "simultaneous":
-        await asyncio.gather(*(s.scrape_before() for s in sides.values()))
-        t0 = time.perf_counter()
-        await asyncio.gather(*(s.run(req, t0) for s in sides.values()))
-    else:
-        for s in sides.values():
-            await s.scrape_before()
-            await s.run(req, time.perf_counter())
+    with collector_paused():  # no collector pause at a measured token
+        if req.order == "simultaneous":
+            await asyncio.gather(*(s.scrape_before() for s in sides.values()))
+            t0 = time.perf_counter()
+            await asyncio.gather(*(s.run(req, t0) for s in sides.values()))
+        else:
+            for s in sides.values():
+                await s.scrape_before()
+                await s.run(req, time.perf_counter())
 
 
 async def _next_change(task: asyncio.Task[None], changed: asyncio.Event, stop_wait: asyncio.Task[bool] | None) -> None:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 import httpx
 from pydantic import BaseModel
 
-from demo.client import StreamError, discover_model, make_http_client, stream_completion
+from demo.client import StreamError, collector_paused, discover_model, make_http_client, stream_completion
 from demo.measure import SideMeter
 from demo.metrics import scrape_metrics
 from demo.presets import Preset
@@ -190,7 +190,8 @@ async def run_batch(http: httpx.AsyncClient, server: _Server, reqs: list[RaceReq
     probe = HeadroomProbe()
     try:
         async with probe:  # is the client keeping up? (its loop lag and CPU, not the server's)
-            results = await _stream_all(http, server, model, reqs, concurrency, observe)
+            with collector_paused():  # no collector pause at a measured token
+                results = await _stream_all(http, server, model, reqs, concurrency, observe)
         wall_s = time.perf_counter() - t_start
     finally:
         stop.set()
