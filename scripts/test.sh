@@ -26,7 +26,6 @@ if [[ "${1:-}" != "--fast" ]]; then
     bash scripts/setup_cpu_servers.sh >artifacts/setup-cpu-servers.log 2>&1 &
     setup_pid=$!
 fi
-trap 'for p in $setup_pid $prom_pid; do kill "$p" 2>/dev/null || true; done' EXIT
 
 bash scripts/setup_app.sh
 bash scripts/install_browser.sh
@@ -35,6 +34,39 @@ if [[ "${1:-}" != "--fast" ]]; then
     # For tests/e2e/test_prometheus_e2e.py (skipped with a reason without it).
     bash scripts/install_prometheus.sh >artifacts/install-prometheus.log 2>&1 &
     prom_pid=$!
+fi
+
+# The end-to-end pair starts as soon as the CPU vLLM venv is ready, at the lowest priority (nice
+# 19), while lint and the fast tests run: it takes only what they leave idle (a niced task yields
+# its core to theirs at once), so its warm start (~100 s here) is done before the e2e stage needs
+# it. That stage gives it back its normal priority (only root may lower a nice value, so a
+# non-root run starts the pair in the e2e stage, as the e2e fixture does when nothing is up). A
+# start that fails costs nothing: the fixture starts its own pair.
+E2E_RUN_DIR="$ROOT/logs/servers-e2e"
+up_pid="" pair_started="" setup=0
+wait_for_vllm_venv() {
+    if [[ -n "$setup_pid" ]]; then
+        wait "$setup_pid" || setup=$?
+        setup_pid=""
+        cat artifacts/setup-cpu-servers.log
+        stamp "CPU vLLM venv ready (exit $setup)"
+    fi
+}
+start_e2e_pair() {
+    [[ "${1:-}" != "--fast" && -z "$pair_started" && $setup -eq 0 && "$(id -u)" == 0 ]] || return 0
+    # Its start and warm-up may take minutes at nice 19 beside the tests: wider bounds for this start.
+    SPECDEMO_SERVERS_STARTUP_TIMEOUT_S=1200 SPECDEMO_SERVERS_WARMUP_TIMEOUT_S=900 \
+        nice -n 19 .venv/bin/python -m servers up --detach --host 127.0.0.1 --baseline-port 8000 \
+        --speculative-port 8001 --run-dir "$E2E_RUN_DIR" >artifacts/servers-e2e-up.log 2>&1 &
+    up_pid=$! pair_started=1
+    stamp "the e2e pair starting at nice 19 (artifacts/servers-e2e-up.log)"
+}
+trap 'for p in $setup_pid $prom_pid $up_pid; do kill "$p" 2>/dev/null || true; done
+      [[ -z "$pair_started" ]] || .venv/bin/python -m servers down --run-dir "$E2E_RUN_DIR" >/dev/null 2>&1 || true' EXIT
+# The venv already there (a cached one installs nothing): the pair starts before lint.
+if [[ -n "$setup_pid" ]] && ! kill -0 "$setup_pid" 2>/dev/null; then
+    wait_for_vllm_venv
+    start_e2e_pair "${1:-}"
 fi
 
 # Lint, types and layers first (config in pyproject.toml; Biome's, for the page's JS and CSS in
@@ -47,13 +79,8 @@ lint=0
 stamp "ruff, mypy, lint-imports and biome done (exit $lint)"
 [[ $lint -eq 0 ]] || exit $lint
 
-setup=0
-if [[ -n "$setup_pid" ]]; then
-    wait "$setup_pid" || setup=$?
-    setup_pid=""
-    cat artifacts/setup-cpu-servers.log
-    stamp "CPU vLLM venv ready (exit $setup)"
-fi
+wait_for_vllm_venv
+start_e2e_pair "${1:-}"
 if [[ -n "$prom_pid" ]]; then
     prom=0
     wait "$prom_pid" || prom=$?
@@ -62,27 +89,8 @@ if [[ -n "$prom_pid" ]]; then
     [[ $prom -eq 0 ]] || echo "[test] Prometheus not installed; its e2e test will skip"
 fi
 
-# The end-to-end pair starts now, at the lowest priority (nice 19), while the fast tests run: it
-# takes only what they leave idle (a niced task yields its core to theirs at once), so its warm
-# start (~100 s here) is done before the e2e stage needs it. That stage gives it back its normal
-# priority (only root may lower a nice value, so a non-root run starts the pair in the e2e stage,
-# as the e2e fixture does when nothing is up). A start that fails costs nothing: the fixture starts
-# its own pair.
-E2E_RUN_DIR="$ROOT/logs/servers-e2e"
-up_pid="" pair_started=""
-if [[ "${1:-}" != "--fast" && $setup -eq 0 && "$(id -u)" == 0 ]]; then
-    # Its start and warm-up may take minutes at nice 19 beside the tests: wider bounds for this start.
-    SPECDEMO_SERVERS_STARTUP_TIMEOUT_S=1200 SPECDEMO_SERVERS_WARMUP_TIMEOUT_S=900 \
-        nice -n 19 .venv/bin/python -m servers up --detach --host 127.0.0.1 --baseline-port 8000 \
-        --speculative-port 8001 --run-dir "$E2E_RUN_DIR" >artifacts/servers-e2e-up.log 2>&1 &
-    up_pid=$! pair_started=1
-    stamp "the e2e pair starting at nice 19 (artifacts/servers-e2e-up.log)"
-fi
-trap 'for p in $setup_pid $prom_pid $up_pid; do kill "$p" 2>/dev/null || true; done
-      [[ -z "$pair_started" ]] || .venv/bin/python -m servers down --run-dir "$E2E_RUN_DIR" >/dev/null 2>&1 || true' EXIT
-
 # Fast and browser tests first, on an idle machine: their timing checks need the cores
-# the vLLM servers would otherwise take (the pair above takes none of theirs).
+# the vLLM servers would otherwise take (the niced pair above takes none of theirs).
 # Two workers (pytest-xdist), one per core: a module's tests stay together on one worker, the page
 # modules run one at a time, the longest groups go out first (tests/conftest.py: GROUPS). A third
 # worker was ~70 s faster and made the figures checked against stand-ins' truth miss on a busy machine.
@@ -127,7 +135,7 @@ print(f"[test] the e2e pair's {n} threads back at nice 0")
 PY
     fi
     e2e=0
-    .venv/bin/python -m pytest -m e2e -q -p no:cacheprovider -s || e2e=$?
+    .venv/bin/python -m pytest -m e2e -q -p no:cacheprovider -s --durations=15 || e2e=$?
     stamp "end-to-end tests done (exit $e2e)"
     [[ $status -eq 0 ]] && status=$e2e
 fi
