@@ -4,9 +4,9 @@
 # fails the run before any test),
 # and runs every test: fast ones (stand-in servers on 127.0.0.1), browser ones (headless
 # Chromium), then the end-to-end suite against two real CPU vLLM servers (started at nice 19
-# beside the fast tests, or else by its fixture; stopped after); the e2e stage also parses every generated vLLM command with vLLM's
-# own parser (tests/test_vllm_args.py) and has a real Prometheus scrape the servers
-# (tests/e2e/test_prometheus_e2e.py).
+# beside the fast tests, or else by its fixture; stopped after); the e2e stage also parses every
+# generated vLLM command with vLLM's own parser (tests/test_vllm_args.py) and has a real
+# Prometheus scrape the servers (tests/e2e/test_prometheus_e2e.py).
 #   bash scripts/test.sh            # everything
 #   bash scripts/test.sh --fast     # skip the real-vLLM end-to-end suite
 set -euo pipefail
@@ -116,21 +116,20 @@ if [[ "${1:-}" != "--fast" ]]; then
         .venv/bin/python - "$E2E_RUN_DIR/state.json" <<'PY' || echo "[test] could not renice the e2e pair"
 import os, sys
 from pathlib import Path
+from servers.procs import group_pids
 from servers.state import read_state
 st = read_state(Path(sys.argv[1]))
 groups = {r.pgid for r in st.servers} if st else set()
 if st and st.supervisor:
     groups.add(os.getpgid(st.supervisor.pid))
 n = 0
-for proc in Path("/proc").iterdir():
-    if proc.name.isdigit():
-        try:
-            if os.getpgid(int(proc.name)) in groups:
-                for task in (proc / "task").iterdir():
-                    os.setpriority(os.PRIO_PROCESS, int(task.name), 0)
-                    n += 1
-        except OSError:
-            pass  # gone meanwhile
+for pid in (p for g in groups for p in group_pids(g)):
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            os.setpriority(os.PRIO_PROCESS, int(task.name), 0)
+            n += 1
+    except OSError:
+        pass  # gone meanwhile
 print(f"[test] the e2e pair's {n} threads back at nice 0")
 PY
     fi
