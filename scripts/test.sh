@@ -71,9 +71,10 @@ fi
 
 # Lint, types and layers first (config in pyproject.toml; Biome's, for the page's JS and CSS in
 # demo/static/, in biome.jsonc): all run, any finding fails the run.
+# mypy's cache lives beside the venvs: a clone checks again only the files whose hash changed.
 lint=0
 .venv/bin/ruff check . || lint=1
-.venv/bin/mypy || lint=1
+MYPY_CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/specdemo/mypy" .venv/bin/mypy || lint=1
 .venv/bin/lint-imports --no-cache || lint=1
 .venv/bin/biome lint --error-on-warnings || lint=1
 stamp "ruff, mypy, lint-imports and biome done (exit $lint)"
