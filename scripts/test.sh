@@ -38,7 +38,7 @@ fi
 
 # The end-to-end pair starts as soon as the CPU vLLM venv is ready, at the lowest priority (nice
 # 19), while lint and the fast tests run: it takes only what they leave idle (a niced task yields
-# its core to theirs at once), so its warm start (~100 s here) is done before the e2e stage needs
+# its core to theirs at once; servers/procs.py makes each server's session, an autogroup, as nice), so its warm start (~100 s here) is done before the e2e stage needs
 # it. That stage gives it back its normal priority (only root may lower a nice value, so a
 # non-root run starts the pair in the e2e stage, as the e2e fixture does when nothing is up). A
 # start that fails costs nothing: the fixture starts its own pair.
@@ -113,24 +113,18 @@ if [[ "${1:-}" != "--fast" ]]; then
         up_pid=""
         cat artifacts/servers-e2e-up.log
         stamp "the e2e pair started in the background: exit $up"
-        # Its normal priority back: every thread of the supervisor and of both servers' process groups.
+        # Its normal priority back: every thread of the supervisor and of both servers' process
+        # groups, and their sessions' autogroups (servers/procs.py: keep_nice_in_session).
         .venv/bin/python - "$E2E_RUN_DIR/state.json" <<'PY' || echo "[test] could not renice the e2e pair"
 import os, sys
 from pathlib import Path
-from servers.procs import group_pids
+from servers.procs import renice_group
 from servers.state import read_state
 st = read_state(Path(sys.argv[1]))
 groups = {r.pgid for r in st.servers} if st else set()
 if st and st.supervisor:
     groups.add(os.getpgid(st.supervisor.pid))
-n = 0
-for pid in (p for g in groups for p in group_pids(g)):
-    try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            os.setpriority(os.PRIO_PROCESS, int(task.name), 0)
-            n += 1
-    except OSError:
-        pass  # gone meanwhile
+n = sum(renice_group(g, 0) for g in groups)
 print(f"[test] the e2e pair's {n} threads back at nice 0")
 PY
     fi

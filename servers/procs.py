@@ -30,12 +30,54 @@ def spawn(
     ``cpus``: the cores the server and every process it starts may run on (None: any).
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    pin = None if cpus is None else (lambda: os.sched_setaffinity(0, cpus))
+
+    def in_child() -> None:  # after the new session is made, before the server runs
+        keep_nice_in_session()
+        if cpus is not None:
+            os.sched_setaffinity(0, cpus)
+
     with open(log_path, "ab") as log:
         return subprocess.Popen(
             cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True, pass_fds=keep_fds, preexec_fn=pin,
+            start_new_session=True, pass_fds=keep_fds, preexec_fn=in_child,
         )
+
+
+def _set_autogroup_nice(pid: int | str, nice: int) -> bool:
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+        return True
+    except OSError:  # no autogroups in this kernel, or not ours to lower
+        return False
+
+
+def keep_nice_in_session() -> None:
+    """Carry this process's nice value over to the session it has just made.
+
+    With Linux's autogroups (sched_autogroup_enabled, the default of many distributions) every
+    session is scheduled as one group against the others, and a nice value weighs only inside
+    its own group: a server in a session of its own started by `nice -n 19 python -m servers up`
+    would take its full share of the cores beside everything else. Writing the nice value to the
+    session's autogroup makes the group as nice as its process. Nothing to do at nice 0.
+    """
+    nice = os.getpriority(os.PRIO_PROCESS, 0)
+    if nice > 0:
+        _set_autogroup_nice("self", nice)
+
+
+def renice_group(pgid: int, nice: int) -> int:
+    """Every thread of the process group's processes, and their sessions' autogroups, to ``nice``
+    (lower than now needs root); returns how many threads were set."""
+    n = 0
+    for pid in group_pids(pgid):
+        _set_autogroup_nice(pid, nice)
+        try:
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
+                n += 1
+        except OSError:
+            pass  # gone meanwhile
+    return n
 
 
 def lock_port(lock_dir: Path, host: str, port: int) -> int | None:

@@ -275,6 +275,7 @@ def _up_detached(s: LauncherSettings, out: TextIO) -> int:
         print(f"\nservers run in the background, restarted if they fail by supervisor PID {me.pid} "
               f"(log: {s.supervisor_log}); stop them with: python -m servers down", file=out, flush=True)
         os.setsid()  # before `up` returns: the terminal's Ctrl-C and hang-up no longer reach us
+        procs.keep_nice_in_session()  # a niced `up` stays niced under Linux's autogroups
         code = 0
     except BaseException as e:  # noqa: BLE001 - every failure must reach the waiting parent as an exit code
         if pair:  # started, then interrupted: leave nothing behind

@@ -473,6 +473,38 @@ def test_spawn_pins_the_server_and_what_it_starts(tmp_path: Path) -> None:
     assert log.read_text().splitlines() == [f"[{core}]", f"[{core}]"]
 
 
+@pytest.mark.skipif(not Path("/proc/self/autogroup").exists(),
+                    reason="this kernel schedules no autogroups (CONFIG_SCHED_AUTOGROUP)")
+def test_a_niced_launch_keeps_its_servers_sessions_as_nice(tmp_path: Path) -> None:
+    """`nice -n 19 python -m servers up`: a server runs in a session of its own, and with Linux's
+    autogroups a session is scheduled as one group at its group's nice (0 when made), whatever its
+    processes' nice. spawn carries the launcher's nice over to the new session's group, and
+    renice_group sets both back (lower needs root)."""
+    from servers import procs
+
+    code = ("import os, sys, pathlib; from servers import procs; os.nice(7); "
+            "p = procs.spawn([sys.executable, '-c', 'import time; time.sleep(60)'], dict(os.environ), "
+            "pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])); print(p.pid)")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "niced.log"), str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout)
+
+    def autogroup() -> tuple[str, str]:  # e.g. "/autogroup-123 nice 7"
+        name, _, nice = Path(f"/proc/{pid}/autogroup").read_text().split()
+        return name, nice
+
+    try:
+        assert os.getpriority(os.PRIO_PROCESS, pid) == 7
+        assert autogroup()[1] == "7"
+        assert autogroup()[0] != Path("/proc/self/autogroup").read_text().split()[0]  # a session of its own
+        if os.geteuid() == 0:
+            assert procs.renice_group(os.getpgid(pid), 0) == 1  # the one thread of `sleep`'s Python
+            assert os.getpriority(os.PRIO_PROCESS, pid) == 0 and autogroup()[1] == "0"
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
 def test_cores_are_parsed_and_checked() -> None:
     from servers.settings import LauncherSettings, parse_cores
 
