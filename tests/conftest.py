@@ -23,12 +23,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "browser": ("tests/browser/", "tests/test_export_browser.py", "tests/test_report_browser.py"),
     "soak": ("tests/test_soak.py",),  # booth mode for 2 minutes in Chromium (~2.5 min): beside them
 }
-# Then the modules of 30 s or more (worker time, 2026-12-02), longest first, so that the last ones
-# handed out are short: a worker takes its next module when it has two tests left, and whoever
-# draws the last module finishes the stage while the other idles. The rest keep their order.
-LONG_MODULES = ("tests/test_methods.py", "tests/test_load_sweep.py", "tests/test_launcher.py",
-                "tests/test_sweep_workload.py", "tests/test_sweep.py", "tests/test_supervisor.py",
-                "tests/test_load_stream.py", "tests/test_whatif.py", "tests/test_security.py")
 
 
 def work_unit(nodeid: str) -> str:
@@ -38,7 +32,7 @@ def work_unit(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    rank = {unit: i for i, unit in enumerate((*GROUPS, *LONG_MODULES))}
+    rank = {g: i for i, g in enumerate(GROUPS)}
     items.sort(key=lambda it: rank.get(work_unit(it.nodeid), len(rank)))  # stable: modules keep their order
 
 
