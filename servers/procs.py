@@ -65,21 +65,6 @@ def keep_nice_in_session() -> None:
         _set_autogroup_nice("self", nice)
 
 
-def renice_group(pgid: int, nice: int) -> int:
-    """Every thread of the process group's processes, and their sessions' autogroups, to ``nice``
-    (lower than now needs root); returns how many threads were set."""
-    n = 0
-    for pid in group_pids(pgid):
-        _set_autogroup_nice(pid, nice)
-        try:
-            for task in Path(f"/proc/{pid}/task").iterdir():
-                os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
-                n += 1
-        except OSError:
-            pass  # gone meanwhile
-    return n
-
-
 def lock_port(lock_dir: Path, host: str, port: int) -> int | None:
     """Take an exclusive lock for host:port; returns its fd, or None when another holds it.
 
