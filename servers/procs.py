@@ -43,14 +43,6 @@ def spawn(
         )
 
 
-def _set_autogroup_nice(pid: int | str, nice: int) -> bool:
-    try:
-        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
-        return True
-    except OSError:  # no autogroups in this kernel, or not ours to lower
-        return False
-
-
 def keep_nice_in_session() -> None:
     """Carry this process's nice value over to the session it has just made.
 
@@ -62,7 +54,10 @@ def keep_nice_in_session() -> None:
     """
     nice = os.getpriority(os.PRIO_PROCESS, 0)
     if nice > 0:
-        _set_autogroup_nice("self", nice)
+        try:
+            Path("/proc/self/autogroup").write_text(str(nice))
+        except OSError:
+            pass  # no autogroups in this kernel
 
 
 def lock_port(lock_dir: Path, host: str, port: int) -> int | None:
