@@ -23,7 +23,8 @@ from tests.browser.conftest import standin_pair
 
 pytestmark = pytest.mark.browser
 
-IDLE_S = 4.0  # the show comes back this long after a visitor's last input
+IDLE_S = 6.0  # the show comes back this long after a visitor's last input
+INPUT_EVERY_S = 2.0  # a visitor's inputs in the test: more than booth.js's 1 s throttle apart
 BASE = StandinBehavior(tokens_per_s=120, ttft_s=0.02)
 SPEC = StandinBehavior(speculative=True, tokens_per_s=240, ttft_s=0.02, chunk_sizes=[1, 3])
 CAPTION = "#sd-booth-caption .sd-booth-caption"
@@ -126,14 +127,18 @@ def test_a_visitors_click_pauses_the_show_until_the_page_is_left_alone(app: AppP
     watch = open_booth(page, app)
     watch.until(lambda s: s[0] == "live", 60, "the show is live")
     page.mouse.click(640, 400)  # anywhere on the page
+    last_input = time.monotonic()
     watch.until(lambda s: s[0] == "visitor", 5, "the visitor's turn")
     page.wait_for_selector("#sd-controls", state="visible", timeout=2_000)  # the controls unfold
     turn = watch.poll()[2]
     runs = len(list_runs(app.runs_dir))
-    # Input keeps the page the visitor's: no booth race starts while they keep touching it.
+    # Input keeps the page the visitor's: no booth race starts while they keep touching it. An
+    # input every INPUT_EVERY_S after the last one (not after the caption shows the visitor's turn,
+    # which comes late on a busy machine) leaves each IDLE_S - INPUT_EVERY_S to reach the app.
     for _ in range(3):
-        time.sleep(IDLE_S / 2)
+        time.sleep(max(0.0, last_input + INPUT_EVERY_S - time.monotonic()))
         page.keyboard.press("Shift")
+        last_input = time.monotonic()
         assert watch.poll()[0] == "visitor" and watch.poll()[2] == turn
         assert page.is_visible("#sd-controls")
     time.sleep(1.0)  # the race the click stopped has been saved by now
