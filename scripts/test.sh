@@ -95,7 +95,8 @@ fi
 # they serve (the pair above only starts beside them, and then idles).
 # Two workers (pytest-xdist), one per core: a module's tests stay together on one worker, the page
 # modules run one at a time, the longest groups go out first (tests/conftest.py: GROUPS). A third
-# worker was ~70 s faster and made the figures checked against stand-ins' truth miss on a busy machine.
+# worker ran the stage ~170 s faster, but starved our client of CPU: figures checked against the
+# stand-ins' truth missed by 5-6% (docs/benchmarks.md#ci).
 status=0
 # --durations: the 20 slowest tests in the log, where the stage's time goes.
 .venv/bin/python -m pytest -m "not e2e" -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder \
