@@ -127,7 +127,7 @@ def test_a_visitors_click_pauses_the_show_until_the_page_is_left_alone(app: AppP
     watch = open_booth(page, app)
     watch.until(lambda s: s[0] == "live", 60, "the show is live")
     page.mouse.click(640, 400)  # anywhere on the page
-    last_input = time.monotonic()
+    clicked = last_input = time.monotonic()
     watch.until(lambda s: s[0] == "visitor", 5, "the visitor's turn")
     page.wait_for_selector("#sd-controls", state="visible", timeout=2_000)  # the controls unfold
     turn = watch.poll()[2]
@@ -136,7 +136,6 @@ def test_a_visitors_click_pauses_the_show_until_the_page_is_left_alone(app: AppP
     # input every INPUT_EVERY_S after the last one (not after the caption shows the visitor's turn,
     # which comes late on a busy machine) leaves each IDLE_S - INPUT_EVERY_S to reach the app; the
     # inputs go on to 4 s past IDLE_S after the click, when the click alone would have let the show back.
-    clicked = last_input
     while last_input - clicked < IDLE_S + 4:
         time.sleep(max(0.0, last_input + INPUT_EVERY_S - time.monotonic()))
         page.keyboard.press("Shift")
