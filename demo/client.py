@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from demo.errors import ServerError
 from demo.results import ChunkEvent, RaceRequest, Side, SpecPerRequest
+from demo.sampling import sampling_body
 from demo.settings import Endpoint, Settings
 
 
@@ -223,6 +224,7 @@ def request_body(req: RaceRequest, model: str) -> dict[str, Any]:
     }
     if req.seed is not None:
         body["seed"] = req.seed
+    body.update(sampling_body(req))
     if req.api == "chat":
         if req.messages:
             body["messages"] = [m.model_dump() for m in req.messages]

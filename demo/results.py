@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_serializer, model_validator
 
 from demo.limits import MaxTokens, Temperature
+from demo.sampling import SamplingFields
 
 Side = Literal["baseline", "speculative"]
 # The sides of a race, in the order they are shown: the one spelling of the pair in demo/. servers/ has
@@ -140,8 +141,8 @@ class _Ordered(BaseModel):
         return legacy_order(data)
 
 
-class RaceRequest(_Ordered):
-    """What one race sends to both servers."""
+class RaceRequest(_Ordered, SamplingFields):
+    """What one race sends to both servers (the sampling fields: demo/sampling.py)."""
 
     preset: str | None = None
     messages: list[Message] | None = None  # chat API

@@ -33,6 +33,7 @@ from demo.errors import BadInput
 from demo.limits import MaxTokens, Temperature
 from demo.race import prompt_size_problem
 from demo.results import Api, Message, RaceRequest
+from demo.sampling import SAMPLING_FIELDS, SamplingFields
 from demo.settings import Settings
 
 DEFAULT_MAX_TOKENS = 256  # RaceRequest's own default
@@ -63,8 +64,9 @@ class WorkloadError(BadInput):
         self.issues = list(issues or [])
 
 
-class WorkloadRequest(BaseModel):
-    """One request of a workload, in the project's request vocabulary (see RaceRequest)."""
+class WorkloadRequest(SamplingFields):
+    """One request of a workload, in the project's request vocabulary (see RaceRequest): its text,
+    its sampling (sent alike to both sides), the segment tag the file gave it, and where it came from."""
 
     model_config = {"extra": "forbid"}
 
@@ -74,6 +76,8 @@ class WorkloadRequest(BaseModel):
     prompt: str | None = None  # completions API
     max_tokens: MaxTokens = DEFAULT_MAX_TOKENS
     temperature: Temperature = DEFAULT_TEMPERATURE
+    seed: int | None = None  # the line's own seed; None: the sweep's
+    tag: str | None = Field(None, min_length=1, max_length=64)  # a segment label from the file
     line: int | None = None  # where it came from (None for a folder's file)
 
     @property
@@ -89,10 +93,12 @@ class WorkloadRequest(BaseModel):
         return hashlib.sha256(self.prompt_text.encode("utf-8")).hexdigest()
 
     def to_race_request(self, *, seed: int | None = None) -> RaceRequest:
-        """What the evaluator sends (sequential A/B order; the runner may change the order)."""
+        """What the evaluator sends (sequential A/B order; the runner may change the order): the
+        line's own seed when it has one, else ``seed``; every sampling field as the line gave it."""
         return RaceRequest(messages=self.messages, prompt=self.prompt, api=self.api,
                            temperature=self.temperature, max_tokens=self.max_tokens,
-                           order="sequential", seed=seed)
+                           order="sequential", seed=self.seed if self.seed is not None else seed,
+                           **{name: getattr(self, name) for name in SAMPLING_FIELDS})
 
 
 class SampleInfo(BaseModel):
