@@ -157,6 +157,8 @@ def load_workload_arg(args: argparse.Namespace, settings: Settings) -> Workload 
         raise UsageError(str(e)) from None
     for issue in workload.issues:
         print(f"skipped {issue}", file=sys.stderr)
+    for line in workload.summary_lines():
+        print(f"{workload.name}: {line}", file=sys.stderr)
     return workload
 
 
@@ -174,9 +176,7 @@ def make_spec(settings: Settings, presets: list[str], concurrency: str, temperat
     if any(not TEMPERATURE_MIN <= t <= TEMPERATURE_MAX for t in temps or []):
         raise BadInput.about("temperatures", f"must be between {TEMPERATURE_MIN:g} and {TEMPERATURE_MAX:g}")
     try:
-        wspec = None if workload is None else WorkloadSpec(
-            name=workload.name, source=workload.source, format=workload.format, requests=len(workload.requests),
-            sample=workload.sample, issues=workload.issues)
+        wspec = None if workload is None else WorkloadSpec.of(workload)
         arms = settings_arms(settings)
         if shared_gpu is None:
             shared_gpu = all(same_host(settings.baseline_url, a.url) for a in arms)
