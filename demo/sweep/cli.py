@@ -42,7 +42,8 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
     w = p.add_argument_group("your workload", "a file of your own requests (docs/workloads.md); combined with "
                              "--presets, each is a workload in the report")
     w.add_argument("--workload", type=Path, metavar="FILE",
-                   help="a .jsonl or .csv file, or a folder of .txt/.md files, one request each")
+                   help="your traffic, recognised by content: JSONL, OpenAI batch or request bodies, "
+                        "ShareGPT (.json/.jsonl), CSV, or a folder of .txt/.md files (docs/workloads.md)")
     w.add_argument("--sample", type=int, metavar="N", help="measure N requests drawn reproducibly from the file")
     w.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     w.add_argument("--strict", action="store_true", help="any bad line stops the sweep before anything is sent "
