@@ -184,3 +184,62 @@ def test_each_form_runs_a_sweep_with_its_sampling_sent_alike(tmp_path: Path, for
         assert MARKER not in (out / name).read_text(), name
     assert MARKER not in done.stdout + done.stderr
 
+
+
+def run_sweep(base: Standin, spec: Standin, f: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "demo", "sweep", "--baseline-url", base.url, "--speculative-url", spec.url,
+         "--out", str(out), "--no-progress", "--warmup", "0", "--workload", str(f), "--concurrency", "1",
+         "--repeats", "1", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "SPECDEMO_SAVE_RUNS": "false"})
+
+
+def sparse_2gb(path: Path) -> None:
+    with path.open("wb") as f:
+        f.truncate(2 * 1024**3)  # no disk used; refused by its size before any read
+
+
+def refused_lines(path: Path) -> None:
+    good = {"custom_id": "ok", "method": "POST", "url": "/v1/chat/completions", "body": chat("ok", 2)}
+    rows = [good,
+            {"custom_id": "emb", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}},
+            {"custom_id": "n3", "method": "POST", "url": "/v1/chat/completions", "body": chat("n3", 2, n=3)},
+            {"custom_id": "rf", "method": "POST", "url": "/v1/chat/completions",
+             "body": chat("rf", 2, response_format={"type": "grammar"})}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.mark.parametrize(("name", "make", "says"), [
+    ("huge.jsonl", sparse_2gb, "huge.jsonl is 2147.5 MB, over the 20.0 MB limit"),
+    ("blob.bin", lambda p: p.write_bytes(bytes(range(256)) * 8), "blob.bin: line 2 (byte offset 128) is not UTF-8"),
+    ("empty.json", lambda p: p.write_text("[]\n"), "empty.json is an empty JSON array"),
+    ("notes.txt", lambda p: p.write_text("dear diary\n"), "notes.txt: the form of this file is not recognised"),
+    ("refused.jsonl", refused_lines,
+     "refused.jsonl: 3 bad line(s), nothing was sent (strict): refused.jsonl:2: url /v1/embeddings: generates no "
+     "text to measure; only /v1/chat/completions and /v1/completions lines are read; refused.jsonl:3: n: asks for "
+     "several answers; the evaluator measures one per request; refused.jsonl:4: response_format: its type is not "
+     "text, json_object or json_schema"),
+])
+def test_a_bad_file_is_one_line_and_nothing_is_sent(tmp_path: Path, name: str, make: Callable[[Path], object],
+                                                   says: str) -> None:
+    f = tmp_path / name
+    make(f)
+    with Standin.pair(StandinBehavior(tokens_per_s=2000, ttft_s=0.0)) as (base, spec):
+        done = run_sweep(base, spec, f, tmp_path / "out", "--strict")
+        assert not base.requests and not spec.requests
+    assert done.returncode == 2
+    error = done.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: ") and says in error, done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_refused_lines_skip_with_their_reasons_and_the_rest_runs(tmp_path: Path) -> None:
+    f = tmp_path / "refused.jsonl"
+    refused_lines(f)
+    with Standin.pair(StandinBehavior(tokens_per_s=2000, ttft_s=0.0)) as (base, spec):
+        done = run_sweep(base, spec, f, tmp_path / "out")
+        assert done.returncode == 0, done.stderr
+        assert len(base.requests) == len(spec.requests) == 1
+    skipped = [line for line in done.stderr.splitlines() if line.startswith("skipped ")]
+    assert [s.split(":", 2)[1] for s in skipped] == ["2", "3", "4"]
+    assert "refused: 1 request read (OpenAI batch), 3 skipped" in done.stderr
