@@ -34,6 +34,7 @@ import csv
 import difflib
 import hashlib
 import io
+import itertools
 import json
 import re
 from collections import Counter
@@ -445,8 +446,9 @@ def _prompt(value: Any) -> str:
 # --------------------------------------------------------------------------- one parser per form
 
 
-def _request_line(data: dict[str, Any], no: int, max_prompt_chars: int, rid: str | None = None) -> _Read:
-    """Our JSONL line or an OpenAI request body (chat or completions); ``rid``: the Batch line's id."""
+def _request_line(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int, rid: str | None = None) -> _Read:
+    """Our JSONL line or an OpenAI request body (chat or completions) on line ``no``, the ``nth``
+    object of its file (its id when it gives none); ``rid``: the Batch line's id."""
     ignored = _screen(data, REQUEST_FIELDS)
     if rid is not None and "id" in data:
         raise _Skip("body.id: the Batch line's custom_id is its id")
@@ -462,7 +464,7 @@ def _request_line(data: dict[str, Any], no: int, max_prompt_chars: int, rid: str
     tag, from_metadata = _tag_of(data)
     if from_metadata:
         ignored.remove("metadata")
-    req = _request(rid if rid is not None else _id(data.get("id"), no), no, text, _sampling_of(data), tag=tag,
+    req = _request(rid if rid is not None else _id(data.get("id"), nth), no, text, _sampling_of(data), tag=tag,
                    max_prompt_chars=max_prompt_chars)
     return _Read(req, tuple(ignored))
 
@@ -470,7 +472,7 @@ def _request_line(data: dict[str, Any], no: int, max_prompt_chars: int, rid: str
 BATCH_FIELDS = ("custom_id", "method", "url", "body")
 
 
-def _batch_line(data: dict[str, Any], no: int, max_prompt_chars: int) -> _Read:
+def _batch_line(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) -> _Read:
     """An OpenAI Batch API line: ``custom_id`` is the id, ``url`` the API, ``body`` the request."""
     if missing := [k for k in BATCH_FIELDS if k not in data]:
         raise _Skip(f"an OpenAI Batch line needs custom_id, method, url and body (missing: {', '.join(missing)})")
@@ -492,7 +494,7 @@ def _batch_line(data: dict[str, Any], no: int, max_prompt_chars: int) -> _Read:
     custom_id = data["custom_id"]
     if not isinstance(custom_id, str) or not 1 <= len(custom_id.strip()) <= 200:
         raise _Skip("custom_id must be a string of 1 to 200 characters")
-    return _request_line(body, no, max_prompt_chars, rid=custom_id.strip())
+    return _request_line(body, no, nth, max_prompt_chars, rid=custom_id.strip())
 
 
 def _turn(turn: Any, i: int) -> Message:
@@ -507,7 +509,7 @@ def _turn(turn: Any, i: int) -> Message:
     return Message(role=SHAREGPT_ROLES[role.lower()], content=value)
 
 
-def _sharegpt_item(data: dict[str, Any], no: int, max_prompt_chars: int) -> _Read:
+def _sharegpt_item(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) -> _Read:
     """A ShareGPT conversation: the turns up to the last human one are the prompt (chat); the answer
     recorded after it sets max_tokens when the line gives none (answer_max_tokens)."""
     ignored = _screen(data, SHAREGPT_FIELDS, tolerant=True)
@@ -529,12 +531,12 @@ def _sharegpt_item(data: dict[str, Any], no: int, max_prompt_chars: int) -> _Rea
     if from_metadata:
         ignored.remove("metadata")
     recorded = answer_max_tokens(len(answer.content.split())) if answer else None
-    req = _request(_id(data.get("id"), no), no, prompt, _sampling_of(data), tag=tag,
+    req = _request(_id(data.get("id"), nth), no, prompt, _sampling_of(data), tag=tag,
                    max_prompt_chars=max_prompt_chars, max_tokens=recorded or DEFAULT_MAX_TOKENS)
     return _Read(req, tuple(ignored))
 
 
-_PARSERS: dict[str, Callable[[dict[str, Any], int, int], _Read]] = {
+_PARSERS: dict[str, Callable[[dict[str, Any], int, int, int], _Read]] = {
     "openai-batch": _batch_line, "sharegpt": _sharegpt_item, "request": _request_line}
 
 
@@ -556,6 +558,7 @@ def _form_of(kind: str, objects: list[dict[str, Any]]) -> Format:
 
 class _Row(NamedTuple):
     no: int  # the line it starts on
+    nth: int  # its id when it gives none: the line number (JSON lines), the item number (an array)
     data: Any  # the parsed JSON value; None with a problem
     problem: str | None = None
 
@@ -567,7 +570,7 @@ def _read_objects(rows: list[_Row], name: str, max_prompt_chars: int) -> tuple[F
     first = _kind(objects[0]) if objects else "request"
     form = _form_of(first, objects)
     items: list[_Item] = []
-    for no, data, problem in rows:
+    for no, nth, data, problem in rows:
         try:
             if problem is not None:
                 raise _Skip(problem)
@@ -576,7 +579,7 @@ def _read_objects(rows: list[_Row], name: str, max_prompt_chars: int) -> tuple[F
             if (kind := _kind(data)) != first:
                 raise _Skip(f"{KIND_NAMES[kind]} in a file read as {FORMAT_LABELS[form]} (from its first "
                             "request); give one form per file")
-            items.append(_PARSERS[kind](data, no, max_prompt_chars))
+            items.append(_PARSERS[kind](data, no, nth, max_prompt_chars))
         except _Skip as e:
             items.append(LoadIssue(file=name, line=no, message=str(e)))
     return form, items
@@ -591,13 +594,14 @@ def _line_rows(text: str) -> Iterator[_Row]:
         if not raw.strip():
             continue
         try:
-            yield _Row(no, json.loads(raw))
+            yield _Row(no, no, json.loads(raw))
         except json.JSONDecodeError as e:
-            yield _Row(no, None, f"not valid JSON ({e.msg} at column {e.colno})")
+            yield _Row(no, no, None, f"not valid JSON ({e.msg} at column {e.colno})")
 
 
 def _array_rows(text: str, name: str) -> Iterator[_Row]:
-    """The items of one JSON array, each with the line it starts on; broken JSON stops the file."""
+    """The items of one JSON array, each with the line it starts on and its number; broken JSON stops
+    the file."""
     decoder, at, line, seen = json.JSONDecoder(), text.index("[") + 1, 1, 0
 
     def skip_space(i: int) -> int:
@@ -609,11 +613,11 @@ def _array_rows(text: str, name: str) -> Iterator[_Row]:
         at = skip_space(at)
         if text[at:at + 1] == "]" and not text[at + 1:].strip():
             raise WorkloadError(f"{name} is an empty JSON array: it holds no conversation or request")
-        while True:
+        for nth in itertools.count(1):
             line += text.count("\n", seen, at)
             seen = at
             value, at = decoder.raw_decode(text, at)
-            yield _Row(line, value)
+            yield _Row(line, nth, value)
             at = skip_space(at)
             if text[at:at + 1] == "]" and not text[at + 1:].strip():
                 return
@@ -737,6 +741,14 @@ def _is_object(line: str) -> bool:
         return False
 
 
+def _is_json(line: str) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
 def _csv_names_prompt(line: str) -> bool:
     try:
         return "prompt" in [c.strip().lower() for c in next(csv.reader([line]))]
@@ -751,9 +763,10 @@ def _recognise(text: str, suffix: str, name: str) -> Shape:
     """How to read the file, from its content first: a JSON array, JSON lines, or CSV; the extension
     decides only when the content does not (so a broken .jsonl still gets its lines' errors)."""
     head = text.lstrip()
-    if head.startswith("["):
-        return "json-array"
     lines = [line for line in text.split("\n", 4 * RECOGNISE_LINES)[:4 * RECOGNISE_LINES] if line.strip()]
+    if head.startswith("["):
+        # One array, unless its first line is a whole JSON value with more lines after it: JSON lines.
+        return "json-lines" if len(lines) > 1 and _is_json(lines[0]) else "json-array"
     if any(_is_object(line) for line in lines[:RECOGNISE_LINES]):
         return "json-lines"
     if suffix == ".csv" or (lines and _csv_names_prompt(lines[0])):

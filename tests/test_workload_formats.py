@@ -252,6 +252,13 @@ def test_the_form_is_recognised_by_content_not_the_extension(tmp_path: Path) -> 
     assert w.format == "csv" and (w.requests[0].tag, w.requests[0].top_p, w.requests[0].stop) == ("chat", 0.9, ["END"])
     json_lines = write_lines(tmp_path / "bodies.json", [chat_body("x")])
     assert load(json_lines).format == "openai-body"
+    # JSON lines whose first line is a list: that line's error, the rest read (as before the forms)
+    first_a_list = load(write_lines(tmp_path / "w.jsonl", ['["a list"]', {"prompt": "p"}]))
+    assert (first_a_list.format, [i.line for i in first_a_list.issues]) == ("jsonl", [1])
+    one_line_array = tmp_path / "compact.json"
+    one_line_array.write_text(json.dumps([{"conversations": [{"from": "human", "value": "q"}]}] * 2) + "\n")
+    # an array's items without an id are numbered by their place in it, not by their line
+    assert [(r.id, r.line) for r in load(one_line_array).requests] == [("1", 1), ("2", 1)]
 
 
 def test_mixed_forms_in_one_file_are_per_line_errors(tmp_path: Path) -> None:
