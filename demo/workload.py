@@ -480,7 +480,7 @@ def _batch_line(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) 
         raise _Skip("; ".join(_unknown(k, BATCH_FIELDS) for k in extra))
     if data["method"] != "POST":
         raise _Skip("method: only POST lines are requests")
-    url = data["url"]
+    url = data["url"] if isinstance(data["url"], str) else ""
     if url not in BATCH_URLS:
         named = f"url {url}" if url in OTHER_BATCH_URLS else "url"
         raise _Skip(f"{named}: generates no text to measure; only /v1/chat/completions and /v1/completions "

@@ -46,7 +46,7 @@ def chat_body(text: str, **extra: Any) -> dict[str, Any]:
     return {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": text}], **extra}
 
 
-def batch(cid: str, body: dict[str, Any], url: str = "/v1/chat/completions", **extra: Any) -> dict[str, Any]:
+def batch(cid: str, body: dict[str, Any], url: object = "/v1/chat/completions", **extra: Any) -> dict[str, Any]:
     return {"custom_id": cid, "method": "POST", "url": url, "body": body, **extra}
 
 
@@ -100,6 +100,7 @@ def test_openai_batch_lines_that_cannot_be_measured_are_skipped_with_the_reason(
         batch("n3", chat_body("x", n=3)),  # 7
         batch("ok", chat_body("again")),  # 8: duplicate custom_id
         {"custom_id": "x", "method": "POST", "url": "/v1/chat/completions", "body": chat_body("x"), "extra": 1},
+        batch("list-url", chat_body("x"), url=["/v1/chat/completions"]),  # 10
     ])
     w = load(f)
     assert [r.id for r in w.requests] == ["ok"]
@@ -113,6 +114,7 @@ def test_openai_batch_lines_that_cannot_be_measured_are_skipped_with_the_reason(
     assert by_line[7] == "n: asks for several answers; the evaluator measures one per request"
     assert by_line[8] == "duplicate id 'ok' (first on line 1); ids must be unique"
     assert by_line[9].startswith("unknown field 'extra'")
+    assert by_line[10].startswith("url: generates no text")
 
 
 def test_openai_bodies_chat_and_completions_one_a_line(tmp_path: Path) -> None:
