@@ -39,7 +39,22 @@ def test_jsonl_with_a_bad_line_loads_the_rest_and_lists_it(tmp_path: Path) -> No
     assert workload is not None and len(workload.requests) == 3
     assert len(lines) == 1 and lines[0].startswith("skipped w.jsonl:4: ")
     html = evaluate_tab.upload_status_html(workload, lines)
-    assert 'data-requests="3"' in html and "w: 3 request(s) loaded." in html and "skipped w.jsonl:4" in html
+    assert 'data-requests="3"' in html and "w: 3 requests read (JSONL), 1 skipped." in html
+    assert "skipped w.jsonl:4" in html
+
+
+def test_a_batch_file_shows_the_loaders_summary_and_its_ignored_fields(tmp_path: Path) -> None:
+    f = tmp_path / "batch.jsonl"
+    line = {"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions",
+            "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "top_p": 0.9}}
+    emb = {"custom_id": "e", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}}
+    f.write_text(json.dumps(line) + "\n" + json.dumps(emb) + "\n", encoding="utf-8")
+    workload, lines = evaluate_tab.load_upload(str(f), Settings())
+    assert workload is not None and workload.requests[0].top_p == 0.9
+    html = evaluate_tab.upload_status_html(workload, lines)
+    assert "batch: 1 request read (OpenAI batch), 1 skipped." in html
+    assert "model: ignored on 1 line: the servers&#x27; own model is used" in html
+    assert "skipped batch.jsonl:2: url /v1/embeddings" in html
 
 
 def test_sample_and_seed_are_the_clis(tmp_path: Path) -> None:
@@ -87,7 +102,7 @@ def test_escaped_error_and_status(tmp_path: Path) -> None:
     _jsonl(f, 1)
     workload, _ = evaluate_tab.load_upload(str(f), Settings())
     html = evaluate_tab.upload_status_html(workload, ["skipped <i>x</i>"])
-    assert "<b>" not in html and "<i>" not in html and "&lt;b&gt;: 1 request(s)" in html
+    assert "<b>" not in html and "<i>" not in html and "&lt;b&gt;: 1 request read (JSONL)" in html
 
 
 def test_the_page_counts_a_workload_cell_by_its_rounds(tmp_path: Path) -> None:

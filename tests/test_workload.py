@@ -216,7 +216,8 @@ def test_csv_with_optional_columns_and_bad_rows(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("header, found", [
     ("text,id", "'text', 'id'"),
-    ("prompt,category", "'prompt', 'category'"),
+    ("prompt,colour", "'prompt', 'colour'"),
+    ("prompt,tag,category", "'prompt', 'tag', 'category'"),
     ("prompt,prompt", "'prompt', 'prompt'"),
 ])
 def test_csv_wrong_header_names_needed_and_found(tmp_path: Path, header: str, found: str) -> None:
@@ -224,8 +225,9 @@ def test_csv_wrong_header_names_needed_and_found(tmp_path: Path, header: str, fo
     f.write_text(f"{header}\nx,y\n", encoding="utf-8")
     with pytest.raises(WorkloadError) as e:
         load(f)
-    assert str(e.value) == ("w.csv: wrong CSV header: needed column: prompt; optional: id, max_tokens, "
-                            f"temperature; found: {found}")
+    assert str(e.value) == ("w.csv: wrong CSV header: needed column: prompt; optional: id, tag or category, "
+                            "max_tokens, temperature, seed, top_p, top_k, min_p, presence_penalty, frequency_penalty, "
+                            f"repetition_penalty, stop; found: {found}")
 
 
 def test_csv_header_only(tmp_path: Path) -> None:
@@ -273,7 +275,7 @@ def test_folder_without_text_files_and_folder_over_the_limit(tmp_path: Path) -> 
 
 def test_unknown_format_and_missing_path(tmp_path: Path) -> None:
     (tmp_path / "w.yaml").write_text("a: 1", encoding="utf-8")
-    with pytest.raises(WorkloadError, match=r"^w\.yaml: unknown workload format '\.yaml'; use \.jsonl, \.csv"):
+    with pytest.raises(WorkloadError, match=r"^w\.yaml: the form of this file is not recognised\. Accepted forms: "):
         load(tmp_path / "w.yaml")
     with pytest.raises(WorkloadError, match="no such file or folder"):
         load(tmp_path / "missing.jsonl")

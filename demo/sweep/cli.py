@@ -42,7 +42,8 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
     w = p.add_argument_group("your workload", "a file of your own requests (docs/workloads.md); combined with "
                              "--presets, each is a workload in the report")
     w.add_argument("--workload", type=Path, metavar="FILE",
-                   help="a .jsonl or .csv file, or a folder of .txt/.md files, one request each")
+                   help="your traffic, recognised by content: JSONL, OpenAI batch or request bodies, "
+                        "ShareGPT (.json/.jsonl), CSV, or a folder of .txt/.md files (docs/workloads.md)")
     w.add_argument("--sample", type=int, metavar="N", help="measure N requests drawn reproducibly from the file")
     w.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     w.add_argument("--strict", action="store_true", help="any bad line stops the sweep before anything is sent "
@@ -157,6 +158,8 @@ def load_workload_arg(args: argparse.Namespace, settings: Settings) -> Workload 
         raise UsageError(str(e)) from None
     for issue in workload.issues:
         print(f"skipped {issue}", file=sys.stderr)
+    for line in workload.summary_lines():
+        print(f"{workload.name}: {line}", file=sys.stderr)
     return workload
 
 
@@ -174,9 +177,7 @@ def make_spec(settings: Settings, presets: list[str], concurrency: str, temperat
     if any(not TEMPERATURE_MIN <= t <= TEMPERATURE_MAX for t in temps or []):
         raise BadInput.about("temperatures", f"must be between {TEMPERATURE_MIN:g} and {TEMPERATURE_MAX:g}")
     try:
-        wspec = None if workload is None else WorkloadSpec(
-            name=workload.name, source=workload.source, format=workload.format, requests=len(workload.requests),
-            sample=workload.sample, issues=workload.issues)
+        wspec = None if workload is None else WorkloadSpec.of(workload)
         arms = settings_arms(settings)
         if shared_gpu is None:
             shared_gpu = all(same_host(settings.baseline_url, a.url) for a in arms)

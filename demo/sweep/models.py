@@ -17,7 +17,7 @@ from demo.server_info import ServerInfo
 from demo.sweep.capacity import Capacity, Slo
 from demo.sweep.headroom import ClientHeadroom
 from demo.sweep.profile import RequestOutcome, WorkloadProfile
-from demo.workload import LoadIssue, SampleInfo
+from demo.workload import Format, LoadIssue, SampleInfo, Workload
 
 # 2: workloads (a file of the customer's requests), per-request outcomes, profile, capacity and
 # cost, redaction. Version 1 files load unchanged (every new field has a default).
@@ -35,10 +35,27 @@ class WorkloadSpec(BaseModel):
 
     name: str
     source: str  # the path as given
-    format: Literal["jsonl", "csv", "folder"]
+    format: Format  # the form read (jsonl, csv, folder, openai-batch, openai-body, sharegpt)
     requests: int  # requests measured (after --sample)
+    read: int | None = None  # usable requests read from the file (before --sample); None: a sweep from before
+    skipped: int = 0  # lines skipped (each in issues)
     sample: SampleInfo | None = None
     issues: list[LoadIssue] = Field(default_factory=list)  # skipped lines, by file and line
+    ignored_fields: dict[str, int] = Field(default_factory=dict)  # field -> lines it was ignored on
+
+    @model_validator(mode="before")
+    @classmethod
+    def _skipped_of_a_sweep_from_before(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "skipped" not in data:
+            data = {**data, "skipped": len(data.get("issues") or [])}
+        return data
+
+    @classmethod
+    def of(cls, workload: Workload) -> WorkloadSpec:
+        """The record of a loaded workload: its form, counts, skipped lines and ignored fields."""
+        return cls(name=workload.name, source=workload.source, format=workload.format,
+                   requests=len(workload.requests), read=workload.read, skipped=len(workload.issues),
+                   sample=workload.sample, issues=workload.issues, ignored_fields=workload.ignored_fields)
 
 
 class ArmSpec(BaseModel):

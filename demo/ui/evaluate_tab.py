@@ -93,11 +93,12 @@ def verdicts_html(result: SweepResult) -> str:
     return f"<style>{VERDICT_CSS}</style><div class=\"sd-eval-verdicts\">{note}{body}</div>"
 
 
-WORKLOAD_SUFFIXES = [".jsonl", ".csv", ".txt", ".md"]
-WORKLOAD_HELP = ("Your workload (optional): a .jsonl file (one request a line: {\"messages\": [...]} or "
-                 "{\"prompt\": \"...\"}, optional id, max_tokens, temperature), a .csv with a prompt column, or one "
-                 ".txt/.md prompt. A folder of prompts is CLI-only: `python -m demo sweep --workload FOLDER`. "
-                 "See docs/workloads.md.")
+WORKLOAD_SUFFIXES = [".jsonl", ".json", ".csv", ".txt", ".md"]
+WORKLOAD_HELP = ("Your workload (optional), in the form you already have, recognised by its content: a .jsonl "
+                 "file (one request a line: {\"messages\": [...]} or {\"prompt\": \"...\"}, optional id, tag, "
+                 "max_tokens, temperature and sampling), OpenAI Batch API lines, OpenAI request bodies one a line, "
+                 "ShareGPT conversations (.json or .jsonl), a .csv with a prompt column, or one .txt/.md prompt. "
+                 "A folder of prompts is CLI-only: `python -m demo sweep --workload FOLDER`. See docs/workloads.md.")
 
 
 def batches_of(spec: SweepSpec, workload: Workload | None) -> int:
@@ -132,15 +133,14 @@ def load_upload(path: str | None, settings: Settings, sample_n: float | None = N
 
 
 def upload_status_html(workload: Workload | None, lines: list[str]) -> str:
-    """What the upload gave, one line each: the request count, then every skipped line."""
+    """What the upload gave, one line each: the loader's summary ("12 requests read (OpenAI batch),
+    2 skipped", then each ignored field), then every skipped line."""
     if workload is None:
         return ""
-    sample = f" (a sample of {workload.sample.n} drawn with seed {workload.sample.seed} from " \
-             f"{workload.sample.of_requests})" if workload.sample else ""
-    head = (f'<div class="sd-upload-ok">{esc(workload.name)}: {len(workload.requests)} request(s) '
-            f"loaded{sample}.</div>")
-    rest = "".join(f'<div class="sd-upload-issue">{esc(line)}</div>' for line in lines)
-    return f'<div class="sd-upload" data-requests="{len(workload.requests)}">{head}{rest}</div>'
+    head, *ignored = workload.summary_lines()
+    head_html = f'<div class="sd-upload-ok">{esc(workload.name)}: {esc(head)}.</div>'
+    rest = "".join(f'<div class="sd-upload-issue">{esc(line)}</div>' for line in [*ignored, *lines])
+    return f'<div class="sd-upload" data-requests="{len(workload.requests)}">{head_html}{rest}</div>'
 
 
 def upload_error_html(e: WorkloadError) -> str:
@@ -362,7 +362,7 @@ def _controls(choices: list[tuple[str, str]], default: list[str]) -> dict[str, A
 
 def _upload(settings: Settings) -> dict[str, Any]:
     c: dict[str, Any] = {}
-    c["upload"] = gr.File(label="Workload file (.jsonl, .csv, .txt, .md)", file_types=WORKLOAD_SUFFIXES,
+    c["upload"] = gr.File(label="Workload file (.jsonl, .json, .csv, .txt, .md)", file_types=WORKLOAD_SUFFIXES,
                           file_count="single", type="filepath", elem_id="sd-eval-upload")
     gr.Markdown(WORKLOAD_HELP, elem_classes=["sd-upload-help"])
     c["upload_status"] = gr.HTML("", elem_id="sd-eval-upload-status")

@@ -81,12 +81,29 @@ def _self_contained(html: str) -> dict:
     return data
 
 
+def test_an_openai_batch_upload_says_what_was_read(setup, page, tmp_path: Path) -> None:
+    """The loader's summary line on the page: the form read, the skipped line, the ignored fields."""
+    app, _, _ = setup
+    example = Path(__file__).resolve().parents[2] / "workloads" / "openai-batch.jsonl"
+    embeddings = {"custom_id": "emb-1", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}}
+    upload = tmp_path / "batch_input.jsonl"
+    upload.write_text(example.read_text(encoding="utf-8") + json.dumps(embeddings) + "\n", encoding="utf-8")
+    open_evaluate(page, app)
+    _upload(page, upload)
+    page.wait_for_selector('#sd-eval-upload-status [data-requests="6"]', timeout=15_000)
+    status = page.inner_text("#sd-eval-upload-status")
+    assert "batch_input: 6 requests read (OpenAI batch), 1 skipped." in status, status
+    assert "model: ignored on 6 lines: the servers' own model is used" in status, status
+    assert "skipped batch_input.jsonl:7: url /v1/embeddings" in status, status
+    assert page.console_errors == []
+
+
 def test_uploaded_workload_is_measured_and_shown(setup, page) -> None:
     app, _, workload = setup
     open_evaluate(page, app)
     _upload(page, workload)
     page.wait_for_selector('#sd-eval-upload-status [data-requests="5"]', timeout=15_000)
-    assert "my_traffic: 5 request(s) loaded" in page.inner_text("#sd-eval-upload-status")
+    assert "my_traffic: 5 requests read (JSONL), 0 skipped" in page.inner_text("#sd-eval-upload-status")
     # The workload alone: no preset ticked.
     for box in page.locator("#sd-eval-presets input[type=checkbox]").all():
         if box.is_checked():
