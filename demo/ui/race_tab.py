@@ -55,6 +55,7 @@ from demo.presets import Preset, PresetProblem, load_presets
 from demo.race import validate_request
 from demo.results import SIDES, Order, RaceResult
 from demo.runs import Run, race_of, record_from_dump
+from demo.sampling import sampling_body
 from demo.server_info import ServerInfo, probe_arms, probe_servers
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
@@ -502,13 +503,16 @@ def _expect_html(preset: Preset | None) -> str:
     if preset is None:
         return '<div class="sd-expect"></div>'
     text = view.esc(preset.expect)
+    if sampling_body(preset) or preset.seed is not None:  # what it sends beyond T and max tokens
+        text += f" (sent to both sides: {view.esc(view.sampling_text(preset.to_request()))})"
     return f'<div class="sd-expect" title="{text}">What to expect: {text}</div>'
 
 
 def _workload_expect_html(workload: Workload | None, req: WorkloadRequest) -> str:
     name = view.esc(workload.name if workload else "")
     text = (f"From the uploaded workload {name}: request {view.esc(req.id)} "
-            f"(T={req.temperature:g}, max {req.max_tokens} tokens), as sent by the Evaluate tab.")
+            f"({view.esc(view.sampling_text(req.to_race_request()))}, max {req.max_tokens} tokens), "
+            "as sent by the Evaluate tab.")
     return f'<div class="sd-expect" data-workload="true" title="{text}">What to expect: {text}</div>'
 
 
