@@ -31,6 +31,7 @@ from demo.results import (
     SideSnapshot,
     StreamProgress,
 )
+from demo.sampling import sampling_body
 from demo.server_info import ServerInfo, down_message
 
 PENDING = "…"
@@ -430,6 +431,14 @@ def sampling_text(req: RaceRequest) -> str:
         parts.append(f"JSON schema {rf.json_schema.name!r}" if rf.json_schema is not None
                      else _RESPONSE_FORMAT_WORDS.get(rf.type, rf.type))
     return " · ".join(parts)
+
+
+def sampling_note(req: RaceRequest) -> str:
+    """`` (sent to both sides: <sampling_text>)`` when ``req`` sets a seed or a sampling field beyond
+    temperature and max tokens (what a preset's "what to expect" line adds), else ''. Plain text."""
+    if req.seed is None and not sampling_body(req):
+        return ""
+    return f" (sent to both sides: {sampling_text(req)})"
 
 
 def cpu_arms_order_note(arms: int) -> str:

@@ -219,6 +219,13 @@ def test_the_sampling_line_shows_only_what_was_set_on_one_escaped_line() -> None
     assert "&lt;b&gt;" in banner and "<b>" not in banner
 
 
+def test_a_preset_that_sets_sampling_says_so_beside_what_to_expect() -> None:
+    assert view.sampling_note(SHIPPED["json_reformat"].to_request()) == ""
+    assert view.sampling_note(SHIPPED["json_reformat_schema"].to_request()) == (
+        " (sent to both sides: T=0 · JSON schema 'order_record')")
+    assert view.sampling_note(RaceRequest(prompt="x", seed=3)) == " (sent to both sides: T=0 · seed 3)"
+
+
 async def _finished(req: RaceRequest):  # a race over two stand-ins, for its RaceResult
     with Standin.pair(FAST) as (base, spec):
         return await run_race(req.model_copy(update={"max_tokens": 4}),

@@ -55,7 +55,6 @@ from demo.presets import Preset, PresetProblem, load_presets
 from demo.race import validate_request
 from demo.results import SIDES, Order, RaceResult
 from demo.runs import Run, race_of, record_from_dump
-from demo.sampling import sampling_body
 from demo.server_info import ServerInfo, probe_arms, probe_servers
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
@@ -502,9 +501,7 @@ def _placeholder(side: str) -> str:
 def _expect_html(preset: Preset | None) -> str:
     if preset is None:
         return '<div class="sd-expect"></div>'
-    text = view.esc(preset.expect)
-    if sampling_body(preset) or preset.seed is not None:  # what it sends beyond T and max tokens
-        text += f" (sent to both sides: {view.esc(view.sampling_text(preset.to_request()))})"
+    text = view.esc(preset.expect + view.sampling_note(preset.to_request()))
     return f'<div class="sd-expect" title="{text}">What to expect: {text}</div>'
 
 
