@@ -9,17 +9,20 @@ import json
 import sys
 from typing import Any
 
-from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args
-from demo.client import settle_heap
+from demo import view
+from demo.cli_args import UsageError, add_sampling_args, add_server_args, build_request, settings_from_args
+from demo.client import request_body, settle_heap
 from demo.export import add_export_parser
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load_cli import add_load_parser, cmd_race_users, users_arg
 from demo.race import run_race
-from demo.results import LEGACY_ORDER, ArmResult, RaceResult, SideResult
+from demo.results import LEGACY_ORDER, ArmResult, RaceRequest, RaceResult, SideResult
 from demo.runs import RunTooLarge, save_run
 from demo.sweep.cli import add_sweep_parser
 from demo.whatif import add_whatif_parser
 
+# The request-body fields that are not its sampling (race --json's "sampling" holds the others).
+NOT_SAMPLING = ("model", "messages", "prompt", "stream", "stream_options")
 SIDE_KEYS = ("completion_tokens", "ttft_s", "decode_tokens_per_s", "e2e_s", "itl_p50_s", "itl_p95_s", "text", "error")
 
 
@@ -37,6 +40,7 @@ def add_race_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--temperature", type=float)
     p.add_argument("--api", choices=["chat", "completions"])
     p.add_argument("--warmup", action="store_true", help="send a short warm-up request to each server first")
+    add_sampling_args(p)
     p.add_argument("--users", default="1", help="N > 1: N copies of the prompt per side at once, measured as a "
                    "batch (per-user decode tokens/s, total output tokens/s); 1 to SPECDEMO_MAX_USERS (default 32)")
     p.add_argument("--no-save", action="store_true", help="do not save the run under the runs folder")
@@ -69,11 +73,19 @@ def arm_json(a: ArmResult) -> dict[str, Any]:
     return out
 
 
+def sampling_json(req: RaceRequest) -> dict[str, Any]:
+    """The request's sampling in --json: the body fields every server was sent beside the model, the
+    prompt and the stream options (client.request_body): temperature, max_tokens, and the seed and
+    sampling fields that were set."""
+    return {k: v for k, v in request_body(req, "").items() if k not in NOT_SAMPLING}
+
+
 def result_json(r: RaceResult) -> dict[str, Any]:
     """The race in --json: ``speculative``, ``speedup``... hold the first arm; ``arms`` every arm, in order."""
     return {
         "order": r.order,
         "preset": r.preset,
+        "sampling": sampling_json(r.request),
         "baseline": side_json(r.baseline),
         "speculative": side_json(r.speculative),
         "speedup": r.speedup,
@@ -114,7 +126,8 @@ def result_table(r: RaceResult) -> str:
     heads = ["baseline", *(a.name for a in arms)] if several else ["baseline", "speculative"]
     columns = [_side_rows(r.baseline)] + ([_side_rows(a.side) for a in arms] if several else
                                           [_side_rows(r.speculative)])
-    lines = [f"Order: {order}" + (f"   preset: {r.preset}" if r.preset else ""), ""]
+    lines = [f"Order: {order}" + (f"   preset: {r.preset}" if r.preset else ""),
+             f"Sampling: {view.sampling_text(r.request)}", ""]
     lines.append(f"{'':26}" + "".join(f"{h:>22}" for h in heads))
     lines += [f"{name:26}" + "".join(f"{col[i]:>22}" for col in columns) for i, name in enumerate(ROW_NAMES)]
     lines.append("")

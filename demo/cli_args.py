@@ -1,12 +1,15 @@
 """What the command lines share (``python -m demo race``, ``load`` and ``sweep``): the usage
-error and the argument helpers, and the request a race or a load sweep sends. A leaf: it
-imports no CLI, so no CLI imports another's module for these.
+error and the argument helpers, the sampling flags, and the request a race or a load sweep
+sends. A leaf: it imports no CLI, so no CLI imports another's module for these.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 from collections.abc import Collection
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,6 +19,7 @@ from demo.fmt import validation_summary
 from demo.presets import resolve_presets
 from demo.race import validate_request
 from demo.results import SIDES, Message, RaceRequest
+from demo.sampling import MAX_SCHEMA_BYTES, MAX_STOP_SEQUENCES, ResponseFormat
 from demo.settings import MAX_ARMS, ArmSetting, Settings, check_arm_name, same_url
 
 
@@ -131,12 +135,98 @@ def parse_numbers(text: str, kind: type, what: str) -> list[Any]:
     return values
 
 
+# The sampling flags' dests, each a RaceRequest field of that name (--response-format is read apart).
+SAMPLING_ARGS = ("top_p", "top_k", "min_p", "stop", "presence_penalty", "frequency_penalty", "repetition_penalty",
+                 "seed")
+# A --response-format file: a pretty-printed schema may be a few times its serialized size (capped there).
+MAX_RESPONSE_FORMAT_FILE_BYTES = 4 * MAX_SCHEMA_BYTES
+RESPONSE_FORMAT_WORDS = ("json_object", "text")
+# A JSON schema's own "type" words: a file whose "type" is one of these (or has none) is a bare schema.
+JSON_SCHEMA_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
+
+
+def add_sampling_args(p: argparse.ArgumentParser) -> None:
+    """The sampling flags (demo/sampling.py's vocabulary, and --seed): sent alike to every server,
+    each one given on top of the preset's value."""
+    g = p.add_argument_group("sampling", "sent alike to every server; a flag given replaces the preset's value, "
+                             "a flag left out keeps it (none: the server's default)")
+    g.add_argument("--top-p", type=float, metavar="P", help="nucleus sampling, over 0 to 1")
+    g.add_argument("--top-k", type=int, metavar="K", help="the K most likely tokens only; -1 or 0: off")
+    g.add_argument("--min-p", type=float, metavar="P",
+                   help="0 to 1: drop tokens below P times the top one's probability")
+    g.add_argument("--stop", action="append", metavar="TEXT",
+                   help=f"a stop sequence (repeatable, at most {MAX_STOP_SEQUENCES}); in bash, $'\\n\\n' "
+                        "is a blank line")
+    g.add_argument("--presence-penalty", type=float, metavar="X", help="-2 to 2")
+    g.add_argument("--frequency-penalty", type=float, metavar="X", help="-2 to 2")
+    g.add_argument("--repetition-penalty", type=float, metavar="X", help="over 0 to 2; 1: none")
+    g.add_argument("--seed", type=int, help="the sampling seed, the same for every server")
+    g.add_argument("--response-format", metavar="json_object|text|FILE.json",
+                   help="json_object: any JSON; text: free text; FILE.json: JSON following a schema (vLLM's "
+                        "structured outputs): a file holding a response_format of type json_schema, or a bare "
+                        f"JSON schema (named after the file), at most {MAX_RESPONSE_FORMAT_FILE_BYTES:,} bytes")
+
+
+def _schema_name(path: Path) -> str:
+    # OpenAI's json_schema.name: letters, digits, _ and -, at most 64 characters.
+    return re.sub(r"[^A-Za-z0-9_-]", "_", path.stem)[:64] or "response"
+
+
+def response_format_arg(value: str) -> ResponseFormat:
+    """--response-format's value as a ResponseFormat: ``json_object`` or ``text``, else a JSON file
+    holding a response_format (also as ``{"response_format": ...}``, as a request body has it) or a
+    bare JSON schema (no ``json_schema`` key, and a ``type`` that is a JSON schema type, or none),
+    sent as ``json_schema`` named after the file. Capped at
+    MAX_RESPONSE_FORMAT_FILE_BYTES; UsageError in one line that never quotes the file's text."""
+    if value in RESPONSE_FORMAT_WORDS:
+        return ResponseFormat.model_validate({"type": value})
+    flag_ = f"--response-format {value}"
+    path = Path(value)
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_RESPONSE_FORMAT_FILE_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"{flag_}: cannot read it ({e.strerror or type(e).__name__}); give json_object, text "
+                         "or a JSON file") from None
+    if len(raw) > MAX_RESPONSE_FORMAT_FILE_BYTES:
+        raise UsageError(f"{flag_}: the file is over {MAX_RESPONSE_FORMAT_FILE_BYTES:,} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise UsageError(f"{flag_}: not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{flag_}: not JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except RecursionError:
+        raise UsageError(f"{flag_}: the JSON is nested too deeply") from None
+    if isinstance(data, dict) and set(data) == {"response_format"}:
+        data = data["response_format"]
+    if not isinstance(data, dict):
+        raise UsageError(f"{flag_}: the file must hold a JSON object (a response_format or a JSON schema)")
+    kind = data.get("type")
+    if "json_schema" not in data and (not isinstance(kind, str) or kind in JSON_SCHEMA_TYPES):  # a bare schema
+        data = {"type": "json_schema", "json_schema": {"name": _schema_name(path), "schema": data}}
+    try:
+        return ResponseFormat.model_validate(data)
+    except ValidationError as e:
+        raise UsageError(f"{flag_}: {validation_summary(e)}") from None
+
+
+def sampling_changes(args: argparse.Namespace) -> dict[str, Any]:
+    """The sampling flags given (a command without them gives none): RaceRequest field values."""
+    changes: dict[str, Any] = {name: getattr(args, name) for name in SAMPLING_ARGS
+                               if getattr(args, name, None) is not None}
+    if getattr(args, "response_format", None) is not None:
+        changes["response_format"] = response_format_arg(args.response_format)
+    return changes
+
+
 def build_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
     """The race's request from the flags: the preset's (Preset.to_request) or the prompt's, with
-    --max-tokens, --temperature and --api on top; UsageError says what is wrong."""
+    --max-tokens, --temperature, --api and the sampling flags on top; UsageError says what is wrong."""
     changes: dict[str, Any] = {"order": args.order, "warmup": args.warmup}
     changes.update({name: getattr(args, name) for name in ("max_tokens", "temperature", "api")
                     if getattr(args, name) is not None})
+    changes.update(sampling_changes(args))
     try:
         if args.preset:
             req = resolve_presets([args.preset], settings.presets_dir)[args.preset].to_request(**changes)

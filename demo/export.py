@@ -349,7 +349,7 @@ def export_html(run: Run, *, made_at: datetime | None = None,
     users = run if isinstance(run, UsersRace) else None
     req = result.request
     order = view.ORDER_LABELS[result.order] + (f" · {users.users} users" if users else "")
-    what = (f"{result.preset or 'free prompt'} · {order} · T={req.temperature:g} · max {req.max_tokens} tokens"
+    what = (f"{result.preset or 'free prompt'} · {order} · {view.sampling_text(req)} · max {req.max_tokens} tokens"
             f" · exported {_when(made_at)}")
     panes_html = "".join(_pane_html(result, p, users) for p, _ in panes(result))
     panes_attr = f' data-panes="{len(panes(result))}"' if several_arms(result) else ""

@@ -51,6 +51,7 @@ from demo.results import (
     StreamProgress,
     first_arm_in,
 )
+from demo.sampling import SAMPLING_FIELDS
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
 from demo.sweep.crossover import Crossover, choose_arms, find_crossover
@@ -289,9 +290,11 @@ def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str
 
 
 def request_from_race(req: RaceRequest) -> WorkloadRequest:
-    """The request each user sends: a race's request, in the evaluator's vocabulary."""
+    """The request each user sends: a race's request (its seed and sampling fields too), in the
+    evaluator's vocabulary."""
     return WorkloadRequest(id=req.preset or "prompt", api=req.api, messages=req.messages, prompt=req.prompt,
-                           max_tokens=req.max_tokens, temperature=req.temperature)
+                           max_tokens=req.max_tokens, temperature=req.temperature, seed=req.seed,
+                           **{name: getattr(req, name) for name in SAMPLING_FIELDS})
 
 
 def _side(side: str, sc: SideCell, cell: CellResult, shown: str | None = None) -> LoadSide:

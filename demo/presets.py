@@ -1,4 +1,8 @@
-"""Presets: prompts that make the lesson visible, loaded from presets/*.yaml."""
+"""Presets: prompts that make the lesson visible, loaded from presets/*.yaml.
+
+A preset may set the sampling vocabulary (demo/sampling.py: top_p, top_k, min_p, stop, the
+penalties, response_format) and a seed; they reach both sides of a race alike through
+``Preset.to_request``."""
 
 from __future__ import annotations
 
@@ -13,9 +17,13 @@ from demo.errors import NotFound
 from demo.fmt import validation_summary
 from demo.limits import MaxTokens, Temperature
 from demo.results import Api, Message, RaceRequest
+from demo.sampling import SAMPLING_FIELDS, SamplingFields
 
 
-class Preset(BaseModel):
+class Preset(SamplingFields):
+    """One preset file: its prompt, what to expect, and how it is sampled (the sampling fields:
+    demo/sampling.py, each left out of the file not sent)."""
+
     model_config = {"extra": "forbid"}
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
@@ -25,17 +33,21 @@ class Preset(BaseModel):
     temperature: Temperature = 0.0
     max_tokens: MaxTokens = 256
     api: Api = "chat"
+    seed: int | None = None  # sent to both sides alike; None: not sent
     # Files (relative to the presets folder) whose text replaces {{name}} in the messages.
     include: dict[str, str] = Field(default_factory=dict)
     # In booth mode's default rotation (demo.live.booth); SPECDEMO_BOOTH_PRESETS can still name it.
     booth: bool = True
 
     def to_request(self, **changes: Any) -> RaceRequest:
-        """This preset as one race's request: its name, messages, API, temperature and max tokens,
-        with ``changes`` (any other RaceRequest field values: order, warmup, the page's temperature)
-        on top. The one place a preset becomes a RaceRequest; RaceRequest validates the values."""
+        """This preset as one race's request: its name, messages, API, temperature, max tokens, seed
+        and sampling fields, with ``changes`` (any other RaceRequest field values: order, warmup, the
+        page's temperature, a CLI flag) on top. The one place a preset becomes a RaceRequest;
+        RaceRequest validates the values."""
+        sampling = {name: getattr(self, name) for name in SAMPLING_FIELDS}
         return RaceRequest(**{"preset": self.name, "messages": self.messages, "api": self.api,
-                              "temperature": self.temperature, "max_tokens": self.max_tokens, **changes})
+                              "temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed,
+                              **sampling, **changes})
 
 
 class PresetProblem(BaseModel):

@@ -23,6 +23,7 @@ from demo.results import (
     ArmResult,
     ArmSnapshot,
     Order,
+    RaceRequest,
     RaceResult,
     RaceSnapshot,
     Side,
@@ -30,6 +31,7 @@ from demo.results import (
     SideSnapshot,
     StreamProgress,
 )
+from demo.sampling import sampling_body
 from demo.server_info import ServerInfo, down_message
 
 PENDING = "…"
@@ -401,6 +403,44 @@ def loop_note_html(result: RaceResult) -> str:
             f'<div class="sd-loop-detail">{esc(detail)}</div></div>')
 
 
+MAX_STOP_SHOWN_CHARS = 60  # a stop list longer than this is cut in the sampling line (the saved run has it all)
+_RESPONSE_FORMAT_WORDS = {"json_object": "JSON object", "text": "free text (response_format text)"}
+
+
+def sampling_text(req: RaceRequest) -> str:
+    """The sampling a request was sent with, as one short line of plain text (escape it before HTML,
+    as every caller does): ``T=0 · top_p 0.9 · stop ['\\n\\n'] · JSON schema 'record'``. Only the
+    fields that were set, in the order they are sent (a field not set was not sent: the server's
+    default applied); the stop list and the schema's name as Python writes them (escapes visible,
+    one line), the stop list cut at MAX_STOP_SHOWN_CHARS. The one place the page, the Replay tab,
+    the exported page and the CLI's table say it."""
+    parts = [f"T={req.temperature:g}"]
+    for name in ("top_p", "top_k", "min_p"):
+        if (value := getattr(req, name)) is not None:
+            parts.append(f"{name} {value:g}")
+    if req.stop:
+        stop = repr(req.stop)
+        parts.append("stop " + (stop if len(stop) <= MAX_STOP_SHOWN_CHARS else stop[:MAX_STOP_SHOWN_CHARS - 1] + "…"))
+    for name in ("presence_penalty", "frequency_penalty", "repetition_penalty"):
+        if (value := getattr(req, name)) is not None:
+            parts.append(f"{name} {value:g}")
+    if req.seed is not None:
+        parts.append(f"seed {req.seed}")
+    rf = req.response_format
+    if rf is not None:
+        parts.append(f"JSON schema {rf.json_schema.name!r}" if rf.json_schema is not None
+                     else _RESPONSE_FORMAT_WORDS.get(rf.type, rf.type))
+    return " · ".join(parts)
+
+
+def sampling_note(req: RaceRequest) -> str:
+    """`` (sent to both sides: <sampling_text>)`` when ``req`` sets a seed or a sampling field beyond
+    temperature and max tokens (what a preset's "what to expect" line adds), else ''. Plain text."""
+    if req.seed is None and not sampling_body(req):
+        return ""
+    return f" (sent to both sides: {sampling_text(req)})"
+
+
 def cpu_arms_order_note(arms: int) -> str:
     """Why a race of several arms on CPU servers is sequential by default (the page says it)."""
     return (f"Sequential by default: the baseline and the {arms} speculative servers run on CPU cores of one "
@@ -686,7 +726,7 @@ def recording_banner_html(result: RaceResult | None, note: str | None = None) ->
                 "Play: it is played back at its real timing, labelled as a recording.</div>")
     when = result.started_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     req = result.request
-    what = f"{result.preset or 'free prompt'} · {ORDER_LABELS[result.order]} · T={req.temperature:g} · " \
+    what = f"{result.preset or 'free prompt'} · {ORDER_LABELS[result.order]} · {sampling_text(req)} · " \
            f"max {req.max_tokens} tokens"
     return (f'<div class="sd-banner sd-recording" role="status" data-recording="true" '
             'style="border:3px solid var(--sd-alert);padding:10px 14px;border-radius:8px;font-size:22px;'

@@ -98,3 +98,25 @@ def test_the_race_command_refuses_an_unknown_order(capsys: pytest.CaptureFixture
     with pytest.raises(SystemExit):
         parser.parse_args(["race", "--prompt", "x", "--order", "fast"])
     assert "invalid choice: 'fast'" in capsys.readouterr().err
+
+
+def test_a_race_saved_before_the_sampling_fields_loads_and_says_what_it_sent(tmp_path: Path) -> None:
+    from demo import view
+    from demo.cli import result_json
+    from demo.export import export_html
+    from demo.sampling import SAMPLING_FIELDS, sampling_body
+
+    raw = json.loads(LEGACY_RUN.read_text())
+    assert not set(SAMPLING_FIELDS) & set(raw["request"]) and raw["request"]["seed"] is None  # truly old
+    result = read_run(LEGACY_RUN)
+    assert sampling_body(result.request) == {} and result.request.seed is None
+    # It sent temperature and max tokens only: that is what --json, Replay and the export say.
+    assert result_json(result)["sampling"] == {"temperature": raw["request"]["temperature"],
+                                               "max_tokens": raw["request"]["max_tokens"]}
+    line = view.sampling_text(result.request)
+    assert line == f"T={raw['request']['temperature']:g}"
+    assert f"{line} · max {raw['request']['max_tokens']} tokens" in view.recording_banner_html(result)
+    assert f"{line} · max {raw['request']['max_tokens']} tokens" in export_html(result)
+    # Saved again (its sampling fields written as null: not sent), it reads back the same.
+    again = save_run(result, tmp_path)
+    assert read_run(again) == result

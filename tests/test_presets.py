@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
 
 from demo.presets import Preset, load_presets
+from demo.sampling import sampling_body
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
-EXPECTED_NAMES = {"json_reformat", "sql", "code_edit", "poetry", "rag_long", "summarization"}
+EXPECTED_NAMES = {"json_reformat", "json_reformat_schema", "sql", "code_edit", "poetry", "rag_long", "summarization"}
 
 # The GPL v3 is shipped verbatim (its licence forbids changing it); docs/SOURCES.md records this hash.
 GPL_SHA256 = "3972dc9744f6499f0f9b2dbf76696f2ae7ad8af9b23dde66d6af86c9dfb36986"
@@ -59,6 +63,66 @@ def test_temperatures(shipped: dict[str, Preset]) -> None:
     assert shipped["poetry"].temperature == 1.0
     # Greedy everywhere else, so both servers must produce identical text.
     assert all(p.temperature == 0.0 for n, p in shipped.items() if n != "poetry")
+
+
+def test_only_the_json_schema_preset_sets_sampling_fields(shipped: dict[str, Preset]) -> None:
+    # Every other preset sends what it always sent: temperature and max tokens, the server's defaults.
+    assert {n for n, p in shipped.items() if sampling_body(p) or p.seed is not None} == {"json_reformat_schema"}
+
+
+def _walk(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every sub-schema of ``schema`` (properties and array items), itself first."""
+    out = [schema]
+    for sub in schema.get("properties", {}).values():
+        out += _walk(sub)
+    if isinstance(schema.get("items"), dict):
+        out += _walk(schema["items"])
+    return out
+
+
+def test_the_json_schema_preset_is_json_reformat_under_a_schema_matching_its_record(
+        shipped: dict[str, Preset]) -> None:
+    free, constrained = shipped["json_reformat"], shipped["json_reformat_schema"]
+    # The same record and task, the same length: only the response_format differs.
+    assert constrained.messages == free.messages
+    assert (constrained.temperature, constrained.max_tokens, constrained.api) == (
+        free.temperature, free.max_tokens, free.api)
+    rf = constrained.response_format
+    assert rf is not None and rf.type == "json_schema" and rf.json_schema is not None
+    schema = rf.json_schema.schema_
+    record = json.loads(free.messages[-1].content.splitlines()[1])
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(record, schema)  # the record itself is a valid answer
+    assert list(schema["properties"]) == list(record)  # field by field, in the record's order
+    nodes = _walk(schema)
+    assert all("maxItems" in s for s in nodes if s.get("type") == "array"), "an array without maxItems can loop"
+    assert all("maxLength" in s or "enum" in s for s in nodes if s.get("type") == "string")
+    assert all(s.get("additionalProperties") is False for s in nodes if s.get("type") == "object")
+    # Its request carries the schema, as both sides receive it.
+    body = sampling_body(constrained.to_request())
+    assert body == {"response_format": {"type": "json_schema", "json_schema": {
+        "name": "order_record", "strict": True, "schema": schema}}}
+
+
+def test_sampling_fields_in_a_preset_file_reach_its_request(tmp_path: Path) -> None:
+    sampling = r"""top_p: 0.9
+top_k: 40
+min_p: 0.05
+stop: ["\n\n", END]
+presence_penalty: 0.5
+frequency_penalty: -0.5
+repetition_penalty: 1.1
+seed: 7
+response_format: {type: json_object}
+"""
+    (tmp_path / "s.yaml").write_text(GOOD_BODY + sampling, encoding="utf-8")
+    presets, errors = load_presets(tmp_path)
+    assert errors == []
+    req = presets["s"].to_request(top_p=0.5)  # a change on top (a CLI flag) wins over the file
+    assert sampling_body(req) == {"top_p": 0.5, "top_k": 40, "min_p": 0.05, "stop": ["\n\n", "END"],
+                                  "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1,
+                                  "response_format": {"type": "json_object"}}
+    assert req.seed == 7
 
 
 def test_rag_document_is_long_real_and_fits_the_context(shipped: dict[str, Preset]) -> None:
@@ -108,6 +172,10 @@ BROKEN = {
     "wrong_nested": (GOOD_BODY.replace("role: user", "role: robot"), ["messages.0.role"]),
     "out_of_range": (GOOD_BODY + "max_tokens: 0\n", ["max_tokens"]),
     "unknown_field": (GOOD_BODY + "colour: red\n", ["colour", "extra"]),
+    "top_p_out_of_range": (GOOD_BODY + "top_p: 1.5\n", ["top_p", "1"]),
+    "stop_not_text": (GOOD_BODY + "stop:\n  - a: 1\n", ["stop.0"]),
+    "unknown_response_format": (GOOD_BODY + "response_format:\n  type: xml\n", ["response_format.type"]),
+    "schema_missing": (GOOD_BODY + "response_format:\n  type: json_schema\n", ["response_format", "json_schema"]),
     "unsafe_tag": (
         "title: T\nexpect: E\nmessages: !!python/object/apply:os.system [\"touch {marker}\"]\n",
         ["line 3", "python/object/apply"],

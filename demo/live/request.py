@@ -61,8 +61,9 @@ def workload_user_text(req: WorkloadRequest) -> str:
 
 def build_request(presets: dict[str, Preset], preset_name: str | None, prompt: str,
                   temperature: float, max_tokens: float, order: str, workload: Workload | None = None) -> RaceRequest:
-    """The preset's (or the workload request's) messages when its prompt is unchanged; an edited
-    prompt is a free prompt.
+    """The preset's (or the workload request's) messages, seed and sampling fields (top_p, stop,
+    response_format...) when its prompt is unchanged; an edited prompt is a free prompt, sent
+    without them.
 
     Every argument is page input, validated here (``order`` by RaceRequest). Raises ValueError
     with a one-line message for input the servers should never see.
@@ -72,8 +73,9 @@ def build_request(presets: dict[str, Preset], preset_name: str | None, prompt: s
     try:
         tokens = int(max_tokens)
         if wreq is not None and prompt == workload_user_text(wreq):
-            return RaceRequest(preset=WORKLOAD_PREFIX + wreq.id, messages=wreq.messages, prompt=wreq.prompt,
-                               api=wreq.api, temperature=temperature, max_tokens=tokens, order=order)
+            # The line's own seed and sampling fields, as the Evaluate tab sends them.
+            return RaceRequest(**{**dict(wreq.to_race_request()), "preset": WORKLOAD_PREFIX + wreq.id,
+                                  "temperature": temperature, "max_tokens": tokens, "order": order})
         if preset is not None and prompt == preset_user_text(preset):
             return preset.to_request(temperature=temperature, max_tokens=tokens, order=order)
         return RaceRequest(messages=[Message(role="user", content=prompt)], temperature=temperature,

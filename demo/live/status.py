@@ -19,7 +19,8 @@ def final_status(result: RaceResult, saved: str | None, stopped_because: str | N
     """``users`` > 1: an N-user race, whose ``result`` is user 1's."""
     state = result.outcome
     who = f"{users} users · " if users > 1 else ""
-    detail = who + view.ORDER_LABELS[result.order] + (" · run saved" if saved else "")
+    detail = f"{who}{view.ORDER_LABELS[result.order]} · {view.sampling_text(result.request)}" + (
+        " · run saved" if saved else "")
     if save_note:
         detail = f"{detail} · {save_note}"
     if state == "stopped" and stopped_because:

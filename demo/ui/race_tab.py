@@ -501,14 +501,15 @@ def _placeholder(side: str) -> str:
 def _expect_html(preset: Preset | None) -> str:
     if preset is None:
         return '<div class="sd-expect"></div>'
-    text = view.esc(preset.expect)
+    text = view.esc(preset.expect + view.sampling_note(preset.to_request()))
     return f'<div class="sd-expect" title="{text}">What to expect: {text}</div>'
 
 
 def _workload_expect_html(workload: Workload | None, req: WorkloadRequest) -> str:
     name = view.esc(workload.name if workload else "")
     text = (f"From the uploaded workload {name}: request {view.esc(req.id)} "
-            f"(T={req.temperature:g}, max {req.max_tokens} tokens), as sent by the Evaluate tab.")
+            f"({view.esc(view.sampling_text(req.to_race_request()))}, max {req.max_tokens} tokens), "
+            "as sent by the Evaluate tab.")
     return f'<div class="sd-expect" data-workload="true" title="{text}">What to expect: {text}</div>'
 
 
