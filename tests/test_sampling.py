@@ -62,3 +62,16 @@ def test_a_saved_request_round_trips_with_its_response_format():
     # A record saved before the sampling fields existed keeps loading, with none of them set.
     old = RaceRequest.model_validate({"prompt": "hi", "temperature": 0.0, "max_tokens": 8, "mode": "sequential"})
     assert sampling_body(old) == {} and old.order == "sequential"
+
+
+def test_a_sweep_of_a_preset_sends_the_presets_own_sampling():
+    from demo.presets import resolve_presets
+    from demo.settings import ROOT
+    from demo.sweep.models import CellSettings
+    from demo.sweep.plan import cell_requests
+
+    presets = resolve_presets(["json_reformat_schema"], ROOT / "presets")
+    cell = CellSettings(preset="json_reformat_schema", temperature=0.0, concurrency=1, max_tokens=64, api="chat",
+                        repeats=1, warmup=0, order="sequential", baseline_url="b", speculative_url="s")
+    (req,) = cell_requests(cell, presets, None)
+    assert req.structured and req.response_format == presets["json_reformat_schema"].response_format

@@ -9,6 +9,7 @@ from demo.fmt import fmt_temperature
 from demo.presets import Preset
 from demo.presets import UnknownPresetError as UnknownPresetError  # re-exported: demo.sweep.cli
 from demo.presets import resolve_presets as resolve_presets  # re-exported: the Evaluate tab, tests
+from demo.sampling import SAMPLING_FIELDS
 from demo.sweep.models import CellSettings, SweepSpec
 from demo.workload import Workload, WorkloadRequest
 
@@ -45,8 +46,10 @@ def cell_requests(cell: CellSettings, presets: dict[str, Preset], workload: Work
     if cell.kind == "preset":
         p = presets[cell.preset]
         assert cell.temperature is not None
+        # The preset's own sampling (and seed) goes with it: json_reformat_schema is measured as JSON.
         return [WorkloadRequest(id=p.name, api=cell.api, messages=p.messages, max_tokens=cell.max_tokens,
-                                temperature=cell.temperature)]
+                                temperature=cell.temperature, seed=p.seed,
+                                **{name: getattr(p, name) for name in SAMPLING_FIELDS})]
     assert workload is not None and workload.name == cell.preset
     return [r.model_copy(update={"max_tokens": min(r.max_tokens, cell.max_tokens)}) for r in workload.requests]
 
