@@ -16,11 +16,12 @@ import asyncio
 import sys
 import time
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from demo.cli_args import UsageError, add_server_args, settings_from_args, usage_error
+from demo.cli_args import UsageError, add_server_args, settings_from_args
 from demo.client import make_http_client
 from demo.errors import BadInput
 from demo.metrics import MetricsSample, prometheus_sample, scrape_metrics
@@ -30,6 +31,7 @@ from demo.sweep.guardrails import FILE_NAME, JOB, Margins, guardrails, summary_l
 from demo.sweep.measured import Measured, measured_figures, read_results
 
 WINDOW_S_MAX = 3600.0
+M = TypeVar("M", bound=BaseModel)
 EXIT_NOTHING_TO_COMPARE = 3
 
 
@@ -78,6 +80,16 @@ def _add_measured_args(p: argparse.ArgumentParser) -> None:
                    help="the sweep's arm whose figures to use (default: its first)")
 
 
+def _margins(model: type[M], by_field: dict[str, tuple[str, float]]) -> M:
+    """``model`` from {field: (its flag, value)}; UsageError naming the flag when a value is out of bounds."""
+    try:
+        return model(**{field: value for field, (_flag, value) in by_field.items()})
+    except ValidationError as e:
+        error = e.errors()[0]
+        flag = by_field[str(error["loc"][0])][0]
+        raise UsageError(f"{flag}: {error['msg']}") from None
+
+
 def _measured(path: Path, arm: str | None, users: int | None = None) -> Measured:
     try:
         return measured_figures(read_results(path), path.name, arm, users)
@@ -87,11 +99,10 @@ def _measured(path: Path, arm: str | None, users: int | None = None) -> Measured
 
 def cmd_guardrails(args: argparse.Namespace) -> int:
     """Write the rules file; one line per rule (its threshold) or skipped rule (its reason)."""
-    try:
-        margins = Margins(acceptance_drop=args.acceptance_margin, itl_p95_over=args.itl_margin,
-                          kv_cache_over=args.kv_margin, preemptions_over=args.preemptions_margin)
-    except ValidationError as e:
-        raise usage_error(e) from None
+    margins = _margins(Margins, {"acceptance_drop": ("--acceptance-margin", args.acceptance_margin),
+                                 "itl_p95_over": ("--itl-margin", args.itl_margin),
+                                 "kv_cache_over": ("--kv-margin", args.kv_margin),
+                                 "preemptions_over": ("--preemptions-margin", args.preemptions_margin)})
     g = guardrails(_measured(args.source, args.for_arm), margins)
     path = write_guardrails(g, args.out)
     for line in summary_lines(g):
@@ -104,11 +115,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Compare the live window with results.json, one line per figure; the exit code says which way."""
     if not 1 <= args.window_s <= WINDOW_S_MAX:
         raise UsageError(f"--window-s must be between 1 and {WINDOW_S_MAX:g} seconds")
-    try:
-        margins = DriftMargins(acceptance_drop=args.acceptance_margin, tokens_per_step_drop=args.tokens_per_step_margin,
-                               itl_rise=args.itl_margin)
-    except ValidationError as e:
-        raise usage_error(e) from None
+    margins = _margins(DriftMargins, {"acceptance_drop": ("--acceptance-margin", args.acceptance_margin),
+                                      "tokens_per_step_drop": ("--tokens-per-step-margin", args.tokens_per_step_margin),
+                                      "itl_rise": ("--itl-margin", args.itl_margin)})
     m = _measured(args.against, args.for_arm, args.users)
     settings = settings_from_args(args)
     endpoint = _endpoint(settings, m.arm)

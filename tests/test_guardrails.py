@@ -19,10 +19,12 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
@@ -31,8 +33,10 @@ from demo.results import Message, RaceRequest
 from demo.settings import Settings
 from demo.sweep.guardrails import FILE_NAME, JOB, Margins, guardrails, rules_text
 from demo.sweep.measured import Measured, measured_figures, read_results
+from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
 from servers import monitor
+from servers.config import Role
 
 ROOT = Path(__file__).resolve().parents[1]
 # Streams of 1.5 s and more: the sweep samples KV-cache use once a second while a batch runs.
@@ -92,10 +96,11 @@ def test_thresholds_are_the_sweeps_figures_and_say_where_they_come_from(swept: P
     kv_peak = max(c["speculative"]["kv_cache_usage_peak_perc"] for c in top)
     rules = rules_of(swept / FILE_NAME)
     m = Margins()
-    assert set(rules) == {"SpecAcceptanceBelowFloor", "SpecItlP95AboveBaseline", "SpecKvCacheAboveMeasured",
+    assert set(rules) == {"SpecAcceptanceBelowFloor", "SpecTokenLatencyP95AboveBaseline", "SpecKvCacheAboveMeasured",
                           "SpecPreemptionsAboveMeasured"}
     assert threshold(rules["SpecAcceptanceBelowFloor"]) == pytest.approx(acceptance * (1 - m.acceptance_drop), rel=1e-3)
-    assert threshold(rules["SpecItlP95AboveBaseline"]) == pytest.approx(base_itl_p95 * (1 + m.itl_p95_over), rel=1e-3)
+    assert threshold(rules["SpecTokenLatencyP95AboveBaseline"]) == pytest.approx(
+        base_itl_p95 * (1 + m.itl_p95_over), rel=1e-3)
     assert threshold(rules["SpecKvCacheAboveMeasured"]) == pytest.approx(kv_peak + m.kv_cache_over, rel=1e-3)
     assert threshold(rules["SpecPreemptionsAboveMeasured"]) == 0  # the stand-in never preempts
     day = data["finished_at"][:10]
@@ -123,7 +128,7 @@ def test_a_figure_not_measured_skips_its_rule_with_the_reason(swept: Path) -> No
     m = m.model_copy(update={"kv_cache_usage_peak_perc": None, "preemptions_per_s": None,
                              "na_reasons": {"kv_cache_usage_peak_perc": "the server exports no KV-cache use"}})
     g = guardrails(m)
-    assert [r["alert"] for r in g.rules] == ["SpecAcceptanceBelowFloor", "SpecItlP95AboveBaseline"]
+    assert [r["alert"] for r in g.rules] == ["SpecAcceptanceBelowFloor", "SpecTokenLatencyP95AboveBaseline"]
     text = rules_text(g)
     assert "# skipped SpecKvCacheAboveMeasured: the server exports no KV-cache use" in text
     assert "# skipped SpecPreemptionsAboveMeasured: no preemptions measured" in text
@@ -156,7 +161,7 @@ def series(name: str, values: str, **labels: str) -> dict[str, str]:
 def synthetic(rules: dict[str, dict[str, Any]], bad: bool) -> list[dict[str, str]]:
     """30 minutes, one sample a minute: every figure past its threshold (``bad``) or well within it."""
     floor = threshold(rules["SpecAcceptanceBelowFloor"])
-    itl = threshold(rules["SpecItlP95AboveBaseline"])
+    itl = threshold(rules["SpecTokenLatencyP95AboveBaseline"])
     kv = threshold(rules["SpecKvCacheAboveMeasured"])
     accepted_per_min = round(100 * (floor * 0.5 if bad else min(1.0, floor * 1.5)))
     per_bucket = {itl * 0.5: 0 if bad else 600, itl * 2: 0, itl * 4: 600}  # observations a minute, cumulative
@@ -167,8 +172,8 @@ def synthetic(rules: dict[str, dict[str, Any]], bad: bool) -> list[dict[str, str
     cumulative = 0
     for le, n in per_bucket.items():
         cumulative = n if not bad or le == itl * 4 else 0
-        out.append(series("vllm:inter_token_latency_seconds_bucket", f"0+{cumulative}x30", le=f"{le:.6g}"))
-    out.append(series("vllm:inter_token_latency_seconds_bucket", "0+600x30", le="+Inf"))
+        out.append(series("vllm:request_time_per_output_token_seconds_bucket", f"0+{cumulative}x30", le=f"{le:.6g}"))
+    out.append(series("vllm:request_time_per_output_token_seconds_bucket", "0+600x30", le="+Inf"))
     return out
 
 
@@ -215,7 +220,7 @@ def test_promtool_rule_tests_can_fail(swept: Path, tmp_path: Path) -> None:
     assert "SpecKvCacheAboveMeasured" not in failed
 
 
-# ---------------------------------------------------------------- drift: python -m demo check
+# ---------------------------------------------------------------- a real Prometheus on the stand-ins
 
 class Races:
     """Races of the stand-in pair, one after another in a thread, until stopped."""
@@ -241,6 +246,85 @@ class Races:
         self.stop.set()
         self.thread.join(timeout=30)
 
+
+
+@pytest.fixture
+def prometheus(pair: tuple[Standin, Standin], swept: Path, tmp_path: Path) -> Iterator[str]:
+    """Debian's Prometheus scraping the stand-in pair every second, loading the sweep's rules."""
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip("Prometheus is not installed (bash scripts/install_prometheus.sh)")
+    targets: dict[Role, list[str]] = {"baseline": [pair[0].url.removeprefix("http://")],
+                                      "speculative": [pair[1].url.removeprefix("http://")]}
+    config = monitor.scrape_config(targets, interval_s=1, rule_files=[str(swept / FILE_NAME)])
+    (tmp_path / "prometheus.yml").write_text(monitor.config_text(config))
+    port = free_port()
+    with open(tmp_path / "prometheus.log", "wb") as log:
+        proc = subprocess.Popen([binary, f"--config.file={tmp_path / 'prometheus.yml'}",
+                                 f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
+                                stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def alert_rules(url: str) -> dict[str, dict[str, Any]]:
+    """Prometheus's /api/v1/rules: each alerting rule by name (state, health, lastError); {} before it answers."""
+    try:
+        r = httpx.get(f"{url}/api/v1/rules", params={"type": "alert"}, timeout=10)
+    except httpx.HTTPError:
+        return {}
+    return {rule["name"]: rule for g in r.json()["data"]["groups"] for rule in g["rules"]} if r.is_success else {}
+
+
+def wait_for(what: str, ok: Any, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ok():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout_s:g} s")
+        time.sleep(0.5)
+
+
+def has_data(url: str, rule: dict[str, Any]) -> bool:
+    """The rule's expression without its comparison gives a value: its series have data to judge."""
+    expr = rule["query"].rsplit(" ", 2)[0]
+    r = httpx.get(f"{url}/api/v1/query", params={"query": expr}, timeout=10)
+    return r.is_success and bool(r.json()["data"]["result"])
+
+
+def test_a_real_prometheus_keeps_the_measured_pair_quiet_and_flags_a_worse_acceptance(
+    prometheus: str, pair: tuple[Standin, Standin],
+) -> None:
+    base, spec = pair
+    judged = {"SpecAcceptanceBelowFloor", "SpecTokenLatencyP95AboveBaseline", "SpecKvCacheAboveMeasured"}
+    with Races(base, spec):
+        wait_for("every rule loaded, healthy and judging data", lambda: (
+            len(rules := alert_rules(prometheus)) == 4 and all(r["health"] == "ok" for r in rules.values())
+            and all(has_data(prometheus, rules[n]) for n in judged)))
+        time.sleep(3)  # a few more evaluations, every second
+        states = {n: (r["state"], r["health"]) for n, r in alert_rules(prometheus).items()}
+    assert set(states.values()) == {("inactive", "ok")}, states
+    spec.behavior = WORSE
+    spec.restart()
+    try:
+        with Races(base, spec):
+            wait_for("the acceptance rule pending", lambda: alert_rules(prometheus)[
+                "SpecAcceptanceBelowFloor"]["state"] == "pending")
+            states = {n: r["state"] for n, r in alert_rules(prometheus).items()}
+    finally:
+        spec.behavior = SPEC
+        spec.restart()
+    # Pending, not firing: 10 minutes must pass first. Only acceptance moved (the decode rate is the same).
+    assert states == {"SpecAcceptanceBelowFloor": "pending", "SpecTokenLatencyP95AboveBaseline": "inactive",
+                      "SpecKvCacheAboveMeasured": "inactive", "SpecPreemptionsAboveMeasured": "inactive"}
+
+
+# ---------------------------------------------------------------- drift: python -m demo check
 
 def figures(line: str, name: str) -> tuple[float, float]:
     """(live, measured) out of ``acceptance 0.12, measured 0.44 (-72%, margin -15%): drifted``."""
@@ -304,23 +388,32 @@ def results_without_cells(swept: Path, tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("case", ["missing", "not-json", "no-cells", "unmeasured-users", "bad-margin",
-                                  "bad-window"])
+# case -> (which results file, check's extra flags, guardrails' extra flags; None: not a guardrails flag)
+BAD_INPUT: dict[str, tuple[str, list[str], list[str] | None]] = {
+    "missing": ("missing", [], []),
+    "not-json": ("garbage", [], []),
+    "no-cells": ("no-cells", [], []),
+    "unmeasured-users": ("good", ["--users", "3"], None),
+    "bad-margin": ("good", ["--acceptance-margin", "1.5"], ["--acceptance-margin", "1.5"]),  # says the flag
+    "bad-window": ("good", ["--window-s", "0"], None),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUT))
 def test_bad_input_is_one_line_and_exit_2(swept: Path, tmp_path: Path, case: str) -> None:
+    kind, check_flags, guardrails_flags = BAD_INPUT[case]
     (tmp_path / "garbage.json").write_text("{not json SECRET-TEXT")
-    results = {"missing": tmp_path / "nope.json", "not-json": tmp_path / "garbage.json",
-               "no-cells": results_without_cells(swept, tmp_path)}.get(case, swept / "results.json")
-    extra = {"unmeasured-users": ["--users", "3"], "bad-margin": ["--acceptance-margin", "1.5"],
-             "bad-window": ["--window-s", "0"]}.get(case, [])
-    for cmd in (["check", "--against", str(results), "--speculative-url", "http://127.0.0.1:9", *extra],
-                ["guardrails", "--from", str(results), "--out", str(tmp_path / "g"),
-                 *([] if case in ("unmeasured-users", "bad-window") else extra)]):
-        if cmd[0] == "guardrails" and case in ("unmeasured-users", "bad-window"):
-            continue
+    results = {"missing": tmp_path / "nope.json", "garbage": tmp_path / "garbage.json",
+               "no-cells": results_without_cells(swept, tmp_path), "good": swept / "results.json"}[kind]
+    commands = [["check", "--against", str(results), "--speculative-url", "http://127.0.0.1:9", *check_flags]]
+    if guardrails_flags is not None:
+        commands.append(["guardrails", "--from", str(results), "--out", str(tmp_path / "g"), *guardrails_flags])
+    for cmd in commands:
         done = run_cli(*cmd, timeout=60)
-        assert done.returncode == 2, (case, done.stdout, done.stderr)
-        assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == "", (case, done.stderr)
+        assert done.returncode == 2, (cmd[0], done.stdout, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == "", (cmd[0], done.stderr)
         assert "SECRET-TEXT" not in done.stderr
+        assert case != "bad-margin" or done.stderr.startswith("error: --acceptance-margin: "), done.stderr
     assert not (tmp_path / "g").exists()
 
 
