@@ -298,7 +298,7 @@ def has_data(url: str, rule: dict[str, Any]) -> bool:
 
 
 def test_a_real_prometheus_keeps_the_measured_pair_quiet_and_flags_a_worse_acceptance(
-    prometheus: str, pair: tuple[Standin, Standin],
+    prometheus: str, pair: tuple[Standin, Standin], swept: Path,
 ) -> None:
     base, spec = pair
     judged = {"SpecAcceptanceBelowFloor", "SpecTokenLatencyP95AboveBaseline", "SpecKvCacheAboveMeasured"}
@@ -308,7 +308,14 @@ def test_a_real_prometheus_keeps_the_measured_pair_quiet_and_flags_a_worse_accep
             and all(has_data(prometheus, rules[n]) for n in judged)))
         time.sleep(3)  # a few more evaluations, every second
         states = {n: (r["state"], r["health"]) for n, r in alert_rules(prometheus).items()}
+        # demo check reads the same counters from Prometheus: the 6 s just past, at once.
+        time.sleep(6)
+        held = run_cli("check", "--against", str(swept / "results.json"), "--prometheus", prometheus,
+                       "--window-s", "6")
     assert set(states.values()) == {("inactive", "ok")}, states
+    assert held.returncode == 0, held.stdout + held.stderr
+    assert [line.rsplit(": ", 1)[1] for line in held.stdout.splitlines()] == ["holds"] * 3, held.stdout
+    assert figures(held.stdout.splitlines()[0], "acceptance") == (pytest.approx(7 / 16, abs=0.03), 0.44)
     spec.behavior = WORSE
     spec.restart()
     try:
@@ -378,6 +385,9 @@ def test_check_without_traffic_says_there_is_nothing_to_compare(pair: tuple[Stan
     dead = run_cli("check", "--against", str(swept / "results.json"), "--speculative-url", "http://127.0.0.1:9",
                    "--window-s", "1")
     assert dead.returncode == 3 and dead.stderr.splitlines()[-1].startswith("cannot check: /metrics unreachable")
+    no_prom = run_cli("check", "--against", str(swept / "results.json"), "--prometheus", "http://127.0.0.1:9")
+    assert no_prom.returncode == 3, no_prom.stdout + no_prom.stderr
+    assert no_prom.stderr.splitlines()[-1].startswith("cannot check: Prometheus at http://127.0.0.1:9 gave no answer")
 
 
 def results_without_cells(swept: Path, tmp_path: Path) -> Path:
