@@ -1,4 +1,5 @@
-"""Scrape vLLM's Prometheus /metrics and turn counter deltas into acceptance figures.
+"""Scrape vLLM's Prometheus /metrics and turn counter deltas into acceptance figures; the same
+counters as a Prometheus server recorded them at a given time (``prometheus_sample``).
 
 Server-wide counters mix every request in the window, so these deltas are exact only
 when the demo is the server's only client: the per-request numbers are preferred.
@@ -135,6 +136,9 @@ async def prometheus_sample(http: httpx.AsyncClient, prometheus_url: str, select
             return MetricsSample(ok=False, error=f"Prometheus at {prometheus_url} gave no answer to a query "
                                                  f"({type(e).__name__}): is it the server's Prometheus?")
         setattr(sample, field, value)
+    if all(getattr(sample, field) is None for field in PROMETHEUS_FIELDS):
+        return MetricsSample(ok=False, error=f"Prometheus at {prometheus_url} has no series {selector} "
+                                             "(the arm's name and job as its scrape config labels them?)")
     return sample
 
 

@@ -298,7 +298,7 @@ def has_data(url: str, rule: dict[str, Any]) -> bool:
 
 
 def test_a_real_prometheus_keeps_the_measured_pair_quiet_and_flags_a_worse_acceptance(
-    prometheus: str, pair: tuple[Standin, Standin], swept: Path,
+    prometheus: str, pair: tuple[Standin, Standin], swept: Path, tmp_path: Path,
 ) -> None:
     base, spec = pair
     judged = {"SpecAcceptanceBelowFloor", "SpecTokenLatencyP95AboveBaseline", "SpecKvCacheAboveMeasured"}
@@ -329,6 +329,15 @@ def test_a_real_prometheus_keeps_the_measured_pair_quiet_and_flags_a_worse_accep
     # Pending, not firing: 10 minutes must pass first. Only acceptance moved (the decode rate is the same).
     assert states == {"SpecAcceptanceBelowFloor": "pending", "SpecTokenLatencyP95AboveBaseline": "inactive",
                       "SpecKvCacheAboveMeasured": "inactive", "SpecPreemptionsAboveMeasured": "inactive"}
+    # An arm Prometheus has no series of: said, exit 3.
+    data = json.loads((swept / "results.json").read_text())
+    for cell in data["cells"]:
+        cell["arms"] = {"ngram": {**cell["arms"][ARM], "name": "ngram"}}
+    other = tmp_path / "ngram.json"
+    other.write_text(json.dumps(data))
+    missing = run_cli("check", "--against", str(other), "--prometheus", prometheus, "--window-s", "2")
+    assert missing.returncode == 3, missing.stdout + missing.stderr
+    assert 'has no series {job="vllm", arm="ngram"}' in missing.stderr.splitlines()[-1]
 
 
 # ---------------------------------------------------------------- drift: python -m demo check
