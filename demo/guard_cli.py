@@ -22,7 +22,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from demo.cli_args import UsageError, add_server_args, settings_from_args
-from demo.client import make_http_client
+from demo.client import StreamError, discover_model, make_http_client
 from demo.errors import BadInput
 from demo.metrics import MetricsSample, prometheus_sample, scrape_metrics
 from demo.settings import Endpoint, Settings
@@ -121,9 +121,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     m = _measured(args.against, args.for_arm, args.users)
     settings = settings_from_args(args)
     endpoint = _endpoint(settings, m.arm)
-    where = args.prometheus or endpoint.url
-    print(f"arm {m.arm} at {where}, {args.window_s:g} s window, against {m.source} ({m.measured_on})", file=sys.stderr)
-    before, after = asyncio.run(_window(settings, endpoint, args.prometheus, m.arm, args.window_s))
+    print(f"arm {m.arm} at {args.prometheus or endpoint.url}, {args.window_s:g} s window, against {m.source} "
+          f"({m.measured_on})", file=sys.stderr)
+    before, after = asyncio.run(_window(settings, endpoint, args.prometheus, m, args.window_s))
     failed = before if not before.ok else after if not after.ok else None
     if failed is not None:
         print(f"cannot check: {failed.error}", file=sys.stderr)
@@ -146,19 +146,34 @@ def _endpoint(settings: Settings, arm: str) -> Endpoint:
     return next((e for e in arms if e.arm == arm), arms[0])
 
 
-async def _window(settings: Settings, endpoint: Endpoint, prometheus: str | None, arm: str,
+async def _window(settings: Settings, endpoint: Endpoint, prometheus: str | None, m: Measured,
                   window_s: float) -> tuple[MetricsSample, MetricsSample]:
     """The counters at the window's start and end: two scrapes ``window_s`` apart (nothing in
     between: the servers stream undisturbed), or Prometheus at now - window_s and now."""
     if prometheus:
-        selector = f'{{job="{JOB}", arm="{arm}"}}'
+        selector = f'{{job="{JOB}", arm="{m.arm}"}}'
         async with httpx.AsyncClient(trust_env=False) as http:
             now = time.time()
             before = await prometheus_sample(http, prometheus, selector, now - window_s, settings)
             return before, await prometheus_sample(http, prometheus, selector, now, settings)
     async with make_http_client(settings, endpoint=endpoint) as http:
+        await _check_model(http, endpoint, m, settings)
         before = await scrape_metrics(http, endpoint.url, settings)
         if not before.ok:
             return before, before
         await asyncio.sleep(window_s)
         return before, await scrape_metrics(http, endpoint.url, settings)
+
+
+async def _check_model(http: httpx.AsyncClient, endpoint: Endpoint, m: Measured, settings: Settings) -> None:
+    """UsageError when the server serves another model than the sweep measured (unknown: no check;
+    a server that does not answer is left to the scrape, which says so)."""
+    if m.model is None:
+        return
+    try:
+        live = endpoint.model or (await discover_model(http, endpoint.url, settings.probe_timeout_s)).id
+    except StreamError:
+        return
+    if live != m.model:
+        raise UsageError(f"the server at {endpoint.url} serves another model than {m.source} measured: "
+                         "compare it with a sweep of its own model")

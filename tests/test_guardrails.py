@@ -399,6 +399,16 @@ def test_check_without_traffic_says_there_is_nothing_to_compare(pair: tuple[Stan
     assert no_prom.stderr.splitlines()[-1].startswith("cannot check: Prometheus at http://127.0.0.1:9 gave no answer")
 
 
+def test_check_refuses_a_server_of_another_model_before_its_window(swept: Path) -> None:
+    with Standin(SPEC.model_copy(update={"model": "another-model"})) as other:
+        done = run_cli("check", "--against", str(swept / "results.json"), "--speculative-url", other.url,
+                       "--window-s", "600", timeout=60)  # refused before the window: no 600 s wait
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == (f"error: the server at {other.url} serves another model than "
+                                            "results.json measured: compare it with a sweep of its own model")
+    assert done.stdout == ""
+
+
 def results_without_cells(swept: Path, tmp_path: Path) -> Path:
     data = json.loads((swept / "results.json").read_text())
     data["cells"] = []

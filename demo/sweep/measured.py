@@ -28,6 +28,7 @@ class Measured(BaseModel):
     source: str  # the file's name, as annotations and lines cite it
     measured_on: str  # the sweep's date, YYYY-MM-DD
     arm: str
+    model: str | None = None  # the model the arm's server served (results.json "servers"); None: not recorded
     cells: int  # the arm's measured cells the pooled figures come from
     acceptance_rate: float | None = None  # accepted / drafted tokens, pooled over the cells
     tokens_per_step: float | None = None  # 1 + accepted / drafts, pooled over the cells
@@ -72,7 +73,9 @@ def measured_figures(result: SweepResult, source: str, arm: str | None = None, u
     if at not in counts:
         raise BadInput(f"{source} measured {', '.join(map(str, counts))} users, not {at}")
     out = Measured(source=source, measured_on=(result.finished_at or result.started_at).date().isoformat(),
-                   arm=name, cells=len(cells), users=at, top_users=counts[-1])
+                   arm=name, cells=len(cells), users=at, top_users=counts[-1],
+                   model=next((s.model for s in result.servers if s.side == "speculative" and s.arm in (name, None)),
+                              None))
     _pool_acceptance(out, [c.arms[name].side for c in cells])
     _speed(out, [c.arms[name].side for c in cells if c.settings.concurrency == at])
     _top(out, [c for c in cells if c.settings.concurrency == counts[-1]], name)
