@@ -151,6 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if not args.rules.is_file():
+        print(f"error: --rules {args.rules}: no such file (python -m demo guardrails writes one from a sweep)",
+              file=sys.stderr)
+        return 2
     config = scrape_config(targets, rule_files=[str(args.rules.resolve())])
     if args.print_config:
         sys.stdout.write(config_text(config))

@@ -299,6 +299,9 @@ def test_monitor_runs_prometheus_with_the_launcher_targets(tmp_path: Path) -> No
     assert config == monitor.scrape_config({"baseline": ["127.0.0.1:18000"], "speculative": ["127.0.0.1:18001"]},
                                            rule_files=[str(monitor.GUARDRAILS_RULES)])
     assert "http://127.0.0.1:19090" in done.stdout and "127.0.0.1:18001/metrics" in done.stdout
+    no_rules = subprocess.run([*cmd, "--rules", str(tmp_path / "none.yml")], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60, env=env)
+    assert no_rules.returncode == 2 and "--rules" in no_rules.stderr and "no such file" in no_rules.stderr
     printed = subprocess.run([sys.executable, "-m", "servers", "monitor", "--print-config", "--baseline", "h:1"],
                              cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert yaml.safe_load(printed.stdout)["scrape_configs"][0]["static_configs"][0]["targets"] == ["h:1"]
