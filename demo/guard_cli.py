@@ -27,7 +27,7 @@ from demo.errors import BadInput
 from demo.metrics import MetricsSample, prometheus_sample, scrape_metrics
 from demo.settings import Endpoint, Settings
 from demo.sweep.drift import DriftMargins, LiveFigures, drift, live_figures
-from demo.sweep.guardrails import FILE_NAME, JOB, Margins, guardrails, summary_lines, write_guardrails
+from demo.sweep.guardrails import FILE_NAME, JOB, Margins, guardrails_for, summary_lines, write_guardrails
 from demo.sweep.measured import Measured, measured_figures, read_results
 
 WINDOW_S_MAX = 3600.0
@@ -77,7 +77,7 @@ def add_guard_parsers(sub: argparse._SubParsersAction) -> None:
 
 def _add_measured_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--for-arm", dest="for_arm", metavar="NAME",
-                   help="the sweep's arm whose figures to use (default: its first)")
+                   help="the sweep's arm whose figures to use (default: guardrails every arm's, check the first)")
 
 
 def _margins(model: type[M], by_field: dict[str, tuple[str, float]]) -> M:
@@ -103,11 +103,14 @@ def cmd_guardrails(args: argparse.Namespace) -> int:
                                  "itl_p95_over": ("--itl-margin", args.itl_margin),
                                  "kv_cache_over": ("--kv-margin", args.kv_margin),
                                  "preemptions_over": ("--preemptions-margin", args.preemptions_margin)})
-    g = guardrails(_measured(args.source, args.for_arm), margins)
-    path = write_guardrails(g, args.out)
-    for line in summary_lines(g):
+    try:
+        gs = guardrails_for(read_results(args.source), args.source.name, args.for_arm, margins)
+    except BadInput as e:
+        raise UsageError(str(e)) from None
+    path = write_guardrails(gs, args.out)
+    for line in summary_lines(gs):
         print(line)
-    print(f"wrote {path} ({len(g.rules)} rule(s), {len(g.skipped)} skipped)")
+    print(f"wrote {path} ({sum(len(g.rules) for g in gs)} rule(s), {sum(len(g.skipped) for g in gs)} skipped)")
     return 0
 
 

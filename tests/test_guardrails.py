@@ -117,7 +117,7 @@ def test_the_guardrails_command_writes_the_same_file_from_results_json(swept: Pa
     done = run_cli("guardrails", "--from", str(swept / "results.json"), "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / FILE_NAME).read_text() == (swept / FILE_NAME).read_text()
-    assert "SpecAcceptanceBelowFloor: acceptance < 0.3719 = measured 0.4375 - 15%" in done.stdout, done.stdout
+    assert "speculative: SpecAcceptanceBelowFloor: acceptance < 0.3719 = measured 0.4375 - 15%" in done.stdout
     wider = run_cli("guardrails", "--from", str(swept / "results.json"), "--out", str(tmp_path),
                     "--acceptance-margin", "0.5")
     assert wider.returncode == 0 and threshold(rules_of(tmp_path / FILE_NAME)["SpecAcceptanceBelowFloor"]) == 0.2188
@@ -129,11 +129,38 @@ def test_a_figure_not_measured_skips_its_rule_with_the_reason(swept: Path) -> No
                              "na_reasons": {"kv_cache_usage_peak_perc": "the server exports no KV-cache use"}})
     g = guardrails(m)
     assert [r["alert"] for r in g.rules] == ["SpecAcceptanceBelowFloor", "SpecTokenLatencyP95AboveBaseline"]
-    text = rules_text(g)
-    assert "# skipped SpecKvCacheAboveMeasured: the server exports no KV-cache use" in text
-    assert "# skipped SpecPreemptionsAboveMeasured: no preemptions measured" in text
+    text = rules_text([g])
+    assert "# skipped SpecKvCacheAboveMeasured (speculative): the server exports no KV-cache use" in text
+    assert "# skipped SpecPreemptionsAboveMeasured (speculative): no preemptions measured" in text
     full = guardrails(m.model_copy(update={"kv_cache_usage_peak_perc": 0.97}))
     assert "reaches 100%" in full.skipped["SpecKvCacheAboveMeasured"]
+
+
+def two_arms(swept: Path, tmp_path: Path) -> Path:
+    """The sweep's results.json with its arm measured twice, the second named ngram."""
+    data = json.loads((swept / "results.json").read_text())
+    for cell in data["cells"]:
+        cell["arms"]["ngram"] = {**cell["arms"][ARM], "name": "ngram", "side": cell["speculative"]}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@needs_promtool
+def test_every_arm_gets_its_group_and_for_arm_picks_one(swept: Path, tmp_path: Path) -> None:
+    results = two_arms(swept, tmp_path)
+    done = run_cli("guardrails", "--from", str(results), "--out", str(tmp_path / "all"))
+    assert done.returncode == 0, done.stderr
+    groups = yaml.safe_load((tmp_path / "all" / FILE_NAME).read_text())["groups"]
+    assert [g["name"] for g in groups] == ["specdemo-guardrails-speculative", "specdemo-guardrails-ngram"]
+    assert all('arm="ngram"' in r["expr"] for r in groups[1]["rules"]) and len(groups[1]["rules"]) == 4
+    checked = subprocess.run(["promtool", "check", "rules", str(tmp_path / "all" / FILE_NAME)], capture_output=True,
+                             text=True, timeout=60)
+    assert checked.returncode == 0 and "8 rules found" in checked.stdout, checked.stdout + checked.stderr
+    one = run_cli("guardrails", "--from", str(results), "--out", str(tmp_path / "one"), "--for-arm", "ngram")
+    assert one.returncode == 0, one.stderr
+    assert [g["name"] for g in yaml.safe_load((tmp_path / "one" / FILE_NAME).read_text())["groups"]] == [
+        "specdemo-guardrails-ngram"]
 
 
 def test_the_rules_match_the_scrape_configs_job_and_arm_labels() -> None:

@@ -22,8 +22,7 @@ from demo.limits import CONCURRENCY_LIMIT, TEMPERATURE_MAX, TEMPERATURE_MIN
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
-from demo.sweep.guardrails import guardrails, write_guardrails
-from demo.sweep.measured import measured_figures
+from demo.sweep.guardrails import guardrails_for, write_guardrails
 from demo.sweep.models import CellResult, SweepResult, SweepSpec, WorkloadSpec
 from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.report import DECISION_LABELS, finalize, write_outputs
@@ -199,11 +198,12 @@ def guardrails_note(result: SweepResult, out: Path) -> str:
     """Write DIR/guardrails.rules.yml from the sweep's figures (demo/sweep/guardrails.py); one line
     saying what was written, or why not."""
     try:
-        g = guardrails(measured_figures(result, "results.json"))
+        gs = guardrails_for(result, "results.json")
     except BadInput as e:
         return f"  guardrails: not written ({e})"
-    path = write_guardrails(g, out)
-    return f"  guardrails: {path.name} ({len(g.rules)} rule(s), {len(g.skipped)} skipped: see its header)"
+    path = write_guardrails(gs, out)
+    rules, skipped = sum(len(g.rules) for g in gs), sum(len(g.skipped) for g in gs)
+    return f"  guardrails: {path.name} ({rules} rule(s), {skipped} skipped: see its header)"
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

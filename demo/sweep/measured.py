@@ -55,6 +55,15 @@ def read_results(path: Path, max_bytes: int = MAX_RESULTS_BYTES) -> SweepResult:
         raise BadInput(f"{path} is not a sweep's results.json: {validation_summary(e, count_rest=True)}") from e
 
 
+def arm_names(result: SweepResult) -> list[str]:
+    """The arms of the measured cells, in the sweep's order."""
+    names: dict[str, None] = {}
+    for cell in result.cells:
+        if cell.status in ("ok", "partial"):
+            names.update(dict.fromkeys(cell.arms))
+    return list(names)
+
+
 def measured_figures(result: SweepResult, source: str, arm: str | None = None, users: int | None = None) -> Measured:
     """The figures of ``arm`` (default: the first) in ``result``; ``users``: the user count of the
     time per output token (default: the lowest measured). BadInput (one line) when there is no such
