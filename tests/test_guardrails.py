@@ -31,6 +31,7 @@ import yaml
 from demo.race import run_race
 from demo.results import Message, RaceRequest
 from demo.settings import Settings
+from demo.sweep.drift import DriftMargins, LiveFigures, drift
 from demo.sweep.guardrails import FILE_NAME, JOB, Margins, guardrails, rules_text
 from demo.sweep.measured import Measured, measured_figures, read_results
 from harness.ports import free_port
@@ -478,3 +479,23 @@ def test_measured_figures_pool_every_cell_of_the_arm(swept: Path) -> None:
     assert (m.arm, m.cells, m.users, m.top_users) == (ARM, 2, 1, 2)
     assert m.acceptance_rate == pytest.approx(7 / 16) and m.tokens_per_step == pytest.approx(2.75)
     assert m.time_per_output_token_s == pytest.approx(1 / 60, rel=0.1)  # the stand-in's true decode rate
+
+
+def test_drift_lines_by_hand() -> None:
+    m = Measured(source="results.json", measured_on="2026-12-01", arm=ARM, cells=4, acceptance_rate=0.7,
+                 tokens_per_step=2.0, users=1, time_per_output_token_s=0.020, top_users=8)
+    live = LiveFigures(window_s=60, acceptance_rate=0.7 * 0.84, tokens_per_step=2.5, time_per_output_token_s=0.0251)
+    acc, per_step, tpot = drift(m, live)
+    assert acc.text == "acceptance 0.59, measured 0.70 (-16%, margin -15%): drifted" and acc.drifted
+    assert per_step.text == "tokens per step 2.50, measured 2.00 (+25%, margin -15%): holds"  # better holds
+    assert tpot.text == "time per output token 25.1 ms, measured 20.0 ms at 1 users (+26%, margin +25%): drifted"
+    lenient = drift(m, live, DriftMargins(acceptance_drop=0.2, itl_rise=0.3))
+    assert [line.drifted for line in lenient] == [False, False, False]
+    unknown = drift(m.model_copy(update={"acceptance_rate": 0.0}),
+                    LiveFigures(window_s=60, na_reasons={"tokens_per_step": "no drafts were proposed in the window"}))
+    assert [line.text for line in unknown] == [
+        "acceptance n/a (live: not measured)", "tokens per step n/a (live: no drafts were proposed in the window)",
+        "time per output token n/a (live: not measured)"]
+    assert not any(line.drifted for line in unknown)
+    zero = drift(m.model_copy(update={"acceptance_rate": 0.0}), live)[0]
+    assert zero.text == "acceptance n/a (measured 0: no change to take)" and not zero.drifted

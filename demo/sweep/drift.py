@@ -103,7 +103,7 @@ def _line(figure: str, live: float | None, measured: float | None, limit: float,
     """``limit``: the largest change that holds (negative: a drop, positive: a rise)."""
     if live is None or measured is None or measured == 0:
         why = (f"live: {live_na or 'not measured'}" if live is None else
-               f"measured: {measured_na or 'not measured'}")
+               f"measured: {measured_na or 'not measured'}" if measured is None else "measured 0: no change to take")
         return DriftLine(figure=figure, live=live, measured=measured, change=None, drifted=False,
                          text=f"{figure} n/a ({why})")
     change = live / measured - 1
