@@ -76,7 +76,7 @@ def measured_figures(result: SweepResult, source: str, arm: str | None = None, u
         raise BadInput(f"{source}: an arm's name is not a slug (lowercase letters, digits, '-'): not a sweep's arm")
     cells = [c for c in cells if name in c.arms]
     if not cells:
-        raise BadInput(f"{source} has no measured cell of that arm (--arm names one of the sweep's arms)")
+        raise BadInput(f"{source} has no measured cell of that arm (--for-arm names one of the sweep's arms)")
     counts = sorted({c.settings.concurrency for c in cells})
     at = counts[0] if users is None else users
     if at not in counts:
