@@ -1,5 +1,6 @@
 """Command line: ``python -m demo race ...`` (and ``load``, see demo/load_cli.py; ``sweep``, see demo/sweep;
-``whatif``, see demo/whatif.py)."""
+``whatif``, see demo/whatif.py;
+``guardrails`` and ``check``, see demo/guard_cli.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from demo.cli_args import UsageError, add_sampling_args, add_server_args, build_
 from demo.client import request_body, settle_heap
 from demo.export import add_export_parser
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
+from demo.guard_cli import add_guard_parsers
 from demo.load_cli import add_load_parser, cmd_race_users, users_arg
 from demo.race import run_race
 from demo.results import LEGACY_ORDER, ArmResult, RaceRequest, RaceResult, SideResult
@@ -184,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     add_sweep_parser(sub)
     add_load_parser(sub)
     add_whatif_parser(sub)
+    add_guard_parsers(sub)
     args = parser.parse_args(argv)
     settle_heap()  # no collector pause over the imports inside a measured stream
     try:

@@ -1,4 +1,5 @@
-"""Scrape vLLM's Prometheus /metrics and turn counter deltas into acceptance figures.
+"""Scrape vLLM's Prometheus /metrics and turn counter deltas into acceptance figures; the same
+counters as a Prometheus server recorded them at a given time (``prometheus_sample``).
 
 Server-wide counters mix every request in the window, so these deltas are exact only
 when the demo is the server's only client: the per-request numbers are preferred.
@@ -15,6 +16,7 @@ from demo.results import SpecStats
 from demo.settings import Settings
 
 _SPEC = "vllm:spec_decode_"
+_TPOT = "vllm:request_time_per_output_token_seconds"
 
 
 class MetricsSample(BaseModel):
@@ -29,6 +31,9 @@ class MetricsSample(BaseModel):
     num_requests_waiting: float | None = None
     num_preemptions_total: float | None = None  # a counter: the engine's preemptions since start
     generation_tokens_total: float | None = None
+    # vllm:request_time_per_output_token_seconds (a histogram of finished requests' decode time per token)
+    tpot_seconds_sum: float | None = None
+    tpot_seconds_count: float | None = None
 
 
 def parse_metrics(text: str) -> MetricsSample:
@@ -54,6 +59,8 @@ def parse_metrics(text: str) -> MetricsSample:
     sample.num_requests_waiting = totals.get("vllm:num_requests_waiting")
     sample.num_preemptions_total = totals.get("vllm:num_preemptions_total")
     sample.generation_tokens_total = totals.get("vllm:generation_tokens_total")
+    sample.tpot_seconds_sum = totals.get(_TPOT + "_sum")
+    sample.tpot_seconds_count = totals.get(_TPOT + "_count")
     return sample
 
 
@@ -105,3 +112,44 @@ def spec_stats_from_delta(before: MetricsSample | None, after: MetricsSample | N
         stats.num_spec_tokens = len(positions)
         stats.per_position_acceptance = acc.per_position
     return stats
+
+
+# A sample's counters as Prometheus records them (demo check --prometheus): field -> series.
+PROMETHEUS_FIELDS = {
+    "spec_drafts": _SPEC + "num_drafts_total",
+    "spec_draft_tokens": _SPEC + "num_draft_tokens_total",
+    "spec_accepted_tokens": _SPEC + "num_accepted_tokens_total",
+    "tpot_seconds_sum": _TPOT + "_sum",
+    "tpot_seconds_count": _TPOT + "_count",
+}
+
+
+async def prometheus_sample(http: httpx.AsyncClient, prometheus_url: str, selector: str, at_s: float,
+                            settings: Settings) -> MetricsSample:
+    """The counters of the series ``selector`` picks (e.g. ``{job="vllm", arm="ngram"}``), summed, as
+    Prometheus held them at ``at_s`` (Unix time); never raises: a failure says why in ``error``."""
+    sample = MetricsSample()
+    for field, name in PROMETHEUS_FIELDS.items():
+        try:
+            value = await _prometheus_value(http, prometheus_url, f"sum({name}{selector})", at_s, settings)
+        except (httpx.HTTPError, ValueError, KeyError, TypeError, IndexError) as e:
+            return MetricsSample(ok=False, error=f"Prometheus at {prometheus_url} gave no answer to a query "
+                                                 f"({type(e).__name__}): is it the server's Prometheus?")
+        setattr(sample, field, value)
+    if all(getattr(sample, field) is None for field in PROMETHEUS_FIELDS):
+        return MetricsSample(ok=False, error=f"Prometheus at {prometheus_url} has no series {selector} "
+                                             "(the arm's name and job as its scrape config labels them?)")
+    return sample
+
+
+async def _prometheus_value(http: httpx.AsyncClient, url: str, expr: str, at_s: float,
+                            settings: Settings) -> float | None:
+    """One instant query's single value; None when no series matches."""
+    resp = await http.get(url.rstrip("/") + "/api/v1/query", timeout=settings.probe_timeout_s,
+                          params={"query": expr, "time": f"{at_s:.3f}"})
+    resp.raise_for_status()
+    body = resp.json()
+    if body["status"] != "success":
+        raise ValueError("query failed")
+    result = body["data"]["result"]
+    return float(result[0]["value"][1]) if result else None

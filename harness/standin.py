@@ -289,6 +289,7 @@ _HISTS = (
     "vllm:e2e_request_latency_seconds",
     "vllm:request_prompt_tokens",
     "vllm:request_generation_tokens",
+    "vllm:request_time_per_output_token_seconds",  # each finished request's decode time per token
 )
 
 
@@ -771,6 +772,8 @@ class Standin:
                 c.hists["vllm:e2e_request_latency_seconds"].observe(time.perf_counter() - truth.t_request)
                 c.hists["vllm:request_prompt_tokens"].observe(truth.prompt_tokens)
                 c.hists["vllm:request_generation_tokens"].observe(truth.completion_tokens)
+                if truth.decode_tokens_per_s:
+                    c.hists["vllm:request_time_per_output_token_seconds"].observe(1 / truth.decode_tokens_per_s)
 
 
 class _Dropped(Response):

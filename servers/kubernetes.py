@@ -27,6 +27,7 @@ import yaml
 
 from servers.arms import METHODS, MethodsSetup
 from servers.config import COMMON_ENV, Role, ServerConfig
+from servers.monitor import GUARDRAILS_RULES
 from servers.profiles import CONTAINER_HOST, DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,8 +124,17 @@ RELABELINGS: list[dict[str, Any]] = [
 ]
 
 
+def guardrail_rules(path: Path = GUARDRAILS_RULES) -> dict[str, Any]:
+    """The guardrails' rule groups (monitoring/prometheus/guardrails.rules.yml, written by
+    `python -m demo guardrails`), as kube-prometheus-stack's additionalPrometheusRulesMap takes them."""
+    doc = yaml.safe_load(path.read_text()) or {}
+    return {"specdemo-guardrails": {"groups": doc.get("groups") or []}}
+
+
 def _values(specs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
+        # With kube-prometheus-stack enabled, the guardrails become a PrometheusRule its Prometheus loads.
+        "kube-prometheus-stack": {"additionalPrometheusRulesMap": guardrail_rules()},
         "servingEngineSpec": {
             "runtimeClassName": "nvidia",
             "modelSpec": specs,

@@ -34,6 +34,10 @@ from servers.profiles import BASELINE_PORT, SPECULATIVE_PORT
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_PROMETHEUS_CONFIG = ROOT / "monitoring" / "prometheus" / "prometheus.yml"
+# The guardrails (alerting rules, `python -m demo guardrails`): an empty default until a measurement
+# writes it; compose mounts it at COMPOSE_RULES, `servers monitor` loads it from here.
+GUARDRAILS_RULES = ROOT / "monitoring" / "prometheus" / "guardrails.rules.yml"
+COMPOSE_RULES = "/etc/prometheus/guardrails.rules.yml"
 SCRAPE_INTERVAL_S = 5
 JOB = "vllm"
 PROMETHEUS_PORT = 9090
@@ -70,14 +74,18 @@ def scrape_config(
     targets: Mapping[Role, Sequence[str]],
     arm_targets: Mapping[str, Sequence[str]] | None = None,
     interval_s: int = SCRAPE_INTERVAL_S,
+    rule_files: Sequence[str] = (),
 ) -> dict[str, Any]:
     """A Prometheus config scraping each role's targets' /metrics, labelled with the role (and the
-    arm of the same name), and each named arm's targets, labelled role speculative and that arm."""
+    arm of the same name), and each named arm's targets, labelled role speculative and that arm;
+    loading ``rule_files`` (the guardrails) when given."""
     groups = [{"targets": list(hosts), "labels": {"role": role, "arm": role}} for role, hosts in targets.items()]
     groups += [{"targets": list(hosts), "labels": {"role": "speculative", "arm": arm}}
                for arm, hosts in (arm_targets or {}).items()]
+    rules = {"rule_files": list(rule_files)} if rule_files else {}
     return {
         "global": {"scrape_interval": f"{interval_s}s", "evaluation_interval": f"{interval_s}s"},
+        **rules,
         "scrape_configs": [
             {
                 "job_name": JOB,
@@ -122,6 +130,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", type=Path, default=ROOT / "logs" / "prometheus",
                    help="config and TSDB (default logs/prometheus)")
     p.add_argument("--retention", default="2d", help="how long Prometheus keeps samples (default 2d)")
+    p.add_argument("--rules", type=Path, default=GUARDRAILS_RULES,
+                   help="the guardrails' rules file (default monitoring/prometheus/guardrails.rules.yml: "
+                   "python -m demo guardrails writes it from a sweep)")
     p.add_argument("--print-config", action="store_true", help="print the scrape config and exit")
     return p
 
@@ -140,7 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    config = scrape_config(targets)
+    if not args.rules.is_file():
+        print(f"error: --rules {args.rules}: no such file (python -m demo guardrails writes one from a sweep)",
+              file=sys.stderr)
+        return 2
+    config = scrape_config(targets, rule_files=[str(args.rules.resolve())])
     if args.print_config:
         sys.stdout.write(config_text(config))
         return 0
@@ -174,7 +189,8 @@ def _cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m servers.monitor")
     p.add_argument("cmd", choices=["compose-config"], help="print monitoring/prometheus/prometheus.yml")
     p.parse_args(argv)
-    sys.stdout.write(config_text(scrape_config(COMPOSE_TARGETS, COMPOSE_ARM_TARGETS), HEADER))
+    sys.stdout.write(config_text(scrape_config(COMPOSE_TARGETS, COMPOSE_ARM_TARGETS, rule_files=[COMPOSE_RULES]),
+                                 HEADER))
     return 0
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+# Series Prometheus makes itself (the alerts' state), not a server's /metrics.
+PROMETHEUS_SERIES = {"ALERTS", "ALERTS_FOR_STATE"}
 KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
             "bool", "offset", "inf", "nan", "atan2"}
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')

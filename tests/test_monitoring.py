@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from servers import monitor
-from tests.promql import dashboard_queries, exposed_names, metric_names
+from tests.promql import PROMETHEUS_SERIES, dashboard_queries, exposed_names, metric_names
 from tests.test_compose import ENV_EXAMPLE, check_schema, cmd_value, compose, parse_dotenv, raw_compose
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +47,7 @@ def check_dashboard_metrics(dash: dict[str, Any], known: set[str]) -> list[str]:
     if not queries:
         problems.append(f"{dash.get('title')}: no queries found")
     for q in queries:
-        for name in sorted(metric_names(q) - known):
+        for name in sorted(metric_names(q) - known - PROMETHEUS_SERIES):
             problems.append(f"{dash.get('title')}: {name} is not in a real vLLM's /metrics (query {q[:80]}...)")
     return problems
 
@@ -89,6 +89,9 @@ def check_monitoring_services(doc: dict[str, Any]) -> list[str]:
     mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in s["prometheus"].get("volumes", [])}
     if mounts.get("/etc/prometheus/prometheus.yml") != "./monitoring/prometheus/prometheus.yml":
         problems.append("prometheus: must mount ./monitoring/prometheus/prometheus.yml")
+    if mounts.get(monitor.COMPOSE_RULES) != "./monitoring/prometheus/guardrails.rules.yml":
+        problems.append(f"prometheus: must mount ./monitoring/prometheus/guardrails.rules.yml at "
+                        f"{monitor.COMPOSE_RULES}")
     return problems
 
 
@@ -96,7 +99,8 @@ def check_monitoring_services(doc: dict[str, Any]) -> list[str]:
 
 def test_prometheus_config_is_generated_and_scrapes_both_servers_every_5_s() -> None:
     text = (MON / "prometheus" / "prometheus.yml").read_text()
-    config = monitor.scrape_config(monitor.COMPOSE_TARGETS, monitor.COMPOSE_ARM_TARGETS)
+    config = monitor.scrape_config(monitor.COMPOSE_TARGETS, monitor.COMPOSE_ARM_TARGETS,
+                                   rule_files=[monitor.COMPOSE_RULES])
     want = monitor.config_text(config, monitor.HEADER)
     assert text == want, (
         "regenerate: python -m servers.monitor compose-config > monitoring/prometheus/prometheus.yml")
@@ -117,11 +121,27 @@ def test_prometheus_config_is_generated_and_scrapes_both_servers_every_5_s() -> 
                       "methods-eagle3": ("speculative", "eagle3"), "methods-draft": ("speculative", "draft")}
 
 
+def mounted(config_text: str) -> str:
+    """The compose config with the rules file at the host path compose mounts there."""
+    mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in raw_compose()["services"]["prometheus"]["volumes"]}
+    return config_text.replace(monitor.COMPOSE_RULES, str(ROOT / mounts[monitor.COMPOSE_RULES]))
+
+
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (apt-get install prometheus)")
-def test_promtool_accepts_the_config() -> None:
-    done = subprocess.run(["promtool", "check", "config", str(MON / "prometheus" / "prometheus.yml")],
-                          capture_output=True, text=True, timeout=60)
+def test_promtool_accepts_the_config_and_the_rules_it_loads(tmp_path: Path) -> None:
+    config = tmp_path / "prometheus.yml"
+    config.write_text(mounted((MON / "prometheus" / "prometheus.yml").read_text()))
+    done = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "guardrails.rules.yml" in done.stdout and "SUCCESS" in done.stdout
+
+
+def test_prometheus_loads_the_guardrails_and_the_default_is_empty_and_says_how_to_fill_it() -> None:
+    cfg = yaml.safe_load((MON / "prometheus" / "prometheus.yml").read_text())
+    assert cfg["rule_files"] == [monitor.COMPOSE_RULES]
+    text = monitor.GUARDRAILS_RULES.read_text()
+    assert yaml.safe_load(text) == {"groups": []}
+    assert "python -m demo guardrails --from OUT/results.json --out monitoring/prometheus" in text
 
 
 def test_grafana_provisioning_points_at_the_prometheus_service_and_the_dashboards() -> None:
@@ -157,6 +177,26 @@ def test_every_profile_combination_is_valid(profiles: set[str]) -> None:
     assert check_schema(doc) == []
     assert check_profile_set(compose(), profiles) == []
     assert ("grafana" in active) == ("monitoring" in profiles)
+
+
+def test_helm_values_carry_the_guardrails_for_kube_prometheus_stack(tmp_path: Path) -> None:
+    from servers import kubernetes as k8s
+
+    for values_file in sorted((ROOT / "deploy" / "kubernetes").glob("*/values.yaml")):
+        values = yaml.safe_load(values_file.read_text())
+        rules = values["kube-prometheus-stack"]["additionalPrometheusRulesMap"]
+        assert rules == {"specdemo-guardrails": {"groups": []}}, values_file  # the shipped default
+    rule = {"alert": "SpecAcceptanceBelowFloor", "expr": "vector(1) < 0.5", "for": "10m"}
+    mine = tmp_path / "guardrails.rules.yml"
+    mine.write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": [rule]}]}))
+    assert k8s.guardrail_rules(mine) == {"specdemo-guardrails": {"groups": [{"name": "g", "rules": [rule]}]}}
+
+
+def test_our_dashboard_shows_the_guardrails_alert_state_per_arm() -> None:
+    (panel,) = [p for p in dashboard("specdemo_pair.json")["panels"] if "ALERTS" in json.dumps(p)]
+    (target,) = panel["targets"]
+    assert target["expr"] == 'max by (arm, alertname, alertstate) (ALERTS{alertname=~"Spec.*"})'
+    assert "{{alertstate}}" in target["legendFormat"]
 
 
 def test_every_dashboard_metric_exists_in_a_real_vllm_metrics_page() -> None:
@@ -220,6 +260,10 @@ def test_compose_checks_catch_broken_monitoring_services() -> None:
     for needle in ("anonymous", "GF_SECURITY_ADMIN_PASSWORD", "beyond 127.0.0.1", "pins"):
         assert any(needle in p for p in problems), needle
     doc = raw_compose()
+    doc["services"]["prometheus"]["volumes"] = [v for v in doc["services"]["prometheus"]["volumes"]
+                                                if "guardrails" not in str(v)]
+    assert any("guardrails.rules.yml" in p for p in check_monitoring_services(doc))
+    doc = raw_compose()
     doc["services"]["grafana"]["depends_on"] = ["prometheus", "app-cpu"]
     assert any("grafana depends on app-cpu" in p for p in check_profile_set(doc, {"monitoring"}))
     assert check_profile_set(doc, {"monitoring", "cpu"}) == []
@@ -252,8 +296,12 @@ def test_monitor_runs_prometheus_with_the_launcher_targets(tmp_path: Path) -> No
     args = json.loads(log.read_text())
     assert "--web.listen-address=127.0.0.1:19090" in args
     config = yaml.safe_load((tmp_path / "p" / "prometheus.yml").read_text())
-    assert config == monitor.scrape_config({"baseline": ["127.0.0.1:18000"], "speculative": ["127.0.0.1:18001"]})
+    assert config == monitor.scrape_config({"baseline": ["127.0.0.1:18000"], "speculative": ["127.0.0.1:18001"]},
+                                           rule_files=[str(monitor.GUARDRAILS_RULES)])
     assert "http://127.0.0.1:19090" in done.stdout and "127.0.0.1:18001/metrics" in done.stdout
+    no_rules = subprocess.run([*cmd, "--rules", str(tmp_path / "none.yml")], cwd=ROOT, capture_output=True,
+                              text=True, timeout=60, env=env)
+    assert no_rules.returncode == 2 and "--rules" in no_rules.stderr and "no such file" in no_rules.stderr
     printed = subprocess.run([sys.executable, "-m", "servers", "monitor", "--print-config", "--baseline", "h:1"],
                              cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert yaml.safe_load(printed.stdout)["scrape_configs"][0]["static_configs"][0]["targets"] == ["h:1"]

@@ -159,7 +159,7 @@ def test_redact_leaves_no_prompt_or_answer_text_in_any_file(tmp_path: Path) -> N
                      "json_reformat", "--max-tokens", "12", "--concurrency", "1", "--repeats", "1", "--redact")
         assert done.returncode == 0, done.stderr
     files = sorted(out.iterdir())
-    assert {f.name for f in files} == {"results.json", "results.csv", "report.html"}
+    assert {f.name for f in files} == {"results.json", "results.csv", "report.html", "guardrails.rules.yml"}
     for f in files:
         text = f.read_text()
         assert MARKER not in text, f.name

@@ -22,7 +22,8 @@ from demo.limits import CONCURRENCY_LIMIT, TEMPERATURE_MAX, TEMPERATURE_MIN
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
-from demo.sweep.models import CellResult, SweepSpec, WorkloadSpec
+from demo.sweep.guardrails import guardrails_for, write_guardrails
+from demo.sweep.models import CellResult, SweepResult, SweepSpec, WorkloadSpec
 from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.report import DECISION_LABELS, finalize, write_outputs
 from demo.sweep.runner import Progress, new_result, run_sweep, settings_arms
@@ -194,6 +195,18 @@ def make_spec(settings: Settings, presets: list[str], concurrency: str, temperat
         raise BadInput(validation_summary(e)) from None
 
 
+def guardrails_note(result: SweepResult, out: Path) -> str:
+    """Write DIR/guardrails.rules.yml from the sweep's figures (demo/sweep/guardrails.py); one line
+    saying what was written, or why not."""
+    try:
+        gs = guardrails_for(result, "results.json")
+    except BadInput as e:
+        return f"  guardrails: not written ({e})"
+    path = write_guardrails(gs, out)
+    rules, skipped = sum(len(g.rules) for g in gs), sum(len(g.skipped) for g in gs)
+    return f"  guardrails: {path.name} ({rules} rule(s), {skipped} skipped: see its header)"
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     workload = load_workload_arg(args, settings)
@@ -230,6 +243,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             print(f"  capacity ({w.preset}, {arm}): {cap.saving.text}")
     if result.capacity is not None and not any(w.arm_capacity for w in result.workloads):
         print(f"  capacity: {result.capacity.saving.text}")
+    print(guardrails_note(result, out))
     print(f"wrote {paths['json']}, {paths['csv'].name}, {paths['html'].name}")
     failed = [c for c in result.cells if c.status == "failed"]
     if failed:

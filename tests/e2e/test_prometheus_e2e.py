@@ -12,6 +12,7 @@ import asyncio
 import json
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from urllib.parse import urlparse
 
 import httpx
 import pytest
+import yaml
 
 from demo.race import run_race
 from demo.results import Message, RaceRequest, RaceResult
@@ -26,7 +28,7 @@ from demo.settings import Settings
 from harness.ports import free_port
 from servers import monitor
 from servers.config import Role
-from tests.promql import dashboard_queries, exposed_names, metric_names
+from tests.promql import PROMETHEUS_SERIES, dashboard_queries, exposed_names, metric_names
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,14 +80,34 @@ class Prom:
 
 
 @pytest.fixture(scope="module")
-def prometheus(real_servers: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prom]:
+def guardrails_file(real_servers: Settings, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """guardrails.rules.yml as a small sweep of the real pair writes it (before Prometheus starts, so
+    the race below is still the only traffic between its two counter readings)."""
+    if monitor.find_prometheus() is None:
+        pytest.skip("Prometheus is not installed (bash scripts/install_prometheus.sh, i.e. apt-get install prometheus)")
+    out = tmp_path_factory.mktemp("guardrails-sweep")
+    cmd = [sys.executable, "-m", "demo", "sweep", "--baseline-url", real_servers.baseline_url,
+           "--speculative-url", real_servers.speculative_url, "--presets", "json_reformat", "--concurrency", "1",
+           "--repeats", "1", "--warmup", "0", "--max-tokens", "48", "--out", str(out), "--no-progress"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    path = out / "guardrails.rules.yml"
+    assert path.exists(), done.stdout
+    print(f"\n[e2e] {path.read_text()}")
+    return path
+
+
+@pytest.fixture(scope="module")
+def prometheus(real_servers: Settings, guardrails_file: Path,
+               tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prom]:
     binary = monitor.find_prometheus()
     if binary is None:
         pytest.skip("Prometheus is not installed (bash scripts/install_prometheus.sh, i.e. apt-get install prometheus)")
     tmp = tmp_path_factory.mktemp("prometheus")
     targets: dict[Role, list[str]] = {"baseline": [_host_port(real_servers.baseline_url)],
                                       "speculative": [_host_port(real_servers.speculative_url)]}
-    (tmp / "prometheus.yml").write_text(monitor.config_text(monitor.scrape_config(targets, interval_s=INTERVAL_S)))
+    config = monitor.scrape_config(targets, interval_s=INTERVAL_S, rule_files=[str(guardrails_file)])
+    (tmp / "prometheus.yml").write_text(monitor.config_text(config))
     port = free_port()
     log = open(tmp / "prometheus.log", "wb")
     proc = subprocess.Popen([binary, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
@@ -140,12 +162,36 @@ def test_prometheus_counters_give_the_races_per_request_acceptance(
     # edges; the raw counters above are the exact record.)
 
 
+def test_prometheus_loads_the_generated_guardrails_and_evaluates_them_healthy(
+    prometheus: Prom, guardrails_file: Path,
+) -> None:
+    (group,) = yaml.safe_load(guardrails_file.read_text())["groups"]
+    want = {r["alert"] for r in group["rules"]}
+    assert "SpecAcceptanceBelowFloor" in want and "SpecTokenLatencyP95AboveBaseline" in want, want
+    deadline = time.monotonic() + 60
+    while True:  # health is "unknown" until a rule's first evaluation (every INTERVAL_S here)
+        r = httpx.get(f"{prometheus.url}/api/v1/rules", params={"type": "alert"}, timeout=10)
+        r.raise_for_status()
+        loaded = {rule["name"]: rule for g in r.json()["data"]["groups"] for rule in g["rules"]}
+        if set(loaded) == want and all(rule["health"] == "ok" for rule in loaded.values()):
+            break
+        if time.monotonic() > deadline:
+            pytest.fail(f"rules not loaded and healthy within 60 s: "
+                        f"{ {n: (x['health'], x.get('lastError')) for n, x in loaded.items()} }, want {sorted(want)}")
+        time.sleep(0.5)
+    print(f"\n[e2e] guardrails loaded, healthy: {sorted(loaded)} "
+          f"(states: { {n: x['state'] for n, x in loaded.items()} })")
+    for rule in loaded.values():
+        assert rule["annotations"]["source"] == "results.json" and rule["duration"] == 600
+
+
 def test_every_dashboard_metric_is_in_the_live_servers_metrics(real_servers: Settings) -> None:
     live: set[str] = set()
     for url in (real_servers.baseline_url, real_servers.speculative_url):
         live |= exposed_names(httpx.get(f"{url}/metrics", timeout=10).text)
     for path in sorted((ROOT / "monitoring" / "grafana" / "dashboards").glob("*.json")):
         names = set().union(*(metric_names(q) for q in dashboard_queries(json.loads(path.read_text()))))
+        names -= PROMETHEUS_SERIES
         assert names and names <= live, f"{path.name}: not in the live /metrics: {sorted(names - live)}"
 
 
