@@ -10,6 +10,7 @@ import asyncio
 import json
 import statistics
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -84,7 +85,7 @@ def test_many_tags_keep_the_most_frequent_and_pool_the_rest() -> None:
     assert len(labels) == MAX_TAG_SEGMENTS and labels[-1] == OTHER_TAGS
     assert labels[0] == f"t{MAX_TAG_SEGMENTS + 1:02d}"  # the largest first
     other = next(g for d, label, g in group_outcomes(outs) if d == "tag" and label == OTHER_TAGS)
-    assert sorted({o.tag for o in other}) == ["t00", "t01", "t02"]
+    assert sorted({o.tag or "" for o in other}) == ["t00", "t01", "t02"]
 
 
 # --------------------------------------------------------------------------- one segment
@@ -154,29 +155,36 @@ def test_the_sentence_when_no_dimension_splits_the_traffic(verdicts: list[str], 
 K = 4
 MAX_TOKENS = 61  # 1 prefill token + 60: whole steps of 4, 2 and 1
 BASE_RATE = 30.0  # streams of >= 0.67 s: arrival jitter on a busy machine stays well under 5%
-# Per tag: its marker's speculative behaviour, how many requests, their temperature and output format.
-KINDS = {
-    "code": {"behaviour": {"chunk_sizes": [4], "tokens_per_s": BASE_RATE * 3}, "n": 3, "t": 0.0, "json": True},
-    "chat": {"behaviour": {"chunk_sizes": [1], "tokens_per_s": BASE_RATE}, "n": 3, "t": 0.8, "json": False},
-    "misc": {"behaviour": {"chunk_sizes": [2], "tokens_per_s": BASE_RATE * 1.5}, "n": 2, "t": 0.0, "json": False},
-}
+class Kind(NamedTuple):
+    """One tag's requests: the speculative stand-in's tokens per step and rate, count, temperature, JSON."""
+
+    chunk: int
+    rate_factor: float
+    n: int
+    temperature: float
+    json: bool
+
+
+KINDS = {"code": Kind(4, 3.0, 3, 0.0, True), "chat": Kind(1, 1.0, 3, 0.8, False),
+         "misc": Kind(2, 1.5, 2, 0.0, False)}
 
 
 def tagged_workload() -> Workload:
     reqs = []
     for tag, kind in KINDS.items():
-        for i in range(kind["n"]):
+        for i in range(kind.n):
             reqs.append(WorkloadRequest(
-                id=f"{tag}-{i}", api="chat", tag=tag, temperature=kind["t"], max_tokens=MAX_TOKENS,
+                id=f"{tag}-{i}", api="chat", tag=tag, temperature=kind.temperature, max_tokens=MAX_TOKENS,
                 messages=[Message(role="user", content=f"MARK-{tag.upper()} request {tag}-{i}: <b>go</b>")],
-                response_format=ResponseFormat(type="json_object") if kind["json"] else None))
+                response_format=ResponseFormat(type="json_object") if kind.json else None))
     return Workload(name="tagged", source="tagged.jsonl", format="jsonl", requests=reqs)
 
 
 def run_tagged_sweep(monkeypatch: pytest.MonkeyPatch) -> tuple[SweepResult, dict[str, float]]:
     """The sweep's result, and each request's true decode speedup (the stand-ins' send times)."""
     monkeypatch.delenv("SPECDEMO_ARMS", raising=False)
-    by_marker = {f"MARK-{tag.upper()}": kind["behaviour"] for tag, kind in KINDS.items()}
+    by_marker = {f"MARK-{tag.upper()}": {"chunk_sizes": [k.chunk], "tokens_per_s": BASE_RATE * k.rate_factor}
+                 for tag, k in KINDS.items()}
     workload = tagged_workload()
     with Standin(StandinBehavior(tokens_per_s=BASE_RATE, ttft_s=0.02)) as base, \
             Standin(StandinBehavior(tokens_per_s=BASE_RATE, ttft_s=0.02, speculative=True, num_spec_tokens=K,
@@ -202,13 +210,14 @@ def test_per_segment_speedups_match_the_truth_and_the_sentence_routes_by_tag(
     (cell,) = result.cells
     assert {o.id: (o.tag, o.temperature, o.structured) for o in cell.requests} == {
         r.id: (r.tag, r.temperature, r.structured) for r in tagged_workload().requests}
-    members = {("tag", t): [f"{t}-{i}" for i in range(k["n"])] for t, k in KINDS.items()}
+    members: dict[tuple[str, str], list[str]] = {("tag", t): [f"{t}-{i}" for i in range(k.n)]
+                                                 for t, k in KINDS.items()}
     members |= {("output_format", "JSON"): [i for i in truth if i.startswith("code")],
                 ("output_format", "free text"): [i for i in truth if not i.startswith("code")],
                 ("temperature", "greedy (T=0)"): [i for i in truth if not i.startswith("chat")],
                 ("temperature", "sampled (T>0)"): [i for i in truth if i.startswith("chat")],
                 ("prompt_tokens", "< 256"): list(truth), ("output_tokens", "< 128"): list(truth)}
-    got = {(s.dimension, s.label): s for s in result.segments}
+    got: dict[tuple[str, str], Segment] = {(s.dimension, s.label): s for s in result.segments}
     assert set(got) == set(members)
     for key, ids in members.items():
         s, true = got[key], [truth[i] for i in ids]
@@ -218,9 +227,8 @@ def test_per_segment_speedups_match_the_truth_and_the_sentence_routes_by_tag(
         assert s.speedup_max == pytest.approx(max(true), rel=0.05), key
     # acceptance per tag: chunks of n tokens accept n-1 of the k=4 drafted
     for tag, kind in KINDS.items():
-        size = kind["behaviour"]["chunk_sizes"][0]
-        assert got[("tag", tag)].acceptance_rate == pytest.approx((size - 1) / K, abs=1e-12)
-        assert got[("tag", tag)].tokens_per_step == pytest.approx(size, abs=1e-12)
+        assert got[("tag", tag)].acceptance_rate == pytest.approx((kind.chunk - 1) / K, abs=1e-12)
+        assert got[("tag", tag)].tokens_per_step == pytest.approx(kind.chunk, abs=1e-12)
     assert [got[("tag", t)].verdict for t in KINDS] == ["enable", "don't", "n/a"]
     assert got[("tag", "misc")].reason.startswith("too few: 2 request(s)")
     assert result.routing == (
