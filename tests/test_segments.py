@@ -10,10 +10,11 @@ import asyncio
 import json
 import statistics
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import pytest
 
+from demo.fmt import esc
 from demo.results import Message
 from demo.sampling import ResponseFormat
 from demo.settings import Settings
@@ -21,7 +22,7 @@ from demo.sweep.cli import make_spec
 from demo.sweep.models import Segment, SweepResult
 from demo.sweep.profile import RequestOutcome
 from demo.sweep.report import finalize, write_outputs
-from demo.sweep.report_workload import segments_html
+from demo.sweep.report_workload import segments_html, summary_paragraph
 from demo.sweep.runner import new_result, run_sweep
 from demo.sweep.segments import (
     MAX_TAG_SEGMENTS,
@@ -248,9 +249,36 @@ def check_outputs(result: SweepResult, tmp_path: Path) -> None:
     html = paths["html"].read_text()
     assert "<h2>By segment</h2>" in html and "prompt tokens: &lt; 256, 256-1023, ≥ 1024" in html
     assert "tag &quot;code&quot;" in html  # the sentence, escaped
+    assert f'<span class="routing">By segment: {esc(result.routing)}</span>' in summary_paragraph(result)
     page = evaluate_tab.workload_html(result)
     assert 'class="segments"' in page and 'data-dimension="tag" data-label="code" data-verdict="enable"' in page
     assert page.count("<tr data-dimension=") == len(result.segments)
+
+
+def test_the_evaluate_tab_shows_an_uploaded_files_segments(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The tab's own Run handler on an uploaded file: its result shows the table and the sentence."""
+    import gradio as gr
+
+    monkeypatch.delenv("SPECDEMO_ARMS", raising=False)
+    path = tmp_path / "mine.jsonl"
+    path.write_text("".join(json.dumps({"id": f"r{i}", "prompt": f"{'COPY' if i < 3 else 'FREE'} request {i}",
+                                        "max_tokens": 21, "temperature": 0 if i < 3 else 0.7}) + "\n"
+                            for i in range(6)), encoding="utf-8")
+    by_marker = {"COPY": {"chunk_sizes": [5], "tokens_per_s": 900.0}, "FREE": {"tokens_per_s": 150.0}}
+    with Standin(StandinBehavior(tokens_per_s=300, ttft_s=0.01)) as base, \
+            Standin(StandinBehavior(tokens_per_s=300, ttft_s=0.01, speculative=True, by_marker=by_marker)) as spec:
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
+        with gr.Blocks():
+            tab = evaluate_tab.build(settings)
+        out = asyncio.run(tab.on_run([], "1", "", 1, 0, 0, str(path), 0, 0, None, None, None, False,
+                                     progress=cast(gr.Progress, lambda *_a, **_k: None)))
+    status, summary, workloads = out[0], out[2], out[4]
+    assert 'data-state="done"' in status, status
+    sentence = ("Send greedy (T=0) requests to the speculative server; keep sampled (T&gt;0) requests on the "
+                "baseline.")
+    assert f'id="routing"><b>{sentence}</b>' in workloads and sentence in summary
+    assert 'data-dimension="temperature" data-label="greedy (T=0)" data-verdict="enable"' in workloads
+    assert 'data-dimension="temperature" data-label="sampled (T&gt;0)" data-verdict="don&#x27;t"' in workloads
 
 
 def test_a_tag_is_escaped_in_the_report_and_on_the_page() -> None:
