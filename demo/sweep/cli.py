@@ -243,6 +243,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             print(f"  capacity ({w.preset}, {arm}): {cap.saving.text}")
     if result.capacity is not None and not any(w.arm_capacity for w in result.workloads):
         print(f"  capacity: {result.capacity.saving.text}")
+    if result.routing:
+        print(f"  by segment: {result.routing}")
     print(guardrails_note(result, out))
     print(f"wrote {paths['json']}, {paths['csv'].name}, {paths['html'].name}")
     failed = [c for c in result.cells if c.status == "failed"]

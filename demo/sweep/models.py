@@ -326,6 +326,29 @@ class WorkloadSummary(BaseModel):
     arm_capacity: dict[str, Capacity] = Field(default_factory=dict)  # with several arms: each arm's
 
 
+SegmentDimension = Literal["tag", "output_format", "temperature", "prompt_tokens", "output_tokens"]
+SegmentVerdict = Literal["enable", "don't", "depends", "n/a"]
+
+
+class Segment(BaseModel):
+    """One segment of the customer's workload (a bucket of one dimension, demo/sweep/segments.py):
+    its requests' decode speedups (median and range), acceptance, tokens per step and verdict."""
+
+    dimension: SegmentDimension
+    label: str  # the bucket as stated ("< 256", "greedy (T=0)") or the file's tag (user text: escape it)
+    concurrency: int  # the cell it comes from: the workload's lowest measured concurrency
+    requests: int  # requests in the segment
+    measured: int = 0  # of them, with a decode speedup
+    speedup: float | None = None  # median per-request decode speedup (speculative over baseline decode tokens/s)
+    speedup_min: float | None = None
+    speedup_max: float | None = None
+    acceptance_rate: float | None = None  # median over the segment's requests
+    tokens_per_step: float | None = None  # median over the segment's requests
+    verdict: SegmentVerdict = "n/a"  # n/a: too few requests, or none measured (see reason)
+    reason: str = ""  # one line: the figure against the thresholds, or why n/a
+    na_reasons: dict[str, str] = Field(default_factory=dict)
+
+
 class SweepResult(BaseModel):
     schema_version: int = SCHEMA_VERSION
     spec: SweepSpec
@@ -340,6 +363,10 @@ class SweepResult(BaseModel):
     cells: list[CellResult] = Field(default_factory=list)
     verdicts: list[WorkloadVerdict] = Field(default_factory=list)
     workloads: list[WorkloadSummary] = Field(default_factory=list)
+    # The customer's workload by segment, and the one routing sentence built from their verdicts
+    # (demo/sweep/segments.py); empty and None with no workload file, or in files from before segments.
+    segments: list[Segment] = Field(default_factory=list)
+    routing: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented pattern; mypy can't see it
     @property

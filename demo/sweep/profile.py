@@ -29,6 +29,10 @@ class RequestOutcome(BaseModel):
     id: str
     prompt_sha256: str
     prompt_text: str | None = None  # None when redacted
+    # What the file asked for, for the results by segment (demo/sweep/segments.py); None in older files.
+    temperature: float | None = None
+    structured: bool | None = None  # JSON output asked (response_format json_object / json_schema)
+    tag: str | None = None  # the file's segment label (not redacted: a label, not the prompt)
     prompt_tokens: int | None = None  # baseline usage.prompt_tokens
     output_tokens: int | None = None  # baseline usage.completion_tokens
     prefill_share: float | None = None  # baseline ttft_s / e2e_s
@@ -87,6 +91,7 @@ def request_outcome(req: WorkloadRequest, base: SideResult, spec: SideResult, *,
     race = compare(req.to_race_request(), base, spec)
     out = RequestOutcome(id=req.id, prompt_sha256=req.prompt_sha256,
                          prompt_text=None if redact else req.prompt_text,
+                         temperature=req.temperature, structured=req.structured, tag=req.tag,
                          prompt_tokens=base.prompt_tokens, output_tokens=base.completion_tokens,
                          speedup=race.speedup, loop=base.repetition is not None or spec.repetition is not None,
                          error=base.error or spec.error)
@@ -125,6 +130,7 @@ def pool_outcomes(outcomes: Sequence[RequestOutcome]) -> list[RequestOutcome]:
     for rid, group in groups.items():
         first = group[0]
         out = RequestOutcome(id=rid, prompt_sha256=first.prompt_sha256, prompt_text=first.prompt_text,
+                             temperature=first.temperature, structured=first.structured, tag=first.tag,
                              loop=any(g.loop for g in group), error=next((g.error for g in group if g.error), None))
         for f in ("prompt_tokens", "output_tokens", "prefill_share", "speedup", "acceptance_rate", "tokens_per_step",
                   "efficiency", "copyness"):

@@ -20,6 +20,7 @@ from demo.sweep.figures import all_figures
 from demo.sweep.models import CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadVerdict
 from demo.sweep.pooling import assemble_cell, summarize_workloads
 from demo.sweep.report_workload import summary_paragraph, workload_sections
+from demo.sweep.segments import workload_routing
 from demo.sweep.tables import ms_td, num_td, pct_td
 from demo.sweep.verdict import verdicts
 
@@ -27,10 +28,11 @@ DECISION_LABELS = {"enable": "ENABLE", "don't": "DON'T", "depends": "DEPENDS", "
 
 
 def finalize(result: SweepResult) -> SweepResult:
-    """Verdicts, workload profiles and capacity from the cells so far, and the end time (also for
+    """Verdicts, workload profiles, capacity and segments from the cells so far, and the end time (also for
     an interrupted sweep)."""
     result.verdicts = verdicts(result)
     result.workloads = summarize_workloads(result)
+    result.segments, result.routing = workload_routing(result)
     result.finished_at = datetime.now(UTC)
     return result
 

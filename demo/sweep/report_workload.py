@@ -11,8 +11,9 @@ from demo.fmt import esc as _e
 from demo.measure import LOOP_NOTE
 from demo.results import SIDES
 from demo.sweep.capacity import Capacity, capacity_summary
-from demo.sweep.models import SweepResult, WorkloadSpec, WorkloadSummary
+from demo.sweep.models import Segment, SweepResult, WorkloadSpec, WorkloadSummary
 from demo.sweep.profile import Distribution, RankedRequest
+from demo.sweep.segments import DIMENSION_NAMES, buckets_text
 from demo.sweep.tables import num_td as _num
 
 DECISION_WORDS = {"enable": "turn speculative decoding on", "don't": "leave speculative decoding off",
@@ -42,6 +43,8 @@ def summary_paragraph(result: SweepResult) -> str:
             top = ", ".join(_e(r.id) for r in prof.gain_most[:3])
             parts.append(f"The requests that gain most: {top}.")
         parts.append(_e(capacity_summary(summary.capacity)))
+    if result.routing:
+        parts.append(f'<span class="routing">By segment: {_e(result.routing)}</span>')
     if result.interrupted:
         parts.append("The sweep was interrupted: this rests on the cells measured before it stopped.")
     return '<p class="lead" id="customer-summary">' + " ".join(parts) + "</p>"
@@ -176,14 +179,45 @@ def _arm_attr(arm: str | None) -> str:
 
 
 def workload_sections(result: SweepResult) -> str:
-    """Everything the report adds for workloads: the file, profiles, capacity and cost."""
+    """Everything the report adds for workloads: the file, its segments, profiles, capacity and cost."""
     if not result.workloads:
         return ""
     profiles = "".join(profile_html(w) for w in result.workloads)
     capacities = "".join("".join(capacity_html(w, c, arm) for arm, c in w.arm_capacity.items()) if w.arm_capacity
                          else capacity_html(w) for w in result.workloads)
     return (workload_file_html(result.spec.workload, result.spec.redact)
+            + segments_html(result)
             + "<h2>Which requests gain</h2>" + profiles
             + "<h2>Capacity and cost</h2><p class=\"muted\">From measured cells only: per server and concurrency, "
               "the output tokens/s of all streams together and the latency percentiles; nothing is extrapolated "
               "beyond the concurrencies run.</p>" + capacities)
+
+
+def _segment_row(s: Segment) -> str:
+    speedup = ('<td class="na">n/a</td>' if s.speedup is None else
+               f'<td data-value="{_e(repr(s.speedup))}">{s.speedup:.2f}{TIMES}<br><span class="muted">'
+               f"{s.speedup_min:.2f}-{s.speedup_max:.2f}</span></td>")
+    return (f'<tr data-dimension="{_e(s.dimension)}" data-label="{_e(s.label)}" data-verdict="{_e(s.verdict)}">'
+            f'<td class="l">{_e(DIMENSION_NAMES[s.dimension])}</td><td class="l">{_e(s.label)}</td>'
+            f"<td>{s.measured}/{s.requests}</td>{speedup}"
+            + _num(None if s.acceptance_rate is None else s.acceptance_rate * 100, ".0f", "%")
+            + _num(s.tokens_per_step, ".2f")
+            + f'<td class="l">{_e(s.verdict)}</td><td class="l">{_e(s.reason)}</td></tr>')
+
+
+def segments_html(result: SweepResult) -> str:
+    """The "By segment" section: the routing sentence, the buckets as stated, a row per segment
+    (demo/sweep/segments.py built them; nothing is computed here). Empty without segments."""
+    if not result.segments:
+        return ""
+    c = result.segments[0].concurrency
+    head = ('<tr><th class="l">dimension</th><th class="l">segment</th><th>requests (measured)</th>'
+            '<th>decode speedup (range)</th><th>acceptance</th><th>tokens/step</th><th class="l">verdict</th>'
+            '<th class="l">why</th></tr>')
+    rows = "".join(_segment_row(s) for s in result.segments)
+    return (f'<section class="segments"><h2>By segment</h2><p class="routing" id="routing"><b>'
+            f"{_e(result.routing or '')}</b></p>"
+            f'<p class="muted">Per request, decode speedup = speculative decode tokens/s over the baseline\'s; '
+            f"each segment's median and range over its requests (the first arm, at concurrency {c}). "
+            f"Buckets: {_e(buckets_text())}</p>"
+            f'<div class="scroll"><table class="segments">{head}{rows}</table></div></section>')

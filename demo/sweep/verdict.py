@@ -24,7 +24,8 @@ from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance, work
 
 # GAIN_WORTH (a gain that pays) and GAIN_NONE (below it, no gain worth the name) live with the
 # crossover (demo/sweep/crossover.py), which the load sweep shares; imported here as the verdict's own.
-__all__ = ["GAIN_NONE", "GAIN_WORTH", "credible_gain", "credible_gains", "decide", "decide_arms", "verdicts"]
+__all__ = ["GAIN_NONE", "GAIN_WORTH", "bounded_gain", "credible_gain", "credible_gains", "decide", "decide_arms",
+           "verdicts"]
 ACCEPT_HIGH = 0.5
 ACCEPT_LOW = 0.25
 KV_TIGHT = 0.8  # speculation needs KV blocks for the drafts; above this the batch shrinks
@@ -126,11 +127,19 @@ def _prefill(cells: list[CellResult]) -> ChecklistItem:
                          text=text + (f"; decode gain {times(d.median)}, end to end {times(e)}" if d and e else ""))
 
 
+def bounded_gain(gain: float, tokens_per_step: float | None) -> float:
+    """A measured gain as the verdict counts it: at most the tokens per step speculation delivered
+    when the gain exceeds them by more than NOISE_MARGIN (the excess is noise); else as measured."""
+    if tokens_per_step is not None and gain > tokens_per_step * NOISE_MARGIN:
+        return tokens_per_step
+    return gain
+
+
 def credible_gain(cell: CellResult) -> tuple[float, str | None]:
     """The cell's gain, bounded by the tokens per step speculation delivered; and why, if bounded."""
     assert cell.speedup is not None
     g, steps = cell.speedup.median, cell.mean_acceptance_length
-    if steps is not None and g > steps * NOISE_MARGIN:
+    if steps is not None and bounded_gain(g, steps) != g:
         return steps, (f"{times(g)} measured at concurrency {cell.settings.concurrency} is more than the "
                        f"{steps:.2f} tokens per step speculation delivered, so the excess is noise: "
                        f"counted as {times(steps)}")

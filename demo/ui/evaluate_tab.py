@@ -4,7 +4,8 @@ this module only lays out inputs and shows what the sweep returns.
 
 An uploaded workload file (demo.workload, the CLI's loader and limits) is measured with the
 chosen presets, or alone; the tab then shows the report's plain-language summary, each
-workload's profile and its capacity and cost (demo.sweep.report_workload). The loaded workload
+workload's segments with the routing sentence (demo.sweep.segments), its profile and its capacity
+and cost (demo.sweep.report_workload). The loaded workload
 also goes into the page's shared state, so the Race tab can race any of its requests.
 
 With several arms (the settings' arms, as on the Race tab: ``Settings.arm_endpoints()``), the
@@ -35,7 +36,7 @@ from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.report import VERDICT_CSS, finalize, write_outputs
 from demo.sweep.report import verdicts_html as workload_verdicts_html
-from demo.sweep.report_workload import capacity_html, profile_html, summary_paragraph
+from demo.sweep.report_workload import capacity_html, profile_html, segments_html, summary_paragraph
 from demo.sweep.runner import Progress, new_result, run_sweep, settings_arms, spec_arms
 from demo.view import run_status_html
 from demo.workload import Workload, WorkloadError, open_workload
@@ -148,12 +149,13 @@ def upload_error_html(e: WorkloadError) -> str:
 
 
 def workload_html(result: SweepResult) -> str:
-    """The plain-language paragraph, then each workload's profile and capacity (report.html's)."""
+    """The workload file's segments (the routing sentence and a row per segment), then each
+    workload's profile and capacity: report.html's sections."""
     if not result.workloads:
         return ""
     profiles = "".join(profile_html(w) for w in result.workloads)
     capacities = "".join(capacity_html(w) for w in result.workloads)
-    return (f'<div class="sd-eval-workloads"><h3>Which requests gain</h3>{profiles}'
+    return (f'<div class="sd-eval-workloads">{segments_html(result)}<h3>Which requests gain</h3>{profiles}'
             f"<h3>Capacity and cost</h3>{capacities}</div>")
 
 
