@@ -56,6 +56,7 @@ from demo.sweep.capacity import Slo
 from demo.sweep.crossover import Crossover, choose_arms, find_crossover
 from demo.sweep.models import ArmSpec, CellResult, CellSettings, CellStatus, SideCell
 from demo.sweep.runner import StreamObserver, make_servers, run_cell, settings_arms
+from demo.sweep.schedule import NoRecommendation, Recommendation, ScheduleSlo, points_from_cells, recommend
 from demo.workload import WorkloadRequest
 
 # SideCell's reason keys -> LoadSide's field names.
@@ -161,6 +162,8 @@ class LoadResult(BaseModel):
     # With a latency target: per side (and, with several arms, per arm by name), the most users
     # measured at which it is met (None: at none).
     slo_users: dict[str, int | None] = Field(default_factory=dict)
+    # The schedule of k per users band (demo/sweep/schedule.py); None: no step yet.
+    recommendation: Recommendation | NoRecommendation | None = None
 
 
 class UsersRace(BaseModel):
@@ -365,6 +368,7 @@ def finish(result: LoadResult) -> LoadResult:
                           for n in names})
     result.crossovers = choice.crossovers
     result.arms_text = choice.text if len(names) > 1 else ""
+    result.recommendation = recommend_schedule(result)
     slo = result.spec.slo
     if slo is not None and slo.given:
         for side in SIDES:
@@ -374,6 +378,15 @@ def finish(result: LoadResult) -> LoadResult:
             ok = [s.users for s in result.steps if n in s.arms and within_slo(s.arms[n].side, slo)]
             result.slo_users[n] = max(ok) if ok else None
     return result
+
+
+def recommend_schedule(result: LoadResult) -> Recommendation | NoRecommendation:
+    """The schedule of k per users band from the steps so far (the latency target's ITL bound as its SLO)."""
+    slo = result.spec.slo
+    configs = {a.name: {"method": a.method} for a in result.spec.arm_list() if a.method}
+    return recommend(points_from_cells([s.cell for s in result.steps]), configs,
+                     ScheduleSlo(max_itl_p95_ms=slo.itl_ms) if slo is not None and slo.itl_ms else None,
+                     workload=result.spec.workload)
 
 
 def _cell_settings(spec: LoadSpec, users: int, requests: int = 1) -> CellSettings:
