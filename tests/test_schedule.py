@@ -56,7 +56,7 @@ def test_bands_at_measured_counts_merge_and_never_extrapolate() -> None:
     # the method config of the arm with the largest k, num_speculative_tokens at least the largest k
     assert (cfg["method"], cfg["num_speculative_tokens"], cfg["prompt_lookup_max"]) == ("ngram", 4, 4)
     assert rec.bands[2].measured_users == [8, 16] and "above 16 users (not measured)" in rec.bands[2].why
-    assert "at 1 users k4 (k=4) was fastest" in rec.bands[0].why
+    assert "at 1 user k4 (k=4) was fastest" in rec.bands[0].why
     assert "above 16 the last k (not measured)" in rec.text and "batch size = users" in rec.text
     assert check_schedule(cfg["num_speculative_tokens_per_batch_size"])  # what vLLM's own check accepts
 
@@ -108,7 +108,7 @@ def test_deploy_snippets_carry_the_same_json() -> None:
     text = json.dumps(rec.speculative_config, separators=(",", ":"))
     snip = deploy_snippets(rec)
     assert snip["flag"] == f"--speculative-config '{text}'"
-    assert f"SPEC_CONFIG='{text}'" in snip["compose_env"] and json.dumps(text) in snip["helm"]
+    assert snip["compose_env"] == f"SPEC_CONFIG='{text}'" and json.dumps(text) in snip["helm"]
 
 
 @pytest.mark.parametrize(("schedule", "message"), [

@@ -157,13 +157,17 @@ def _candidates(points: Sequence[ServerPoint]) -> dict[int, list[ServerPoint]]:
     return {u: by[u] for u in sorted(by) if any(p.server == "baseline" for p in by[u])}
 
 
+def _users(n: int) -> str:
+    return f"{n} user" + ("" if n == 1 else "s")
+
+
 def _why(p: ServerPoint, base: ServerPoint, met: bool, slo: ScheduleSlo | None) -> str:
     rate = f"{or_na(fmt_number(p.per_user_decode_tokens_per_s, 1))} tokens/s per user"
     if p.server == "baseline":
-        text = f"at {p.users} users the baseline (k=0) was fastest: {rate}"
+        text = f"at {_users(p.users)} the baseline (k=0) was fastest: {rate}"
     else:
         ratio = (p.per_user_decode_tokens_per_s or 0) / (base.per_user_decode_tokens_per_s or 1)
-        text = f"at {p.users} users {p.server} (k={p.k}) was fastest: {rate}, {fmt_speedup(ratio)} the baseline"
+        text = f"at {_users(p.users)} {p.server} (k={p.k}) was fastest: {rate}, {fmt_speedup(ratio)} the baseline"
     if slo is not None:
         text += f"; meets {slo.describe()}" if met else f"; none meets {slo.describe()}: the fastest"
     return text
@@ -263,12 +267,12 @@ def config_json(rec: Recommendation) -> str:
 
 
 def deploy_snippets(rec: Recommendation) -> dict[str, str]:
-    """The same config as a vLLM flag, a compose .env line (SPEC_CONFIG, or the adaptive arm's
-    SPEC_ADAPTIVE_CONFIG) and Helm values (an engine's vllmConfig.extraArgs)."""
+    """The same config as a vLLM flag, a compose .env line (SPEC_CONFIG: the pair's speculative
+    server) and Helm values (an engine's vllmConfig.extraArgs, YAML)."""
     text = config_json(rec)
     return {
         "flag": f"--speculative-config {shlex.quote(text)}",
-        "compose_env": f"SPEC_CONFIG={shlex.quote(text)}\nSPEC_ADAPTIVE_CONFIG={shlex.quote(text)}",
+        "compose_env": f"SPEC_CONFIG={shlex.quote(text)}",
         "helm": "vllmConfig:\n  extraArgs:\n  - --speculative-config\n  - " + json.dumps(text),
     }
 
@@ -291,6 +295,6 @@ def recommendation_lines(rec: Recommendation | NoRecommendation) -> list[str]:
                      f"{or_na(fmt_number(b.baseline_tokens_per_s, 1))}): {b.why}")
     lines.append(f"  configured but off: {rec.configured_but_off.text}")
     snippets = deploy_snippets(rec)
-    lines += ["  vLLM:    " + snippets["flag"], "  compose (.env): " + snippets["compose_env"].replace("\n", "  or  "),
-              "  Helm:    " + snippets["helm"].replace("\n", " ")]
+    lines += ["  vLLM:    " + snippets["flag"], "  compose (.env): " + snippets["compose_env"],
+              f"  Helm (the engine's vllmConfig.extraArgs): [--speculative-config, {json.dumps(config_json(rec))}]"]
     return lines
