@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Iterator
+from html import escape
 from pathlib import Path
 
 import pytest
 
 from common.spec_schedule import check_schedule, parse_schedule
 from demo.cli import main
+from demo.sweep.models import SweepResult
 from demo.sweep.schedule import (
     NoRecommendation,
     Recommendation,
@@ -23,6 +25,7 @@ from demo.sweep.schedule import (
     off_cost,
     recommend,
 )
+from demo.sweep.tables import schedule_html
 from harness.standin import StandinBehavior, Truth
 from harness.standin_process import StandinProcess, processes
 
@@ -192,3 +195,34 @@ def test_stand_in_truth_the_recommended_k_is_right_in_every_band(
     assert "n/a: the sweep has no 'adaptive' arm" in rec["configured_but_off"]["text"]
     saved = json.loads((tmp_path / "load.json").read_text())
     assert saved["recommendation"]["bands"] == rec["bands"]
+    assert '<div class="sd-schedule" data-schedule="[[1,3,4],[4,7,2],[8,8,0]]">' in (tmp_path / "load.html").read_text()
+
+
+def test_the_evaluator_s_concurrency_cells_give_the_same_schedule_in_results_json_and_the_report(
+        three: dict[str, StandinProcess], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("SPECDEMO_SAVE_RUNS", "false")
+    monkeypatch.delenv("SPECDEMO_ARMS", raising=False)
+    code = main(["sweep", "--baseline-url", three["baseline"].url, "--arm", f"k4={three['k4'].url}",
+                 "--arm", f"k2={three['k2'].url}", "--presets", "json_reformat", "--concurrency",
+                 ",".join(map(str, USERS)), "--repeats", "1", "--warmup", "0", "--max-tokens", str(TOKENS),
+                 "--out", str(tmp_path), "--no-progress"])
+    capsys.readouterr()
+    assert code == 0
+    result = SweepResult.model_validate_json((tmp_path / "results.json").read_text())
+    rec = result.recommendation
+    assert isinstance(rec, Recommendation) and rec.workload == "json_reformat"
+    by_band = {u: next(b.k for b in rec.bands if b.users_from <= u <= b.users_to) for u in USERS}
+    assert [by_band[u] for u in USERS] == [configured_k(n) for n in USERS]
+    page = (tmp_path / "report.html").read_text()
+    assert '<div class="sd-schedule" data-schedule="[[1,3,4],[4,7,2],[8,8,0]]">' in page
+    assert page.count('<tr data-k="') == 3 and escape(rec.text) in page
+
+
+def test_the_page_shows_the_core_s_schedule_and_escapes_it() -> None:
+    rec = rec_of(pts({1: {"baseline": 40, "k4": 160}, 4: {"baseline": 35, "k4": 20}}, K))
+    rec.bands[0].server = "<b>k4</b>"
+    html = schedule_html(rec)
+    assert "<b>k4</b>" not in html and "&lt;b&gt;k4&lt;/b&gt;" in html
+    assert html.count("<tr data-k=") == 2 and escape(rec.text) in html
+    assert "n/a (no concurrency cells" in schedule_html(NoRecommendation(reason="no concurrency cells"))

@@ -30,33 +30,16 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 
-from common.spec_schedule import check_schedule
 from demo.fmt import fmt_number, fmt_speedup, or_na
-from demo.sweep.models import CellResult
+from demo.sweep.models import Band, CellResult, NoRecommendation, OffCost, Recommendation, ScheduleSlo, SweepResult
 
 ADAPTIVE_ARM = "adaptive"  # servers/arms.py's arm with a schedule: measured for the off cost, not a candidate
 # Below this, a server with speculation configured and drafting off costs enough to route around it.
 OFF_COST_WORTH = 0.97
 BATCH_NOTE = ("vLLM schedules by batch size (requests running at once); with one request per user, "
               "users and batch size are the same count")
-
-
-class ScheduleSlo(BaseModel):
-    """What a band's k must meet: None leaves that figure free."""
-
-    min_user_tokens_per_s: float | None = Field(None, gt=0)  # per-user decode tokens/s, at least
-    max_itl_p95_ms: float | None = Field(None, gt=0)  # inter-token latency p95, at most
-
-    def describe(self) -> str:
-        """The target in words."""
-        parts = []
-        if self.min_user_tokens_per_s is not None:
-            parts.append(f"per-user decode ≥ {self.min_user_tokens_per_s:g} tokens/s")
-        if self.max_itl_p95_ms is not None:
-            parts.append(f"ITL p95 ≤ {self.max_itl_p95_ms:g} ms")
-        return " and ".join(parts) or "no target"
 
 
 class ServerPoint(BaseModel):
@@ -68,50 +51,6 @@ class ServerPoint(BaseModel):
     per_user_decode_tokens_per_s: float | None = None
     itl_p95_s: float | None = None
     drafts: int | None = None  # drafts the server made in the measured batches (None: not known)
-
-
-class Band(BaseModel):
-    """One band of the schedule: users (batch size) from..to, the k, and the figures behind it."""
-
-    users_from: int = Field(ge=1)
-    users_to: int = Field(ge=1)
-    k: int = Field(ge=0)
-    server: str  # the measured server whose k this is
-    per_user_decode_tokens_per_s: float | None = None  # the chosen server's, at measured_users
-    baseline_tokens_per_s: float | None = None  # the baseline's at the same count
-    measured_users: list[int] = Field(default_factory=list)
-    why: str = ""
-
-
-class OffCost(BaseModel):
-    """The adaptive arm with drafting off against the baseline (None figures: n/a, ``text`` says why)."""
-
-    users: int | None = None
-    ratio: float | None = None  # adaptive per-user decode tokens/s over the baseline's
-    route_to_baseline: bool | None = None  # True: a server without speculation beats k = 0 on one server
-    text: str = ""
-
-
-class Recommendation(BaseModel):
-    """The schedule, ready for ``--speculative-config``, and the bands with their reasons."""
-
-    speculative_config: dict[str, Any]
-    bands: list[Band]
-    configured_but_off: OffCost = Field(default_factory=OffCost)
-    workload: str | None = None
-    slo: ScheduleSlo | None = None
-    text: str = ""  # one line: "k=4 up to 2 users, off from 3 (…)"
-
-    @model_validator(mode="after")
-    def _valid_schedule(self) -> Recommendation:
-        check_schedule(self.speculative_config.get("num_speculative_tokens_per_batch_size") or [])
-        return self
-
-
-class NoRecommendation(BaseModel):
-    """Why no schedule is recommended (one line)."""
-
-    reason: str
 
 
 def points_from_cells(cells: Sequence[CellResult]) -> list[ServerPoint]:
@@ -130,6 +69,29 @@ def points_from_cells(cells: Sequence[CellResult]) -> list[ServerPoint]:
                 per_user_decode_tokens_per_s=arm.side.decode_tokens_per_s.median if arm.side.decode_tokens_per_s
                 else None, drafts=sum(d for d in drafts if d is not None) if drafts and None not in drafts else None))
     return out
+
+
+def sweep_cells(result: SweepResult) -> tuple[str | None, list[CellResult]]:
+    """The evaluator's cells of one workload over several concurrency counts: the workload file's,
+    else the first preset's at its first temperature with more than one count (None: none has)."""
+    groups: dict[tuple[str, float | None], list[CellResult]] = {}
+    for c in result.cells:
+        groups.setdefault((c.settings.preset, c.settings.temperature), []).append(c)
+    ranked = sorted(groups.items(), key=lambda kv: kv[1][0].settings.kind != "workload")
+    for (name, _), cells in ranked:
+        if len({c.settings.concurrency for c in cells}) > 1:
+            return name, sorted(cells, key=lambda c: c.settings.concurrency)
+    return None, []
+
+
+def sweep_recommendation(result: SweepResult, slo: ScheduleSlo | None = None) -> Recommendation | NoRecommendation:
+    """The schedule from an evaluator sweep's concurrency cells (results.json's ``recommendation``)."""
+    name, cells = sweep_cells(result)
+    if not cells:
+        return NoRecommendation(reason="no concurrency cells: the sweep measured one concurrency per workload "
+                                       "(run it with --concurrency 1,2,4,8,16)")
+    configs = {a.name: {"method": a.method} for a in result.spec.arms if a.method}
+    return recommend(points_from_cells(cells), configs, slo, workload=name)
 
 
 def _meets(p: ServerPoint, slo: ScheduleSlo | None) -> bool:
