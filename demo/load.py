@@ -54,9 +54,18 @@ from demo.results import (
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
 from demo.sweep.crossover import Crossover, choose_arms, find_crossover
-from demo.sweep.models import ArmSpec, CellResult, CellSettings, CellStatus, SideCell
+from demo.sweep.models import (
+    ArmSpec,
+    CellResult,
+    CellSettings,
+    CellStatus,
+    NoRecommendation,
+    Recommendation,
+    ScheduleSlo,
+    SideCell,
+)
 from demo.sweep.runner import StreamObserver, make_servers, run_cell, settings_arms
-from demo.sweep.schedule import NoRecommendation, Recommendation, ScheduleSlo, points_from_cells, recommend
+from demo.sweep.schedule import points_from_cells, recommend
 from demo.workload import WorkloadRequest
 
 # SideCell's reason keys -> LoadSide's field names.
@@ -380,13 +389,14 @@ def finish(result: LoadResult) -> LoadResult:
     return result
 
 
-def recommend_schedule(result: LoadResult) -> Recommendation | NoRecommendation:
-    """The schedule of k per users band from the steps so far (the latency target's ITL bound as its SLO)."""
-    slo = result.spec.slo
+def recommend_schedule(result: LoadResult, slo: ScheduleSlo | None = None) -> Recommendation | NoRecommendation:
+    """The schedule of k per users band from the steps so far; ``slo`` (default: the latency target's
+    ITL bound) is what a band's k must meet."""
+    target = result.spec.slo
+    if slo is None and target is not None and target.itl_ms:
+        slo = ScheduleSlo(max_itl_p95_ms=target.itl_ms)
     configs = {a.name: {"method": a.method} for a in result.spec.arm_list() if a.method}
-    return recommend(points_from_cells([s.cell for s in result.steps]), configs,
-                     ScheduleSlo(max_itl_p95_ms=slo.itl_ms) if slo is not None and slo.itl_ms else None,
-                     workload=result.spec.workload)
+    return recommend(points_from_cells([s.cell for s in result.steps]), configs, slo, workload=result.spec.workload)
 
 
 def _cell_settings(spec: LoadSpec, users: int, requests: int = 1) -> CellSettings:

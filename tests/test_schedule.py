@@ -15,7 +15,9 @@ import pytest
 
 from common.spec_schedule import check_schedule, parse_schedule
 from demo.cli import main
-from demo.sweep.models import SweepResult
+from demo.load import LoadResult, LoadSpec
+from demo.server_info import ServerInfo
+from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.schedule import (
     NoRecommendation,
     Recommendation,
@@ -217,6 +219,13 @@ def test_the_evaluator_s_concurrency_cells_give_the_same_schedule_in_results_jso
     page = (tmp_path / "report.html").read_text()
     assert '<div class="sd-schedule" data-schedule="[[1,3,4],[4,7,2],[8,8,0]]">' in page
     assert page.count('<tr data-k="') == 3 and escape(rec.text) in page
+    # python -m demo schedule reads the same file and prints the same schedule, with an SLO too
+    model = next(s.model for s in result.servers if s.model)
+    assert main(["schedule", str(tmp_path / "results.json"), "--json", "--model", model]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["speculative_config"] == rec.speculative_config and again["deploy"]["flag"].startswith("--spec")
+    assert main(["schedule", str(tmp_path / "results.json"), "--min-user-tokens-per-s", "1000"]) == 0
+    assert "none meets per-user decode ≥ 1000 tokens/s" in capsys.readouterr().out
 
 
 def test_the_page_shows_the_core_s_schedule_and_escapes_it() -> None:
@@ -226,3 +235,33 @@ def test_the_page_shows_the_core_s_schedule_and_escapes_it() -> None:
     assert "<b>k4</b>" not in html and "&lt;b&gt;k4&lt;/b&gt;" in html
     assert html.count("<tr data-k=") == 2 and escape(rec.text) in html
     assert "n/a (no concurrency cells" in schedule_html(NoRecommendation(reason="no concurrency cells"))
+
+
+
+def _bad(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    with pytest.raises(SystemExit) as e:
+        main(["schedule", *args])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err, err
+    return err
+
+
+def test_schedule_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = SweepSpec(baseline_url="http://127.0.0.1:9", speculative_url="http://127.0.0.1:9", presets=["x"])
+    other = tmp_path / "results.json"
+    other.write_text(SweepResult(spec=spec, servers=[ServerInfo(side="baseline", url="u", model="llama-8b")])
+                     .model_dump_json())
+    assert "measured on another model than --model" in _bad(capsys, str(other), "--model", "qwen3-8b")
+    assert "no concurrency cells" in _bad(capsys, str(other), "--model", "llama-8b")
+    steps = tmp_path / "load.json"
+    steps.write_text(LoadResult(spec=LoadSpec(users=[1], workload="x", max_tokens=8, temperature=0,
+                                              baseline_url="u", speculative_url="v")).model_dump_json())
+    assert "fewer than two measured load steps" in _bad(capsys, str(steps))
+    junk = tmp_path / "junk.json"
+    junk.write_text("<script>secret</script>")
+    assert "not a JSON object" in (err := _bad(capsys, str(junk))) and "secret" not in err
+    junk.write_text('{"kind": "load", "steps": "secret"}')
+    assert "not a valid load.json" in (err := _bad(capsys, str(junk))) and "secret" not in err
+    assert "no such file" in _bad(capsys, str(tmp_path / "missing.json")).lower()
+    assert "greater than 0" in _bad(capsys, str(steps), "--max-itl-ms", "-1")
