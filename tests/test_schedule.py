@@ -66,6 +66,25 @@ def test_bands_at_measured_counts_merge_and_never_extrapolate() -> None:
     assert check_schedule(cfg["num_speculative_tokens_per_batch_size"])  # what vLLM's own check accepts
 
 
+def test_a_schedule_runs_one_method_and_says_which_arms_it_left_out() -> None:
+    rows: dict[int, dict[str, float]] = {1: {"baseline": 40, "eagle3": 150, "ngram": 120, "ngram-k2": 80},
+                                         4: {"baseline": 35, "eagle3": 60, "ngram": 30, "ngram-k2": 45}}
+    k = {"baseline": 0, "eagle3": 3, "ngram": 4, "ngram-k2": 2}
+    configs = {"eagle3": {"method": "eagle3", "model": "h"}, "ngram": {"method": "ngram"},
+               "ngram-k2": {"method": "ngram"}}
+    rec = recommend(pts(rows, k), configs)
+    assert isinstance(rec, Recommendation)
+    assert [(b.k, b.server) for b in rec.bands] == [(3, "eagle3")] and rec.speculative_config["method"] == "eagle3"
+    assert rec.notes == ["arms of another method than eagle3 left out (a schedule runs one method): ngram, ngram-k2"]
+    rows[1]["eagle3"] = 100.0  # n-gram fastest at 1 user: the n-gram arms, eagle3 left out
+    rec = recommend(pts(rows, k), configs)
+    assert isinstance(rec, Recommendation)
+    assert [(b.k, b.server) for b in rec.bands] == [(4, "ngram"), (2, "ngram-k2")]
+    assert "left out (a schedule runs one method): eagle3" in rec.notes[0]
+    unknown = recommend(pts({1: {"baseline": 40, "k4": 160}}, K))
+    assert isinstance(unknown, Recommendation) and "method is not known" in unknown.notes[0]
+
+
 def test_first_band_starts_at_1_even_when_the_lowest_count_is_higher() -> None:
     rec = rec_of(pts({2: {"baseline": 38, "k4": 72}, 8: {"baseline": 30, "k4": 16}}, K))
     assert [(b.users_from, b.users_to, b.k) for b in rec.bands] == [(1, 7, 4), (8, 8, 0)]

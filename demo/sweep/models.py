@@ -359,6 +359,7 @@ class Recommendation(BaseModel):
     workload: str | None = None
     slo: ScheduleSlo | None = None
     text: str = ""  # one line: "k=4 up to 2 users, off from 3 (…)"
+    notes: list[str] = Field(default_factory=list)  # what to know before deploying it (arms left out, no method)
 
     @model_validator(mode="after")
     def _valid_schedule(self) -> Recommendation:

@@ -188,11 +188,29 @@ def _method(chosen: list[tuple[ServerPoint, ServerPoint, bool]], configs: Mappin
     return base
 
 
+def _one_method(points: Sequence[ServerPoint], configs: Mapping[str, Mapping[str, Any]]
+                ) -> tuple[list[ServerPoint], list[str]]:
+    """The points of the arms of one method (a schedule runs one method): that of the fastest arm at the
+    lowest measured count, with a note naming the arms left out; all points when the methods agree."""
+    method = {n: c["method"] for n, c in configs.items() if c.get("method")}
+    if len(set(method.values())) <= 1:
+        return list(points), []
+    by = _candidates(points)
+    arms = [p for p in by[min(by)] if p.server != "baseline"] if by else []
+    if not arms:
+        return list(points), []
+    keep = method.get(max(arms, key=lambda p: p.per_user_decode_tokens_per_s or 0.0).server)
+    out = sorted({n for n, m in method.items() if m != keep})
+    note = f"arms of another method than {keep} left out (a schedule runs one method): {', '.join(out)}"
+    return [p for p in points if p.server not in out], [note]
+
+
 def recommend(points: Sequence[ServerPoint], configs: Mapping[str, Mapping[str, Any]] | None = None,
               slo: ScheduleSlo | None = None, workload: str | None = None) -> Recommendation | NoRecommendation:
     """The schedule from the measured points; ``configs``: each arm's speculative config by name (its
     method's keys; without one, ``{"method": ...}`` is left for the caller to fill)."""
     configs = configs or {}
+    points, notes = _one_method(points, configs)
     by = _candidates(points)
     if not by:
         return NoRecommendation(reason="no measured count has both the baseline's and an arm's per-user "
@@ -209,8 +227,11 @@ def recommend(points: Sequence[ServerPoint], configs: Mapping[str, Mapping[str, 
     config = _method(chosen, configs)
     config["num_speculative_tokens"] = max(max(b.k for b in bands), 1)
     config["num_speculative_tokens_per_batch_size"] = schedule
+    if "method" not in config:
+        notes.append("the arms' method is not known (SPECDEMO_ARMS' method, SPECDEMO_SPEC_METHOD): add "
+                     "\"method\" and its keys to the config before deploying it")
     rec = Recommendation(speculative_config=config, bands=bands, configured_but_off=off_cost(points),
-                         workload=workload, slo=slo)
+                         workload=workload, slo=slo, notes=notes)
     rec.text = one_line(rec)
     return rec
 
@@ -256,6 +277,7 @@ def recommendation_lines(rec: Recommendation | NoRecommendation) -> list[str]:
                      f"{or_na(fmt_number(b.per_user_decode_tokens_per_s, 1))} tok/s per user vs baseline "
                      f"{or_na(fmt_number(b.baseline_tokens_per_s, 1))}): {b.why}")
     lines.append(f"  configured but off: {rec.configured_but_off.text}")
+    lines += [f"  note: {n}" for n in rec.notes]
     snippets = deploy_snippets(rec)
     lines += ["  vLLM:    " + snippets["flag"], "  compose (.env): " + snippets["compose_env"],
               f"  Helm (the engine's vllmConfig.extraArgs): [--speculative-config, {json.dumps(config_json(rec))}]"]

@@ -43,4 +43,5 @@ def schedule_html(rec: Recommendation | NoRecommendation | None) -> str:
             '<table><tr><th>users (batch size)</th><th>k</th><th class="l">from</th><th>per-user tok/s</th>'
             f'<th>baseline tok/s</th><th class="l">why</th></tr>{rows}</table>'
             f'<p class="muted">{esc(BATCH_NOTE)}. Configured but off: {esc(rec.configured_but_off.text)}</p>'
+            + "".join(f'<p class="muted">Note: {esc(n)}</p>' for n in rec.notes) +
             f'<p><code>--speculative-config {esc(config_json(rec))}</code></p></div>')
