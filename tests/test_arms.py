@@ -110,3 +110,15 @@ def test_up_refuses_a_bad_adaptive_schedule_in_one_line_before_starting_anything
     assert main(["up", "--arms", "ngram,adaptive", "--adaptive-schedule", schedule]) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and "\n" not in err and err.startswith("error: setting adaptive_schedule")
+
+
+def test_up_starts_the_adaptive_arm_with_the_given_schedule() -> None:
+    from servers import launcher
+    from servers.settings import LauncherSettings
+
+    s = LauncherSettings(_env_file=None, arms="ngram,adaptive", adaptive_schedule="[[1, 3, 4], [4, 8, 0]]")
+    planned = {p.name: p for p in launcher.servers(s)}
+    assert list(planned) == ["baseline", "ngram", "adaptive"]
+    assert (planned["adaptive"].speculative_config or {})["num_speculative_tokens_per_batch_size"] == [[1, 3, 4], [4, 8, 0]]
+    default = {p.name: p for p in launcher.servers(LauncherSettings(_env_file=None, arms="adaptive"))}
+    assert default["adaptive"].speculative_config == ARM_CONFIGS["adaptive"].speculative_config
