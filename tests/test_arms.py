@@ -119,6 +119,7 @@ def test_up_starts_the_adaptive_arm_with_the_given_schedule() -> None:
     s = LauncherSettings(_env_file=None, arms="ngram,adaptive", adaptive_schedule="[[1, 3, 4], [4, 8, 0]]")
     planned = {p.name: p for p in launcher.servers(s)}
     assert list(planned) == ["baseline", "ngram", "adaptive"]
-    assert (planned["adaptive"].speculative_config or {})["num_speculative_tokens_per_batch_size"] == [[1, 3, 4], [4, 8, 0]]
+    schedule = (planned["adaptive"].speculative_config or {})["num_speculative_tokens_per_batch_size"]
+    assert schedule == [[1, 3, 4], [4, 8, 0]]
     default = {p.name: p for p in launcher.servers(LauncherSettings(_env_file=None, arms="adaptive"))}
     assert default["adaptive"].speculative_config == ARM_CONFIGS["adaptive"].speculative_config

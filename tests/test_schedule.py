@@ -119,6 +119,20 @@ def test_configured_but_off_says_when_to_route_to_a_plain_server() -> None:
     assert all(b.server != "adaptive" for b in rec.bands) and rec.configured_but_off.users == 16
 
 
+def test_the_adaptive_line_is_read_from_the_measurement() -> None:
+    k = {"baseline": 0, "ngram": 4, "adaptive": 4}
+    rows: dict[int, dict[str, float]] = {1: {"baseline": 40, "ngram": 100, "adaptive": 98},
+                                         8: {"baseline": 30, "ngram": 24, "adaptive": 29.5}}
+    line = rec_of(pts(rows, k)).adaptive_text
+    assert line == ("adaptive keeps ngram's gain at 1 user (2.45× vs 2.50×); where ngram loses (8 users) "
+                    "adaptive stays at or above the baseline (0.98× at worst)")
+    rows[8]["adaptive"] = 25.0
+    assert "adaptive falls below the baseline (0.83× at worst)" in rec_of(pts(rows, k)).adaptive_text
+    rows[1]["adaptive"] = 60.0
+    assert rec_of(pts(rows, k)).adaptive_text.startswith("adaptive loses ngram's gain at 1 user (1.50× vs 2.50×)")
+    assert rec_of(pts({1: {"baseline": 40, "k4": 160}}, K)).adaptive_text.startswith("n/a: the sweep needs")
+
+
 def test_nothing_to_recommend_is_one_reason() -> None:
     assert isinstance(recommend([]), NoRecommendation)
     only_base = pts({1: {"baseline": 40.0}}, K)

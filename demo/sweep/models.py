@@ -360,6 +360,8 @@ class Recommendation(BaseModel):
     slo: ScheduleSlo | None = None
     text: str = ""  # one line: "k=4 up to 2 users, off from 3 (…)"
     notes: list[str] = Field(default_factory=list)  # what to know before deploying it (arms left out, no method)
+    # The stage's line: does the adaptive arm keep the static arm's gain and stay at the baseline where it loses.
+    adaptive_text: str = ""
 
     @model_validator(mode="after")
     def _valid_schedule(self) -> Recommendation:

@@ -33,6 +33,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from demo.fmt import fmt_number, fmt_speedup, or_na
+from demo.sweep.crossover import GAIN_NONE
 from demo.sweep.models import Band, CellResult, NoRecommendation, OffCost, Recommendation, ScheduleSlo, SweepResult
 
 ADAPTIVE_ARM = "adaptive"  # servers/arms.py's arm with a schedule: measured for the off cost, not a candidate
@@ -178,6 +179,39 @@ def off_cost(points: Sequence[ServerPoint]) -> OffCost:
                         f"baseline's per-user decode tokens/s: {verdict}")
 
 
+def _ratio(p: ServerPoint | None, base: ServerPoint | None) -> float | None:
+    if p is None or base is None or not p.per_user_decode_tokens_per_s or not base.per_user_decode_tokens_per_s:
+        return None
+    return p.per_user_decode_tokens_per_s / base.per_user_decode_tokens_per_s
+
+
+def adaptive_lesson(points: Sequence[ServerPoint]) -> str:
+    """The stage's one line under the curves, read from the measurement: does the adaptive arm keep the
+    static arm's gain at the fewest users, and stay at or above the baseline where the static arm loses
+    (speedup below GAIN_NONE)? The static arm: the fastest other arm at the fewest users. n/a and why."""
+    at = {(p.users, p.server): p for p in points if p.per_user_decode_tokens_per_s}
+    counts = sorted({u for u, s in at if s == ADAPTIVE_ARM and (u, "baseline") in at})
+    statics = [p for (u, s), p in at.items() if counts and u == counts[0] and s not in ("baseline", ADAPTIVE_ARM)]
+    if not counts or not statics:
+        return f"n/a: the sweep needs the baseline, '{ADAPTIVE_ARM}' and a static arm at the same counts"
+    static = max(statics, key=lambda p: p.per_user_decode_tokens_per_s or 0.0).server
+    first = counts[0]
+    a0, s0 = _ratio(at.get((first, ADAPTIVE_ARM)), at[(first, "baseline")]), _ratio(at.get((first, static)),
+                                                                                   at[(first, "baseline")])
+    keeps = a0 is not None and s0 is not None and a0 >= 0.95 * s0
+    line = (f"{ADAPTIVE_ARM} {'keeps' if keeps else 'loses'} {static}'s gain at {_users(first)} "
+            f"({fmt_speedup(a0)} vs {fmt_speedup(s0)})")
+    losing = [u for u in counts if (r := _ratio(at.get((u, static)), at[(u, "baseline")])) is not None
+              and r < GAIN_NONE]
+    if not losing:
+        return line + f"; {static} never loses at the counts measured"
+    ratios = [_ratio(at.get((u, ADAPTIVE_ARM)), at[(u, "baseline")]) or 0.0 for u in losing]
+    holds = min(ratios) >= OFF_COST_WORTH
+    return (line + f"; where {static} loses ({', '.join(map(str, losing))} users) {ADAPTIVE_ARM} "
+            + ("stays at or above the baseline" if holds else "falls below the baseline")
+            + f" ({fmt_speedup(min(ratios))} at worst)")
+
+
 def _method(chosen: list[tuple[ServerPoint, ServerPoint, bool]], configs: Mapping[str, Mapping[str, Any]]
             ) -> dict[str, Any]:
     """The method config of the arm with the largest chosen k (k = 0 everywhere: the first arm's)."""
@@ -231,7 +265,7 @@ def recommend(points: Sequence[ServerPoint], configs: Mapping[str, Mapping[str, 
         notes.append("the arms' method is not known (SPECDEMO_ARMS' method, SPECDEMO_SPEC_METHOD): add "
                      "\"method\" and its keys to the config before deploying it")
     rec = Recommendation(speculative_config=config, bands=bands, configured_but_off=off_cost(points),
-                         workload=workload, slo=slo, notes=notes)
+                         workload=workload, slo=slo, notes=notes, adaptive_text=adaptive_lesson(points))
     rec.text = one_line(rec)
     return rec
 
@@ -277,6 +311,7 @@ def recommendation_lines(rec: Recommendation | NoRecommendation) -> list[str]:
                      f"{or_na(fmt_number(b.per_user_decode_tokens_per_s, 1))} tok/s per user vs baseline "
                      f"{or_na(fmt_number(b.baseline_tokens_per_s, 1))}): {b.why}")
     lines.append(f"  configured but off: {rec.configured_but_off.text}")
+    lines.append(f"  adaptive: {rec.adaptive_text}")
     lines += [f"  note: {n}" for n in rec.notes]
     snippets = deploy_snippets(rec)
     lines += ["  vLLM:    " + snippets["flag"], "  compose (.env): " + snippets["compose_env"],

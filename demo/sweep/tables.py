@@ -40,6 +40,7 @@ def schedule_html(rec: Recommendation | NoRecommendation | None) -> str:
         f'<td class="l">{esc(b.why)}</td></tr>' for b in rec.bands)
     schedule = json.dumps(rec.speculative_config.get("num_speculative_tokens_per_batch_size"), separators=(",", ":"))
     return (f'<div class="sd-schedule" data-schedule="{esc(schedule)}"><p class="sd-schedule-line">{esc(rec.text)}</p>'
+            f'<p class="sd-schedule-adaptive">{esc(rec.adaptive_text)}</p>'
             '<table><tr><th>users (batch size)</th><th>k</th><th class="l">from</th><th>per-user tok/s</th>'
             f'<th>baseline tok/s</th><th class="l">why</th></tr>{rows}</table>'
             f'<p class="muted">{esc(BATCH_NOTE)}. Configured but off: {esc(rec.configured_but_off.text)}</p>'
