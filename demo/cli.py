@@ -20,6 +20,7 @@ from demo.load_cli import add_load_parser, cmd_race_users, users_arg
 from demo.race import run_race
 from demo.results import LEGACY_ORDER, ArmResult, RaceRequest, RaceResult, SideResult
 from demo.runs import RunTooLarge, save_run
+from demo.schedule_cli import add_schedule_parser
 from demo.sweep.cli import add_sweep_parser
 from demo.whatif import add_whatif_parser
 
@@ -187,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     add_load_parser(sub)
     add_whatif_parser(sub)
     add_guard_parsers(sub)
+    add_schedule_parser(sub)
     args = parser.parse_args(argv)
     settle_heap()  # no collector pause over the imports inside a measured stream
     try:

@@ -55,8 +55,18 @@ from demo.sampling import SAMPLING_FIELDS
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
 from demo.sweep.crossover import Crossover, choose_arms, find_crossover
-from demo.sweep.models import ArmSpec, CellResult, CellSettings, CellStatus, SideCell
+from demo.sweep.models import (
+    ArmSpec,
+    CellResult,
+    CellSettings,
+    CellStatus,
+    NoRecommendation,
+    Recommendation,
+    ScheduleSlo,
+    SideCell,
+)
 from demo.sweep.runner import StreamObserver, make_servers, run_cell, settings_arms
+from demo.sweep.schedule import points_from_cells, recommend
 from demo.workload import WorkloadRequest
 
 # SideCell's reason keys -> LoadSide's field names.
@@ -162,6 +172,8 @@ class LoadResult(BaseModel):
     # With a latency target: per side (and, with several arms, per arm by name), the most users
     # measured at which it is met (None: at none).
     slo_users: dict[str, int | None] = Field(default_factory=dict)
+    # The schedule of k per users band (demo/sweep/schedule.py); None: no step yet.
+    recommendation: Recommendation | NoRecommendation | None = None
 
 
 class UsersRace(BaseModel):
@@ -368,6 +380,7 @@ def finish(result: LoadResult) -> LoadResult:
                           for n in names})
     result.crossovers = choice.crossovers
     result.arms_text = choice.text if len(names) > 1 else ""
+    result.recommendation = recommend_schedule(result)
     slo = result.spec.slo
     if slo is not None and slo.given:
         for side in SIDES:
@@ -377,6 +390,16 @@ def finish(result: LoadResult) -> LoadResult:
             ok = [s.users for s in result.steps if n in s.arms and within_slo(s.arms[n].side, slo)]
             result.slo_users[n] = max(ok) if ok else None
     return result
+
+
+def recommend_schedule(result: LoadResult, slo: ScheduleSlo | None = None) -> Recommendation | NoRecommendation:
+    """The schedule of k per users band from the steps so far; ``slo`` (default: the latency target's
+    ITL bound) is what a band's k must meet."""
+    target = result.spec.slo
+    if slo is None and target is not None and target.itl_ms:
+        slo = ScheduleSlo(max_itl_p95_ms=target.itl_ms)
+    configs = {a.name: {"method": a.method} for a in result.spec.arm_list() if a.method}
+    return recommend(points_from_cells([s.cell for s in result.steps]), configs, slo, workload=result.spec.workload)
 
 
 def _cell_settings(spec: LoadSpec, users: int, requests: int = 1) -> CellSettings:

@@ -34,6 +34,7 @@ from demo.results import RaceRequest
 from demo.runs import RunTooLarge, save_run
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
+from demo.sweep.schedule import recommendation_json, recommendation_lines
 
 # A step's own keys in --json (the evaluator's cell stays out: it is in --out's load.json).
 STEP_KEYS = ("users", "status", "speedup", "throughput_ratio", "errors", "na_reasons")
@@ -140,6 +141,7 @@ def load_json(r: LoadResult) -> dict[str, Any]:
         "slo": r.spec.slo.model_dump() if r.spec.slo else None,
         "slo_users": r.slo_users or None,
         "interrupted": r.interrupted,
+        "recommendation": recommendation_json(r.recommendation) if r.recommendation is not None else None,
     }
 
 
@@ -208,6 +210,8 @@ def load_table(r: LoadResult) -> str:
             lines.append(f"Within {r.spec.slo.describe()}: {who} serves "
                          + (f"up to {n} users (the most measured within it)" if n is not None
                             else "no measured count"))
+    if r.recommendation is not None:
+        lines += ["", *recommendation_lines(r.recommendation)]
     if r.interrupted:
         lines.append("Interrupted: the steps above are those measured.")
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from demo.fmt import esc, fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load import SIDES, LoadResult, LoadSide
 from demo.load_figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX, per_user_figure, slide_figure, total_figure
 from demo.sweep.report import CSP, CSS
+from demo.sweep.tables import schedule_html
 
 FILES = ("load.json", "load.html", "load.png")
 
@@ -124,6 +125,8 @@ total.</p>
 {banner}
 {figs}
 {slo}
+<h2>Recommended schedule</h2>
+{schedule_html(result.recommendation)}
 <h2>Every step</h2>
 {steps_table(result)}
 </main></body></html>

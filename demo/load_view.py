@@ -10,6 +10,7 @@ from __future__ import annotations
 from demo.fmt import esc, fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load import SIDES, LoadResult, LoadSide, LoadStep
 from demo.sweep.crossover import GAIN_NONE, GAIN_WORTH
+from demo.sweep.tables import schedule_html
 
 STEP_HEADERS = ["users", "status", "speedup (per-user decode)", "throughput ratio (total)",
                 "per-user tok/s (base / spec)", "total tok/s (base / spec)", "queue peak (base / spec)",
@@ -73,8 +74,9 @@ def crossover_html(result: LoadResult | None) -> str:
         attrs = (f'data-state="{"final" if not _running(result) else "so-far"}" '
                  f'data-pays-up-to="{c.pays_up_to_users or ""}" data-loses-from="{c.loses_from_users or ""}" '
                  f'data-measured="{",".join(map(str, c.measured_users))}"')
+    schedule = schedule_html(result.recommendation) if result is not None and result.steps else ""
     return (f'<div class="sd-load-crossover" {attrs}><div class="sd-load-sentence">{esc(text)}</div>'
-            f'<div class="sd-load-thresholds">{esc(THRESHOLDS_NOTE)}</div></div>')
+            f'<div class="sd-load-thresholds">{esc(THRESHOLDS_NOTE)}</div>{schedule}</div>')
 
 
 def _running(result: LoadResult) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from common.spec_schedule import Schedule, check_schedule, max_k
 from servers.config import NGRAM_CONFIG, ServerConfig
 from servers.profiles import BASELINE_PORT, CONTAINER_HOST, MAX_GPU_MEMORY_SUM, PROFILES, SPECULATIVE_PORT
 
@@ -68,6 +69,7 @@ class ArmConfig(BaseModel):
     def _has_method(self) -> ArmConfig:
         if "method" not in self.speculative_config or "num_speculative_tokens" not in self.speculative_config:
             raise ValueError(f"arm {self.name}: speculative_config needs a 'method' and 'num_speculative_tokens'")
+        check_config_schedule(self.speculative_config)
         return self
 
     @property
@@ -79,6 +81,34 @@ class ArmConfig(BaseModel):
         return is_synthetic(self.speculative_config)
 
 
+def check_config_schedule(speculative_config: Mapping[str, Any]) -> None:
+    """ValueError (one line) when the config's schedule is not one vLLM accepts, or asks for a k above
+    num_speculative_tokens (vLLM would clamp it silently)."""
+    entries = speculative_config.get("num_speculative_tokens_per_batch_size")
+    if entries is None:
+        return
+    schedule = check_schedule(entries)
+    k = int(speculative_config.get("num_speculative_tokens") or 0)
+    if max_k(schedule) > k:
+        raise ValueError(f"the schedule asks for k={max_k(schedule)}, above num_speculative_tokens={k} "
+                         "(vLLM clamps every k to it)")
+
+
+# The adaptive arm's default schedule: n-gram k=4 at 1-2 running requests, drafting off from 3. The
+# schedule the issue's check ran on the CPU pair (2026-12-02: drafts at 1 user, none at 8); the default
+# pending a measurement: `python -m demo load` recommends one, `up --adaptive-schedule JSON` runs it.
+ADAPTIVE_DEFAULT_SCHEDULE: Schedule = [(1, 2, 4), (3, 256, 0)]
+
+
+def adaptive_config(schedule: Schedule | None = None) -> dict[str, Any]:
+    """n-gram (k=4, lookup 2-4) with a schedule of k by batch size (default ADAPTIVE_DEFAULT_SCHEDULE);
+    num_speculative_tokens at least the schedule's largest k. ValueError (one line) for a bad schedule."""
+    ranges = check_schedule(list(schedule or ADAPTIVE_DEFAULT_SCHEDULE))
+    k = max(max_k(ranges), 1)
+    return {**NGRAM_CONFIG, "num_speculative_tokens": k, "prompt_lookup_max": max(k, NGRAM_CONFIG["prompt_lookup_min"]),
+            "num_speculative_tokens_per_batch_size": [list(r) for r in ranges]}
+
+
 LLAMA = PROFILES["llama-eagle3"].model
 ARM_CONFIGS: dict[str, ArmConfig] = {
     a.name: a
@@ -87,6 +117,9 @@ ARM_CONFIGS: dict[str, ArmConfig] = {
                   speculative_config=dict(NGRAM_CONFIG)),
         ArmConfig(name="ngram-k2", summary="n-gram prompt lookup, k=2: cheaper to verify, less to win",
                   speculative_config={**NGRAM_CONFIG, "num_speculative_tokens": 2, "prompt_lookup_max": 2}),
+        ArmConfig(name="adaptive", summary="n-gram prompt lookup with k by batch size (vLLM's dynamic "
+                  "speculation): k=4 at 1-2 running requests, off from 3 (the default schedule)",
+                  speculative_config=adaptive_config()),
         ArmConfig(name="eagle3", summary="EAGLE-3 head trained on Llama-3.1-8B-Instruct, k=3",
                   speculative_config=dict(PROFILES["llama-eagle3"].speculative_config), target=LLAMA),
         ArmConfig(name="draft", summary="Llama-3.2-1B-Instruct draft model, k=5 (same 128k vocabulary)",
@@ -117,14 +150,23 @@ class Arm(BaseModel):
     cores: str | None = None  # VLLM_CPU_OMP_THREADS_BIND syntax; None on a GPU
 
 
-def cpu_arms(names: Sequence[str], first_port: int = SPECULATIVE_PORT, first_core: int = 1) -> list[Arm]:
+def arm_speculative_config(name: str, adaptive_schedule: Schedule | None = None) -> dict[str, Any]:
+    """The named arm's speculative config; the adaptive arm's with ``adaptive_schedule`` when given."""
+    if name == "adaptive" and adaptive_schedule:
+        return adaptive_config(adaptive_schedule)
+    return dict(get_arm_config(name).speculative_config)
+
+
+def cpu_arms(names: Sequence[str], first_port: int = SPECULATIVE_PORT, first_core: int = 1,
+             adaptive_schedule: Schedule | None = None) -> list[Arm]:
     """CPU arms in the given order: consecutive ports from ``first_port`` and one core each from
     ``first_core`` (the baseline keeps port 8000 and core 0). The first arm is today's speculative
-    server. A caller with fewer cores than servers must refuse, not share cores: a shared core
-    slows both servers and the race measures the sharing."""
+    server; the adaptive arm runs ``adaptive_schedule`` when given (else its default). A caller with
+    fewer cores than servers must refuse, not share cores: a shared core slows both servers and the
+    race measures the sharing."""
     if len(set(names)) != len(names):
         raise ValueError(f"arms {list(names)}: each arm once")
-    return [Arm(name=n, port=first_port + i, speculative_config=dict(get_arm_config(n).speculative_config),
+    return [Arm(name=n, port=first_port + i, speculative_config=arm_speculative_config(n, adaptive_schedule),
                 cores=str(first_core + i)) for i, n in enumerate(names)]
 
 
@@ -155,7 +197,7 @@ TARGET_RUNTIME_GIB = 2.0
 TARGET_KV_GIB = 2.0
 # The proposer on top: the draft model's weights (1.24 B x 2 bytes = 2.3 GiB) with its own KV cache and
 # activations; the EAGLE-3 head (one decoder layer and its own LM head); n-gram loads nothing.
-PROPOSER_GIB: dict[str, float] = {"ngram": 0.0, "eagle3": 1.0, "draft": 2.8}
+PROPOSER_GIB: dict[str, float] = {"ngram": 0.0, "adaptive": 0.0, "eagle3": 1.0, "draft": 2.8}
 
 
 class MethodsSetup(BaseModel):
@@ -214,7 +256,7 @@ class MethodsSetup(BaseModel):
         return f"methods-{name}"
 
 
-METHODS = MethodsSetup(profile="llama-ngram", arms=("ngram", "eagle3", "draft"))
+METHODS = MethodsSetup(profile="llama-ngram", arms=("ngram", "eagle3", "draft", "adaptive"))
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -102,7 +102,8 @@ def servers(s: LauncherSettings) -> list[Server]:
         return [base, Server("speculative", None, s.speculative_port, s.speculative_cores,
                              dict(s.speculative_config))]
     first_cores = parse_cores(s.speculative_cores)
-    arms = cpu_arms(s.arm_names, first_port=s.speculative_port, first_core=max(first_cores) if first_cores else 1)
+    arms = cpu_arms(s.arm_names, first_port=s.speculative_port, first_core=max(first_cores) if first_cores else 1,
+                    adaptive_schedule=s.adaptive)
     def cores(i: int, own: str | None) -> str:
         return s.speculative_cores if i == 0 or s.share_arm_cores else (own or "")
 

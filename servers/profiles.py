@@ -266,6 +266,11 @@ def get_profile(name: str) -> Profile:
         raise KeyError(f"unknown profile {name!r}; choose one of: {', '.join(PROFILES)}") from None
 
 
+# The compose profile of the GPU pair (its two servers and the page); a .env selects it with
+# COMPOSE_PROFILES so that a plain `docker compose up` starts it, and a --profile flag replaces it.
+PAIR_COMPOSE_PROFILE = "pair"
+
+
 def env_file_text(profile: Profile) -> str:
     """Lines for a .env file that select this profile in docker compose."""
     lines = [f"# {profile.name}: {profile.summary}"]
@@ -310,7 +315,7 @@ def _main(argv: list[str] | None = None) -> int:
             print(f"error: {profile.name} is the CPU default; run `docker compose --profile cpu up app-cpu` instead",
                   file=sys.stderr)
             return 2
-        sys.stdout.write(env_file_text(profile))
+        sys.stdout.write(f"COMPOSE_PROFILES={PAIR_COMPOSE_PROFILE}\n" + env_file_text(profile))
     elif args.cmd == "compose-args":
         pair = profile.server_configs(host=CONTAINER_HOST)
         print(json.dumps({"baseline": pair.baseline.vllm_args(), "speculative": pair.speculative.vllm_args()},

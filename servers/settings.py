@@ -15,7 +15,8 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, JsonValue, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from servers.arms import ARM_CONFIGS
+from common.spec_schedule import Schedule, parse_schedule
+from servers.arms import ARM_CONFIGS, adaptive_config
 from servers.config import NGRAM_CONFIG
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,6 +83,11 @@ class LauncherSettings(BaseSettings):
     arms: str = Field("", description="speculative arms by name, e.g. ngram,ngram-k2 "
                       "(python -m servers.arms list); default: the one speculative server",
                       json_schema_extra=cli(UP))
+    # The adaptive arm's schedule (`--arms ...,adaptive`): vLLM's num_speculative_tokens_per_batch_size
+    # as JSON, e.g. the one `python -m demo load` recommends; empty: its default (servers/arms.py).
+    adaptive_schedule: str = Field("", description="the adaptive arm's schedule of k by batch size, JSON "
+                                   "[[lo, hi, k], ...], e.g. [[1, 2, 4], [3, 256, 0]] (default)",
+                                   json_schema_extra=cli(UP))
     # JSON for --speculative-config; the flag and the env var both take a JSON string.
     speculative_config: dict[str, Any] = Field(
         default_factory=lambda: dict(NGRAM_CONFIG),
@@ -195,6 +201,18 @@ class LauncherSettings(BaseSettings):
         if len(names) > 3:
             raise ValueError(f"arms {v!r}: at most 3 speculative servers race one baseline")
         return ",".join(names)
+
+    @field_validator("adaptive_schedule")
+    @classmethod
+    def _check_adaptive_schedule(cls, v: str) -> str:
+        if v.strip():
+            adaptive_config(parse_schedule(v))
+        return v.strip()
+
+    @property
+    def adaptive(self) -> Schedule | None:
+        """The adaptive arm's schedule as given, or None (its default)."""
+        return parse_schedule(self.adaptive_schedule) if self.adaptive_schedule else None
 
     @property
     def arm_names(self) -> list[str]:

@@ -10,6 +10,7 @@ from servers.arms import (
     METHODS,
     ArmConfig,
     MethodsSetup,
+    adaptive_config,
     cpu_arms,
     get_arm_config,
     gpu_memory_shares,
@@ -56,11 +57,11 @@ def test_memory_shares_are_proportional_never_sum_above_the_cap_and_fit_the_mini
         gpu_memory_shares({"a": 0.0})
 
 
-def test_methods_setup_one_target_a_baseline_and_three_arms() -> None:
-    assert METHODS.servers == ("baseline", "ngram", "eagle3", "draft")
+def test_methods_setup_one_target_a_baseline_and_four_arms() -> None:
+    assert METHODS.servers == ("baseline", "ngram", "eagle3", "draft", "adaptive")
     configs = METHODS.server_configs()
     assert {c.model for c in configs.values()} == {PROFILES["llama-eagle3"].model}
-    assert [c.port for c in configs.values()] == [8000, 8001, 8002, 8003]
+    assert [c.port for c in configs.values()] == [8000, 8001, 8002, 8003, 8004]
     assert configs["baseline"].role == "baseline" and configs["baseline"].speculative_config is None
     assert configs["eagle3"].speculative_config == ARM_CONFIGS["eagle3"].speculative_config
     shares = METHODS.shares()
@@ -71,7 +72,7 @@ def test_methods_setup_one_target_a_baseline_and_three_arms() -> None:
     needs = METHODS.needs_gib()
     assert all(shares[n] * gib >= needs[n] for n in needs)
     assert any(shares[n] * (gib - 1) < needs[n] for n in needs)
-    assert gib > 80, "four bf16 copies of an 8B target do not fit an 80 GB GPU"
+    assert gib > 80, "five bf16 copies of an 8B target do not fit an 80 GB GPU"
 
 
 def test_methods_setup_refuses_an_arm_made_for_another_target_or_a_what_if() -> None:
@@ -79,3 +80,46 @@ def test_methods_setup_refuses_an_arm_made_for_another_target_or_a_what_if() -> 
         MethodsSetup(profile="qwen3-draft", arms=("ngram", "eagle3"))
     with pytest.raises(ValueError, match="what-if"):
         MethodsSetup(profile="llama-ngram", arms=("ngram", "eagle3-whatif"))
+
+
+def test_the_adaptive_arm_is_ngram_with_a_schedule_the_default_or_the_user_s() -> None:
+    default = ARM_CONFIGS["adaptive"].speculative_config
+    assert default == {**NGRAM_CONFIG, "num_speculative_tokens_per_batch_size": [[1, 2, 4], [3, 256, 0]]}
+    ngram, adaptive = cpu_arms(["ngram", "adaptive"])
+    assert (adaptive.port, adaptive.cores, adaptive.speculative_config) == (8002, "2", default)
+    mine = [(1, 3, 4), (4, 7, 2), (8, 8, 0)]
+    (arm,) = cpu_arms(["adaptive"], adaptive_schedule=mine)
+    assert arm.speculative_config["num_speculative_tokens_per_batch_size"] == [[1, 3, 4], [4, 7, 2], [8, 8, 0]]
+    assert cpu_arms(["ngram"], adaptive_schedule=mine)[0].speculative_config == NGRAM_CONFIG  # only adaptive's
+    assert adaptive_config([(1, 2, 2), (3, 9, 0)])["num_speculative_tokens"] == 2
+    with pytest.raises(ValueError, match="ranges overlap"):
+        adaptive_config([(1, 4, 4), (3, 9, 0)])
+    with pytest.raises(ValueError, match="above num_speculative_tokens=2"):
+        ArmConfig(name="x", summary="", speculative_config={**NGRAM_CONFIG, "num_speculative_tokens": 2,
+                                                            "num_speculative_tokens_per_batch_size": [[1, 9, 4]]})
+
+
+@pytest.mark.parametrize(("schedule", "message"), [
+    ("[[1, 4, 4], [3, 8, 0]]", "ranges overlap"), ("[[1, 4, -1]]", "k must be >= 0"),
+    ("[[2, 4, 4]]", "must start at 1"),
+])
+def test_up_refuses_a_bad_adaptive_schedule_in_one_line_before_starting_anything(
+        schedule: str, message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from servers.__main__ import main
+
+    assert main(["up", "--arms", "ngram,adaptive", "--adaptive-schedule", schedule]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and err.startswith("error: setting adaptive_schedule")
+
+
+def test_up_starts_the_adaptive_arm_with_the_given_schedule() -> None:
+    from servers import launcher
+    from servers.settings import LauncherSettings
+
+    s = LauncherSettings(_env_file=None, arms="ngram,adaptive", adaptive_schedule="[[1, 3, 4], [4, 8, 0]]")
+    planned = {p.name: p for p in launcher.servers(s)}
+    assert list(planned) == ["baseline", "ngram", "adaptive"]
+    schedule = (planned["adaptive"].speculative_config or {})["num_speculative_tokens_per_batch_size"]
+    assert schedule == [[1, 3, 4], [4, 8, 0]]
+    default = {p.name: p for p in launcher.servers(LauncherSettings(_env_file=None, arms="adaptive"))}
+    assert default["adaptive"].speculative_config == ARM_CONFIGS["adaptive"].speculative_config

@@ -494,13 +494,16 @@ def test_memory_shares_fit_one_gpu() -> None:
         assert profile.baseline_gpu_memory + profile.speculative_gpu_memory <= MAX_GPU_MEMORY_SUM
 
 
-def test_methods_profile_runs_the_baseline_and_three_arms_of_one_target_on_one_gpu() -> None:
+def test_methods_profile_runs_the_baseline_and_four_arms_of_one_target_on_one_gpu() -> None:
     doc = compose()
     assert check_methods(doc) == []
     assert check_methods(compose({"HF_TOKEN": "hf_x", "SPEC_GPU": "1"})) == []
     configs = METHODS.server_configs()
     assert [(configs[n].speculative_config or {}).get("method") for n in METHODS.arms] == ["ngram", "eagle3",
-                                                                                          "draft_model"]
+                                                                                          "draft_model", "ngram"]
+    # the adaptive arm: n-gram with the default schedule of k by batch size
+    assert (configs["adaptive"].speculative_config or {})["num_speculative_tokens_per_batch_size"] == [
+        [1, 2, 4], [3, 256, 0]]
     assert len({cmd_value(doc["services"][svc]["command"], "--model") for svc in METHODS_SERVERS.values()}) == 1
     # The minimum GPU is stated where a user reads it: the compose file and the GPU docs.
     gib = METHODS.min_gpu_memory_gib()
@@ -522,7 +525,7 @@ def test_methods_check_catches_drift_shares_above_the_gpu_and_a_broken_start_ord
     for svc in METHODS_SERVERS.values():
         cmd = doc["services"][svc]["command"]
         cmd[cmd.index("--gpu-memory-utilization") + 1] = "0.3"
-    assert any("sum to 1.20" in p for p in check_methods(doc))
+    assert any("sum to 1.50" in p for p in check_methods(doc))
     doc = compose()
     del doc["services"]["methods-draft"]["profiles"]
     assert any("only under --profile methods" in p for p in check_methods(doc))
@@ -548,7 +551,9 @@ def test_app_reaches_the_servers_by_service_name() -> None:
     doc = compose()
     assert check_app(doc, "app", GPU_SERVERS) == []
     assert check_app(doc, "app-cpu", CPU_SERVERS) == []
-    assert "profiles" not in doc["services"]["app"], "`docker compose up` must start the GPU page"
+    for svc in (*GPU_SERVERS.values(), "app"):  # .env.example's COMPOSE_PROFILES=pair starts them on a plain `up`
+        assert doc["services"][svc].get("profiles") == ["pair"], f"{svc} must run only under profile pair"
+    assert parse_dotenv(ENV_EXAMPLE.read_text())["COMPOSE_PROFILES"] == "pair"
     for svc in ("model-prep", *CPU_SERVERS.values(), "app-cpu"):
         assert doc["services"][svc].get("profiles") == ["cpu"], f"{svc} must only run under --profile cpu"
 
@@ -695,7 +700,7 @@ with open(state / "calls.log", "a") as f:
     f.write(" ".join(args) + "\\n")
 if args[0] == "compose":
     args = args[1:]
-    while args and args[0] == "-f":
+    while args and args[0] in ("-f", "--profile"):
         args = args[2:]
 cmd = args[0]
 if cmd in ("version", "info"):
@@ -939,3 +944,56 @@ def test_every_gpu_server_admits_a_load_sweep_at_the_pages_most_users() -> None:
     for profile in GPU_PROFILES:
         assert profile.num_seqs == GPU_MAX_NUM_SEQS
         assert f"SPEC_MAX_NUM_SEQS={GPU_MAX_NUM_SEQS}" in env_file_text(profile)
+
+
+# ---------------------------------------------------------------- one GPU, every profile
+
+# The GPU profiles: each is one GPU's worth; they are alternatives (never both: their ports collide).
+GPU_COMPOSE_PROFILES = ("pair", "methods")
+OTHER_COMPOSE_PROFILES = ("cpu", "monitoring")
+
+
+def started(doc: dict[str, Any], profiles: set[str]) -> list[str]:
+    """The services `docker compose up` starts with these profiles active (a service without profiles always)."""
+    return [n for n, s in doc["services"].items() if not s.get("profiles") or set(s["profiles"]) & profiles]
+
+
+def gpu_memory_sum(doc: dict[str, Any], profiles: set[str]) -> float:
+    """The GPU memory shares of the started GPU services (a GPU service without the flag: vLLM's 0.9)."""
+    total = 0.0
+    for name in started(doc, profiles):
+        s = doc["services"][name]
+        devices = (((s.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices") or []
+        if any("gpu" in (d.get("capabilities") or []) for d in devices):
+            total += float(cmd_value(s.get("command") or [], "--gpu-memory-utilization") or 0.9)
+    return total
+
+
+def profile_sets() -> list[set[str]]:
+    """Every `docker compose [--profile X ...] up` that names at most one GPU profile."""
+    out = []
+    for gpu in (None, *GPU_COMPOSE_PROFILES):
+        for n in range(len(OTHER_COMPOSE_PROFILES) + 1):
+            for others in itertools.combinations(OTHER_COMPOSE_PROFILES, n):
+                out.append({*others} | ({gpu} if gpu else set()))
+    return out
+
+
+@pytest.mark.parametrize("profile", GPU_PROFILES, ids=lambda p: p.name)
+def test_every_profile_combination_fits_one_gpu(profile: Profile) -> None:
+    env = {**parse_dotenv(ENV_EXAMPLE.read_text()), **profile.compose_env()}
+    doc = compose(env)
+    for name, s in doc["services"].items():  # no GPU service starts whatever the profiles
+        if name in GPU_SERVICES:
+            assert len(set(s.get("profiles") or []) & set(GPU_COMPOSE_PROFILES)) == 1, name
+    # A plain `up`: the profiles .env.example selects (COMPOSE_PROFILES); a --profile flag replaces them.
+    plain = set(env["COMPOSE_PROFILES"].split(","))
+    for profiles in [plain, *profile_sets()]:
+        total = gpu_memory_sum(doc, profiles)
+        assert total <= MAX_GPU_MEMORY_SUM + 1e-9, f"{sorted(profiles)}: GPU memory shares sum to {total:.2f}"
+    pair = [profile.baseline_gpu_memory, profile.speculative_gpu_memory]
+    assert gpu_memory_sum(doc, plain) == pytest.approx(sum(v or 0.9 for v in pair))
+    assert gpu_memory_sum(doc, {"methods"}) == pytest.approx(sum(METHODS.shares().values()))
+    assert gpu_memory_sum(doc, {"cpu", "monitoring"}) == 0
+    # the check can fail: both GPU profiles at once would not fit (the reason they are alternatives)
+    assert gpu_memory_sum(doc, {"pair", "methods"}) > 1

@@ -563,7 +563,7 @@ def test_cli_flags_are_the_settings_fields_marked_for_the_cli() -> None:
         "--gpu-memory-utilization", "--extra-args", "--vllm-venv", "--vllm-python", "--cache-dir",
         "--startup-timeout", "--server-command", "--warmup", "--no-warmup", "--pin-processes", "--no-pin-processes",
         "--worker-in-engine-core", "--no-worker-in-engine-core", "--arms", "--share-arm-cores",
-        "--no-share-arm-cores",
+        "--no-share-arm-cores", "--adaptive-schedule",
     }
     s = _settings(_parser().parse_args(["up", "--kv-space", "3", "--startup-timeout", "7.5", "--baseline-port", "9001",
                                         "--per-request-spec-metrics", "off", "--run-dir", "/tmp/x"]))

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MON = ROOT / "monitoring"
 DASHBOARDS = sorted((MON / "grafana" / "dashboards").glob("*.json"))
 FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("metrics-*.txt"))
-PROFILE_SETS: list[set[str]] = [set(), {"cpu"}, {"monitoring"}, {"cpu", "monitoring"}, {"methods"},
-                                 {"methods", "monitoring"}]
+PROFILE_SETS: list[set[str]] = [set(), {"pair"}, {"cpu"}, {"monitoring"}, {"pair", "monitoring"},
+                                 {"cpu", "monitoring"}, {"methods"}, {"methods", "monitoring"}]
 
 
 def fixture_names() -> set[str]:
@@ -118,7 +118,8 @@ def test_prometheus_config_is_generated_and_scrapes_both_servers_every_5_s() -> 
                       "speculative": ("speculative", "speculative"), "speculative-cpu": ("speculative", "speculative"),
                       # Profile methods: every arm scraped, each its own line.
                       "methods-baseline": ("baseline", "baseline"), "methods-ngram": ("speculative", "ngram"),
-                      "methods-eagle3": ("speculative", "eagle3"), "methods-draft": ("speculative", "draft")}
+                      "methods-eagle3": ("speculative", "eagle3"), "methods-draft": ("speculative", "draft"),
+                      "methods-adaptive": ("speculative", "adaptive")}
 
 
 def mounted(config_text: str) -> str:

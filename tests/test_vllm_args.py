@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from demo.sweep.schedule import Recommendation, ServerPoint, recommend
+from servers.config import NGRAM_CONFIG
 from tests.commands import Command, all_commands
 
 pytestmark = pytest.mark.e2e
@@ -22,7 +24,18 @@ VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 # Engine arguments in which the Helm engines differ from compose and the launcher, on purpose
 # (servers/kubernetes.py): own served name, own GPU (vLLM's default share), prefix caching
 # stated explicitly by the chart (vLLM's default is on).
+SCHEDULE = "num_speculative_tokens_per_batch_size"
 HELM_DIFFERS = {"served_model_name", "gpu_memory_utilization", "enable_prefix_caching"}
+
+
+def recommended_config() -> dict[str, Any]:
+    """A schedule the load sweep recommends (n-gram k=4 at 1-3 users, k=2 at 4-7, off from 8), as printed."""
+    rows = {1: (40.0, 160.0, 70.0), 2: (38.0, 72.0, 56.0), 4: (35.0, 35.0, 40.0), 8: (30.0, 16.0, 25.0)}
+    points = [ServerPoint(users=u, server=name, k=k, per_user_decode_tokens_per_s=v) for u, row in rows.items()
+              for (name, k), v in zip((("baseline", 0), ("k4", 4), ("k2", 2)), row, strict=True)]
+    rec = recommend(points, {"k4": dict(NGRAM_CONFIG), "k2": {**NGRAM_CONFIG, "num_speculative_tokens": 2}})
+    assert isinstance(rec, Recommendation)
+    return rec.speculative_config
 
 
 def label(c: Command) -> str:
@@ -52,7 +65,25 @@ def planted(commands: list[Command]) -> dict[str, tuple[list[str], str]]:
                                                        "only valid with rejection_sample_method='synthetic'"),
         "planted/unknown-rejection-method": (with_config({**good, "rejection_sample_method": "synthetik"}),
                                              "synthetik"),
+        # A schedule of k by batch size, checked as the scheduler checks it when the engine starts.
+        "planted/schedule-overlap": (with_config({**good, SCHEDULE: [[1, 4, 2], [3, 8, 0]]}), "non-overlapping"),
+        "planted/schedule-negative-k": (with_config({**good, SCHEDULE: [[1, 8, -1]]}), ">= 0"),
+        "planted/schedule-starts-above-1": (with_config({**good, SCHEDULE: [[2, 8, 2]]}), "must start at 1"),
+        "planted/schedule-k-above-num-speculative-tokens": (with_config({**good, SCHEDULE: [[1, 8, 9]]}),
+                                                            "above num_speculative_tokens"),
     }
+
+
+def recommended(commands: list[Command]) -> dict[str, list[str]]:
+    """The recommended schedule on the CPU pair's speculative server and the methods' adaptive one."""
+    out = {}
+    for c in commands:
+        if c["source"] == "compose" and c["role"] in ("speculative", "adaptive") and c["profile"] in (
+                "cpu-smollm2", "methods"):
+            argv = list(c["argv"])
+            argv[argv.index("--speculative-config") + 1] = json.dumps(recommended_config())
+            out[f"recommended/{c['profile']}"] = argv
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -63,6 +94,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Command], di
     bad = planted(commands)
     todo = [{"label": label(c), "argv": c["argv"]} for c in commands]
     todo += [{"label": name, "argv": argv} for name, (argv, _) in bad.items()]
+    todo += [{"label": name, "argv": argv} for name, argv in recommended(commands).items()]
     tmp = tmp_path_factory.mktemp("vllm-args")
     # No HF_HUB_OFFLINE: with it set, EngineArgs resolves hub ids to local snapshots (none here).
     # Without it, building EngineArgs reads nothing from the hub; no engine, no weights.
@@ -93,7 +125,9 @@ def test_every_generated_command_parses_and_builds_engine_args(results: tuple[li
     assert len(whatif) == 3 and all(w["rejection_sample_method"] == "synthetic"
                                     and w["synthetic_acceptance_length"] == 3.0 for w in whatif), whatif
     methods = {c["role"]: out[label(c)]["engine_args"] for c in commands if c["profile"] == "methods"}
-    assert set(methods) == {"baseline", "ngram", "eagle3", "draft"}
+    assert set(methods) == {"baseline", "ngram", "eagle3", "draft", "adaptive"}
+    adaptive = methods["adaptive"]["speculative_config"]
+    assert adaptive["num_speculative_tokens_per_batch_size"] == [[1, 2, 4], [3, 256, 0]], adaptive
     assert len({json.dumps(e["model"]) for e in methods.values()}) == 1, "one target for every arm"
 
 
@@ -124,3 +158,14 @@ def test_compose_launcher_and_helm_give_vllm_the_same_engine_args(
         assert diff <= HELM_DIFFERS, (profile, role, {k: (compose[k], helm[k]) for k in diff - HELM_DIFFERS})
         assert helm["served_model_name"] == [f"{compose['served_model_name'][0]}-{role}"], helm["served_model_name"]
         assert helm["enable_prefix_caching"] in (True, None) and compose["enable_prefix_caching"] in (True, None)
+
+
+def test_the_recommended_schedule_is_what_vllm_accepts(results: tuple[list[Command], dict[str, Any]]) -> None:
+    commands, out = results
+    names = list(recommended(commands))
+    assert names == ["recommended/cpu-smollm2", "recommended/methods"]
+    for name in names:
+        assert out[name]["ok"], out[name]["error"]
+        spec = out[name]["engine_args"]["speculative_config"]
+        assert spec["num_speculative_tokens_per_batch_size"] == [[1, 3, 4], [4, 7, 2], [8, 8, 0]]
+        assert spec == recommended_config()

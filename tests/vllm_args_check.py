@@ -11,7 +11,11 @@ one of ``SpeculativeMethod``; ``rejection_sample_method`` one of ``RejectionSamp
 synthetic-acceptance config (``"rejection_sample_method": "synthetic"``) is resolved with
 SpeculativeConfig's own ``_resolve_synthetic_acceptance_rates`` (the range and exclusivity checks its
 ``__post_init__`` runs: building the whole SpeculativeConfig offline is not possible, it needs the
-target's model config from the hub). Writes one JSON object {label: {"ok", "error", "engine_args"}} to
+target's model config from the hub). A dynamic schedule (``num_speculative_tokens_per_batch_size``,
+vLLM >= 0.32) is expanded with ``build_dynamic_sd_schedule_lookup``, as the scheduler does when the
+engine starts (its validation: ranges, order, the first at 1, k >= 0), for the command's
+--max-num-seqs (vLLM's default 256 when not given), and each k must be at most
+num_speculative_tokens (vLLM would clamp it silently). Writes one JSON object {label: {"ok", "error", "engine_args"}} to
 RESULTS.json (vLLM logs to stdout) and exits 0: the caller decides which labels must pass and
 which must fail. Uses only vLLM and the standard library: it runs outside the app's venv.
 """
@@ -64,6 +68,22 @@ def _synthetic_problems(spec: dict[str, Any], rejection_methods: set[str], spec_
     return []
 
 
+def _schedule_problems(spec: dict[str, Any], max_num_seqs: int | None) -> list[str]:
+    """What vLLM's scheduler would say of the dynamic schedule when the engine starts."""
+    schedule = spec.get("num_speculative_tokens_per_batch_size")
+    if schedule is None:
+        return []
+    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+    k = int(spec.get("num_speculative_tokens") or 0)
+    try:
+        build_dynamic_sd_schedule_lookup(schedule, max_num_seqs or 256, k)
+    except (ValueError, TypeError) as e:
+        return [f"--speculative-config schedule: {e}"]
+    too_big = [entry for entry in schedule if int(entry[2]) > k]
+    return [f"--speculative-config schedule: k {too_big[0][2]} above num_speculative_tokens {k}"] if too_big else []
+
+
 def main(path: str, out_path: str) -> int:
     from vllm.config import SpeculativeConfig
     from vllm.config.speculative import RejectionSampleMethod, SpeculativeMethod
@@ -107,6 +127,7 @@ def main(path: str, out_path: str) -> int:
                 if spec.get("method") not in methods:
                     problems.append(f"--speculative-config method {spec.get('method')!r} is not one of vLLM's methods")
                 problems += _synthetic_problems(spec, rejection_methods, SpeculativeConfig)
+                problems += _schedule_problems(spec, engine.max_num_seqs)
         if problems:
             result["error"] = "; ".join(problems)
             continue

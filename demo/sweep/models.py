@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, computed_field, field_serializer, model_validator
 
+from common.spec_schedule import check_schedule
 from demo.limits import Concurrency, MaxTokens, Repeats, Temperature, WarmupBatches
 from demo.results import FIRST_ARM, Api, Order, Side, arms_out, first_arm_in
 from demo.server_info import ServerInfo
@@ -349,6 +350,71 @@ class Segment(BaseModel):
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
+# The recommended schedule: demo/sweep/schedule.py builds it; load.json and results.json hold it.
+
+class ScheduleSlo(BaseModel):
+    """What a band's k must meet: None leaves that figure free."""
+
+    min_user_tokens_per_s: float | None = Field(None, gt=0)  # per-user decode tokens/s, at least
+    max_itl_p95_ms: float | None = Field(None, gt=0)  # inter-token latency p95, at most
+
+    def describe(self) -> str:
+        """The target in words."""
+        parts = []
+        if self.min_user_tokens_per_s is not None:
+            parts.append(f"per-user decode ≥ {self.min_user_tokens_per_s:g} tokens/s")
+        if self.max_itl_p95_ms is not None:
+            parts.append(f"ITL p95 ≤ {self.max_itl_p95_ms:g} ms")
+        return " and ".join(parts) or "no target"
+
+
+class Band(BaseModel):
+    """One band of the schedule: users (batch size) from..to, the k, and the figures behind it."""
+
+    users_from: int = Field(ge=1)
+    users_to: int = Field(ge=1)
+    k: int = Field(ge=0)
+    server: str  # the measured server whose k this is
+    per_user_decode_tokens_per_s: float | None = None  # the chosen server's, at measured_users
+    baseline_tokens_per_s: float | None = None  # the baseline's at the same count
+    measured_users: list[int] = Field(default_factory=list)
+    why: str = ""
+
+
+class OffCost(BaseModel):
+    """The adaptive arm with drafting off against the baseline (None figures: n/a, ``text`` says why)."""
+
+    users: int | None = None
+    ratio: float | None = None  # adaptive per-user decode tokens/s over the baseline's
+    route_to_baseline: bool | None = None  # True: a server without speculation beats k = 0 on one server
+    text: str = ""
+
+
+class Recommendation(BaseModel):
+    """The schedule, ready for ``--speculative-config``, and the bands with their reasons."""
+
+    speculative_config: dict[str, Any]
+    bands: list[Band]
+    configured_but_off: OffCost = Field(default_factory=OffCost)
+    workload: str | None = None
+    slo: ScheduleSlo | None = None
+    text: str = ""  # one line: "k=4 up to 2 users, off from 3 (…)"
+    notes: list[str] = Field(default_factory=list)  # what to know before deploying it (arms left out, no method)
+    # The stage's line: does the adaptive arm keep the static arm's gain and stay at the baseline where it loses.
+    adaptive_text: str = ""
+
+    @model_validator(mode="after")
+    def _valid_schedule(self) -> Recommendation:
+        check_schedule(self.speculative_config.get("num_speculative_tokens_per_batch_size") or [])
+        return self
+
+
+class NoRecommendation(BaseModel):
+    """Why no schedule is recommended (one line)."""
+
+    reason: str
+
+
 class SweepResult(BaseModel):
     schema_version: int = SCHEMA_VERSION
     spec: SweepSpec
@@ -367,6 +433,8 @@ class SweepResult(BaseModel):
     # (demo/sweep/segments.py); empty and None with no workload file, or in files from before segments.
     segments: list[Segment] = Field(default_factory=list)
     routing: str | None = None
+    # The schedule of k per concurrency band (demo/sweep/schedule.py), from one workload's concurrency cells.
+    recommendation: Recommendation | NoRecommendation | None = None
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented pattern; mypy can't see it
     @property

@@ -20,8 +20,9 @@ from demo.sweep.figures import all_figures
 from demo.sweep.models import CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadVerdict
 from demo.sweep.pooling import assemble_cell, summarize_workloads
 from demo.sweep.report_workload import summary_paragraph, workload_sections
+from demo.sweep.schedule import sweep_recommendation
 from demo.sweep.segments import workload_routing
-from demo.sweep.tables import ms_td, num_td, pct_td
+from demo.sweep.tables import ms_td, num_td, pct_td, schedule_html
 from demo.sweep.verdict import verdicts
 
 DECISION_LABELS = {"enable": "ENABLE", "don't": "DON'T", "depends": "DEPENDS", "unknown": "NO VERDICT"}
@@ -33,6 +34,7 @@ def finalize(result: SweepResult) -> SweepResult:
     result.verdicts = verdicts(result)
     result.workloads = summarize_workloads(result)
     result.segments, result.routing = workload_routing(result)
+    result.recommendation = sweep_recommendation(result)
     result.finished_at = datetime.now(UTC)
     return result
 
@@ -320,6 +322,8 @@ speculative over baseline, per repeat (median, and the range over repeats).</p>
 <h2>Verdict</h2>
 {verdicts}
 {workload_sections(result)}
+<h2>Recommended schedule</h2>
+{schedule_html(result.recommendation)}
 <h2>Charts</h2>
 {figs}
 <h2>Every cell</h2>
