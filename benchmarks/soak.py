@@ -57,6 +57,7 @@ from typing import Any, Literal, TextIO
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from common.paths import ROOT
 from demo.measure import percentile
 from demo.metrics import parse_metrics
 from demo.presets import load_presets
@@ -67,7 +68,6 @@ from servers.launcher import health_ok
 from servers.settings import LauncherSettings
 from servers.state import LauncherState, ServerRecord, read_state
 
-ROOT = Path(__file__).resolve().parent.parent
 ROLES: tuple[Role, Role] = ("baseline", "speculative")
 MARKER = "booth-race "
 GROWTH_LIMIT_MB_PER_H = 50.0

@@ -11,10 +11,10 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from common.paths import ROOT
 from demo.limits import CONCURRENCY_LIMIT
 from demo.results import Side
 
-ROOT = Path(__file__).resolve().parent.parent
 # Written by `python -m servers up`: what the speculative server runs (method, k).
 LAUNCHER_CLIENT_ENV = ROOT / "logs" / "servers" / "client.env"
 

@@ -28,11 +28,11 @@ from urllib.parse import urlparse
 
 import yaml
 
+from common.paths import ROOT
 from servers.arms import METHODS
 from servers.config import Role
 from servers.profiles import BASELINE_PORT, SPECULATIVE_PORT
 
-ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_PROMETHEUS_CONFIG = ROOT / "monitoring" / "prometheus" / "prometheus.yml"
 SCRAPE_INTERVAL_S = 5
 JOB = "vllm"
