@@ -64,11 +64,10 @@ from demo.presets import load_presets
 from harness.ports import free_port
 from servers import procs
 from servers.config import Role
-from servers.launcher import health_ok
+from servers.launcher import ROLES, health_ok
 from servers.settings import LauncherSettings
 from servers.state import LauncherState, ServerRecord, read_state
 
-ROLES: tuple[Role, Role] = ("baseline", "speculative")
 MARKER = "booth-race "
 GROWTH_LIMIT_MB_PER_H = 50.0
 GROWTH_JUDGED_FROM_MIN = 20.0
