@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from common.arm_name import ARM_NAME_MAX_CHARS
 from servers.arms import (
     ARM_CONFIGS,
     METHODS,
@@ -79,3 +80,19 @@ def test_methods_setup_refuses_an_arm_made_for_another_target_or_a_what_if() -> 
         MethodsSetup(profile="qwen3-draft", arms=("ngram", "eagle3"))
     with pytest.raises(ValueError, match="what-if"):
         MethodsSetup(profile="llama-ngram", arms=("ngram", "eagle3-whatif"))
+
+
+def test_one_arm_name_rule_for_the_launcher_and_the_client() -> None:
+    from pydantic import ValidationError
+
+    from demo.settings import ArmSetting
+    from servers.arms import Arm
+
+    longest = "a" * ARM_NAME_MAX_CHARS
+    assert Arm(name=longest, port=8001, speculative_config=dict(NGRAM_CONFIG)).name == longest
+    assert ArmSetting(name=longest, url="http://127.0.0.1:8001").name == longest
+    for bad in (longest + "a", "Eagle3", "-ngram", "baseline"):
+        with pytest.raises(ValidationError):
+            Arm(name=bad, port=8001, speculative_config=dict(NGRAM_CONFIG))
+        with pytest.raises(ValidationError):
+            ArmSetting(name=bad, url="http://127.0.0.1:8001")
