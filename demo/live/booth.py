@@ -22,7 +22,7 @@ resumes after ``booth_idle_s`` without input and with no visitor race running.
 
 No Gradio here: the booth publishes ``BoothView``s; demo.ui.booth_view draws them. Each turn ends
 with one ``booth-race {json}`` log line (what was shown, live or recording, outcome, speedup, the
-saved run): benchmarks/soak.py reads them.
+saved run): benchmarks/soak/logs.py reads them.
 """
 
 from __future__ import annotations
@@ -588,7 +588,7 @@ def frame_for_start(run_status: str, arms: list[str] | None = None) -> Frame:
 
 def log_turn(n: int, preset: Preset, source: str, started: datetime, outcome: str | None,
              speedup: float | None, saved: str | None, note: str | None) -> None:
-    """The turn's one log line, ``booth-race {json}`` (benchmarks/soak.py reads it)."""
+    """The turn's one log line, ``booth-race {json}`` (benchmarks/soak/logs.py reads it)."""
     log.info("booth-race %s", json.dumps({
         "n": n, "preset": preset.name, "source": source, "outcome": outcome, "speedup": speedup,
         "saved": saved, "started_at": started.isoformat(), "ended_at": datetime.now(UTC).isoformat(),
