@@ -340,7 +340,7 @@ def test_one_arm_exports_as_before(result: RaceResult) -> None:
 def test_an_n_user_race_of_two_arms_exports_each_arms_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     from demo.cli import main
-    from demo.load import UsersRace
+    from demo.load.engine import UsersRace
     from demo.runs import read_record
 
     monkeypatch.setenv("SPECDEMO_RUNS_DIR", str(tmp_path / "runs"))

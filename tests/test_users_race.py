@@ -24,7 +24,7 @@ from demo.live.frame_stream import race_frames
 from demo.live.frames import Frame
 from demo.live.session import RaceControl, RaceRegistry
 from demo.live.users import USERS_FRAME_INTERVAL_S, users_frames, users_from_input, users_requests
-from demo.load import LoadSpec, UsersRace, run_load
+from demo.load.engine import LoadSpec, UsersRace, run_load
 from demo.measure import SideMeter
 from demo.replay import replay_snapshots
 from demo.results import SIDES, Message, RaceRequest

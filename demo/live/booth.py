@@ -50,7 +50,7 @@ from demo.live.request import build_request, default_order, preset_user_text
 from demo.live.saving import Saved, save
 from demo.live.session import RaceControl
 from demo.live.status import final_status
-from demo.load import make_spec, request_from_race
+from demo.load.engine import make_spec, request_from_race
 from demo.presets import Preset
 from demo.race import validate_request
 from demo.replay import replay_snapshots

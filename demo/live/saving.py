@@ -1,4 +1,4 @@
-"""Saving a finished race (one user, or N users: demo.load.UsersRace) or a load sweep from the
+"""Saving a finished race (one user, or N users: demo.load.engine.UsersRace) or a load sweep from the
 page, when the settings say so: a failure to save is logged and noted on the status line, never
 fatal on stage.
 """
@@ -9,7 +9,7 @@ import asyncio
 import logging
 from typing import NamedTuple
 
-from demo.load import LoadResult
+from demo.load.engine import LoadResult
 from demo.runs import Run, RunTooLarge, save_load, save_run
 from demo.settings import Settings
 

@@ -50,7 +50,7 @@ from demo.live.saving import save
 from demo.live.session import RaceRegistry
 from demo.live.status import final_status, internal_error_text
 from demo.live.users import users_frames, users_from_input
-from demo.load import UsersRace
+from demo.load.engine import UsersRace
 from demo.presets import Preset, PresetProblem, load_presets
 from demo.race import validate_request
 from demo.results import SIDES, Order, RaceResult

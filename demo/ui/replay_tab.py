@@ -5,7 +5,7 @@ figures, clearly labelled as a recording (stage insurance when a server or the n
 ``ReplayTab``, the tab's components (the shape of demo/ui/race_tab.py). The playback
 (demo.replay) feeds the saved events through the live race's SideMeter, so the panes and charts
 are drawn by the same code (demo.view, demo.charts through demo.live.frames.throttled_frames).
-The final frame shows the figures saved with the run. An N-user race (demo.load.UsersRace)
+The final frame shows the figures saved with the run. An N-user race (demo.load.engine.UsersRace)
 replays user 1's answers and ends on the step's figures: the per-user speedup and throughput
 ratio ("N users") and each side's step tiles.
 
@@ -31,7 +31,7 @@ from demo.errors import DemoError
 from demo.export import export_to_temp, run_for_export, several_arms
 from demo.live.frames import result_view, throttled_frames
 from demo.live.pane_title import recorded_arm_titles
-from demo.load import UsersRace
+from demo.load.engine import UsersRace
 from demo.replay import replay_snapshots, run_label
 from demo.results import SIDES, RaceResult
 from demo.runs import list_runs, race_of, read_record
