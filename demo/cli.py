@@ -11,14 +11,14 @@ from typing import Any
 
 from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args
 from demo.client import settle_heap
-from demo.export import add_export_parser
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load.cli import add_load_parser, make_spec, run, server_rows, side_cells, step_json, users_arg
 from demo.load.engine import LoadResult, StreamWatch, users_race
 from demo.load.whatif import add_whatif_parser
 from demo.race import run_race
 from demo.results import LEGACY_ORDER, ArmResult, RaceRequest, RaceResult, SideResult
-from demo.runs import RunTooLarge, save_run
+from demo.runs.export import add_export_parser
+from demo.runs.store import RunTooLarge, save_run
 from demo.settings import Settings
 from demo.sweep.cli import add_sweep_parser
 

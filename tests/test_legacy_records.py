@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from demo.cli import add_race_parser
-from demo.replay import run_label
 from demo.results import RaceRequest, RaceResult, RaceSnapshot, SideSnapshot
-from demo.runs import read_run, save_run
+from demo.runs.replay import run_label
+from demo.runs.store import read_run, save_run
 from demo.sweep.models import SweepResult
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -11,7 +11,7 @@ Each turn takes the next preset of the rotation and:
   arm's pane, headline and badge drawn; on CPU servers in sequential order, as the Race tab's default
   (demo.live.request.default_order), the caption saying why;
 - a server is down, or fails during the race: plays the newest good recording of that preset
-  (demo.replay) under the RECORDING banner, with a small "live again in …" line read from the
+  (demo.runs.replay) under the RECORDING banner, with a small "live again in …" line read from the
   supervisor's state file, and tries live again on the next turn.
 With ``SPECDEMO_BOOTH_LOAD_USERS`` (e.g. "1,8") the rotation ends with a load turn: the copy-heavy
 preset swept live over those user counts (demo.live.load_stream: one user, then 8, the curves
@@ -53,9 +53,9 @@ from demo.live.status import final_status
 from demo.load.engine import make_spec, request_from_race
 from demo.presets import Preset
 from demo.race import validate_request
-from demo.replay import replay_snapshots
 from demo.results import SIDES, ArmSnapshot, Order, RaceResult, RaceSnapshot, SideSnapshot
-from demo.runs import newest_good_run, read_run
+from demo.runs.replay import replay_snapshots
+from demo.runs.store import newest_good_run, read_run
 from demo.server_info import ServerInfo, healthy_sides, probe_arms, probe_servers
 from demo.settings import Settings
 

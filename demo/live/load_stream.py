@@ -172,7 +172,7 @@ class LoadFrames:
         return end
 
     async def _saved(self, result: LoadResult) -> str:
-        """The sweep saved beside the races (demo/runs.py, kind "load"); the status line's note."""
+        """The sweep saved beside the races (demo/runs/store.py, kind "load"); the status line's note."""
         if not result.steps or not self.keep:
             return ""
         saved = await save(result, self.settings)

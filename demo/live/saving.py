@@ -10,7 +10,7 @@ import logging
 from typing import NamedTuple
 
 from demo.load.engine import LoadResult
-from demo.runs import Run, RunTooLarge, save_load, save_run
+from demo.runs.store import Run, RunTooLarge, save_load, save_run
 from demo.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ class Saved(NamedTuple):
 
 
 async def save(result: Run | LoadResult, settings: Settings) -> Saved:
-    """Save the run (a race, or a load sweep: demo.runs.save_load) when settings say so; a failure
+    """Save the run (a race, or a load sweep: demo.runs.store.save_load) when settings say so; a failure
     to save is logged, never fatal on stage."""
     if not settings.save_runs:
         return Saved()

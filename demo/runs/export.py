@@ -43,7 +43,7 @@ from demo.files import atomic_write
 from demo.load.engine import UsersRace
 from demo.measure import SideMeter, efficiency
 from demo.results import SIDES, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
-from demo.runs import Run, race_of, read_record, run_stem
+from demo.runs.store import Run, race_of, read_record, run_stem
 
 # Refuse runs that would make a page too large to mail (and a saved run too large to read).
 MAX_EXPORT_BYTES = 10_000_000
