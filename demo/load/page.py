@@ -12,7 +12,7 @@ from typing import NamedTuple
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from demo.files import atomic_write
+from common.files import atomic_write
 from demo.fmt import esc, fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load.engine import SIDES, LoadResult, LoadSide
 from demo.load.figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX, per_user_figure, slide_figure, total_figure

@@ -36,10 +36,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from common.files import atomic_write
 from demo import view
 from demo.assets import static_text, stylesheet
 from demo.errors import DemoError
-from demo.files import atomic_write
 from demo.load.engine import UsersRace
 from demo.measure import SideMeter, efficiency
 from demo.results import SIDES, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot

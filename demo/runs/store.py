@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 from pydantic import ValidationError
 
+from common.files import atomic_write
 from demo.errors import BadInput, NotFound
-from demo.files import atomic_write
 from demo.fmt import validation_summary
 from demo.load.engine import LoadResult, UsersRace
 from demo.results import RaceResult
