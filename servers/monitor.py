@@ -28,11 +28,11 @@ from urllib.parse import urlparse
 
 import yaml
 
+from common.paths import ROOT
 from servers.arms import METHODS
 from servers.config import Role
 from servers.profiles import BASELINE_PORT, SPECULATIVE_PORT
 
-ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_PROMETHEUS_CONFIG = ROOT / "monitoring" / "prometheus" / "prometheus.yml"
 # The guardrails (alerting rules, `python -m demo guardrails`): an empty default until a measurement
 # writes it; compose mounts it at COMPOSE_RULES, `servers monitor` loads it from here.
@@ -119,11 +119,17 @@ def find_prometheus() -> str | None:
     return shutil.which("prometheus")
 
 
+DESCRIPTION = "Run Prometheus (Debian package) scraping both vLLM servers every 5 s."
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m servers monitor",
-        description="Run Prometheus (Debian package) scraping both vLLM servers every 5 s.",
-    )
+    p = argparse.ArgumentParser(prog="python -m servers monitor", description=DESCRIPTION)
+    add_arguments(p)
+    return p
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add monitor's flags to ``p`` (its own parser, or ``python -m servers``'s monitor subcommand)."""
     p.add_argument("--baseline", help="host:port of the baseline (default: the launcher settings)")
     p.add_argument("--speculative", help="host:port of the speculative server (default: the launcher settings)")
     p.add_argument("--port", type=int, default=PROMETHEUS_PORT, help="Prometheus port on 127.0.0.1 (default 9090)")
@@ -134,11 +140,15 @@ def _parser() -> argparse.ArgumentParser:
                    help="the guardrails' rules file (default monitoring/prometheus/guardrails.rules.yml: "
                    "python -m demo guardrails writes it from a sweep)")
     p.add_argument("--print-config", action="store_true", help="print the scrape config and exit")
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """python -m servers monitor with ``argv`` (default: the command line); returns the exit code."""
+    return run(_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run Prometheus as ``args`` (parsed by add_arguments' flags) say; returns the exit code."""
     from servers.settings import LauncherSettings
 
     s = LauncherSettings()

@@ -15,11 +15,11 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, JsonValue, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from common.paths import ROOT
 from common.spec_schedule import Schedule, parse_schedule
 from servers.arms import ARM_CONFIGS, adaptive_config
 from servers.config import NGRAM_CONFIG
 
-ROOT = Path(__file__).resolve().parent.parent
 Device = Literal["cpu", "gpu"]
 
 # Which subcommands take a setting as a flag: COMMON = up, status and down; UP = up only.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from common.arm_name import ARM_NAME_MAX_CHARS
 from servers.arms import (
     ARM_CONFIGS,
     METHODS,
@@ -123,3 +124,19 @@ def test_up_starts_the_adaptive_arm_with_the_given_schedule() -> None:
     assert schedule == [[1, 3, 4], [4, 8, 0]]
     default = {p.name: p for p in launcher.servers(LauncherSettings(_env_file=None, arms="adaptive"))}
     assert default["adaptive"].speculative_config == ARM_CONFIGS["adaptive"].speculative_config
+
+
+def test_one_arm_name_rule_for_the_launcher_and_the_client() -> None:
+    from pydantic import ValidationError
+
+    from demo.settings import ArmSetting
+    from servers.arms import Arm
+
+    longest = "a" * ARM_NAME_MAX_CHARS
+    assert Arm(name=longest, port=8001, speculative_config=dict(NGRAM_CONFIG)).name == longest
+    assert ArmSetting(name=longest, url="http://127.0.0.1:8001").name == longest
+    for bad in (longest + "a", "Eagle3", "-ngram", "baseline"):
+        with pytest.raises(ValidationError):
+            Arm(name=bad, port=8001, speculative_config=dict(NGRAM_CONFIG))
+        with pytest.raises(ValidationError):
+            ArmSetting(name=bad, url="http://127.0.0.1:8001")

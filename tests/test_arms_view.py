@@ -16,7 +16,7 @@ from demo.live.request import default_order
 from demo.live.session import RaceControl
 from demo.live.status import final_status
 from demo.live.users import users_frames
-from demo.load import StreamWatch, make_spec, request_from_race, run_load
+from demo.load.engine import StreamWatch, make_spec, request_from_race, run_load
 from demo.race import compare_arms
 from demo.results import ArmSnapshot, RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot, SpecStats
 from demo.server_info import ServerInfo

@@ -13,7 +13,7 @@ from pathlib import Path
 from demo.live.booth import VIEWER_TIMEOUT_S, BoothView, RestartWatch, Viewer
 from demo.live.frames import Frame
 from demo.results import RaceRequest, RaceResult, SideResult
-from demo.runs import list_runs, newest_good_run, prune_runs, save_run
+from demo.runs.store import list_runs, newest_good_run, prune_runs, save_run
 from demo.server_info import ServerInfo
 from servers.state import LauncherState, ServerRecord, write_state
 
@@ -162,7 +162,7 @@ def test_a_load_turn_ends_the_rotation_and_falls_back_to_a_recording(tmp_path: P
     counts on the load panel (saved like a page's sweep); a server down: a recording instead."""
     from demo.live.booth import Booth
     from demo.presets import load_presets
-    from demo.runs import read_load
+    from demo.runs.store import read_load
     from demo.settings import ROOT, Settings
     from harness.standin import Standin, StandinBehavior
 
@@ -230,7 +230,7 @@ def test_a_booth_turn_with_two_arms_races_both_one_after_another_on_cpu(tmp_path
     from demo import view
     from demo.live.booth import Booth
     from demo.presets import load_presets
-    from demo.runs import read_run
+    from demo.runs.store import read_run
     from demo.settings import ROOT, Settings
     from harness.standin import Standin, StandinBehavior
 

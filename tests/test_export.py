@@ -1,4 +1,4 @@
-"""One race as a file (demo/export.py): escaping, the embedded data, the CSP, the size cap,
+"""One race as a file (demo/runs/export.py): escaping, the embedded data, the CSP, the size cap,
 export_file for the page's buttons, and ``python -m demo export`` run as a process."""
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from demo.export import (
+from demo.measure import SideMeter, efficiency
+from demo.race import run_race
+from demo.results import Message, RaceRequest, RaceResult
+from demo.runs.export import (
     MAX_EXPORT_BYTES,
     ExportError,
     ExportTooLarge,
@@ -26,10 +29,7 @@ from demo.export import (
     export_html,
     player_data,
 )
-from demo.measure import SideMeter, efficiency
-from demo.race import run_race
-from demo.results import Message, RaceRequest, RaceResult
-from demo.runs import RunTooLarge, read_run, run_stem, save_run
+from demo.runs.store import RunTooLarge, read_run, run_stem, save_run
 from demo.settings import Settings
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
@@ -236,11 +236,11 @@ def test_cli_errors_are_one_line_and_exit_2(case: str, run_path: Path, tmp_path:
 
 
 def test_an_oversize_run_file_is_refused_before_it_is_read(run_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import demo.export
+    import demo.runs.export
 
-    monkeypatch.setattr(demo.export, "MAX_EXPORT_BYTES", 1000)
+    monkeypatch.setattr(demo.runs.export, "MAX_EXPORT_BYTES", 1000)
     with pytest.raises(RunTooLarge, match=r"MB, over the export limit of 0.001 MB"):
-        demo.export.run_for_export(run_path)
+        demo.runs.export.run_for_export(run_path)
 
 
 def test_a_run_without_a_timeline_shows_its_answer_whole(result: RaceResult) -> None:
@@ -252,11 +252,11 @@ def test_a_run_without_a_timeline_shows_its_answer_whole(result: RaceResult) -> 
 
 
 def test_the_pages_download_is_one_handler_with_errors_in_the_status(run_path: Path, tmp_path: Path) -> None:
-    import demo.export
+    import demo.runs.export
 
-    out, status = demo.export.export_to_temp(lambda: demo.export.run_for_export(run_path))
+    out, status = demo.runs.export.export_to_temp(lambda: demo.runs.export.run_for_export(run_path))
     assert out is not None and Path(out).is_file() and "exported" in status
-    out, status = demo.export.export_to_temp(lambda: demo.export.run_for_export(tmp_path / "gone.json"))
+    out, status = demo.runs.export.export_to_temp(lambda: demo.runs.export.run_for_export(tmp_path / "gone.json"))
     assert out is None and "cannot export" in status and "no such file" in status
 
 
@@ -340,8 +340,8 @@ def test_one_arm_exports_as_before(result: RaceResult) -> None:
 def test_an_n_user_race_of_two_arms_exports_each_arms_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     from demo.cli import main
-    from demo.load import UsersRace
-    from demo.runs import read_record
+    from demo.load.engine import UsersRace
+    from demo.runs.store import read_record
 
     monkeypatch.setenv("SPECDEMO_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("SPECDEMO_SAVE_RUNS", "true")

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from demo.export import export_file, player_data
 from demo.results import RaceResult
-from demo.runs import read_run
+from demo.runs.export import export_file, player_data
+from demo.runs.store import read_run
 from demo.settings import ROOT
 from tests.test_export import EVIL, make_arms_run, make_run
 

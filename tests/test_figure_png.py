@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from demo.figure_png import PngUnavailable, figure_png, png_size
-from demo.load import LoadResult, LoadSpec
-from demo.load_figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX, slide_figure
-from demo.load_page import write_files
+from demo.load.engine import LoadResult, LoadSpec
+from demo.load.figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX, slide_figure
+from demo.load.page import write_files
+from demo.load.png import PngUnavailable, figure_png, png_size
 from harness.chromium import CHROMIUM
 
 

@@ -1,4 +1,4 @@
-"""The shared display helpers (demo/fmt.py) and the atomic write (demo/files.py)."""
+"""The shared display helpers (demo/fmt.py) and the atomic write (common/files.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel, Field, ValidationError
 
-from demo.files import atomic_write
+from common.files import atomic_write
 from demo.fmt import (
     TIMES,
     csv_cell,

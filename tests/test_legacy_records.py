@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from demo.cli import add_race_parser
-from demo.replay import run_label
 from demo.results import RaceRequest, RaceResult, RaceSnapshot, SideSnapshot
-from demo.runs import read_run, save_run
+from demo.runs.replay import run_label
+from demo.runs.store import read_run, save_run
 from demo.sweep.models import SweepResult
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -103,7 +103,7 @@ def test_the_race_command_refuses_an_unknown_order(capsys: pytest.CaptureFixture
 def test_a_race_saved_before_the_sampling_fields_loads_and_says_what_it_sent(tmp_path: Path) -> None:
     from demo import view
     from demo.cli import result_json
-    from demo.export import export_html
+    from demo.runs.export import export_html
     from demo.sampling import SAMPLING_FIELDS, sampling_body
 
     raw = json.loads(LEGACY_RUN.read_text())

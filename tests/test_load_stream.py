@@ -21,10 +21,10 @@ from demo.errors import BadInput
 from demo.live.budget import StreamBudget
 from demo.live.load_stream import LoadFrame, load_frames
 from demo.live.session import RaceControl
-from demo.load import LoadResult, LoadSpec, make_spec, request_from_race
-from demo.replay import run_label
+from demo.load.engine import LoadResult, LoadSpec, make_spec, request_from_race
 from demo.results import RaceRequest
-from demo.runs import read_load, read_run, save_load, stem_parts
+from demo.runs.replay import run_label
+from demo.runs.store import read_load, read_run, save_load, stem_parts
 from demo.settings import Settings
 from demo.ui import load_panel
 from demo.workload import WorkloadRequest

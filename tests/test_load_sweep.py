@@ -1,4 +1,4 @@
-"""Load: users per side and the sweep over user counts (demo/load.py, ``python -m demo load`` and
+"""Load: users per side and the sweep over user counts (demo/load/engine.py, ``python -m demo load`` and
 ``race --users N``), against stand-ins whose per-stream speed falls with the streams in flight,
 by a different factor on each side, so the truth at every count is known.
 
@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from demo.cli import main
-from demo.figure_png import png_size
-from demo.load import LoadResult, LoadSpec, LoadStep, run_load
-from demo.load_figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX
+from demo.load.engine import LoadResult, LoadSpec, LoadStep, run_load
+from demo.load.figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX
+from demo.load.png import png_size
 from demo.settings import ROOT, Settings
 from demo.workload import WorkloadRequest
 from harness.chromium import CHROMIUM

@@ -22,9 +22,9 @@ from pydantic import ValidationError
 
 from demo.cli import main
 from demo.race import run_race, stream_race
-from demo.replay import replay_snapshots
 from demo.results import RaceRequest, RaceResult
-from demo.runs import is_good, read_run, save_run
+from demo.runs.replay import replay_snapshots
+from demo.runs.store import is_good, read_run, save_run
 from demo.server_info import probe_arms
 from demo.settings import Settings
 from demo.sweep.crossover import choose_arms

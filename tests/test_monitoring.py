@@ -306,3 +306,12 @@ def test_monitor_runs_prometheus_with_the_launcher_targets(tmp_path: Path) -> No
     printed = subprocess.run([sys.executable, "-m", "servers", "monitor", "--print-config", "--baseline", "h:1"],
                              cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert yaml.safe_load(printed.stdout)["scrape_configs"][0]["static_configs"][0]["targets"] == ["h:1"]
+
+
+def test_servers_help_lists_monitor_with_its_flags() -> None:
+    from servers.__main__ import _parser
+
+    parser = _parser()
+    assert "monitor" in parser.format_help()
+    args = parser.parse_args(["monitor", "--print-config", "--baseline", "h:1", "--port", "19091"])
+    assert (args.command, args.print_config, args.baseline, args.port) == ("monitor", True, "h:1", 19091)

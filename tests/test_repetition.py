@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from demo.export import export_html
 from demo.measure import LOOP_MIN_CHARS, LOOP_NOTE, SideMeter, repetition
 from demo.race import compare
 from demo.results import ChunkEvent, Message, RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot
+from demo.runs.export import export_html
 from demo.sweep.profile import RankedRequest
 from demo.sweep.report_workload import _ranked_rows
 from demo.view import speedup_html

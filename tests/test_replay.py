@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from demo.race import run_race
-from demo.replay import replay_snapshots, run_label, timeline
 from demo.results import Message, RaceRequest, RaceResult, RaceSnapshot
-from demo.runs import read_run, save_run
+from demo.runs.replay import replay_snapshots, run_label, timeline
+from demo.runs.store import read_run, save_run
 from demo.settings import Settings
 from demo.view import recording_banner_html
 from harness.ports import free_port

@@ -16,13 +16,13 @@ import pytest
 
 from demo import view
 from demo.cli import main
-from demo.export import export_html
 from demo.live.request import build_request, preset_user_text
 from demo.live.status import final_status
 from demo.presets import load_presets
 from demo.race import run_race
 from demo.results import Message, RaceRequest
-from demo.runs import read_run, save_run
+from demo.runs.export import export_html
+from demo.runs.store import read_run, save_run
 from demo.sampling import sampling_body
 from demo.settings import Settings
 from demo.workload import Workload, WorkloadRequest

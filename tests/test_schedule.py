@@ -15,7 +15,7 @@ import pytest
 
 from common.spec_schedule import check_schedule, parse_schedule
 from demo.cli import main
-from demo.load import LoadResult, LoadSpec
+from demo.load.engine import LoadResult, LoadSpec
 from demo.server_info import ServerInfo
 from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.schedule import (

@@ -1,4 +1,4 @@
-"""The soak test of booth mode (benchmarks/soak.py), shortened: two minutes on stand-ins under the
+"""The soak test of booth mode (benchmarks/soak/), shortened: two minutes on stand-ins under the
 real supervisor, one SIGKILL of the speculative server, the page in real headless Chromium; and
 Ctrl-C in the middle leaves nothing running. The 30-minute run on the real CPU pair is
 `python -m benchmarks.soak --minutes 30`."""

@@ -1,4 +1,4 @@
-"""The soak test's parts that need no running booth (benchmarks/soak.py): the app's booth-race
+"""The soak test's parts that need no running booth (benchmarks/soak/): the app's booth-race
 lines, memory and disk sampling on real processes, the kill schedule, and the summary's figures
 and verdict from small made-up runs. The whole soak on stand-ins is tests/test_soak.py."""
 
@@ -18,27 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from benchmarks.soak import (
-    GROWTH_LIMIT_MB_PER_H,
-    MB,
-    AnswerProbe,
-    Kill,
-    LogTail,
-    RaceSeen,
-    Sample,
-    Sighting,
-    dir_usage,
-    group_rss_bytes,
-    growth_mb_per_h,
-    mid_stream,
-    parse_args,
-    parse_booth_line,
-    plan_kills,
-    recording_exists,
-    saved_path,
-    summarize,
-    tree_rss_bytes,
-)
+from benchmarks.soak.kills import AnswerProbe, Kill, mid_stream, plan_kills, recording_exists
+from benchmarks.soak.logs import LogTail, RaceSeen, parse_booth_line, saved_path
+from benchmarks.soak.memory import MB, Sample, dir_usage, group_rss_bytes, growth_mb_per_h, tree_rss_bytes
+from benchmarks.soak.run import parse_args
+from benchmarks.soak.summary import GROWTH_LIMIT_MB_PER_H, Sighting, summarize
 from benchmarks.soak_standin import standin_args
 from harness.standin import Standin
 from servers.config import Role

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from demo import palette
 from demo.assets import STATIC_DIR, static_text, stylesheet
-from demo.export import PAGE_CSS, PLAYER_JS, content_security_policy, csp_hash
+from demo.runs.export import PAGE_CSS, PLAYER_JS, content_security_policy, csp_hash
 from demo.settings import ROOT, Settings
 from demo.ui.app import PAGE_JS, launch_js, launch_kwargs
 from demo.ui.booth_view import BOOTH_CSS, BOOTH_JS

@@ -21,7 +21,7 @@ from demo.live.status import final_status
 from demo.presets import Message, Preset
 from demo.race import validate_request
 from demo.results import RaceSnapshot, SideSnapshot
-from demo.runs import list_runs
+from demo.runs.store import list_runs
 from demo.settings import Settings
 from demo.workload import Workload, WorkloadRequest
 

@@ -18,17 +18,17 @@ from typing import Any
 import pytest
 
 from demo.cli import main
-from demo.export import export_html
 from demo.live.budget import StreamBudget
 from demo.live.frame_stream import race_frames
 from demo.live.frames import Frame
 from demo.live.session import RaceControl, RaceRegistry
 from demo.live.users import USERS_FRAME_INTERVAL_S, users_frames, users_from_input, users_requests
-from demo.load import LoadSpec, UsersRace, run_load
+from demo.load.engine import LoadSpec, UsersRace, run_load
 from demo.measure import SideMeter
-from demo.replay import replay_snapshots
 from demo.results import SIDES, Message, RaceRequest
-from demo.runs import list_runs, read_record, read_run
+from demo.runs.export import export_html
+from demo.runs.replay import replay_snapshots
+from demo.runs.store import list_runs, read_record, read_run
 from demo.settings import Settings
 from demo.ui.app import build_app
 from demo.workload import Workload, WorkloadRequest

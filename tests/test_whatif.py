@@ -1,4 +1,4 @@
-"""The what-if run (``python -m demo whatif``, demo/whatif.py) against stand-ins that force a mean
+"""The what-if run (``python -m demo whatif``, demo/load/whatif.py) against stand-ins that force a mean
 acceptance length as vLLM's synthetic rejection sampling does (``synthetic_acceptance_length``):
 the stand-in's own truth (exact per-request metrics and /metrics counters), the what-if's figures
 against it (decode speedup within 5%, tokens per step exact), its table and answer line, a server
@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from demo.cli import main
 from demo.fmt import fmt_speedup
-from demo.whatif import NOT_THE_TARGET, VERIFIER_SIDE, answer_line, arm_name, parse_lengths
+from demo.load.whatif import NOT_THE_TARGET, VERIFIER_SIDE, answer_line, arm_name, parse_lengths
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior, Truth, synthetic_steps
 from harness.standin_process import StandinProcess

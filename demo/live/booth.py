@@ -11,7 +11,7 @@ Each turn takes the next preset of the rotation and:
   arm's pane, headline and badge drawn; on CPU servers in sequential order, as the Race tab's default
   (demo.live.request.default_order), the caption saying why;
 - a server is down, or fails during the race: plays the newest good recording of that preset
-  (demo.replay) under the RECORDING banner, with a small "live again in …" line read from the
+  (demo.runs.replay) under the RECORDING banner, with a small "live again in …" line read from the
   supervisor's state file, and tries live again on the next turn.
 With ``SPECDEMO_BOOTH_LOAD_USERS`` (e.g. "1,8") the rotation ends with a load turn: the copy-heavy
 preset swept live over those user counts (demo.live.load_stream: one user, then 8, the curves
@@ -22,7 +22,7 @@ resumes after ``booth_idle_s`` without input and with no visitor race running.
 
 No Gradio here: the booth publishes ``BoothView``s; demo.ui.booth_view draws them. Each turn ends
 with one ``booth-race {json}`` log line (what was shown, live or recording, outcome, speedup, the
-saved run): benchmarks/soak.py reads them.
+saved run): benchmarks/soak/logs.py reads them.
 """
 
 from __future__ import annotations
@@ -50,12 +50,12 @@ from demo.live.request import build_request, default_order, preset_user_text
 from demo.live.saving import Saved, save
 from demo.live.session import RaceControl
 from demo.live.status import final_status
-from demo.load import make_spec, request_from_race
+from demo.load.engine import make_spec, request_from_race
 from demo.presets import Preset
 from demo.race import validate_request
-from demo.replay import replay_snapshots
 from demo.results import SIDES, ArmSnapshot, Order, RaceResult, RaceSnapshot, SideSnapshot
-from demo.runs import newest_good_run, read_run
+from demo.runs.replay import replay_snapshots
+from demo.runs.store import newest_good_run, read_run
 from demo.server_info import ServerInfo, healthy_sides, probe_arms, probe_servers
 from demo.settings import Settings
 
@@ -588,7 +588,7 @@ def frame_for_start(run_status: str, arms: list[str] | None = None) -> Frame:
 
 def log_turn(n: int, preset: Preset, source: str, started: datetime, outcome: str | None,
              speedup: float | None, saved: str | None, note: str | None) -> None:
-    """The turn's one log line, ``booth-race {json}`` (benchmarks/soak.py reads it)."""
+    """The turn's one log line, ``booth-race {json}`` (benchmarks/soak/logs.py reads it)."""
     log.info("booth-race %s", json.dumps({
         "n": n, "preset": preset.name, "source": source, "outcome": outcome, "speedup": speedup,
         "saved": saved, "started_at": started.isoformat(), "ended_at": datetime.now(UTC).isoformat(),

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict
 
 from demo import charts, view
-from demo.load import UsersRace
+from demo.load.engine import UsersRace
 from demo.results import SIDES, RaceResult, RaceSnapshot, SideSnapshot
 
 # Each frame costs the browser ~30 ms of a core whatever it changes (Gradio's per-message work),

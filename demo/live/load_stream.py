@@ -2,7 +2,7 @@
 the booth's load turn).
 
 ``LoadFrames`` runs the sweep in a pump task kept in the control (demo.live.session.RaceControl),
-one step at a time through the one engine (demo.load.run_load: each step an evaluator cell, a
+one step at a time through the one engine (demo.load.engine.run_load: each step an evaluator cell, a
 failing server recorded in its step while the sweep goes on). Before each step it asks the page's
 stream budget (demo.live.budget) for the streams that step holds at its peak, says why while it
 waits, and gives them back when the step ends, however it ends. After each step a frame carries
@@ -30,9 +30,9 @@ from demo.live.frame_stream import CONSUMER_TIMEOUT_S, WATCH_TICK_S
 from demo.live.saving import save
 from demo.live.session import RaceControl
 from demo.live.status import internal_error_text
-from demo.load import LoadResult, LoadSpec, LoadStep, finish, run_load
-from demo.load_figures import per_user_figure, total_figure
-from demo.load_view import crossover_html, finished_text, order_words, step_label, step_rows
+from demo.load.engine import LoadResult, LoadSpec, LoadStep, finish, run_load
+from demo.load.figures import per_user_figure, total_figure
+from demo.load.view import crossover_html, finished_text, order_words, step_label, step_rows
 from demo.settings import Settings
 from demo.workload import WorkloadRequest
 
@@ -54,7 +54,7 @@ class LoadFrame(BaseModel):
     total_figure: go.Figure | None = None
     crossover: str | None = None  # HTML: the crossover's sentence, and the thresholds
     crossover_text: str | None = None  # the sentence itself (demo/sweep/crossover.py)
-    table: list[list[str]] | None = None  # a row per step (demo.load_view.STEP_HEADERS)
+    table: list[list[str]] | None = None  # a row per step (demo.load.view.STEP_HEADERS)
     result: LoadResult | None = None  # set once, on the final frame (stopped or done)
 
 
@@ -172,7 +172,7 @@ class LoadFrames:
         return end
 
     async def _saved(self, result: LoadResult) -> str:
-        """The sweep saved beside the races (demo/runs.py, kind "load"); the status line's note."""
+        """The sweep saved beside the races (demo/runs/store.py, kind "load"); the status line's note."""
         if not result.steps or not self.keep:
             return ""
         saved = await save(result, self.settings)

@@ -1,4 +1,4 @@
-"""Saving a finished race (one user, or N users: demo.load.UsersRace) or a load sweep from the
+"""Saving a finished race (one user, or N users: demo.load.engine.UsersRace) or a load sweep from the
 page, when the settings say so: a failure to save is logged and noted on the status line, never
 fatal on stage.
 """
@@ -9,8 +9,8 @@ import asyncio
 import logging
 from typing import NamedTuple
 
-from demo.load import LoadResult
-from demo.runs import Run, RunTooLarge, save_load, save_run
+from demo.load.engine import LoadResult
+from demo.runs.store import Run, RunTooLarge, save_load, save_run
 from demo.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ class Saved(NamedTuple):
 
 
 async def save(result: Run | LoadResult, settings: Settings) -> Saved:
-    """Save the run (a race, or a load sweep: demo.runs.save_load) when settings say so; a failure
+    """Save the run (a race, or a load sweep: demo.runs.store.save_load) when settings say so; a failure
     to save is logged, never fatal on stage."""
     if not settings.save_runs:
         return Saved()

@@ -1,5 +1,5 @@
 """An N-user race on the page, without Gradio: N streams per side start together through the
-load engine (demo.load.run_load: one step, one evaluator cell), drawn as the race's own Frames.
+load engine (demo.load.engine.run_load: one step, one evaluator cell), drawn as the race's own Frames.
 
 Each pane streams user 1's answer (the race's own text, tiles' place and chart, from user 1's
 meter through the engine's observer hook), its tiles hold a strip of every user's progress
@@ -8,7 +8,7 @@ figures (demo.view.users_tiles). The headline is the per-user decode speedup and
 throughput ratio, labelled "N users", from the step: pending while it runs, never a live guess.
 
 The page redraws at most every USERS_FRAME_INTERVAL_S: the engine's observer
-(demo.load.StreamWatch) only keeps each user's meter and marks the race changed (it runs on
+(demo.load.engine.StreamWatch) only keeps each user's meter and marks the race changed (it runs on
 every event of every stream), and a frame reads the meters when it is drawn. Stop cancels
 the step: every stream on both sides closes (the engine's own cancellation), and the record
 keeps what was measured, as ``cancelled``.
@@ -25,7 +25,16 @@ from demo.live.budget import Ticket
 from demo.live.frame_stream import RaceFrames
 from demo.live.frames import Frame
 from demo.live.session import RaceControl
-from demo.load import LoadResult, LoadSpec, LoadStep, StreamWatch, UsersRace, request_from_race, run_load, users_race
+from demo.load.engine import (
+    LoadResult,
+    LoadSpec,
+    LoadStep,
+    StreamWatch,
+    UsersRace,
+    request_from_race,
+    run_load,
+    users_race,
+)
 from demo.results import SIDES, RaceRequest, RaceSnapshot, SideSnapshot, StreamProgress
 from demo.settings import Settings
 from demo.workload import Workload, WorkloadRequest

@@ -1,4 +1,4 @@
-// The exported race page's player (demo/export.py). Constant text (its hash is in the CSP): the data
+// The exported race page's player (demo/runs/export.py). Constant text (its hash is in the CSP): the data
 // comes only from #race-data.
 (() => {
   // biome-ignore lint/suspicious/noRedundantUseStrict: a classic inline script, not a module

@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from common.files import atomic_write
 from demo.errors import BadInput
-from demo.files import atomic_write
 from demo.sweep.measured import Measured, arm_names, measured_figures
 from demo.sweep.models import SweepResult
 

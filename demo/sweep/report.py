@@ -13,8 +13,8 @@ from typing import Any
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from common.files import atomic_write
 from demo.assets import stylesheet
-from demo.files import atomic_write
 from demo.fmt import TIMES, csv_cell, esc, fmt_speedup, fmt_temperature
 from demo.sweep.figures import all_figures
 from demo.sweep.models import CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadVerdict

@@ -2,7 +2,7 @@
 
 ``build`` lays the section out in page order (inside the current tab) and wires its events; the
 handlers are the methods of ``LoadPanel``, the section's components. The sweep itself runs in
-demo.live.load_stream (one step at a time through demo.load.run_load, each step's streams taken
+demo.live.load_stream (one step at a time through demo.load.engine.run_load, each step's streams taken
 from the page's one stream budget); this module maps its frames onto components and computes
 nothing. The prompt is the Race tab's (its preset, prompt and temperature components, when the
 tab passes them in), else the section's own preset dropdown.
@@ -26,9 +26,9 @@ from demo.live.load_stream import LoadFrame, error_frame, idle_status_html, load
 from demo.live.request import FREE_PROMPT, build_request, preset_user_text
 from demo.live.session import RaceRegistry
 from demo.live.status import internal_error_text
-from demo.load import LoadResult, LoadSpec, make_spec, parse_users, request_from_race
-from demo.load_page import write_files
-from demo.load_view import STEP_HEADERS
+from demo.load.engine import LoadResult, LoadSpec, make_spec, parse_users, request_from_race
+from demo.load.page import write_files
+from demo.load.view import STEP_HEADERS
 from demo.presets import Preset, load_presets
 from demo.race import validate_request
 from demo.settings import Settings

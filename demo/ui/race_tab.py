@@ -32,7 +32,6 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from demo import charts, view
-from demo.export import export_to_temp
 from demo.live.budget import StreamBudget, Ticket, streams_needed
 from demo.live.frame_stream import race_frames
 from demo.live.frames import result_view
@@ -50,11 +49,12 @@ from demo.live.saving import save
 from demo.live.session import RaceRegistry
 from demo.live.status import final_status, internal_error_text
 from demo.live.users import users_frames, users_from_input
-from demo.load import UsersRace
+from demo.load.engine import UsersRace
 from demo.presets import Preset, PresetProblem, load_presets
 from demo.race import validate_request
 from demo.results import SIDES, Order, RaceResult
-from demo.runs import Run, race_of, record_from_dump
+from demo.runs.export import export_to_temp
+from demo.runs.store import Run, race_of, record_from_dump
 from demo.server_info import ServerInfo, probe_arms, probe_servers
 from demo.settings import Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
@@ -296,7 +296,7 @@ class RaceTab:
             return {self.run_status: view.run_status_html("error", internal_error_text(e))}
 
     def on_export(self, last_run: dict | None) -> tuple[Any, Any]:
-        """The last race as a self-contained page (demo.export) to download; errors in the status."""
+        """The last race as a self-contained page (demo.runs.export) to download; errors in the status."""
         if not last_run:
             return None, view.run_status_html("error", "no race to export yet: run one first")
         return export_to_temp(lambda: record_from_dump(last_run))

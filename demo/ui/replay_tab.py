@@ -3,9 +3,9 @@ figures, clearly labelled as a recording (stage insurance when a server or the n
 
 ``build`` lays the tab out in page order and wires its events; the handlers are the methods of
 ``ReplayTab``, the tab's components (the shape of demo/ui/race_tab.py). The playback
-(demo.replay) feeds the saved events through the live race's SideMeter, so the panes and charts
+(demo.runs.replay) feeds the saved events through the live race's SideMeter, so the panes and charts
 are drawn by the same code (demo.view, demo.charts through demo.live.frames.throttled_frames).
-The final frame shows the figures saved with the run. An N-user race (demo.load.UsersRace)
+The final frame shows the figures saved with the run. An N-user race (demo.load.engine.UsersRace)
 replays user 1's answers and ends on the step's figures: the per-user speedup and throughput
 ratio ("N users") and each side's step tiles.
 
@@ -28,13 +28,13 @@ import gradio as gr
 
 from demo import charts, view
 from demo.errors import DemoError
-from demo.export import export_to_temp, run_for_export, several_arms
 from demo.live.frames import result_view, throttled_frames
 from demo.live.pane_title import recorded_arm_titles
-from demo.load import UsersRace
-from demo.replay import replay_snapshots, run_label
+from demo.load.engine import UsersRace
 from demo.results import SIDES, RaceResult
-from demo.runs import list_runs, race_of, read_record
+from demo.runs.export import export_to_temp, run_for_export, several_arms
+from demo.runs.replay import replay_snapshots, run_label
+from demo.runs.store import list_runs, race_of, read_record
 from demo.settings import MAX_ARMS, Settings
 from demo.ui.outputs import StreamOutputs, frame_updates
 
@@ -201,7 +201,7 @@ class ReplayTab:
         return gr.Dropdown(choices=_choices(self.settings))
 
     def on_export(self, path: str | None) -> tuple[str | None, str]:
-        """The saved run as a self-contained page to download (demo.export); errors in the status."""
+        """The saved run as a self-contained page to download (demo.runs.export); errors in the status."""
         if not path:
             return None, view.run_status_html("error", "no saved run picked: pick one to export")
         return export_to_temp(lambda: run_for_export(Path(path)))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.runs import list_runs, read_run
+from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess
 from harness.page_driver import choose, open_page, screenshot, start, wait_finished
 from harness.standin import Standin, StandinBehavior

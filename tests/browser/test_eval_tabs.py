@@ -14,7 +14,7 @@ import pytest
 
 from demo.race import run_race
 from demo.results import RaceRequest
-from demo.runs import read_run, save_run
+from demo.runs.store import read_run, save_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.page_driver import open_evaluate, run_evaluate, screenshot

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from demo.runs import list_runs, read_run
+from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess, start_together
 from harness.page_driver import choose, open_page, screenshot, start, tile_value, wait_finished
 from harness.standin import Standin, StandinBehavior

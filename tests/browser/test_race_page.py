@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.runs import list_runs, read_run
+from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess, start_together
 from harness.page_driver import (
     OBSERVER_JS,

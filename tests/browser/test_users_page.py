@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from demo.load import UsersRace
-from demo.runs import list_runs, read_record
+from demo.load.engine import UsersRace
+from demo.runs.store import list_runs, read_record
 from harness.app_process import AppProcess
 from harness.page_driver import choose, open_page, screenshot, set_users, start, wait_finished
 from harness.standin import Standin, StandinBehavior

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from demo.export import content_security_policy
 from demo.race import run_race
 from demo.results import RaceRequest
-from demo.runs import save_run
+from demo.runs.export import content_security_policy
+from demo.runs.store import save_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.page_driver import open_evaluate, run_evaluate, screenshot

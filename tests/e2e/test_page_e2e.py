@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.runs import list_runs, read_run
+from demo.runs.store import list_runs, read_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.page_driver import OBSERVER_JS, choose, screenshot, start, tile_value, updates_per_s, wait_finished

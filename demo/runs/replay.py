@@ -17,7 +17,7 @@ from pathlib import Path
 from demo import view
 from demo.measure import SideMeter
 from demo.results import LEGACY_ORDER, ArmSnapshot, ChunkEvent, RaceResult, RaceSnapshot, SideResult
-from demo.runs import load_stem_parts, stem_parts
+from demo.runs.store import load_stem_parts, stem_parts
 
 FRAME_INTERVAL_S = 0.05  # at most ~20 page updates per second, as the live race
 

@@ -178,7 +178,7 @@ class LoadResult(BaseModel):
 
 class UsersRace(BaseModel):
     """A race of N users per side (the Race tab's Users, ``race --users N``), as it is saved
-    (demo/runs.py), replayed and exported: user 1's race (both sides' answers with their events:
+    (demo/runs/store.py), replayed and exported: user 1's race (both sides' answers with their events:
     the panes, the replay) and the step (every user's figures: the per-user speedup, the
     throughput ratio, the tiles). ``race.speedup`` is user 1's own; the headline is ``step``'s."""
 

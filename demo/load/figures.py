@@ -2,7 +2,7 @@
 users, both sides (with several arms, a line per arm), the (first arm's) crossover shaded between
 the two measured counts it lies between and labelled with the verdict's thresholds by name
 (GAIN_WORTH, GAIN_NONE: demo/sweep/crossover.py).
-They plot demo/load.py's records and compute nothing: the page (live, after each step), --out's
+They plot demo/load/engine.py's records and compute nothing: the page (live, after each step), --out's
 load.html and the slide (load.png, both curves side by side) draw the same traces.
 """
 
@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from demo import palette
 from demo.charts import COLORS, empty_figure, layout
 from demo.fmt import fmt_speedup
-from demo.load import SIDES, LoadResult, LoadSide
+from demo.load.engine import SIDES, LoadResult, LoadSide
 
 _LAYOUT = layout(margin=dict(l=70, r=20, t=90, b=60), height=420,
                  legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0))

@@ -11,7 +11,7 @@ buttons) writes one HTML file for slides and follow-up emails. It holds:
 - a small inline player (no library, no network) that appends each chunk when its time comes,
   with the live token count and elapsed time per pane. It computes nothing else.
 
-An N-user race (demo.load.UsersRace) plays user 1's answers; its final figures are the step's:
+An N-user race (demo.load.engine.UsersRace) plays user 1's answers; its final figures are the step's:
 the per-user speedup and the throughput ratio labelled "N users", and each side's step tiles.
 
 A race of several arms (speculative servers) has a pane per arm after the baseline's, each with
@@ -36,14 +36,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from common.files import atomic_write
 from demo import view
 from demo.assets import static_text, stylesheet
 from demo.errors import DemoError
-from demo.files import atomic_write
-from demo.load import UsersRace
+from demo.load.engine import UsersRace
 from demo.measure import SideMeter, efficiency
 from demo.results import SIDES, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
-from demo.runs import Run, race_of, read_record, run_stem
+from demo.runs.store import Run, race_of, read_record, run_stem
 
 # Refuse runs that would make a page too large to mail (and a saved run too large to read).
 MAX_EXPORT_BYTES = 10_000_000

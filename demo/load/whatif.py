@@ -9,7 +9,7 @@ One such server per length (``--length-url L=URL``), each raced against the same
 decode speedup, the measured tokens per step and the efficiency (decode speedup / tokens per
 step), and one line says what each length would buy.
 
-Each length is one step of the load engine (demo/load.py: ``run_load``, one evaluator cell of
+Each length is one step of the load engine (demo/load/engine.py: ``run_load``, one evaluator cell of
 ``--users`` users) with that server as its one arm: no measuring loop of its own. What it does not
 measure: the text of a what-if server is not the target's (accepted tokens are the drafter's, kept
 by a coin), and the drafter's cost stays the real one; with n-gram the forced acceptance applies
@@ -30,8 +30,8 @@ from pydantic import BaseModel, Field
 from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_from_args, usage_error
 from demo.errors import BadInput
 from demo.fmt import fmt_number, fmt_speedup, or_na
-from demo.load import LoadSpec, LoadStep, request_from_race, run_load
-from demo.load_cli import load_request, make_spec, users_arg
+from demo.load.cli import load_request, make_spec, users_arg
+from demo.load.engine import LoadSpec, LoadStep, request_from_race, run_load
 from demo.results import RaceRequest
 from demo.settings import Settings
 from demo.sweep.models import ArmSpec, CellStatus

@@ -1,7 +1,7 @@
 """A load sweep's files (``python -m demo load --out DIR`` and the page's Download button):
 load.json (every figure), load.html (one self-contained page: the two curves, the crossover's
 sentence and a table of every step; no network, Plotly is inline as in the evaluator's report)
-and load.png (both curves on one 16:9 slide, demo/figure_png.py).
+and load.png (both curves on one 16:9 slide, demo/load/png.py).
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import NamedTuple
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from demo.figure_png import PngUnavailable, figure_png
-from demo.files import atomic_write
+from common.files import atomic_write
 from demo.fmt import esc, fmt_number, fmt_percent, fmt_speedup, or_na
-from demo.load import SIDES, LoadResult, LoadSide
-from demo.load_figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX, per_user_figure, slide_figure, total_figure
+from demo.load.engine import SIDES, LoadResult, LoadSide
+from demo.load.figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX, per_user_figure, slide_figure, total_figure
+from demo.load.png import PngUnavailable, figure_png
 from demo.sweep.report import CSP, CSS
 from demo.sweep.tables import schedule_html
 

@@ -8,7 +8,7 @@ booth's load turn draw these.
 from __future__ import annotations
 
 from demo.fmt import esc, fmt_number, fmt_percent, fmt_speedup, or_na
-from demo.load import SIDES, LoadResult, LoadSide, LoadStep
+from demo.load.engine import SIDES, LoadResult, LoadSide, LoadStep
 from demo.sweep.crossover import GAIN_NONE, GAIN_WORTH
 from demo.sweep.tables import schedule_html
 

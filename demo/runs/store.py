@@ -1,13 +1,13 @@
 """Saved races: one JSON record per race under the runs folder, read back by the Replay tab.
 (The evaluator, ``python -m demo sweep``, measures afresh and does not read them.)
 
-A record is a one-user race (RaceResult, as ever) or an N-user race (demo.load.UsersRace,
+A record is a one-user race (RaceResult, as ever) or an N-user race (demo.load.engine.UsersRace,
 ``"kind": "users"``: user 1's race and the load step). ``read_record`` gives either (older
 records, with no ``kind``, are races); ``read_run`` gives the race a run plays back (an N-user
 run's user 1), as every caller had it. An N-user run's file name ends in ``-<N>users``; the
 booth plays and keeps only one-user races.
 
-A load sweep from the page is saved beside them, a record of kind "load" (demo.load.LoadResult,
+A load sweep from the page is saved beside them, a record of kind "load" (demo.load.engine.LoadResult,
 every step's figures) named ``<stamp>-<preset>-load.json``: ``read_load`` reads it back;
 ``read_run`` and ``read_record`` say it is a load sweep, not a race.
 """
@@ -23,10 +23,10 @@ from typing import NamedTuple
 
 from pydantic import ValidationError
 
+from common.files import atomic_write
 from demo.errors import BadInput, NotFound
-from demo.files import atomic_write
 from demo.fmt import validation_summary
-from demo.load import LoadResult, UsersRace
+from demo.load.engine import LoadResult, UsersRace
 from demo.results import RaceResult
 
 log = logging.getLogger(__name__)

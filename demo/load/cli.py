@@ -1,6 +1,7 @@
-"""``python -m demo load --users 1,2,4,8,16 ...`` and ``race --users N``: the load engine
-(demo/load.py) on the command line; its table and its JSON (the same LoadSide objects), and
---out's load.json, load.html and load.png (demo/load_page.py)."""
+"""``python -m demo load --users 1,2,4,8,16 ...``: the load engine (demo/load/engine.py) on the
+command line; its table and its JSON (the same LoadSide objects), and --out's load.json,
+load.html and load.png (demo/load/page.py). What ``race --users N`` shares with it: the user
+counts, the spec, the run, a step's JSON and a server's row (demo/cli.py prints that race)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from demo import load
 from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args, usage_error
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
-from demo.load import (
+from demo.load import engine as load
+from demo.load.engine import (
     SIDES,
     LoadResult,
     LoadSide,
@@ -27,11 +28,9 @@ from demo.load import (
     parse_users,
     request_from_race,
     run_load,
-    users_race,
 )
-from demo.load_page import write_files
+from demo.load.page import write_files
 from demo.results import RaceRequest
-from demo.runs import RunTooLarge, save_run
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
 from demo.sweep.schedule import recommendation_json, recommendation_lines
@@ -145,13 +144,6 @@ def load_json(r: LoadResult) -> dict[str, Any]:
     }
 
 
-def users_json(r: LoadResult) -> dict[str, Any]:
-    """``race --users N --json``: the one step, keyed like a race."""
-    step = r.steps[0]
-    return {"users": step.users, "order": r.spec.order, "preset": r.spec.workload if r.spec.workload != "prompt"
-            else None, **step_json(step)}
-
-
 def _n(v: float | None, digits: int = 1) -> str:
     return or_na(fmt_number(v, digits))
 
@@ -160,7 +152,9 @@ def _ms(v: float | None) -> str:
     return or_na(fmt_number(v * 1000 if v is not None else None, 0))
 
 
-def _side_cells(s: LoadSide) -> list[str]:
+def side_cells(s: LoadSide) -> list[str]:
+    """A server's row of the load table: per-user tok/s (min-max), total tok/s, TTFT and ITL p95 (ms),
+    queue peak, KV peak, preemptions; "n/a" where unknown."""
     per_user = _n(s.per_user_decode_tokens_per_s)
     if s.per_user_decode_tokens_per_s_min is not None and s.per_user_decode_tokens_per_s_max is not None:
         per_user += f" ({s.per_user_decode_tokens_per_s_min:.0f}-{s.per_user_decode_tokens_per_s_max:.0f})"
@@ -169,7 +163,7 @@ def _side_cells(s: LoadSide) -> list[str]:
             _n(s.num_preemptions, 0)]
 
 
-def _rows(step: LoadStep) -> list[tuple[str, LoadSide]]:
+def server_rows(step: LoadStep) -> list[tuple[str, LoadSide]]:
     """The step's servers as rows: the baseline and the speculative server, or each arm by name."""
     if len(step.arms) > 1:
         return [("baseline", step.baseline), *((name, a.side) for name, a in step.arms.items())]
@@ -185,9 +179,9 @@ def load_table(r: LoadResult) -> str:
     widths = [5, 12, 25, 11, 11, 10, 6, 7, 7]
     lines.append("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
     for step in r.steps:
-        rows = _rows(step)
+        rows = server_rows(step)
         for name, side in rows:
-            cells = [str(step.users) if name == "baseline" else "", name, *_side_cells(side)]
+            cells = [str(step.users) if name == "baseline" else "", name, *side_cells(side)]
             lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
         if len(step.arms) > 1:
             lines += [f"{'':5}  {'':12}  {name}: speedup (per-user decode) {or_na(fmt_speedup(a.speedup))}, "
@@ -214,28 +208,6 @@ def load_table(r: LoadResult) -> str:
         lines += ["", *recommendation_lines(r.recommendation)]
     if r.interrupted:
         lines.append("Interrupted: the steps above are those measured.")
-    return "\n".join(lines)
-
-
-def users_table(r: LoadResult) -> str:
-    """``race --users N``: the one step's table (a column per server)."""
-    step = r.steps[0]
-    names = ["per-user decode tok/s", "total output tok/s", "TTFT p95 (ms)", "ITL p95 (ms)", "queue peak",
-             "KV-cache peak", "preemptions"]
-    rows = _rows(step)
-    cols = [_side_cells(side) for _, side in rows]
-    lines = [f"{step.users} users, order: {r.spec.order}   {r.spec.workload}", "",
-             f"{'':26}" + "".join(f"{name:>22}" for name, _ in rows)]
-    lines += [f"{name:26}" + "".join(f"{col[i]:>22}" for col in cols) for i, name in enumerate(names)]
-    lines.append("")
-    if len(step.arms) > 1:
-        lines += [f"{name}: speedup (per-user decode tokens/s, {step.users} users) {or_na(fmt_speedup(a.speedup))}, "
-                  f"throughput ratio {or_na(fmt_speedup(a.throughput_ratio))}" for name, a in step.arms.items()]
-    else:
-        lines += [f"Speedup (per-user decode tokens/s, {step.users} users): {or_na(fmt_speedup(step.speedup))}",
-                  f"Throughput ratio (total output tokens/s):   {or_na(fmt_speedup(step.throughput_ratio))}"]
-    lines += [f"error: {e}" for e in step.errors]
-    lines += [f"client-limited ({name}): {side.client_note}" for name, side in rows if side.client_limited]
     return "\n".join(lines)
 
 
@@ -278,20 +250,3 @@ def cmd_load(args: argparse.Namespace) -> int:
         print(f"wrote {', '.join(map(str, write_out(result, out, png=True)))}", file=sys.stderr)
     print(json.dumps(load_json(result)) if args.json else load_table(result))
     return 0 if any(s.speedup is not None for s in result.steps) else 1
-
-
-def cmd_race_users(args: argparse.Namespace, settings: Settings, users: int, req: RaceRequest) -> int:
-    """``race --users N`` (N > 1): N copies of the prompt per side at once, through the load engine."""
-    spec = make_spec(settings, req, [users], req.order, warmup=1 if req.warmup else 0)
-    # User 1's answers on the baseline and every arm, with their events: the saved race replays them.
-    watch = StreamWatch(1, [a.name for a in spec.arm_list()])
-    result = run(spec, req, settings, progress=False, observe=watch)
-    if result.steps and settings.save_runs and not args.no_save:
-        record = users_race(req, result.steps[0], watch.first(), settings)
-        try:
-            save_run(record, settings.runs_dir, settings.max_run_file_bytes, settings.runs_keep_count,
-                     settings.runs_keep_days)
-        except (OSError, RunTooLarge) as e:
-            print(f"warning: could not save the run under {settings.runs_dir}: {e}", file=sys.stderr)
-    print(json.dumps(users_json(result)) if args.json else users_table(result))
-    return 0 if result.steps and result.steps[0].speedup is not None else 1
