@@ -481,9 +481,12 @@ def test_metrics_report_queue_kv_and_preemptions(standin_factory) -> None:
 def test_max_num_seqs_queues_the_rest_and_reports_them_waiting(standin_factory) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
+    # Each stream takes 1.5 s, so the four requests are all in before the first two end, however
+    # late a busy machine sends them (at 0.3 s each, all four ran and ended before the scrape once,
+    # under a load of 15).
     s = standin_factory(tokens_per_s=100, ttft_s=0.01, max_num_seqs=2)
     with ThreadPoolExecutor(4) as pool:
-        done = [pool.submit(stream_lines, s.url, chat_body(max_tokens=30)) for _ in range(4)]
+        done = [pool.submit(stream_lines, s.url, chat_body(max_tokens=150)) for _ in range(4)]
         deadline = time.monotonic() + 5
         while s.open_streams < 4 and time.monotonic() < deadline:
             time.sleep(0.01)
