@@ -40,6 +40,29 @@ def test_json_output_is_one_object_with_the_documented_keys(tmp_path: Path) -> N
     assert len(saved) == 1 and json.loads(saved[0].read_text())["speculative"]["events"]
 
 
+
+def test_json_carries_the_loop_an_answer_ends_in(tmp_path: Path) -> None:
+    """An answer that ends in '"book", ' repeated (cycled pieces) carries ``repetition`` on both
+    sides, as the page labels it; a side with no loop carries null."""
+    loop = StandinBehavior(tokens_per_s=400, ttft_s=0.01, pieces=['"book", '])
+    with Standin.pair(loop, StandinBehavior(tokens_per_s=400, ttft_s=0.01, speculative=True,
+                                            pieces=['"book", '])) as (base, spec):
+        p = run_cli("--baseline-url", base.url, "--speculative-url", spec.url, "--prompt", "tags?",
+                    "--max-tokens", "30", "--order", "sequential", "--json", "--no-save", runs_dir=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    for side in ("baseline", "speculative"):
+        rep = out[side]["repetition"]
+        assert rep["unit"] == '"book", ' and rep["repeats"] == 30 and rep["share"] == 1.0, rep
+        assert rep["tail_chars"] == 30 * len('"book", ') and rep["tail_tokens"] == 30, rep
+    assert [a["repetition"] for a in out["arms"].values()] == [out["speculative"]["repetition"]]
+    with Standin.pair(StandinBehavior(tokens_per_s=400, ttft_s=0.01),
+                      StandinBehavior(tokens_per_s=400, ttft_s=0.01, speculative=True)) as (base, spec):
+        p = run_cli("--baseline-url", base.url, "--speculative-url", spec.url, "--prompt", "hi",
+                    "--max-tokens", "30", "--json", "--no-save", runs_dir=tmp_path)
+    out = json.loads(p.stdout)
+    assert out["baseline"]["repetition"] is None and out["speculative"]["repetition"] is None, out
+
 def test_table_output_and_a_dead_side_still_exit_zero(tmp_path: Path) -> None:
     with Standin(StandinBehavior(tokens_per_s=300, ttft_s=0.01)) as spec:
         p = run_cli("--baseline-url", "http://127.0.0.1:1", "--speculative-url", spec.url,
