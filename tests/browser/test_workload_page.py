@@ -28,15 +28,18 @@ pytestmark = pytest.mark.browser
 
 # Five requests; the COPY ones make the speculative stand-in accept long drafts (a spread of
 # acceptance), and <b> in an id and a prompt checks the page escapes what came from the file.
+# Tags give the segments: "copy" has 2 requests (too few for a verdict), "<i>chat</i>" 3.
 REQUESTS = [
     {"id": "copy-1", "messages": [{"role": "system", "content": "Reformat."},
                                    {"role": "user", "content": "COPY this JSON: {\"a\": 1}"}],
-     "max_tokens": 20, "temperature": 0.0},
-    {"id": "copy-2", "prompt": "COPY the table below <b>bold</b>", "max_tokens": 20},
+     "max_tokens": 20, "temperature": 0.0, "tag": "copy"},
+    {"id": "copy-2", "prompt": "COPY the table below <b>bold</b>", "max_tokens": 20, "tag": "copy"},
     {"id": "poem-<b>1</b>", "messages": [{"role": "user", "content": "Write a poem about tea"}],
-     "max_tokens": 16, "temperature": 0.7},
-    {"id": "chat-1", "messages": [{"role": "user", "content": "How are you today?"}], "max_tokens": 16},
-    {"id": "sql-1", "messages": [{"role": "user", "content": "SELECT the orders of last week"}], "max_tokens": 18},
+     "max_tokens": 16, "temperature": 0.7, "tag": "<i>chat</i>"},
+    {"id": "chat-1", "messages": [{"role": "user", "content": "How are you today?"}], "max_tokens": 16,
+     "tag": "<i>chat</i>"},
+    {"id": "sql-1", "messages": [{"role": "user", "content": "SELECT the orders of last week"}], "max_tokens": 18,
+     "tag": "<i>chat</i>"},
 ]
 
 
@@ -125,6 +128,14 @@ def test_uploaded_workload_is_measured_and_shown(setup, page) -> None:
                                        "els => els.map(e => [e.dataset.side, e.dataset.concurrency])")
     assert sorted(points) == [["baseline", "1"], ["baseline", "2"], ["speculative", "1"], ["speculative", "2"]]
     assert "per million output tokens" in page.inner_text("#sd-eval-workloads .capacity")
+    # Results by segment: a row per tag (the file's tag escaped: no <i> element from it), the
+    # too-few rule, and the routing sentence above them.
+    tags = dict(page.eval_on_selector_all('#sd-eval-workloads table.segments tr[data-dimension="tag"]',
+                                          "els => els.map(e => [e.dataset.label, e.dataset.verdict])"))
+    assert set(tags) == {"copy", "<i>chat</i>"} and tags["copy"] == "n/a", tags
+    assert "too few" in page.inner_text('#sd-eval-workloads table.segments tr[data-label="copy"]')
+    assert page.locator("#sd-eval-workloads table.segments td i").count() == 0
+    assert page.inner_text("#sd-eval-workloads .segments #routing").strip()
     files = page.inner_text("#sd-eval-report")
     assert "report.html" in files and "results.json" in files, files
     assert page.locator("#sd-eval-workloads .capacity-points").evaluate(
