@@ -30,9 +30,11 @@ class Slo(BaseModel):
 
     @property
     def given(self) -> bool:
+        """Whether a target is set at all (TTFT, ITL or both)."""
         return self.ttft_ms is not None or self.itl_ms is not None
 
     def describe(self) -> str:
+        """The target in words, e.g. "time to first token p95 ≤ 500 ms"; "no latency target" when none is set."""
         parts = []
         if self.ttft_ms is not None:
             parts.append(f"time to first token p95 ≤ {self.ttft_ms:g} ms")
@@ -55,6 +57,11 @@ class MeasuredPoint(BaseModel):
 
 
 class CapacityPoint(BaseModel):
+    """One side at one concurrency, as the capacity table shows it.
+
+    Latencies in seconds; ``meets_slo`` None when no target is set or the figure it bounds was not measured;
+    ``cost_per_million_output_tokens`` None without a GPU-hour price. ``na_reasons`` says why a figure is None."""
+
     side: Side
     concurrency: int
     output_tokens_per_s: float | None = None
@@ -81,12 +88,19 @@ class BestPoint(BaseModel):
 
 
 class BestPoints(BaseModel):
+    """Each side's capacity point (the best that meets the target); None with the reason in ``na_reasons``."""
+
     baseline: BestPoint | None = None
     speculative: BestPoint | None = None
     na_reasons: dict[str, str] = Field(default_factory=dict)  # side -> why it has no point
 
 
 class Saving(BaseModel):
+    """What speculative decoding saves against the baseline at each side's capacity point.
+
+    Both figures are percentages, None when either side has no capacity point; ``text`` is the one sentence the
+    report and the CLI print ("none: …" with the reason when there is no saving to state)."""
+
     # (speculative / baseline tokens per GPU-hour - 1) x 100, at each side's capacity point.
     more_tokens_per_gpu_hour_pct: float | None = None
     # (1 - speculative / baseline cost per million tokens) x 100; same figures, as a cost cut.
@@ -95,6 +109,10 @@ class Saving(BaseModel):
 
 
 class Capacity(BaseModel):
+    """Capacity at a latency target for one workload: the points per side, the best each, and the saving.
+
+    Prices are per GPU-hour in ``currency``; ``price_note`` says which share of a GPU the price covers."""
+
     gpu_hour_price: float | None = None
     currency: str = "$"
     shared_gpu: bool = False

@@ -33,6 +33,7 @@ DEFAULT_CONCURRENCY = "1,4"
 
 
 def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``sweep`` sub-command and its options to ``sub``; it runs ``cmd_sweep``."""
     p = sub.add_parser("sweep", help="is it worth it? measure a matrix of presets x concurrency x temperature",
                        description="Sequential A/B per cell (baseline batch, then speculative batch, same "
                                    "prompts, same concurrency), with warm-up and repeats; writes results.json, "
@@ -86,6 +87,7 @@ class ProgressBar:
         self.last_done = -1
 
     def update(self, p: Progress) -> None:
+        """Draw the progress ``p``: redraw the line on a terminal, else write a line when a batch has finished."""
         if not self.enabled:
             return
         if self.tty:
@@ -101,12 +103,17 @@ class ProgressBar:
         self.last_done = p.done
 
     def close(self) -> None:
+        """End the redrawn line with a newline (on a terminal only)."""
         if self.enabled and self.tty:
             self.stream.write("\n")
             self.stream.flush()
 
 
 def build_spec(args: argparse.Namespace, settings: Settings, workload: Workload | None = None) -> SweepSpec:
+    """Build the sweep's spec from the parsed options, the settings and the workload file (if any).
+
+    Without ``--presets``, every preset is measured, or none when a workload file is given. Raises UsageError when
+    the options do not make a valid spec."""
     if args.presets:
         names = [n.strip() for n in args.presets.split(",") if n.strip()]
     else:
@@ -142,6 +149,7 @@ def parse_shares(text: str) -> dict[str, float]:
 
 
 def same_host(a: str, b: str) -> bool:
+    """Whether two URLs name the same host (the port is ignored)."""
     return urlparse(a).hostname == urlparse(b).hostname
 
 
@@ -208,6 +216,11 @@ def guardrails_note(result: SweepResult, out: Path) -> str:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """Run ``python -m demo sweep``: measure every cell, write results.json, results.csv and report.html.
+
+    Writes the outputs after each cell, so an interruption keeps what was measured; prints the verdicts, capacity and
+    routing lines. Returns 0 when at least one cell did not fail, 1 when every cell failed, 130 on Ctrl-C. Raises
+    UsageError on bad options, an unknown preset or a bad workload file."""
     settings = settings_from_args(args)
     workload = load_workload_arg(args, settings)
     spec = build_spec(args, settings, workload)

@@ -114,5 +114,6 @@ def time_split_figure(result: SweepResult) -> go.Figure:
 
 
 def all_figures(result: SweepResult) -> list[tuple[str, go.Figure]]:
+    """The report's figures as (key, figure) pairs: speedup, acceptance and time split."""
     return [("speedup", speedup_figure(result)), ("acceptance", acceptance_figure(result)),
             ("time-split", time_split_figure(result))]

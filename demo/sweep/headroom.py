@@ -24,6 +24,10 @@ CPU_LIMIT = 0.9  # of one core
 
 
 class ClientHeadroom(BaseModel):
+    """Whether the client itself could keep up during a batch (event-loop lag in ms, CPU share of one core).
+
+    ``limited`` is True when either passes its limit, with ``note`` saying which; None figures were not measured."""
+
     loop_lag_p95_ms: float | None = None  # how late the client's event loop woke, p95 over the batch
     loop_lag_max_ms: float | None = None
     cpu_share: float | None = None  # the client process's CPU time / the batch's wall time (1.0 = one core)
@@ -60,6 +64,7 @@ class HeadroomProbe:
             await asyncio.gather(self._task, return_exceptions=True)
 
     def result(self) -> ClientHeadroom:
+        """The batch's client headroom: lag p95 and max in ms, CPU share, and whether either passed its limit."""
         out = ClientHeadroom()
         if self.lags_s:
             out.loop_lag_p95_ms = (percentile(self.lags_s, 95) or 0.0) * 1000

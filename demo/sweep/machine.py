@@ -15,6 +15,9 @@ from demo.sweep.models import MachineInfo
 
 
 def machine_info() -> MachineInfo:
+    """Describe this machine: platform, Python, CPU count, total memory in GB and the GPUs nvidia-smi lists.
+
+    Memory is None where /proc/meminfo cannot be read; the GPU list is empty without nvidia-smi."""
     mem = None
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():

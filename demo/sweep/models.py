@@ -278,6 +278,8 @@ class CellResult(BaseModel):
 
 
 class ChecklistItem(BaseModel):
+    """One item of a verdict's checklist: what it checks, how it came out, and the sentence that says why."""
+
     name: Literal["structuredness", "memory headroom", "concurrency", "prefill share"]
     status: Literal["good", "bad", "mixed", "unknown"]
     text: str
@@ -416,6 +418,11 @@ class NoRecommendation(BaseModel):
 
 
 class SweepResult(BaseModel):
+    """Everything a sweep produced: its spec, the machine and servers, every cell, and what was derived.
+
+    This is results.json. The verdicts, workload summaries, segments, routing line and schedule are derived from the
+    cells (``finalize`` in demo/sweep/report.py); ``interrupted`` marks partial results."""
+
     schema_version: int = SCHEMA_VERSION
     spec: SweepSpec
     started_at: datetime = Field(default_factory=_now)

@@ -37,6 +37,7 @@ def plan_cells(spec: SweepSpec, presets: dict[str, Preset], workload: Workload |
 
 
 def cell_label(c: CellSettings) -> str:
+    """A cell's short label, e.g. "json_reformat T=0 c=4"."""
     return f"{c.preset} {fmt_temperature(c.temperature)} c={c.concurrency}"
 
 

@@ -35,6 +35,7 @@ def median(values: list[float]) -> float | None:
 
 
 def spread(values: list[float]) -> Spread | None:
+    """The median, min and max of ``values`` and how many there are; None for no values."""
     if not values:
         return None
     return Spread(median=statistics.median(values), min=min(values), max=max(values), n=len(values))
@@ -144,6 +145,10 @@ def pooled_acceptance(batches: list[BatchStats]) -> Acceptance:
 
 
 def side_cell(side: Side, batches: list[BatchStats]) -> SideCell:
+    """Pool one side's batches of a cell into its cell figures.
+
+    Throughputs as spreads over the batches, latencies as the median of the batches' percentiles, the peak KV-cache
+    usage and queue, the preemptions summed; a figure no batch measured stays None with its reason."""
     cell = SideCell(side=side, batches=batches)
     cell.requests = sum(b.requests for b in batches)
     cell.ok_requests = sum(b.ok_requests for b in batches)

@@ -49,6 +49,8 @@ class RequestOutcome(BaseModel):
 
 
 class Distribution(BaseModel):
+    """The p50, p95 and max of a per-request figure over ``n`` requests."""
+
     p50: float
     p95: float
     max: float
@@ -56,6 +58,10 @@ class Distribution(BaseModel):
 
 
 class RankedRequest(BaseModel):
+    """One request in the most- or least-gain list: its speedup and the figures that may explain it.
+
+    Fractions are 0..1; ``prompt_preview`` is None when redacted and must be escaped before HTML."""
+
     id: str
     speedup: float
     efficiency: float | None = None  # speedup / tokens per step (1.0 is the bound)
@@ -67,6 +73,10 @@ class RankedRequest(BaseModel):
 
 
 class WorkloadProfile(BaseModel):
+    """The shape of a workload: per-request distributions, and the requests that gain most and least.
+
+    A None distribution or correlation was not measured; ``na_reasons`` says why."""
+
     requests: int
     prompt_tokens: Distribution | None = None
     output_tokens: Distribution | None = None

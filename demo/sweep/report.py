@@ -58,6 +58,9 @@ def _sp(s: Spread | None, part: str) -> float | None:
 
 
 def cell_row(c: CellResult) -> dict[str, Any]:
+    """One CSV row for a cell: settings, status, speedups, acceptance, each side's figures and the errors.
+
+    With several arms, each arm's own figures follow in ``arm_NAME_`` columns (the others hold the first arm)."""
     st = c.settings
     row: dict[str, Any] = {
         "preset": st.preset, "kind": st.kind, "requests": st.requests, "temperature": st.temperature,
@@ -98,6 +101,7 @@ def cell_row(c: CellResult) -> dict[str, Any]:
 
 
 def results_csv(result: SweepResult) -> str:
+    """The sweep as CSV text (results.csv): a header, then one row per cell; the header alone for no cells."""
     out = io.StringIO()
     rows = [cell_row(c) for c in result.cells]
     fields = list(rows[0]) if rows else cell_row_fields()
@@ -143,6 +147,7 @@ def verdicts_html(v: WorkloadVerdict) -> str:
 
 
 def verdict_html(v: WorkloadVerdict) -> str:
+    """One verdict (a workload for one arm) as escaped HTML: decision, headline, checklist and the theory line."""
     cls = {"enable": "sv-d-enable", "don't": "sv-d-dont", "depends": "sv-d-depends",
            "unknown": "sv-d-unknown"}[v.decision]
     items = "".join(f'<li><span class="sv-st sv-st-{esc(i.status)}">{esc(i.name)}: {esc(i.status)}</span>'
@@ -229,6 +234,7 @@ def arms_table_html(result: SweepResult) -> str:
 
 
 def errors_html(result: SweepResult) -> str:
+    """Every cell's errors as an escaped HTML list; "No errors." when there are none."""
     items = [f'<li><b>{esc(c.settings.preset)} {esc(fmt_temperature(c.settings.temperature))} '
              f'c={c.settings.concurrency}</b> ({esc(c.status)}): <span class="err">{esc(e)}</span></li>'
              for c in result.cells for e in c.errors]
@@ -236,6 +242,7 @@ def errors_html(result: SweepResult) -> str:
 
 
 def samples_html(result: SweepResult) -> str:
+    """The first answer of each side per cell as escaped HTML; a note instead when the sweep is redacted."""
     if result.spec.redact:
         return '<p class="muted">Redacted: no answer text is kept.</p>'
     parts = []
@@ -253,6 +260,7 @@ def samples_html(result: SweepResult) -> str:
 
 
 def servers_html(result: SweepResult) -> str:
+    """The servers table as escaped HTML: URL, state at start (with vLLM's version), model and draft settings."""
     rows = []
     for s in result.servers:
         spec = "none (baseline)" if s.side == "baseline" else (
@@ -272,6 +280,7 @@ def servers_html(result: SweepResult) -> str:
 
 
 def settings_html(result: SweepResult) -> str:
+    """The sweep's settings and the machine as an escaped HTML table."""
     sp = result.spec
     m = result.machine
     temps = ", ".join(f"{t:g}" for t in sp.temperatures) if sp.temperatures is not None else "each preset's own"
@@ -295,6 +304,7 @@ def settings_html(result: SweepResult) -> str:
 
 
 def report_html(result: SweepResult) -> str:
+    """The whole report.html: one self-contained page with verdicts, figures, tables and settings."""
     config = {"displaylogo": False, "responsive": True}
     figs = "".join(
         '<div class="chart">'

@@ -21,6 +21,7 @@ DECISION_WORDS = {"enable": "turn speculative decoding on", "don't": "leave spec
 
 
 def workload_label(w: WorkloadSummary) -> str:
+    """A workload's label, its name and temperature, e.g. "json_reformat (T=0)"."""
     return f"{w.preset} ({fmt_temperature(w.temperature)})"
 
 
@@ -51,6 +52,9 @@ def summary_paragraph(result: SweepResult) -> str:
 
 
 def workload_file_html(w: WorkloadSpec | None, redacted: bool) -> str:
+    """The "Your workload" section as escaped HTML: the file, what was measured and the skipped lines.
+
+    Lists at most 50 skipped lines; empty for a sweep without a workload file."""
     if w is None:
         return ""
     sample = (f"a sample of {w.sample.n} drawn with seed {w.sample.seed} from {w.sample.of_requests} requests"
@@ -91,6 +95,7 @@ def _ranked_rows(rows: list[RankedRequest], redacted: bool) -> str:
 
 
 def profile_html(w: WorkloadSummary) -> str:
+    """A workload's profile as escaped HTML: the per-request distributions and the most- and least-gain lists."""
     p = w.profile
     pct = None if p.prefill_share is None else p.prefill_share.model_copy(
         update={k: getattr(p.prefill_share, k) * 100 for k in ("p50", "p95", "max")})

@@ -47,6 +47,8 @@ KV_SAMPLE_INTERVAL_S = 1.0
 
 
 class Progress(BaseModel):
+    """How far a sweep is: batches done of the total, and what runs now."""
+
     done: int  # batches finished
     total: int
     label: str  # what runs now, e.g. "json_reformat T=0 c=4: speculative, repeat 2/3"
@@ -257,7 +259,7 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
     about = {n: (servers[n].label, servers[n].method) for n in arms}
     t0 = time.perf_counter()
 
-    def shown(name: str) -> str:  # a cell of one arm says "speculative", as it always has
+    def shown(name: str) -> str:  # a cell of one arm calls its arm "speculative"
         return "speculative" if name != "baseline" and len(arms) == 1 else name
 
     try:
@@ -306,6 +308,7 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
 
 
 def new_result(spec: SweepSpec, presets: dict[str, Preset]) -> SweepResult:
+    """An empty result for ``spec``, with this machine's description and the presets' titles."""
     return SweepResult(spec=spec, machine=machine_info(),
                        preset_titles={n: p.title for n, p in presets.items()})
 

@@ -17,10 +17,12 @@ def num_td(v: float | int | None, fmt: str, unit: str = "") -> str:
 
 
 def pct_td(v: float | None) -> str:
+    """A table cell for a fraction shown as a percentage; "n/a" for None."""
     return '<td class="na">n/a</td>' if v is None else f'<td data-value="{esc(repr(v))}">{fmt_percent(v)}</td>'
 
 
 def ms_td(v: float | None) -> str:
+    """A table cell for seconds shown in ms (one decimal below 10 ms); "n/a" for None."""
     if v is None:
         return '<td class="na">n/a</td>'
     ms = v * 1000
