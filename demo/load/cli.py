@@ -40,6 +40,7 @@ STEP_KEYS = ("users", "status", "speedup", "throughput_ratio", "errors", "na_rea
 
 
 def add_load_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``load`` sub-command and its options to ``sub``; it runs ``cmd_load``."""
     p = sub.add_parser("load", help="where speculation stops paying: a sweep over user counts",
                        description="Per users count, that many copies of one prompt start together on each "
                                    "server (one evaluator cell: one repeat, no warm-up by default); prints "
@@ -70,6 +71,7 @@ def add_load_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def users_arg(text: str, settings: Settings) -> list[int]:
+    """Parse ``--users`` into user counts; raises UsageError naming the flag when a count is bad."""
     try:
         return parse_users(text, settings.max_users)
     except ValueError as e:
@@ -84,6 +86,7 @@ def load_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
 
 def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str, repeats: int = 1,
               warmup: int = 0, slo: Slo | None = None) -> LoadSpec:
+    """The load sweep's spec; raises UsageError naming the flags when the settings do not make one."""
     try:
         return load.make_spec(settings, req, users, order, repeats, warmup, slo)
     except ValueError as e:
@@ -119,6 +122,7 @@ def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, re
 
 
 def step_json(step: LoadStep) -> dict[str, Any]:
+    """One step as JSON: its figures, each side's, and every arm's with its speedup and n/a reasons."""
     out: dict[str, Any] = {k: getattr(step, k) for k in STEP_KEYS}
     for side in SIDES:
         out[side] = getattr(step, side).model_dump()
@@ -128,6 +132,7 @@ def step_json(step: LoadStep) -> dict[str, Any]:
 
 
 def load_json(r: LoadResult) -> dict[str, Any]:
+    """The whole load sweep as JSON (what ``load --json`` prints): settings, steps, crossovers and targets."""
     return {
         "workload": r.spec.workload,
         "order": r.spec.order,
@@ -171,6 +176,8 @@ def server_rows(step: LoadStep) -> list[tuple[str, LoadSide]]:
 
 
 def load_table(r: LoadResult) -> str:
+    """The load sweep as plain text for the terminal: a row per server per step, then the crossover, the users within
+    the latency target and the recommended schedule."""
     order = "sequential A/B (each server alone)" if r.spec.order == "sequential" else "simultaneous"
     lines = [f"Load: {r.spec.workload}, {r.spec.max_tokens} tokens, {order}, {r.spec.repeats} repeat(s), "
              f"{r.spec.warmup} warm-up batch(es) per step", ""]
@@ -221,6 +228,10 @@ def write_out(r: LoadResult, out: Path, png: bool = False) -> list[Path]:
 
 
 def cmd_load(args: argparse.Namespace) -> int:
+    """Run ``python -m demo load``: one step per users count, printed as a table (or JSON), saved with ``--out``.
+
+    Returns 0 when some step measured a speedup, 1 when none did, 130 on Ctrl-C (the steps so far are written).
+    Raises UsageError on bad options or an ``--out`` folder that cannot be written."""
     settings = settings_from_args(args)
     users = users_arg(args.users, settings)
     req = load_request(args, settings)

@@ -100,6 +100,7 @@ class LoadSpec(BaseModel):
     arms: list[ArmSpec] = Field(default_factory=list)
 
     def arm_list(self) -> list[ArmSpec]:
+        """The arms to measure: those given, else the one arm of a pair at ``speculative_url``."""
         return self.arms or [ArmSpec(name=FIRST_ARM, url=self.speculative_url)]
 
 
@@ -139,6 +140,10 @@ class ArmStep(BaseModel):
 
 
 class LoadStep(BaseModel):
+    """One users count measured on the baseline and every arm, with the speedups between them.
+
+    Both ratios are None when either side did not measure the figure; ``errors`` holds the failures."""
+
     users: int
     status: CellStatus
     baseline: LoadSide
@@ -161,6 +166,10 @@ class LoadStep(BaseModel):
 
 
 class LoadResult(BaseModel):
+    """A load sweep: its spec, the steps measured so far, and the crossovers read off them.
+
+    ``interrupted`` marks a sweep stopped before its last step; the steps it has are still valid."""
+
     kind: Literal["load"] = "load"
     spec: LoadSpec
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
@@ -189,14 +198,17 @@ class UsersRace(BaseModel):
 
     @property
     def order(self) -> Order:
+        """The race's order: sequential or simultaneous."""
         return self.race.order
 
     @property
     def started_at(self) -> datetime:
+        """When the race started (UTC)."""
         return self.race.started_at
 
     @property
     def preset(self) -> str | None:
+        """The race's preset name; None for a prompt of the user's own."""
         return self.race.preset
 
 
@@ -222,6 +234,8 @@ class StreamWatch:
         self.changed = False
 
     def __call__(self, server: str, index: int, meter: SideMeter) -> None:
+        """Keep ``meter`` as user ``index``'s of ``server`` (users past the first ``users`` are ignored) and mark a
+        change."""
         row = self.meters.setdefault(server, [None] * self.users)  # an arm it was not told of: watched too
         if index < len(row):
             row[index] = meter

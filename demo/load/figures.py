@@ -120,6 +120,7 @@ def per_user_figure(result: LoadResult | None) -> go.Figure:
 
 
 def total_figure(result: LoadResult | None) -> go.Figure:
+    """Total output tokens/s per users count, one curve per server; a placeholder figure before any step."""
     return _curve(result, *TOTAL)
 
 

@@ -58,6 +58,7 @@ def _cells(s: LoadSide) -> str:
 
 
 def steps_table(result: LoadResult) -> str:
+    """The steps as an escaped HTML table: a row per server per step with its figures and the speedups."""
     head = ("users", "side", "per-user decode tok/s", "slowest", "fastest", "total output tok/s", "TTFT p95 ms",
             "ITL p95 ms", "queue peak", "KV-cache peak", "preemptions", "speedup (per-user)", "throughput ratio")
     rows = []
@@ -85,6 +86,7 @@ def steps_table(result: LoadResult) -> str:
 
 
 def load_html(result: LoadResult) -> str:
+    """The saved load sweep's page (load.html): figures, steps table, crossover and settings, self-contained."""
     config = {"displaylogo": False, "responsive": True}
     figs = "".join('<div class="chart">' + pio.to_html(fig, full_html=False, include_plotlyjs=False,
                                                        div_id=f"chart-{key}", config=config) + "</div>"

@@ -49,6 +49,7 @@ def _notes(step: LoadStep) -> str:
 
 
 def step_row(step: LoadStep) -> list[str]:
+    """One step as a table row of display strings: users, status, speedups, the pairs baseline / speculative, notes."""
     b, s = step.baseline, step.speculative
     return [str(step.users), step.status, or_na(fmt_speedup(step.speedup)), or_na(fmt_speedup(step.throughput_ratio)),
             _pair(fmt_number(b.per_user_decode_tokens_per_s, 1), fmt_number(s.per_user_decode_tokens_per_s, 1)),
@@ -60,6 +61,7 @@ def step_row(step: LoadStep) -> list[str]:
 
 
 def step_rows(result: LoadResult) -> list[list[str]]:
+    """Every step as a table row (``step_row``)."""
     return [step_row(s) for s in result.steps]
 
 
@@ -84,6 +86,7 @@ def _running(result: LoadResult) -> bool:
 
 
 def order_words(result: LoadResult) -> str:
+    """The sweep's order in words, for the status line."""
     return ("sequential A/B (each server alone)" if result.spec.order == "sequential"
             else "simultaneous (the servers compete)")
 
@@ -95,6 +98,7 @@ def step_label(result: LoadResult, users: int) -> str:
 
 
 def finished_text(result: LoadResult) -> str:
+    """The status line for a finished sweep: how many steps, the order, and how many failed."""
     failed = sum(s.status == "failed" for s in result.steps)
     out = f"{len(result.steps)} step(s), {order_words(result)}"
     return out + (f"; {failed} failed (see the table)" if failed else "")

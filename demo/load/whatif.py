@@ -69,6 +69,10 @@ class WhatifPoint(BaseModel):
 
 
 class WhatifResult(BaseModel):
+    """A what-if run: its settings, a point per acceptance length, and the one-line answer.
+
+    ``interrupted`` marks a run stopped before its last length; ``notes`` are the caveats printed with it."""
+
     users: int
     order: str
     workload: str
@@ -211,6 +215,7 @@ async def run_whatif(spec: LoadSpec, req: RaceRequest, servers: dict[float, str]
 
 
 def add_whatif_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``whatif`` sub-command and its options to ``sub``; it runs ``cmd_whatif``."""
     p = sub.add_parser("whatif", help="the speedup a drafter reaching acceptance length L would buy here "
                        "(servers with vLLM's synthetic acceptance, GPU)",
                        description="Races the baseline against one what-if server per acceptance length (vLLM "
@@ -243,6 +248,7 @@ def add_whatif_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def whatif_table(r: WhatifResult) -> str:
+    """The what-if run as a plain-text table: a row per acceptance length, then the errors, answer and notes."""
     many = f"{r.users} user" + ("" if r.users == 1 else "s")
     order = "sequential A/B (each server alone)" if r.order == "sequential" else "simultaneous"
     lines = [f"What-if: {r.workload}, {r.max_tokens} tokens, {many}, {order}, {r.repeats} repeat(s)", ""]
@@ -265,10 +271,15 @@ def whatif_table(r: WhatifResult) -> str:
 
 
 def whatif_json(r: WhatifResult) -> dict[str, Any]:
+    """The what-if run as JSON (what ``whatif --json`` prints)."""
     return r.model_dump(mode="json")
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
+    """Run ``python -m demo whatif``: race the baseline against each length's what-if server at one users count.
+
+    Prints a table (or JSON). Returns 0 when some length measured a decode speedup, 1 when none did, 130 on Ctrl-C.
+    Raises UsageError on bad options (``--arm``, ``--speculative-url``, several users counts)."""
     for flag, given in (("--arm", args.arm), ("--speculative-url", args.speculative_url)):
         if given:
             raise UsageError(f"{flag} is not for whatif: give each length's what-if server as --length-url L=URL")
