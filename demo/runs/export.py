@@ -17,7 +17,7 @@ the per-user speedup and the throughput ratio labelled "N users", and each side'
 A race of several arms (speculative servers) has a pane per arm after the baseline's, each with
 its own text, tiles and acceptance, and ends on every arm's speedup (and acceptance, tokens per
 step, efficiency, identical text) against the baseline. The first arm's pane keeps the id
-"speculative" and the others are "arm-NAME", so a run of one arm exports as it always has.
+"speculative" and the others are "arm-NAME"; a run of one arm has the pair's two panes.
 
 A strict Content-Security-Policy allows only this script and this stylesheet, by hash. Model
 and prompt text reach the page only through ``textContent`` (or ``esc`` in the figures).
@@ -54,6 +54,8 @@ class ExportError(DemoError):
 
 
 class ExportTooLarge(ExportError):
+    """The exported page would be over ``MAX_EXPORT_BYTES``: it is not written."""
+
     pass
 
 
@@ -96,6 +98,7 @@ def side_timeline(saved: SideResult, cancelled: bool = False) -> dict[str, Any]:
 
 
 def prompt_lines(result: RaceResult) -> list[list[str]]:
+    """The race's prompt as [role, text] rows: each chat message, else one ["prompt", text] row."""
     req = result.request
     if req.messages:
         return [[m.role, m.content] for m in req.messages]
@@ -134,6 +137,7 @@ def arm_race(result: RaceResult, name: str) -> RaceResult:
 
 
 def player_data(result: RaceResult) -> dict[str, Any]:
+    """The player's data: the prompt, the panes in order, each pane's timeline and the longest end time (s)."""
     sides = {pane: side_timeline(saved, result.cancelled) for pane, saved in panes(result)}
     return {"prompt": prompt_lines(result), "panes": list(sides), "sides": sides,
             "duration_s": max(s["end_s"] for s in sides.values())}
@@ -149,6 +153,7 @@ def embed_json(data: object) -> str:
 
 
 def csp_hash(source: str) -> str:
+    """The CSP source for an inline script or style: its SHA-256 as ``'sha256-BASE64'``."""
     return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
@@ -160,6 +165,7 @@ def _when(t: datetime) -> str:
 
 
 def efficiency_html(result: RaceResult) -> str:
+    """The efficiency tile as escaped HTML: decode speedup ÷ tokens per step, or "n/a" with the reason."""
     spec = result.speculative.spec
     length = spec.mean_acceptance_length if spec else None
     value = efficiency(result.speedup, length)
@@ -182,6 +188,7 @@ def _saved(result: RaceResult, pane: str) -> SideResult:
 
 
 def final_tiles_html(result: RaceResult, pane: str) -> str:
+    """A pane's final tiles as escaped HTML, as the race's page showed them when it ended."""
     saved, side = _saved(result, pane), _side_of(pane)
     snap = SideSnapshot(side=side, status="done" if saved.complete else "error")
     return view.tiles_html(side, view.side_tiles(snap, saved, side == "speculative"))
@@ -208,6 +215,7 @@ PLAYER_JS = static_text("export.js")
 
 
 def content_security_policy() -> str:
+    """The exported page's Content-Security-Policy: nothing loads; only the player script and stylesheet run."""
     return (f"default-src 'none'; script-src {csp_hash(PLAYER_JS)}; style-src {csp_hash(PAGE_CSS)}; "
             "base-uri 'none'; form-action 'none'")
 
@@ -312,7 +320,7 @@ CHART_W, CHART_H, CHART_PAD = 900, 220, 40  # the tokens chart's viewBox and mar
 def tokens_chart_svg(result: RaceResult, player: dict[str, Any]) -> str:
     """With several arms, at the end: the tokens each server had sent over time, a line per pane,
     drawn from the timelines the player plays (``player_data``), as inline SVG (no script, no
-    network; the colours are the stylesheet's). Nothing for one arm (its page is as it always was)."""
+    network; the colours are the stylesheet's). An empty string for a run of one arm."""
     if not several_arms(result):
         return ""
     pts = {pane: [(c[0], c[2]) for c in player["sides"][pane]["chunks"] if c[2] is not None]
@@ -433,6 +441,7 @@ def run_for_export(path: Path) -> Run:
 
 
 def add_export_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``export`` sub-command and its options to ``sub``; it runs ``cmd_export``."""
     p = sub.add_parser("export", help="write one saved race as a self-contained HTML page that replays it")
     p.add_argument("run", type=Path, metavar="RUN.json", help="a saved race (runs/*.json)")
     p.add_argument("--out", type=Path,
@@ -441,6 +450,9 @@ def add_export_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """Run ``python -m demo export``: write a saved race as a self-contained HTML page that replays it.
+
+    Returns 0 when the page is written, 2 (with the error on stderr) when the run cannot be read or exported."""
     try:
         result = run_for_export(args.run)
         out: Path = args.out if args.out is not None else Path(args.run.stem + ".html")

@@ -42,6 +42,8 @@ _LOAD_STEM = re.compile(r"^(?P<stamp>\d{8}T\d{6})\d*-(?P<preset>.+)-load$")
 
 
 class StemParts(NamedTuple):
+    """A saved run's file name split into its parts: UTC stamp, preset slug, order, and users count."""
+
     stamp: str  # YYYYmmddTHHMMSS, UTC
     preset: str  # as preset_slug wrote it
     order: str
