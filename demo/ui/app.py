@@ -26,6 +26,9 @@ PAGE_JS = static_text("page.js")
 
 
 def launch_js(stall_notice_s: float = 15.0, booth: bool = False) -> str:
+    """The page's on-load script: dark mode, the stall notice after ``stall_notice_s`` seconds, the page's JS.
+
+    With ``booth``, the booth's script too. Returns the JavaScript function's source, for Gradio's ``js``."""
     # Gradio follows the viewer's light/dark preference; a stage page is always dark.
     return ("() => { document.body.classList.add('dark');\n"
             f"const SD_STALL_NOTICE_S = {float(stall_notice_s)!r};\n"
@@ -34,6 +37,11 @@ def launch_js(stall_notice_s: float = 15.0, booth: bool = False) -> str:
 
 def build_app(settings: Settings, registry: RaceRegistry | None = None,
               budget: StreamBudget | None = None) -> gr.Blocks:
+    """Build the whole page: the Race tab (with its load section), the Evaluate and Replay tabs.
+
+    ``registry`` and ``budget`` are shared by every viewer of the app (new ones when not given). With
+    ``settings.booth`` the booth show runs on the page; otherwise each page load probes the servers. Returns the
+    Gradio Blocks, not launched."""
     registry = registry or RaceRegistry()
     # One budget of streams for every viewer of this app together: the Race tab's races and load
     # sweeps and the Evaluate tab's sweeps all hold theirs here while they run (demo.live.budget).

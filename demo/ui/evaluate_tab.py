@@ -11,7 +11,7 @@ also goes into the page's shared state, so the Race tab can race any of its requ
 With several arms (the settings' arms, as on the Race tab: ``Settings.arm_endpoints()``), the
 sweep measures each against the baseline; the tab shows each workload's one line saying which
 arm to enable up to which concurrency, every arm's verdict (demo.sweep.verdict, the report's
-HTML) and a table row per arm of each cell. One arm is the tab as it always was.
+HTML) and a table row per arm of each cell. With one arm, the tab shows the pair.
 """
 
 from __future__ import annotations
@@ -145,6 +145,7 @@ def upload_status_html(workload: Workload | None, lines: list[str]) -> str:
 
 
 def upload_error_html(e: WorkloadError) -> str:
+    """A rejected upload as escaped HTML: the loader's one-line error."""
     return f'<div class="sd-upload" data-error="true"><div class="sd-upload-error">{esc(str(e))}</div></div>'
 
 
@@ -220,11 +221,13 @@ class EvaluateTab:
 
     @property
     def run_inputs(self) -> list[Any]:
+        """The Run button's inputs, in ``on_run``'s parameter order."""
         return [self.presets, self.concurrency, self.temperatures, self.repeats, self.warmup, self.max_tokens,
                 self.upload, self.sample_n, self.seed, self.slo_ttft, self.slo_itl, self.price, self.redact]
 
     @property
     def run_outputs(self) -> list[Any]:
+        """The Run button's outputs, in the order ``on_run`` returns them."""
         return [self.status, self.upload_status, self.summary, self.verdict, self.workloads, self.speedup_plot,
                 self.acc_plot, self.split_plot, self.table, self.report]
 
@@ -239,6 +242,11 @@ class EvaluateTab:
                      path: str | None, n: float | None, seed_value: float | None, ttft_ms: float | None,
                      itl_ms: float | None, gpu_price: float | None, redacted: bool,
                      progress: gr.Progress = gr.Progress()) -> tuple[Any, ...]:  # noqa: B008 (Gradio's idiom)
+        """Run pressed: check the inputs and the upload, run the sweep when the page's stream budget allows.
+
+        Returns ``run_outputs``: the status, summary, verdicts, workload sections, figures, table and the report
+        files to download; or, when the sweep cannot run or fails, the status with the one-line reason (the other
+        outputs are kept)."""
         try:
             workload, lines = load_upload(path, self.settings, n, seed_value)
         except WorkloadError as e:
@@ -424,6 +432,7 @@ def wire(tab: EvaluateTab) -> None:
 
 
 def on_stop() -> str:
+    """Stop pressed: the "stopped" status (Gradio cancels the running sweep)."""
     return run_status_html("stopped", text="Stopped: the sweep was cancelled (both servers' requests closed).")
 
 

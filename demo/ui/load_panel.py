@@ -46,6 +46,7 @@ _fallback_budget: StreamBudget | None = None
 
 
 def fallback_budget(settings: Settings) -> StreamBudget:
+    """The stream budget shared by every load section built without one (made on first use)."""
     global _fallback_budget
     if _fallback_budget is None:
         _fallback_budget = StreamBudget(settings.stream_budget())
@@ -85,6 +86,7 @@ class LoadPanel:
 
     @property
     def run_inputs(self) -> list[Any]:
+        """The Run button's inputs, in ``on_run``'s parameter order."""
         return [self.users, self.order, self.max_tokens, self.preset, self.prompt, self.temperature, self.workload]
 
     @property
@@ -122,6 +124,9 @@ class LoadPanel:
     async def on_run(self, users_text: str, order: str, max_tok: float | None, preset_name: str | None,
                      prompt_text: str | None, temperature: float | None, workload: dict | None,
                      request: gr.Request) -> AsyncIterator[Any]:
+        """Run pressed: check the inputs, then yield a frame of outputs per event of the load sweep.
+
+        A second Run while this page's sweep runs does nothing; bad inputs and failures end on an error status."""
         session = _session(request)
         control = self.registry.claim(session)
         if control is None:  # Run pressed again while this page's sweep runs
@@ -142,6 +147,7 @@ class LoadPanel:
             self.registry.drop(session, control)
 
     async def on_stop(self, request: gr.Request) -> None:
+        """Stop pressed: stop this page's load sweep."""
         self.registry.stop(_session(request))
 
     async def on_export(self, last_load: dict | None) -> tuple[Any, Any]:
@@ -220,6 +226,7 @@ def build(settings: Settings, budget: StreamBudget | None = None, *, preset: gr.
 
 
 def wire(panel: LoadPanel) -> None:
+    """Wire the section's Run, Stop and Download buttons to their handlers."""
     panel.run.click(panel.on_run, inputs=panel.run_inputs, outputs=panel.live_outputs,
                     # Streams are limited by the page's budget (each step waits its turn there),
                     # not by Gradio's race slots: a waiting sweep says why on its status line.

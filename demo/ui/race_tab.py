@@ -140,18 +140,22 @@ class RaceTab:
 
     @property
     def several_arms(self) -> bool:
+        """Whether the page races several arms (a pane per arm), not the pair."""
         return len(self.arm_panes) > 1
 
     @property
     def arm_titles(self) -> list[Any]:
+        """Each arm pane's title component."""
         return [p.title for p in self.arm_panes.values()]
 
     @property
     def arm_badges(self) -> list[Any]:
+        """Each arm pane's identical-output badge component (the panes that have one)."""
         return [p.badge for p in self.arm_panes.values() if p.badge is not None]
 
     @property
     def server_outputs(self) -> list[Any]:
+        """What a server probe sets (``on_probe``'s order): the banner, the servers panel, the titles, the infos."""
         return [self.banner, self.servers, *self.arm_titles, self.infos]
 
     @property
@@ -161,11 +165,13 @@ class RaceTab:
 
     @property
     def live_outputs(self) -> list[Any]:
+        """What every frame of a race sets (demo.ui.outputs): the status, the speedup, each pane, the race chart."""
         return [self.run_status, self.speedup, *[c for comps in self.live_panes.values() for c in comps],
                 self.race_plot]
 
     @property
     def finish_outputs(self) -> list[Any]:
+        """What a finished race sets: the status, badges, charts, history and its download, servers and last run."""
         return [self.run_status, self.badge, self.acc_plot, self.chunk_plot, self.history, self.history_df,
                 self.download, self.banner, self.servers, self.infos, *self.arm_titles, *self.arm_badges,
                 self.last_run]
@@ -178,6 +184,9 @@ class RaceTab:
     # ------------------------------------------------------------ handlers
 
     def on_preset(self, name: str, workload: dict | None = None) -> tuple[Any, ...]:
+        """A pick in the preset dropdown: its prompt, temperature, max tokens and expectation.
+
+        A workload request fills the same fields from the uploaded file; the free prompt keeps what is typed."""
         wreq = workload_request(_workload(workload), name)
         if wreq is not None:
             return (workload_user_text(wreq), wreq.temperature, wreq.max_tokens,
@@ -196,7 +205,8 @@ class RaceTab:
         return gr.Dropdown(choices=choices, value=keep)
 
     async def on_probe(self) -> tuple[Any, ...]:
-        # Several arms: every arm's server in the panel (one arm: the pair, as always).
+        """Probe the servers (every arm's with several arms, else the pair); returns ``server_outputs``' values."""
+        # Several arms: every arm's server in the panel (one arm: the pair).
         infos = await (probe_arms(self.settings) if self.several_arms else probe_servers(self.settings))
         return _server_outputs(infos, self.settings)
 
@@ -214,6 +224,10 @@ class RaceTab:
 
     async def on_race(self, preset_name: str, prompt_text: str, temp: float, max_tok: float, order_value: Order,
                       workload: dict | None, users_value: object, request: gr.Request) -> AsyncIterator[Any]:
+        """Race: check the inputs, wait for the page's stream budget, then yield a frame of outputs per event.
+
+        One user races the baseline and every arm; N users the baseline and the first arm. The race is saved and
+        handed to ``on_finish`` for its final status; a second Start while it runs does nothing."""
         session = _session(request)
         control = self.registry.claim(session)
         if control is None:  # Start pressed again while this page's race waits or runs
@@ -262,6 +276,10 @@ class RaceTab:
             self.registry.drop(session, control)
 
     async def on_finish(self, rows: list[dict], infos: list[dict], request: gr.Request) -> dict[Any, Any]:
+        """Draw the race ``on_race`` handed over: status, badges, charts, history, download and last run.
+
+        Re-probes the servers when a side failed; returns {component: value} (nothing to draw when the race stopped
+        before it started, was refused or failed)."""
         end: Finished | None = self.registry.take(_session(request))
         if end is None:  # stopped before it started, refused, failed, or drawn: on_race has said so
             return {self.acc_plot: gr.skip()}  # not {}: Gradio takes that for one output's value
@@ -302,6 +320,7 @@ class RaceTab:
         return export_to_temp(lambda: record_from_dump(last_run))
 
     async def on_stop(self, request: gr.Request) -> None:
+        """Stop pressed: stop this page's race."""
         self.registry.stop(_session(request))
 
 

@@ -11,7 +11,7 @@ ratio ("N users") and each side's step tiles.
 
 Arms: the panes follow the *run* played, not the settings. Gradio's components are fixed when
 the page is built, so the tab has both layouts: the pair's two panes (a run of one arm, or an
-N-user run: exactly the replay as it always was) and, hidden until a run of several arms is
+N-user run: the baseline and speculative panes) and, hidden until a run of several arms is
 played, the compact layout of the Race tab (.sd-arms): the baseline and MAX_ARMS arm slots, each
 arm's pane with its own title, headline and identical-output badge, the slots past the run's arms
 hidden. Play first shows the run's layout (``on_layout``, no queue), then streams the recording.
@@ -138,6 +138,9 @@ class ReplayTab:
                 *[titles[i] if i < len(titles) else gr.skip() for i in range(len(self.slots))]]
 
     async def on_play(self, path: str | None) -> AsyncIterator[Any]:
+        """Play the saved run at ``path`` at its real timing, yielding a frame of outputs per event.
+
+        Ends on the figures saved with the run; a missing or unreadable run ends on an error status."""
         if not path:
             yield {self.status: view.run_status_html("error", "no saved run picked (races are saved under "
                                                      f"{self.settings.runs_dir})")}
@@ -195,9 +198,11 @@ class ReplayTab:
                 for name, slot in zip(result.arms, self.slots, strict=False)}
 
     def on_stop(self) -> str:
+        """Stop pressed: the "playback stopped" status."""
         return view.run_status_html("stopped", "playback stopped")
 
     def on_refresh(self) -> gr.Dropdown:
+        """The saved-run dropdown, refilled from the runs folder (at most MAX_LISTED runs)."""
         return gr.Dropdown(choices=_choices(self.settings))
 
     def on_export(self, path: str | None) -> tuple[str | None, str]:

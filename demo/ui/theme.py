@@ -9,6 +9,7 @@ from demo.assets import stylesheet
 
 
 def make_theme() -> gr.themes.Base:
+    """The page's Gradio theme: amber on slate, large text, tight spacing, system fonts (nothing downloaded)."""
     return gr.themes.Base(
         primary_hue=gr.themes.colors.amber,
         neutral_hue=gr.themes.colors.slate,
