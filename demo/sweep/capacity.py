@@ -118,7 +118,7 @@ class Capacity(BaseModel):
     shared_gpu: bool = False
     order: Order = "sequential"
     price_note: str  # which share of a GPU the price covers
-    arm: str | None = None  # the arm (speculative server) this capacity is about; None: from before arms
+    arm: str | None = None  # the arm (speculative server) this capacity is about; None: a results file without arms
     # With a shared GPU and the servers' shares given (--gpu-shares): the arm's share of the GPU, the
     # part of the GPU-hour price it carries; and the baseline's. None: not shared, or not given.
     price_share: float | None = None

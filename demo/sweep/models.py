@@ -38,7 +38,7 @@ class WorkloadSpec(BaseModel):
     source: str  # the path as given
     format: Format  # the form read (jsonl, csv, folder, openai-batch, openai-body, sharegpt)
     requests: int  # requests measured (after --sample)
-    read: int | None = None  # usable requests read from the file (before --sample); None: a sweep from before
+    read: int | None = None  # usable requests read from the file (before --sample); None: a results file without it
     skipped: int = 0  # lines skipped (each in issues)
     sample: SampleInfo | None = None
     issues: list[LoadIssue] = Field(default_factory=list)  # skipped lines, by file and line
@@ -73,7 +73,7 @@ class SweepSpec(BaseModel):
 
     baseline_url: str
     speculative_url: str  # the first arm's
-    # Every arm in order, the first at speculative_url; empty (a sweep from before arms): that one only.
+    # Every arm in order, the first at speculative_url; empty (a spec without arms): that one only.
     arms: list[ArmSpec] = Field(default_factory=list)
     # With a shared GPU: each server's share of it ("baseline" and arm names -> 0..1, e.g. its
     # --gpu-memory-utilization), so the report says which part of the price each carries; None: not given.
@@ -251,7 +251,7 @@ class CellResult(BaseModel):
         data = first_arm_in(data, ARM_FIELDS)
         if isinstance(data, dict) and isinstance(data.get("arms"), dict) and FIRST_ARM in data["arms"]:
             arm = data["arms"][FIRST_ARM]
-            if isinstance(arm, dict) and "errors" not in arm:  # a cell from before arms: its own errors
+            if isinstance(arm, dict) and "errors" not in arm:  # no errors of its own: the cell's "speculative: " ones
                 arm["errors"] = [e.removeprefix("speculative: ") for e in data.get("errors") or []
                                  if e.startswith("speculative: ")]
         return data
@@ -301,7 +301,7 @@ class WorkloadVerdict(BaseModel):
     measured_tokens_per_step: float | None = None
     num_spec_tokens: int | None = None
     acceptance_rate: float | None = None
-    arm: str | None = None  # the arm this verdict is about (None: a sweep of one arm, or from before arms)
+    arm: str | None = None  # the arm this verdict is about (None: a sweep of one arm, or a file without arms)
     per_arm: list[WorkloadVerdict] = Field(default_factory=list)
     methods_line: str | None = None  # e.g. "for this workload, enable eagle3 up to 16 concurrent requests; ..."
 
@@ -437,7 +437,7 @@ class SweepResult(BaseModel):
     verdicts: list[WorkloadVerdict] = Field(default_factory=list)
     workloads: list[WorkloadSummary] = Field(default_factory=list)
     # The customer's workload by segment, and the one routing sentence built from their verdicts
-    # (demo/sweep/segments.py); empty and None with no workload file, or in files from before segments.
+    # (demo/sweep/segments.py); empty and None with no workload file, or in a results file without segments.
     segments: list[Segment] = Field(default_factory=list)
     routing: str | None = None
     # The schedule of k per concurrency band (demo/sweep/schedule.py), from one workload's concurrency cells.

@@ -29,7 +29,7 @@ class RequestOutcome(BaseModel):
     id: str
     prompt_sha256: str
     prompt_text: str | None = None  # None when redacted
-    # What the file asked for, for the results by segment (demo/sweep/segments.py); None in older files.
+    # What the file asked for, for the results by segment (demo/sweep/segments.py); None in a file without it.
     temperature: float | None = None
     structured: bool | None = None  # JSON output asked (response_format json_object / json_schema)
     tag: str | None = None  # the file's segment label (not redacted: a label, not the prompt)

@@ -86,7 +86,7 @@ class _Server:
 
 
 def spec_arms(spec: SweepSpec) -> list[ArmSpec]:
-    """A sweep's arms in order: its ``arms``, or (a spec from before arms) the one at speculative_url."""
+    """A sweep's arms in order: its ``arms``, or (a spec without arms) the one at speculative_url."""
     return spec.arms or [ArmSpec(name=FIRST_ARM, url=spec.speculative_url)]
 
 
