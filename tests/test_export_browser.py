@@ -154,7 +154,7 @@ def play_in_chromium(page_path: Path) -> dict[str, Any]:
         replay = panes(page)
         seen["replay"] = {"state": replay["state"], "speculative": replay["speculative"]["text"]}
         page.click("#skip")  # and "skip to the end" shows it all at once
-        page.wait_for_selector("html[data-state=finished]", state="attached", timeout=5_000)
+        page.wait_for_selector("html[data-state=finished]", state="attached", timeout=15_000)
         seen["replay_end"] = panes(page)["speculative"]["text"]
         prompt = page.locator("#prompt").text_content()
         assert prompt is not None and EVIL in prompt

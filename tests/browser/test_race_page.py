@@ -292,7 +292,7 @@ def test_model_output_and_preset_text_are_escaped(page, apps, servers) -> None:
         open_page(page, app)
         assert "<script>" in page.text_content("#sd-expect")  # shown literally
         page.get_by_label("Sequential A/B").check()  # and the sequential order on the way
-        page.wait_for_selector('#sd-order-label [data-order="sequential"]', timeout=5_000)
+        page.wait_for_selector('#sd-order-label [data-order="sequential"]', timeout=15_000)
         start(page)
         assert wait_finished(page) == "done"
         screenshot(page, "escape-1-literal-text")
