@@ -48,7 +48,7 @@ from demo.results import SIDES, RaceResult
 from demo.runs.store import list_runs, read_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
-from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
+from harness.chromium import CHROMIUM, VIEWPORT, launch
 from harness.page_driver import OBSERVER_JS, choose, start, tile_value, updates_per_s, wait_finished
 from harness.standin import Standin, StandinBehavior
 from servers.procs import children, cpu_seconds
@@ -187,7 +187,7 @@ def page_session(env: dict[str, str], tmp: Path, spinners: list[multiprocessing.
     app = AppProcess(env, tmp / "app.log")
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            browser = launch(p)
             page = browser.new_page(viewport=VIEWPORT)
             page.goto(app.url, timeout=30_000)
             page.wait_for_selector("#sd-servers table", timeout=30_000)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from playwright.sync_api import ViewportSize
+    from playwright.sync_api import Browser, Playwright, ViewportSize
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -18,3 +18,11 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 VIEWPORT: ViewportSize = {"width": 1280, "height": 720}
+
+
+def launch(playwright: Playwright) -> Browser:
+    """Start Debian's Chromium headless with CHROMIUM_ARGS through ``playwright``; return the Browser.
+
+    The one place the tests, the benchmarks and the docs' image scripts launch a browser.
+    """
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

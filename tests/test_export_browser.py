@@ -17,13 +17,11 @@ from demo.results import RaceResult
 from demo.runs.export import export_file, player_data
 from demo.runs.store import read_run
 from demo.settings import ROOT
+from harness.chromium import CHROMIUM, launch
 from tests.test_export import EVIL, make_arms_run, make_run
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +96,7 @@ def offline_page(seen: dict[str, Any]) -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        browser = launch(p)
         try:
             page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
 

@@ -14,13 +14,11 @@ from demo.sweep.models import SweepSpec
 from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
 from demo.sweep.runner import new_result, run_sweep
+from harness.chromium import CHROMIUM, launch
 from harness.standin import Standin, StandinBehavior
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 EVIL = '<script>window.__pwned = 1</script><img src="http://198.51.100.1/x.png" onerror="window.__pwned = 2">'
 
 
@@ -65,7 +63,7 @@ def open_in_chromium(report: Path) -> tuple[list[str], list[str]]:
     errors: list[str] = []
     requests: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        browser = launch(p)
         try:
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             page = context.new_page()

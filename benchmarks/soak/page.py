@@ -36,14 +36,14 @@ class Page:
     def __init__(self, url: str) -> None:
         from playwright.sync_api import sync_playwright
 
-        from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
+        from harness.chromium import CHROMIUM, VIEWPORT, launch
 
         if not CHROMIUM.exists():
             raise RuntimeError(f"no Chromium at {CHROMIUM}: apt-get install -y chromium")
         self.console: list[Sighting] = []
         self._pw = sync_playwright().start()
         try:
-            self._browser = self._pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            self._browser = launch(self._pw)
             self._page = self._browser.new_context(viewport=VIEWPORT).new_page()
             self._page.on("console", self._on_console)
             # Uncaught exceptions in the page's scripts are not console messages: count them too.

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from docs.images.make_race_png import PRESET_TITLE, answer_pieces  # noqa: E402
 from harness.app_process import AppProcess  # noqa: E402
-from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
+from harness.chromium import VIEWPORT, launch  # noqa: E402
 from harness.page_driver import race_to_the_end  # noqa: E402
 from harness.standin import Standin, StandinBehavior  # noqa: E402
 
@@ -48,7 +48,7 @@ def main() -> int:
                           "SPECDEMO_ARMS": json.dumps(entries), "SPECDEMO_SAVE_RUNS": "false"}, Path(tmp) / "app.log")
         try:
             with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+                browser = launch(pw)
                 page = browser.new_page(viewport=VIEWPORT)
                 race_to_the_end(page, app, PRESET_TITLE, timeout_ms=180_000)
                 page.wait_for_selector('#sd-badge-draft [data-identical="true"]', timeout=30_000)

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.app_process import AppProcess  # noqa: E402
-from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
+from harness.chromium import VIEWPORT, launch  # noqa: E402
 from harness.page_driver import choose, open_page, save_docs_png, start, wait_finished  # noqa: E402
 
 OUT = ROOT / "docs" / "images" / "loop-label.png"
@@ -32,7 +32,7 @@ def main() -> int:
         app = AppProcess({"SPECDEMO_SAVE_RUNS": "false"}, Path(tmp) / "app.log")
         try:
             with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+                browser = launch(pw)
                 page = browser.new_page(viewport=VIEWPORT)
                 open_page(page, app)
                 choose(page, "JSON reformat (copy-heavy)", 400, order="sequential")

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.app_process import AppProcess  # noqa: E402
-from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402
+from harness.chromium import VIEWPORT, launch  # noqa: E402
 from harness.page_driver import race_to_the_end, save_docs_png  # noqa: E402
 from harness.standin import Standin, StandinBehavior  # noqa: E402
 
@@ -52,7 +52,7 @@ def main() -> int:
                           "SPECDEMO_SPEC_NUM_TOKENS": "4"}, Path(tmp) / "app.log")
         try:
             with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+                browser = launch(pw)
                 page = browser.new_page(viewport=VIEWPORT)
                 race_to_the_end(page, app, PRESET_TITLE, timeout_ms=120_000)
                 page.wait_for_timeout(1000)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from harness.app_process import AppProcess
-from harness.chromium import CHROMIUM, CHROMIUM_ARGS, VIEWPORT
+from harness.chromium import CHROMIUM, VIEWPORT, launch
 from harness.standin import Standin, StandinBehavior
 
 # One Playwright and one Chromium per test process, whichever module asks first: the sync API
@@ -29,7 +29,7 @@ def _shared_browser():
         from playwright.sync_api import sync_playwright
         pw = sync_playwright().start()
         _shared["playwright"] = pw
-        _shared["browser"] = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        _shared["browser"] = launch(pw)
     return _shared["browser"]
 
 
