@@ -1,4 +1,4 @@
-"""The repository's root folder, named once for demo/, servers/, harness/ and benchmarks/."""
+"""The repository's root folder, named once for demo/, servers/, harness/, benchmarks/ and tests/."""
 
 from __future__ import annotations
 

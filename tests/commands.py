@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from common.paths import ROOT
 from servers import launcher
 from servers.__main__ import _profile_overrides
 from servers.profiles import CONTAINER_HOST, PROFILES
@@ -33,7 +33,6 @@ from tests.test_compose import (
     parse_dotenv,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy" / "kubernetes"
 Command = dict[str, Any]  # {"source", "profile", "role", "argv"}
 

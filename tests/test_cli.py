@@ -9,9 +9,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from common.paths import ROOT
 from harness.standin import Standin, StandinBehavior
 
-ROOT = Path(__file__).resolve().parent.parent
 SIDE_KEYS = {"completion_tokens", "ttft_s", "decode_tokens_per_s", "e2e_s", "itl_p50_s", "itl_p95_s", "text", "error"}
 SPEC_KEYS = SIDE_KEYS | {"acceptance_rate", "mean_acceptance_length", "accepted_tokens", "draft_tokens", "drafts"}
 

@@ -12,7 +12,8 @@ from urllib.parse import unquote
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from common.paths import ROOT
+
 README_MAX_BYTES = 8192
 
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")

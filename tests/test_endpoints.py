@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from common.paths import ROOT
 from demo.race import run_race
 from demo.results import Message, RaceRequest
 from demo.server_info import probe_servers
@@ -18,7 +19,6 @@ from demo.sweep.models import SweepSpec
 from demo.sweep.runner import new_result, run_sweep
 from harness.standin import Standin, StandinBehavior
 
-ROOT = Path(__file__).resolve().parents[1]
 FAST = StandinBehavior(tokens_per_s=400, ttft_s=0.01)
 REQ = RaceRequest(messages=[Message(role="user", content="hello")], max_tokens=12)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from common.paths import ROOT
 from demo.measure import SideMeter, efficiency
 from demo.race import run_race
 from demo.results import Message, RaceRequest, RaceResult
@@ -34,7 +35,6 @@ from demo.settings import Settings
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
 
-ROOT = Path(__file__).resolve().parent.parent
 EVIL = '</script><img src=x onerror="window.__pwned=1"><!--'
 PIECES = [" <b>bold</b>", " " + EVIL, " &amp;", " done", "."]
 MADE_AT = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)

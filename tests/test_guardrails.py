@@ -28,6 +28,7 @@ import httpx
 import pytest
 import yaml
 
+from common.paths import ROOT
 from demo.race import run_race
 from demo.results import Message, RaceRequest
 from demo.settings import Settings
@@ -39,7 +40,6 @@ from harness.standin import Standin, StandinBehavior
 from servers import monitor
 from servers.config import Role
 
-ROOT = Path(__file__).resolve().parents[1]
 # Streams of 1.5 s and more: the sweep samples KV-cache use once a second while a batch runs.
 BASE = StandinBehavior(tokens_per_s=45, ttft_s=0.02)
 # k = 4; steps of 1, 3, 5, 2 tokens accept 0, 2, 4, 1 drafts: acceptance 7/16, 2.75 tokens a step.

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
+from common.paths import ROOT
 from servers import monitor
 from tests.promql import PROMETHEUS_SERIES, dashboard_queries, exposed_names, metric_names
 from tests.test_compose import ENV_EXAMPLE, check_schema, cmd_value, compose, parse_dotenv, raw_compose
 
-ROOT = Path(__file__).resolve().parent.parent
 MON = ROOT / "monitoring"
 DASHBOARDS = sorted((MON / "grafana" / "dashboards").glob("*.json"))
 FIXTURES = sorted((ROOT / "tests" / "fixtures").glob("metrics-*.txt"))

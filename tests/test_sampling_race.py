@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from common.paths import ROOT
 from demo import view
 from demo.cli import main
 from demo.live.request import build_request, preset_user_text
@@ -28,7 +29,6 @@ from demo.settings import Settings
 from demo.workload import Workload, WorkloadRequest
 from harness.standin import Standin, StandinBehavior
 
-ROOT = Path(__file__).resolve().parent.parent
 SHIPPED, _ = load_presets(ROOT / "presets")
 _FORMAT = SHIPPED["json_reformat_schema"].response_format
 assert _FORMAT is not None and _FORMAT.json_schema is not None

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from common.paths import ROOT
 from harness.chromium import CHROMIUM
 from servers import procs
 from tests.signals import interruptible
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)

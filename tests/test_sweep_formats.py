@@ -14,10 +14,10 @@ from typing import Any, NamedTuple
 
 import pytest
 
+from common.paths import ROOT
 from demo.workload import DEFAULT_MAX_TOKENS, FORMAT_LABELS
 from harness.standin import Standin, StandinBehavior
 
-ROOT = Path(__file__).resolve().parents[1]
 MARKER = "ZQX-FORMS-5521"  # in every prompt; --redact keeps it out of every output file
 SCHEMA = {"type": "json_schema", "json_schema": {"name": "rec", "schema": {
     "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from common.paths import ROOT
 from harness.standin import Standin, StandinBehavior
 
-ROOT = Path(__file__).resolve().parents[1]
 MARKER = "ZQX-PLANTED-7731"  # in every prompt of the redaction test; must never reach an output file
 K = 4  # the speculative stand-in's num_spec_tokens
 MAX_TOKENS = 61  # 1 prefill token + 60: whole steps for chunk sizes 1, 2 and 5

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from common.paths import ROOT
 from demo.client import request_body
 from demo.workload import (
     ANSWER_MAX_TOKENS_CAP,
@@ -27,7 +28,6 @@ from demo.workload import (
 
 MB = 20_000_000
 CAP = 200_000
-ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = {"type": "object", "properties": {"sql": {"type": "string"}}, "required": ["sql"]}
 JSON_SCHEMA = {"type": "json_schema", "json_schema": {"name": "answer", "schema": SCHEMA}}
 

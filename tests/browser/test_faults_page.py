@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from common.paths import ROOT
 from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess, start_together
 from harness.page_driver import choose, open_page, screenshot, start, tile_value, wait_finished
@@ -26,7 +27,6 @@ from tests.browser.test_race_page import PRESET_TITLE
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
 READ_TIMEOUT_S = 2.0  # the page's inter-chunk timeout in these tests
 TOKENS = 40
 BASE = StandinBehavior(tokens_per_s=300, ttft_s=0.02)

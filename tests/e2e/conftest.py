@@ -11,18 +11,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import urlparse
 
 import httpx
 import pytest
 
+from common.paths import ROOT
 from demo.settings import Settings
 from servers import procs
 from servers.settings import LauncherSettings
 from servers.state import read_state
 
-ROOT = Path(__file__).resolve().parents[2]
 E2E_RUN_DIR = ROOT / "logs" / "servers-e2e"
 
 

@@ -22,6 +22,7 @@ import httpx
 import pytest
 import yaml
 
+from common.paths import ROOT
 from demo.race import run_race
 from demo.results import Message, RaceRequest, RaceResult
 from demo.settings import Settings
@@ -31,7 +32,6 @@ from servers.config import Role
 from tests.promql import PROMETHEUS_SERIES, dashboard_queries, exposed_names, metric_names
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
 # Scrape every second here (compose: every 5 s) so the test waits seconds, not tens of seconds.
 INTERVAL_S = 1
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"

@@ -10,18 +10,17 @@ import asyncio
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import httpx
 import pytest
 
+from common.paths import ROOT
 from demo.presets import load_presets
 from demo.race import run_race
 from demo.results import Message, RaceRequest, RaceResult, SideResult
 from demo.settings import Settings
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
 # Fallback prompts, used only when the presets folder lacks the named preset.
 FALLBACK = {
     "json_reformat": ("Reformat this JSON with 2-space indentation, keep every field and value exactly:\n"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from common.paths import ROOT
 from demo.settings import Settings
 from demo.sweep.models import SweepResult
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
