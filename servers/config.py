@@ -23,6 +23,7 @@ NGRAM_CONFIG: dict[str, Any] = {
 
 
 class ServerConfig(BaseModel):
+    """One vLLM server's settings; ``args()`` turns them into its ``vllm serve`` command line."""
     role: Role
     model: str  # a local model folder or a hub id
     served_model_name: str = "smollm2"

@@ -26,6 +26,7 @@ DONE_MARKER = ".specdemo-complete"
 
 
 def model_dir(cache_dir: Path, version: str) -> Path:
+    """The folder the converted model of package ``version`` lives in under ``cache_dir``."""
     return cache_dir / "models" / f"smollm2-{version}"
 
 
@@ -46,6 +47,10 @@ def find_gguf() -> tuple[Path, str]:
 
 
 def convert(gguf: Path, out: Path) -> None:
+    """Dequantize ``gguf`` into a float32 safetensors model with its tokenizer in ``out``.
+
+    Raises SystemExit when the tokenizer has no chat template (vLLM's chat endpoint would fail).
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
@@ -71,6 +76,11 @@ def convert(gguf: Path, out: Path) -> None:
 
 
 def prepare(cache_dir: Path) -> Path:
+    """Return the converted default model's folder, converting it once if it is not complete yet.
+
+    The conversion is written to a temporary folder and renamed into place, so an interrupted
+    run never leaves a folder that looks complete.
+    """
     gguf, version = find_gguf()
     target = model_dir(cache_dir, version)
     if (target / DONE_MARKER).exists():
@@ -93,6 +103,7 @@ def prepare(cache_dir: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m servers.model prepare --cache-dir DIR``: print the prepared model's folder; return 0."""
     p = argparse.ArgumentParser(prog="python -m servers.model", description=__doc__.splitlines()[0])
     p.add_argument("command", choices=["prepare"])
     p.add_argument("--cache-dir", type=Path, required=True)

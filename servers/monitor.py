@@ -99,6 +99,7 @@ def scrape_config(
 
 
 def config_text(config: dict[str, Any], header: str = "") -> str:
+    """``config`` as Prometheus YAML, after ``header`` (comment lines, or nothing)."""
     return header + yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
 
 
@@ -116,6 +117,7 @@ def _host_port(value: str) -> str:
 
 
 def find_prometheus() -> str | None:
+    """The ``prometheus`` binary on PATH (Debian's package), or None when it is not installed."""
     return shutil.which("prometheus")
 
 

@@ -129,6 +129,7 @@ def group_pids(pgid: int) -> list[int]:
 
 
 def rss_bytes(pids: list[int]) -> int:
+    """The summed resident set size of ``pids`` in bytes (processes gone meanwhile count 0)."""
     total = 0
     for pid in pids:
         try:
@@ -154,6 +155,7 @@ def pss_bytes(pids: list[int]) -> int:
 
 
 def uptime_s(ticks: int) -> float:
+    """Seconds since a process started ``ticks`` clock ticks after boot (/proc/PID/stat field 22)."""
     boot_uptime = float(Path("/proc/uptime").read_text().split()[0])
     return boot_uptime - ticks / _CLK_TCK
 
@@ -228,6 +230,7 @@ def listener_pid(port: int) -> int | None:
 
 
 def tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of the file at ``path`` (read from its last 64 KiB); "" if unreadable."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)

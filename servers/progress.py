@@ -28,6 +28,7 @@ IGNORE = re.compile(r"shm_broadcast|No available shared memory")
 
 
 def phase_of(log_path: Path) -> str:
+    """The start phase a vLLM server's log shows last (PHASES' names); "starting python" before any."""
     for line in reversed(tail(log_path, 40).splitlines()):
         if IGNORE.search(line):
             continue
@@ -38,6 +39,10 @@ def phase_of(log_path: Path) -> str:
 
 
 class Progress:
+    """The launcher's one-line view of each server's start phase, redrawn in place on a terminal.
+
+    Elsewhere (a log, a pipe) it prints a line when a phase changes or every 15 s.
+    """
     def __init__(self, out: TextIO) -> None:
         self.out = out
         self.tty = hasattr(out, "isatty") and out.isatty()
@@ -47,12 +52,15 @@ class Progress:
         self.width = 0
 
     def update(self, role: str, elapsed_s: float, log_path: Path) -> None:
+        """Read ``role``'s phase from its log at ``log_path``."""
         self.phases[role] = phase_of(log_path)
 
     def done(self, role: str, after_s: float) -> None:
+        """Mark ``role`` ready after ``after_s`` seconds."""
         self.phases[role] = f"ready after {after_s:.0f} s"
 
     def render(self, elapsed_s: float) -> None:
+        """Show every server's phase at ``elapsed_s`` seconds since the start."""
         line = f"[{elapsed_s:5.0f} s] " + " | ".join(f"{r}: {p}" for r, p in self.phases.items())
         if self.tty:
             pad = max(0, self.width - len(line))
@@ -66,6 +74,7 @@ class Progress:
             self.last_printed, self.last_print_s = key, elapsed_s
 
     def finish(self) -> None:
+        """End the in-place line on a terminal, so later output starts on a line of its own."""
         if self.tty and self.width:
             self.out.write("\n")
             self.out.flush()

@@ -29,11 +29,13 @@ MAX_TOKENS = 48
 
 @dataclass
 class Warmup:
+    """What one server's warm-up did: requests answered, its wall time in seconds, the first failure."""
     requests: int = 0
     seconds: float = 0.0
     error: str | None = None  # the first failure, one line
 
     def line(self, role: str) -> str:
+        """One line for the launcher's output: ``role``'s warm-up, and its failure if it had one."""
         text = f"{role}: warmed up with {self.requests} requests in {self.seconds:.1f} s"
         return text + (f" ({self.error}; the first race may be slower)" if self.error else "")
 
