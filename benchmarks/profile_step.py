@@ -51,6 +51,8 @@ WORKER_PARTS = [
     ("hop: send output", ("handle_output", "enqueue_output")),
     ("waiting for the engine core", ("MessageQueue.dequeue", "acquire_read")),
 ]
+# The worker's compute parts, without its hops to a separate engine core process.
+IN_ENGINE_WORKER_PARTS = WORKER_PARTS[:-2]
 ENGINE_PARTS = [
     ("waiting for the worker (spins)", ("MessageQueue.dequeue", "acquire_read")),
     ("scheduling", ("Scheduler.schedule (",)),
@@ -63,6 +65,17 @@ API_PARTS = [
     ("output processing", ("output_processor", "process_outputs", "detokeniz")),
     ("event loop (mostly idle)", ("Runner.run",)),
 ]
+
+
+def parts_by_kind(kinds: set[str]) -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+    """The parts each process kind's stacks are read with, for a server made of ``kinds``.
+
+    With the worker inside the engine core (no "worker" process: the launcher's default layout)
+    the engine core's main thread runs the model too, so its stacks are read with the worker's
+    compute parts first.
+    """
+    engine = ENGINE_PARTS if "worker" in kinds else IN_ENGINE_WORKER_PARTS + ENGINE_PARTS
+    return {"worker": WORKER_PARTS, "engine core": engine, "API server": API_PARTS}
 
 
 def process_kind(pid: int) -> str | None:
@@ -136,7 +149,7 @@ def profile(role: Role, url: str, pgid: int, model: str, preset: str, rate: int,
     ms_step = decode_s / steps * 1000
     print(f"\n{role}: {tokens} tokens in {steps} decode steps, {decode_s:.2f} s of decode: "
           f"{ms_step:.1f} ms per step, {tokens / steps:.2f} tokens per step")
-    table = {"worker": WORKER_PARTS, "engine core": ENGINE_PARTS, "API server": API_PARTS}
+    table = parts_by_kind(set(kinds.values()))
     for kind, (path, _) in spies.items():
         if not path.exists():
             print(f"  {kind}: py-spy wrote nothing (permissions? see `py-spy record --help`)")
