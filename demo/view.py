@@ -632,6 +632,22 @@ def arm_title(name: str, label: str | None, method: str | None, k: int | None = 
     return f"{label or name} ({', '.join(parts)})"
 
 
+def saved_pane_titles(result: RaceResult) -> dict[str, str]:
+    """Each pane's title (plain text) for a saved race, by pane key (pane_key), in the race's order.
+
+    'Baseline'; then 'Speculative (ngram, k=4)' in a race of one arm, or 'eagle3 (EAGLE3, k=3)'
+    for each arm of several: the words the live page uses, from what the run saved. Replay and the
+    export take their titles from here.
+    """
+    arms = list(result.arms.values())
+    out = {"baseline": "Baseline"}
+    for i, a in enumerate(arms):
+        k = a.side.spec.num_spec_tokens if a.side.spec is not None else None
+        one = len(arms) == 1
+        out[pane_key(i, a.name)] = spec_pane_title(a.method, k) if one else arm_title(a.name, a.label, a.method, k)
+    return out
+
+
 def arm_pane_view(name: str, snapshot: RaceSnapshot) -> PaneView:
     """Everything an arm's pane shows for one snapshot in a race of several arms: its status,
     tiles and text as the speculative pane's, and its own headline against the baseline."""

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from common.paths import ROOT
+from demo.fmt import esc
+from demo.live.pane_title import recorded_arm_titles
 from demo.measure import SideMeter, efficiency
 from demo.race import run_race
 from demo.results import Message, RaceRequest, RaceResult
@@ -32,6 +34,7 @@ from demo.runs.export import (
 )
 from demo.runs.store import RunTooLarge, read_run, run_stem, save_run
 from demo.settings import Settings
+from demo.view import spec_pane_title
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
 
@@ -292,7 +295,7 @@ def test_a_race_of_three_arms_exports_every_arm(arms_result: RaceResult) -> None
     r = arms_result
     html = export_html(r, made_at=MADE_AT)
     data = player_data(r)
-    assert data["panes"] == ["baseline", "speculative", "arm-ngram", "arm-draft"]
+    assert data["panes"] == ["baseline", "speculative", "ngram", "draft"]  # demo.view.pane_key, as on the page
     # every pane's timeline is its own arm's answer, chunk by chunk
     for pane, name in zip(data["panes"][1:], r.arms, strict=True):
         assert "".join(c[4] for c in data["sides"][pane]["chunks"]) == r.arms[name].side.text
@@ -300,7 +303,7 @@ def test_a_race_of_three_arms_exports_every_arm(arms_result: RaceResult) -> None
     for pane, name in zip(data["panes"][1:], r.arms, strict=True):
         arm = r.arms[name]
         assert f'<section class="x-pane" data-side="{pane}" data-arm="{name}">' in html
-        assert f'title="{name} &lt;i&gt;k&lt;/i&gt; · ' in html  # the arm's label, escaped
+        assert f'title="{name} &lt;i&gt;k&lt;/i&gt; (' in html  # the arm's label, escaped
         # its saved figures: decode tokens/s in its pane, speedup and acceptance under its name
         rate = arm.side.decode_tokens_per_s
         assert f'<div id="final-{pane}" hidden><div class="sd-tiles" data-side="speculative">' in html
@@ -317,7 +320,10 @@ def test_a_race_of_three_arms_exports_every_arm(arms_result: RaceResult) -> None
     # at the end, a line per server of tokens over time, ending on its token count
     lines = re.findall(r'<polyline class="x-line x-line-\d" data-pane="([^"]+)" data-tokens="(\d+)"', html)
     assert lines == [(p, str(s.completion_tokens)) for p, s in [("baseline", r.baseline), ("speculative",
-                     r.speculative), ("arm-ngram", r.arms["ngram"].side), ("arm-draft", r.arms["draft"].side)]]
+                     r.speculative), ("ngram", r.arms["ngram"].side), ("draft", r.arms["draft"].side)]]
+    # every pane's title in the live page's words, the same Replay shows (one builder: view.saved_pane_titles)
+    divs = re.findall(r'<section class="x-pane"[^>]*>(<div class="sd-pane-title"[^>]*>[^<]*</div>)', html)
+    assert divs[1:] == recorded_arm_titles(r) and divs[0].endswith(">Baseline</div>")
     # the arms differ (their stand-ins' rates): each block shows its own figures, in the arms' order
     speedups = [r.arms[n].speedup or 0 for n in r.arms]
     assert speedups[0] > speedups[1] > speedups[2]
@@ -334,7 +340,11 @@ def test_one_arm_exports_as_before(result: RaceResult) -> None:
     assert player_data(result)["panes"] == ["baseline", "speculative"]
     assert "data-arm=" not in html and "data-panes=" not in html and 'class="x-arm"' not in html
     assert "<svg" not in html and "x-chart" not in html
-    assert 'title="Speculative · ' in html and html.count('<section class="x-pane"') == 2
+    arm = next(iter(result.arms.values()))
+    k = arm.side.spec.num_spec_tokens if arm.side.spec is not None else None
+    assert f'title="{esc(spec_pane_title(arm.method, k))}"' in html  # the live page's words
+    assert html.count('<section class="x-pane"') == 2
+    assert f'class="x-rec-sub">{esc(result.baseline.model or "")} · ' in html  # the model, once, at the top
 
 
 def test_an_n_user_race_of_two_arms_exports_each_arms_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -17,6 +17,7 @@ from demo.results import RaceResult
 from demo.runs.export import export_file, player_data
 from demo.runs.store import read_run
 from demo.settings import ROOT
+from demo.view import pane_key
 from harness.chromium import CHROMIUM, launch
 from tests.test_export import EVIL, make_arms_run, make_run
 
@@ -172,7 +173,7 @@ def test_an_exported_race_of_three_arms_plays_every_pane(tmp_path: Path) -> None
     assert seen["requests"] == [page_path.as_uri()], f"the page tried the network: {seen['requests']}"
     assert seen["pwned"] is None
     sides = {"baseline": result.baseline, "speculative": result.speculative,
-             **{f"arm-{n}": a.side for n, a in list(result.arms.items())[1:]}}
+             **{pane_key(i, n): a.side for i, (n, a) in enumerate(result.arms.items()) if i}}
     for pane, saved in sides.items():
         end = seen["panes"][pane]
         assert end["text"] == saved.text and EVIL in end["text"], pane

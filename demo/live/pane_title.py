@@ -48,8 +48,5 @@ def recorded_arm_titles(result: RaceResult) -> list[str]:
     """Each arm's pane title (HTML) in the replay of a saved race of several arms, in the race's
     order: 'eagle3 (EAGLE3, k=3)', from what the run saved (its label, method and k). No
     "(recorded)": the compact panes' one line has no room, and the banner says it."""
-    out = []
-    for a in result.arms.values():
-        k = a.side.spec.num_spec_tokens if a.side.spec is not None else None
-        out.append(view.pane_title_html(view.arm_title(a.name, a.label, a.method, k)))
-    return out
+    titles = view.saved_pane_titles(result)
+    return [view.pane_title_html(title) for key, title in titles.items() if key != "baseline"]

@@ -16,8 +16,8 @@ the per-user speedup and the throughput ratio labelled "N users", and each side'
 
 A race of several arms (speculative servers) has a pane per arm after the baseline's, each with
 its own text, tiles and acceptance, and ends on every arm's speedup (and acceptance, tokens per
-step, efficiency, identical text) against the baseline. The first arm's pane keeps the id
-"speculative" and the others are "arm-NAME"; a run of one arm has the pair's two panes.
+step, efficiency, identical text) against the baseline. The panes' ids and titles are the live
+page's (demo.view.pane_key, demo.view.saved_pane_titles); a run of one arm has the pair's two panes.
 
 A strict Content-Security-Policy allows only this script and this stylesheet, by hash. Model
 and prompt text reach the page only through ``textContent`` (or ``esc`` in the figures).
@@ -113,8 +113,8 @@ def several_arms(result: RaceResult) -> bool:
 
 def panes(result: RaceResult) -> list[tuple[str, SideResult]]:
     """The page's panes in order, (id, saved side): the baseline, the first arm ("speculative"),
-    then every other arm ("arm-NAME"; names are slugs, so safe in an id)."""
-    rest = [(f"arm-{name}", arm.side) for name, arm in list(result.arms.items())[1:]]
+    then every other arm, each by its pane key (demo.view.pane_key; names are slugs, so safe in an id)."""
+    rest = [(view.pane_key(i, name), arm.side) for i, (name, arm) in enumerate(result.arms.items()) if i]
     return [(side, getattr(result, side)) for side in SIDES] + rest
 
 
@@ -122,7 +122,7 @@ def pane_arm(result: RaceResult, pane: str) -> str | None:
     """The arm a pane shows (None: the baseline's)."""
     if pane == "baseline":
         return None
-    return next(iter(result.arms), None) if pane == "speculative" else pane.removeprefix("arm-")
+    return next((name for i, name in enumerate(result.arms) if view.pane_key(i, name) == pane), None)
 
 
 def arm_race(result: RaceResult, name: str) -> RaceResult:
@@ -194,17 +194,6 @@ def final_tiles_html(result: RaceResult, pane: str) -> str:
     return view.tiles_html(side, view.side_tiles(snap, saved, side == "speculative"))
 
 
-def pane_title(result: RaceResult, pane: str) -> str:
-    """'Baseline · model', 'Speculative · model · k=4'; with several arms, an arm's pane is named by
-    its label (or name)."""
-    saved = _saved(result, pane)
-    arm = pane_arm(result, pane) if several_arms(result) else None
-    who = (result.arms[arm].label or arm) if arm is not None else _side_of(pane).capitalize()
-    title = f"{who} · {saved.model or view.na_label('model not reported')}"
-    k = saved.spec.num_spec_tokens if saved.spec else None
-    return title + (f" · k={k}" if k is not None else "")
-
-
 # --------------------------------------------------------------------------- the page
 
 # The page's stylesheet and player (demo/static/export.css, burst.css, export.js), inlined in
@@ -229,7 +218,8 @@ def _pane_html(result: RaceResult, pane: str, users: UsersRace | None = None) ->
             f'<div class="sd-tile-value" id="elapsed-{p}">0 ms</div></div></div>')
     arm = pane_arm(result, pane) if several_arms(result) else None
     arm_attr = f' data-arm="{view.esc(arm)}"' if arm is not None else ""
-    return (f'<section class="x-pane" data-side="{p}"{arm_attr}>{view.pane_title_html(pane_title(result, pane))}'
+    title = view.pane_title_html(view.saved_pane_titles(result)[pane])
+    return (f'<section class="x-pane" data-side="{p}"{arm_attr}>{title}'
             f'<div class="x-status" id="status-{p}" data-state="waiting"></div>{live}'
             f'<div id="final-{p}" hidden>{final_tiles_html(result, pane)}{_step_tiles(users, result, pane)}</div>'
             f'<div class="sd-text" id="text-{p}" data-side="{p}"></div></section>')
@@ -357,8 +347,9 @@ def export_html(run: Run, *, made_at: datetime | None = None,
     users = run if isinstance(run, UsersRace) else None
     req = result.request
     order = view.ORDER_LABELS[result.order] + (f" · {users.users} users" if users else "")
-    what = (f"{result.preset or 'free prompt'} · {order} · {view.sampling_text(req)} · max {req.max_tokens} tokens"
-            f" · exported {_when(made_at)}")
+    model = result.baseline.model or view.na_label("model not reported")
+    what = (f"{model} · {result.preset or 'free prompt'} · {order} · {view.sampling_text(req)}"
+            f" · max {req.max_tokens} tokens · exported {_when(made_at)}")
     panes_html = "".join(_pane_html(result, p, users) for p, _ in panes(result))
     panes_attr = f' data-panes="{len(panes(result))}"' if several_arms(result) else ""
     player = player_data(result)

@@ -5,7 +5,7 @@
   "use strict";
   const data = JSON.parse(document.getElementById("race-data").textContent);
   const player = data.player;
-  // The panes in order: "baseline", "speculative" (the first arm), then "arm-NAME" for any other arm.
+  // The panes in order: "baseline", "speculative" (the first arm), then each other arm by its pane key (demo.view.pane_key).
   const SIDES = player.panes;
   const $ = (id) => document.getElementById(id);
   const next = {};
