@@ -50,9 +50,10 @@ from demo.client import make_http_client
 from demo.measure import percentile, spread_gaps_s
 from demo.results import Message, RaceRequest, SideResult
 from demo.settings import Settings
+from demo.streaming import ServerHandle
 from demo.sweep.headroom import ClientHeadroom
 from demo.sweep.models import BatchStats
-from demo.sweep.runner import _Server, run_batch
+from demo.sweep.runner import run_batch
 from harness import ROOT
 from harness.standin import StandinBehavior, Truth
 from harness.standin_process import StandinProcess, process_cpu_s
@@ -247,7 +248,8 @@ async def _our_batch(url: str, model: str, prompts: list[str], max_tokens: int) 
     settings = Settings(baseline_url=url, speculative_url=url, save_runs=False)
     reqs = [RaceRequest(messages=[Message(role="user", content=p)], max_tokens=max_tokens) for p in prompts]
     async with make_http_client(settings, "baseline") as http:
-        return await run_batch(http, _Server("baseline", url, model, http), reqs, len(reqs), settings, keep_text=False)
+        server = ServerHandle("baseline", url, model, http)
+        return await run_batch(http, server, reqs, len(reqs), settings, keep_text=False)
 
 
 def run_ours(standin: StandinProcess, prompts: list[str], max_tokens: int, trace: _CpuTrace) -> Run:

@@ -34,7 +34,8 @@ from demo.client import make_http_client
 from demo.presets import load_presets
 from demo.results import SIDES, Message, RaceRequest, Side
 from demo.settings import Settings
-from demo.sweep.runner import _Server, run_batch
+from demo.streaming import ServerHandle
+from demo.sweep.runner import run_batch
 
 
 async def ours(settings: Settings, side: Side, prompt: str, n: int, concurrency: int,
@@ -42,7 +43,7 @@ async def ours(settings: Settings, side: Side, prompt: str, n: int, concurrency:
     url = settings.endpoint(side).url
     http = make_http_client(settings, side)
     try:
-        server = _Server(side, url, settings.endpoint(side).model, http)
+        server = ServerHandle(side, url, settings.endpoint(side).model, http)
         req = RaceRequest(messages=[Message(role="user", content=prompt)], max_tokens=max_tokens, temperature=0.0)
         stats, results = await run_batch(http, server, [req] * n, concurrency, settings)
     finally:

@@ -20,7 +20,6 @@ from demo.client import (
     StreamError,
     collector_paused,
     count_prompt_tokens,
-    discover_model,
     make_http_client,
     stream_completion,
 )
@@ -28,6 +27,7 @@ from demo.measure import SideMeter
 from demo.metrics import MetricsSample, scrape_metrics, spec_stats_from_delta
 from demo.results import FIRST_ARM, ArmResult, ArmSnapshot, RaceRequest, RaceResult, RaceSnapshot, SideResult
 from demo.settings import Endpoint, Settings
+from demo.streaming import ServerHandle, stream_into
 
 WARMUP = RaceRequest(prompt="Hello", max_tokens=4, temperature=0.0)
 HEARTBEAT_S = 0.5
@@ -135,6 +135,7 @@ class _SideRun:
     def __init__(self, endpoint: Endpoint, settings: Settings, http: httpx.AsyncClient, changed: asyncio.Event):
         self.endpoint, self.side, self.url = endpoint, endpoint.side, endpoint.url
         self.settings, self.http, self.changed = settings, http, changed
+        self.server = ServerHandle.of(endpoint, http)
         self.meter = SideMeter(endpoint.side, endpoint.url)
         self.model: str | None = endpoint.model
         self.before: MetricsSample | None = None
@@ -142,8 +143,7 @@ class _SideRun:
     async def prepare(self, req: RaceRequest) -> None:
         """Find the model, check the prompt fits, warm up; a failure marks the side failed."""
         try:
-            if self.model is None:
-                self.model = (await discover_model(self.http, self.url, self.settings.probe_timeout_s + 2)).id
+            self.model = await self.server.ensure_model(self.http, self.settings)
             self.meter.model = self.model
             await self.check_context(req)
             if req.warmup:
@@ -177,18 +177,8 @@ class _SideRun:
         if self.meter.error:
             return
         self.meter.start(t0)
-        try:
-            assert self.model is not None
-            async for ev in stream_completion(self.http, self.url, self.model, req, t0=t0):
-                self.meter.feed(ev)
-                self.changed.set()
-        except StreamError as e:
-            self.meter.fail(str(e))
-        except asyncio.CancelledError:
-            self.meter.cancel()
-            raise
-        finally:
-            self.changed.set()
+        assert self.model is not None
+        await stream_into(self.meter, self.http, self.url, self.model, req, t0=t0, on_event=self.changed.set)
         if self.side == "speculative" and self.meter.spec_request is None and self.meter.tokens:
             after = await scrape_metrics(self.http, self.url, self.settings)
             self.meter.spec_delta = spec_stats_from_delta(self.before, after)

@@ -366,8 +366,8 @@ def test_more_than_two_hundred_users_all_stream_at_once() -> None:
 
         async def go() -> BatchStats:
             async with make_http_client(settings, "baseline") as http:
-                stats, _ = await runner.run_batch(http, runner._Server("baseline", s.url, None, http), [req] * n, n,
-                                                  settings)
+                server = runner.ServerHandle("baseline", s.url, None, http)
+                stats, _ = await runner.run_batch(http, server, [req] * n, n, settings)
                 return stats
 
         watcher = threading.Thread(target=watch, daemon=True)

@@ -151,7 +151,7 @@ def test_a_batch_streams_with_the_collector_off_and_turns_it_on_after(collector_
 
         async def go() -> None:
             async with make_http_client(settings, "baseline") as http:
-                server = runner._Server("baseline", s.url, None, http)
+                server = runner.ServerHandle("baseline", s.url, None, http)
                 stats, _ = await runner.run_batch(http, server, [REQ, REQ], 2, settings,
                                                   observe=lambda *_: seen.append(gc.isenabled()))
                 assert stats.ok_requests == 2

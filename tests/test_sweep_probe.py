@@ -36,7 +36,7 @@ def test_a_streaming_batch_is_scraped_at_most_once_a_second(monkeypatch: pytest.
 
         async def go() -> tuple[float, float]:
             async with make_http_client(settings, "baseline") as http:
-                server = runner._Server("baseline", s.url, None, http)
+                server = runner.ServerHandle("baseline", s.url, None, http)
                 t0 = time.monotonic()
                 stats, _ = await runner.run_batch(http, server, [req, req], 2, settings)
                 assert stats.ok_requests == 2

@@ -24,13 +24,14 @@ from collections.abc import Callable, Mapping, Sequence
 import httpx
 from pydantic import BaseModel
 
-from demo.client import StreamError, collector_paused, discover_model, make_http_client, stream_completion
+from demo.client import StreamError, collector_paused, make_http_client
 from demo.measure import SideMeter
 from demo.metrics import scrape_metrics
 from demo.presets import Preset
-from demo.results import FIRST_ARM, RaceRequest, Side, SideResult
+from demo.results import FIRST_ARM, RaceRequest, SideResult
 from demo.server_info import probe_server
 from demo.settings import Endpoint, Settings
+from demo.streaming import ServerHandle, stream_into
 from demo.sweep.headroom import HeadroomProbe
 from demo.sweep.machine import machine_info, server_version
 from demo.sweep.models import ArmSpec, BatchStats, CellResult, CellSettings, SweepResult, SweepSpec
@@ -70,21 +71,6 @@ StreamObserver = Callable[[str, int, SideMeter], None]
 # --------------------------------------------------------------------------- measuring
 
 
-class _Server:
-    """One server: its side, URL, HTTP client (its key and headers), served model (discovered once)
-    and, for an arm, its name, label and method."""
-
-    def __init__(self, side: Side, url: str, model: str | None, http: httpx.AsyncClient, *, arm: str | None = None,
-                 label: str | None = None, method: str | None = None) -> None:
-        self.side, self.url, self.model, self.http = side, url, model, http
-        self.arm, self.label, self.method = arm, label, method
-
-    async def ensure_model(self, http: httpx.AsyncClient, settings: Settings) -> str:
-        if self.model is None:
-            self.model = (await discover_model(http, self.url, settings.probe_timeout_s + 2)).id
-        return self.model
-
-
 def spec_arms(spec: SweepSpec) -> list[ArmSpec]:
     """A sweep's arms in order: its ``arms``, or (a spec without arms) the one at speculative_url."""
     return spec.arms or [ArmSpec(name=FIRST_ARM, url=spec.speculative_url)]
@@ -97,40 +83,30 @@ def settings_arms(settings: Settings) -> list[ArmSpec]:
 
 
 def make_servers(settings: Settings, baseline_url: str, arms: Sequence[ArmSpec],
-                 http: httpx.AsyncClient | None = None) -> dict[str, _Server]:
+                 http: httpx.AsyncClient | None = None) -> dict[str, ServerHandle]:
     """"baseline" and each arm by name -> its server: the URL as given, the model, key and headers of
     the settings' endpoint of that name (else the shared ones). Each gets its own client unless
     ``http`` is shared."""
     endpoints = {e.arm: e for e in settings.arm_endpoints()}
     base = settings.endpoint("baseline")
-    servers = {"baseline": _Server("baseline", baseline_url, base.model,
+    servers = {"baseline": ServerHandle("baseline", baseline_url, base.model,
                                    http or make_http_client(settings, endpoint=base))}
     for i, a in enumerate(arms):
         e = endpoints.get(a.name) or (settings.endpoint("speculative") if i == 0 else Endpoint(
             side="speculative", url=a.url, model=settings.model, api_key=settings.api_key))
-        servers[a.name] = _Server("speculative", a.url, e.model, http or make_http_client(settings, endpoint=e),
+        servers[a.name] = ServerHandle("speculative", a.url, e.model, http or make_http_client(settings, endpoint=e),
                                   arm=a.name, label=a.label, method=a.method)
     return servers
 
 
-async def _one_request(http: httpx.AsyncClient, server: _Server, model: str, req: RaceRequest,
+async def _one_request(http: httpx.AsyncClient, server: ServerHandle, model: str, req: RaceRequest,
                        index: int = 0, observe: StreamObserver | None = None) -> SideResult:
     t0 = time.perf_counter()
     meter = SideMeter(server.side, server.url, t0=t0)
     meter.model = model
-    try:
-        async for ev in stream_completion(http, server.url, model, req, t0=t0):
-            meter.feed(ev)
-            if observe is not None:
-                observe(server.arm or server.side, index, meter)
-    except StreamError as e:
-        meter.fail(str(e))
-    except asyncio.CancelledError:
-        meter.cancel()  # the observer's last look says "stopped", not "streaming"
-        raise
-    finally:
-        if observe is not None:
-            observe(server.arm or server.side, index, meter)
+    # The observer's last look (stream_into calls it once more at the end) sees how it ended.
+    look = None if observe is None else (lambda: observe(server.arm or server.side, index, meter))
+    await stream_into(meter, http, server.url, model, req, t0=t0, on_event=look)
     result = meter.result()
     result.events = []  # a sweep keeps figures, not timelines
     return result
@@ -157,7 +133,7 @@ async def _kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, pea
             waiting.append(m.num_requests_waiting)
 
 
-async def _stream_all(http: httpx.AsyncClient, server: _Server, model: str, reqs: list[RaceRequest],
+async def _stream_all(http: httpx.AsyncClient, server: ServerHandle, model: str, reqs: list[RaceRequest],
                       concurrency: int, observe: StreamObserver | None = None) -> list[SideResult]:
     """``concurrency`` streams at once, each taking the next request as it finishes one: a slice of
     real traffic. Results in request order."""
@@ -172,7 +148,7 @@ async def _stream_all(http: httpx.AsyncClient, server: _Server, model: str, reqs
     return [r for r in results if r is not None]
 
 
-async def run_batch(http: httpx.AsyncClient, server: _Server, reqs: list[RaceRequest], concurrency: int,
+async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[RaceRequest], concurrency: int,
                     settings: Settings, *, keep_text: bool = True,
                     observe: StreamObserver | None = None) -> tuple[BatchStats, list[SideResult]]:
     """Every request of ``reqs`` through ``concurrency`` streams; the batch figures and each request's
@@ -219,7 +195,7 @@ async def run_batch(http: httpx.AsyncClient, server: _Server, reqs: list[RaceReq
     return stats, results
 
 
-async def _warm_up(server: _Server, reqs: list[RaceRequest], concurrency: int, settings: Settings,
+async def _warm_up(server: ServerHandle, reqs: list[RaceRequest], concurrency: int, settings: Settings,
                    rounds: int) -> None:
     warm = [r.model_copy(update={"max_tokens": min(r.max_tokens, WARMUP_MAX_TOKENS)})
             for r in reqs[:max(concurrency, 1)]]
@@ -242,7 +218,7 @@ def _identical(requests: list[WorkloadRequest], base: list[SideResult], spec: li
     return all(b.text == s.text for b, s in greedy) if greedy else None
 
 
-async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers: Mapping[str, _Server],
+async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers: Mapping[str, ServerHandle],
                    settings: Settings, step: Callable[[str, bool], None], on_interrupt: CellFn,
                    *, redact: bool = False, observe: StreamObserver | None = None) -> CellResult:
     """Measure one cell: per repeat, the same batch of requests on each server (``servers``: "baseline",
