@@ -119,6 +119,32 @@ def test_configured_but_off_says_when_to_route_to_a_plain_server() -> None:
     assert all(b.server != "adaptive" for b in rec.bands) and rec.configured_but_off.users == 16
 
 
+def test_configured_but_off_is_read_at_every_off_count_not_only_the_top() -> None:
+    # The CPU pair's load sweep of 2026-12-03 (docs/benchmarks.md, "An adaptive arm on the CPU"): the
+    # default schedule turned drafting off from 3 users, and "off" cost most at 4-8 users (0.69x,
+    # 0.86x), where the recommendation keeps k=4; at the top counts, the k=0 band, it cost nothing.
+    rows: dict[int, dict[str, float]] = {1: {"baseline": 17.5, "k4": 57.2}, 2: {"baseline": 13.8, "k4": 36.8},
+                                         4: {"baseline": 20.2, "k4": 30.1}, 8: {"baseline": 15.3, "k4": 17.9},
+                                         16: {"baseline": 10.0, "k4": 9.1}, 32: {"baseline": 4.9, "k4": 4.8}}
+    adaptive = {1: (46.7, 58), 2: (42.3, 116), 4: (13.9, 0), 8: (13.2, 0), 16: (10.1, 0), 32: (5.2, 0)}
+    points = pts(rows, K) + [ServerPoint(users=u, server="adaptive", k=4, per_user_decode_tokens_per_s=v, drafts=d)
+                             for u, (v, d) in adaptive.items()]
+    rec = rec_of(points)
+    assert [(b.users_from, b.users_to, b.k) for b in rec.bands] == [(1, 15, 4), (16, 32, 0)]
+    off = rec.configured_but_off
+    assert [(o.users, round(o.ratio, 2)) for o in off.by_users] == [(4, 0.69), (8, 0.86), (16, 1.01), (32, 1.06)]
+    assert off.costs_at_users == [4, 8]
+    assert (off.users, off.route_to_baseline) == (16, False)  # the worst of the k=0 band: it costs nothing there
+    assert "off costs at 4, 8 users" in off.text and "in the k=0 band (16, 32 users" in off.text
+    # The same, with the k=0 band slow: then route it to a server without speculation.
+    adaptive[32] = (4.0, 0)
+    slow = pts(rows, K) + [ServerPoint(users=u, server="adaptive", k=4, per_user_decode_tokens_per_s=v, drafts=d)
+                           for u, (v, d) in adaptive.items()]
+    off = rec_of(slow).configured_but_off
+    assert (off.users, off.route_to_baseline, off.costs_at_users) == (32, True, [4, 8, 32])
+    assert "route the k=0 band to a server without speculation" in off.text
+
+
 def test_the_adaptive_line_is_read_from_the_measurement() -> None:
     k = {"baseline": 0, "ngram": 4, "adaptive": 4}
     rows: dict[int, dict[str, float]] = {1: {"baseline": 40, "ngram": 100, "adaptive": 98},

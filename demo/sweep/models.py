@@ -383,12 +383,27 @@ class Band(BaseModel):
     why: str = ""
 
 
+class OffPoint(BaseModel):
+    """The adaptive arm with drafting off at one measured count: its per-user decode tokens/s over the baseline's."""
+
+    users: int
+    ratio: float
+
+
 class OffCost(BaseModel):
-    """The adaptive arm with drafting off against the baseline (None figures: n/a, ``text`` says why)."""
+    """The adaptive arm with drafting off against the baseline (None figures: n/a, ``text`` says why).
+
+    ``by_users``: every measured count where it drafted nothing; ``costs_at_users``: those where it ran
+    below OFF_COST_WORTH of the baseline. ``users``/``ratio``: the worst count of the recommendation's
+    k = 0 bands (of every off count when no k = 0 band was measured with it off), the one the routing
+    advice ``route_to_baseline`` rests on.
+    """
 
     users: int | None = None
     ratio: float | None = None  # adaptive per-user decode tokens/s over the baseline's
     route_to_baseline: bool | None = None  # True: a server without speculation beats k = 0 on one server
+    by_users: list[OffPoint] = Field(default_factory=list)
+    costs_at_users: list[int] = Field(default_factory=list)
     text: str = ""
 
 

@@ -18,9 +18,9 @@ same count.
 
 "Configured but off": a server with speculation configured and drafting off (the adaptive arm at a
 count where it drafted nothing) may still be slower than the baseline. When the sweep has that arm,
-``configured_but_off`` gives its per-user decode tokens/s over the baseline's at the highest such
-count and says whether routing the k = 0 band to a server without speculation beats k = 0 on one
-server; else n/a with the reason.
+``configured_but_off`` gives its per-user decode tokens/s over the baseline's at every such count,
+says at which it costs, and whether routing the recommendation's k = 0 band to a server without
+speculation beats k = 0 on one server (from the worst count of that band); else n/a with the reason.
 """
 
 from __future__ import annotations
@@ -34,7 +34,16 @@ from pydantic import BaseModel, Field
 
 from demo.fmt import fmt_number, fmt_speedup, or_na
 from demo.sweep.crossover import GAIN_NONE
-from demo.sweep.models import Band, CellResult, NoRecommendation, OffCost, Recommendation, ScheduleSlo, SweepResult
+from demo.sweep.models import (
+    Band,
+    CellResult,
+    NoRecommendation,
+    OffCost,
+    OffPoint,
+    Recommendation,
+    ScheduleSlo,
+    SweepResult,
+)
 
 ADAPTIVE_ARM = "adaptive"  # servers/arms.py's arm with a schedule: measured for the off cost, not a candidate
 # Below this, a server with speculation configured and drafting off costs enough to route around it.
@@ -157,8 +166,13 @@ def _bands(chosen: list[tuple[ServerPoint, ServerPoint, bool]], slo: ScheduleSlo
     return bands
 
 
-def off_cost(points: Sequence[ServerPoint]) -> OffCost:
-    """The adaptive arm with drafting off (0 drafts) over the baseline, at the highest such count."""
+def off_cost(points: Sequence[ServerPoint], off_band_users: Sequence[int] | None = None) -> OffCost:
+    """The adaptive arm with drafting off (0 drafts) over the baseline, at every count it drafted nothing.
+
+    Says at which counts "off" costs (below OFF_COST_WORTH) and by how much. The routing advice rests on
+    the worst of ``off_band_users`` (the measured counts of the recommendation's k = 0 bands) where the
+    arm was off, else on the worst of every off count, said so.
+    """
     base = {p.users: p for p in points if p.server == "baseline"}
     off = [p for p in points if p.server == ADAPTIVE_ARM and p.drafts == 0
            and p.per_user_decode_tokens_per_s is not None and base.get(p.users) is not None
@@ -169,14 +183,25 @@ def off_cost(points: Sequence[ServerPoint]) -> OffCost:
     if not off:
         return OffCost(text=f"n/a: the '{ADAPTIVE_ARM}' arm drafted at every count measured (or its drafts are "
                             "not known): no count shows it with drafting off")
-    top = max(off, key=lambda p: p.users)
-    ratio = (top.per_user_decode_tokens_per_s or 0) / (base[top.users].per_user_decode_tokens_per_s or 1)
-    route = ratio < OFF_COST_WORTH
-    verdict = ("route the k=0 band to a server without speculation: it is faster than k=0 on one server"
-               if route else "k=0 on one server costs nothing worth a second server")
-    return OffCost(users=top.users, ratio=ratio, route_to_baseline=route,
-                   text=f"at {top.users} users, with drafting off, {ADAPTIVE_ARM} ran at {fmt_speedup(ratio)} the "
-                        f"baseline's per-user decode tokens/s: {verdict}")
+    per = [OffPoint(users=p.users, ratio=(p.per_user_decode_tokens_per_s or 0)
+                    / (base[p.users].per_user_decode_tokens_per_s or 1)) for p in sorted(off, key=lambda p: p.users)]
+    costs = [o for o in per if o.ratio < OFF_COST_WORTH]
+    in_band = [o for o in per if o.users in set(off_band_users or ())]
+    worst = min(in_band or per, key=lambda o: o.ratio)
+    route = worst.ratio < OFF_COST_WORTH
+    each = ", ".join(f"{fmt_speedup(o.ratio)} at {_users(o.users)}" for o in per)
+    cost_line = (f"off costs at {', '.join(str(o.users) for o in costs)} users "
+                 f"({fmt_speedup(min(o.ratio for o in costs))} at worst)" if costs
+                 else "off costs nothing at the counts measured")
+    where = (f"in the k=0 band ({', '.join(str(o.users) for o in in_band)} users measured with it off)" if in_band
+             else "with no k=0 band measured with it off, over every off count")
+    verdict = (f"route the k=0 band to a server without speculation: it is faster than k=0 on one server "
+               f"({fmt_speedup(worst.ratio)} at {_users(worst.users)})" if route
+               else "k=0 on one server costs nothing worth a second server")
+    return OffCost(users=worst.users, ratio=worst.ratio, route_to_baseline=route, by_users=per,
+                   costs_at_users=[o.users for o in costs],
+                   text=f"with drafting off, {ADAPTIVE_ARM} ran at {each} of the baseline's per-user decode "
+                        f"tokens/s: {cost_line}; {where}: {verdict}")
 
 
 def _ratio(p: ServerPoint | None, base: ServerPoint | None) -> float | None:
@@ -264,7 +289,8 @@ def recommend(points: Sequence[ServerPoint], configs: Mapping[str, Mapping[str, 
     if "method" not in config:
         notes.append("the arms' method is not known (SPECDEMO_ARMS' method, SPECDEMO_SPEC_METHOD): add "
                      "\"method\" and its keys to the config before deploying it")
-    rec = Recommendation(speculative_config=config, bands=bands, configured_but_off=off_cost(points),
+    off_band_users = [u for b in bands if b.k == 0 for u in b.measured_users]
+    rec = Recommendation(speculative_config=config, bands=bands, configured_but_off=off_cost(points, off_band_users),
                          workload=workload, slo=slo, notes=notes, adaptive_text=adaptive_lesson(points))
     rec.text = one_line(rec)
     return rec
