@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -166,6 +167,25 @@ def test_race_with_users_measures_a_batch_per_side(pair, capsys) -> None:
     one = run_json(capsys, "race", *urls(base, spec), "--users", "1", "--preset", "json_reformat",
                    "--max-tokens", "20", "--json", "--no-save")
     assert "users" not in one and one["speedup"] > 1 and one["baseline"]["completion_tokens"] == 20
+
+
+def test_repeats_give_the_median_and_the_range_of_each_steps_speedup(pair, capsys) -> None:
+    base, spec = pair
+    out = run_json(capsys, "load", *urls(base, spec), "--users", "1,4", "--preset", "json_reformat",
+                   "--max-tokens", "20", "--repeats", "3", "--json", "--no-progress")
+    for step in out["steps"]:
+        spread = step["arms"]["speculative"]["speedup_repeats"]
+        assert spread["n"] == 3 and spread["min"] <= spread["median"] <= spread["max"], spread
+        assert step["speedup"] == spread["median"]  # the step's speedup is the median of its repeats
+        assert step["baseline"]["ok_users"] == 3 * step["users"]
+    assert main(["load", *urls(base, spec), "--users", "2", "--preset", "json_reformat", "--max-tokens", "20",
+                 "--repeats", "2", "--no-progress"]) == 0
+    table = capsys.readouterr().out
+    assert re.search(r"speedup \(per-user decode\) \d+\.\d\d× \(\d+\.\d\d-\d+\.\d\d× over 2 repeats\)", table), table
+    # One repeat: no range to show.
+    one = run_json(capsys, "load", *urls(base, spec), "--users", "1", "--preset", "json_reformat",
+                   "--max-tokens", "20", "--json", "--no-progress")
+    assert one["steps"][0]["arms"]["speculative"]["speedup_repeats"]["n"] == 1
 
 
 def test_slo_gives_the_most_users_each_side_serves(pair, capsys) -> None:

@@ -19,6 +19,7 @@ from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_sum
 from demo.load import engine as load
 from demo.load.engine import (
     SIDES,
+    ArmStep,
     LoadResult,
     LoadSide,
     LoadSpec,
@@ -127,6 +128,7 @@ def step_json(step: LoadStep) -> dict[str, Any]:
     for side in SIDES:
         out[side] = getattr(step, side).model_dump()
     out["arms"] = {name: {**a.side.model_dump(), "speedup": a.speedup, "throughput_ratio": a.throughput_ratio,
+                          "speedup_repeats": a.speedup_repeats.model_dump() if a.speedup_repeats else None,
                           "na_reasons": {**a.side.na_reasons, **a.na_reasons}} for name, a in step.arms.items()}
     return out
 
@@ -175,6 +177,15 @@ def server_rows(step: LoadStep) -> list[tuple[str, LoadSide]]:
     return [(side, getattr(step, side)) for side in SIDES]
 
 
+def speedup_text(speedup: float | None, arm: ArmStep | None) -> str:
+    """'1.49×', and with several repeats its range: '1.49× (1.21-1.60× over 3 repeats)'; n/a when unknown."""
+    text = or_na(fmt_speedup(speedup))
+    s = arm.speedup_repeats if arm is not None else None
+    if speedup is None or s is None or s.n < 2:
+        return text
+    return f"{text} ({fmt_number(s.min, 2)}-{fmt_speedup(s.max)} over {s.n} repeats)"
+
+
 def load_table(r: LoadResult) -> str:
     """The load sweep as plain text for the terminal: a row per server per step, then the crossover, the users within
     the latency target and the recommended schedule."""
@@ -191,11 +202,12 @@ def load_table(r: LoadResult) -> str:
             cells = [str(step.users) if name == "baseline" else "", name, *side_cells(side)]
             lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
         if len(step.arms) > 1:
-            lines += [f"{'':5}  {'':12}  {name}: speedup (per-user decode) {or_na(fmt_speedup(a.speedup))}, "
+            lines += [f"{'':5}  {'':12}  {name}: speedup (per-user decode) {speedup_text(a.speedup, a)}, "
                       f"throughput ratio (total) {or_na(fmt_speedup(a.throughput_ratio))}"
                       for name, a in step.arms.items()]
         else:
-            lines.append(f"{'':5}  {'':12}  speedup (per-user decode) {or_na(fmt_speedup(step.speedup))}, "
+            first = next(iter(step.arms.values()), None)
+            lines.append(f"{'':5}  {'':12}  speedup (per-user decode) {speedup_text(step.speedup, first)}, "
                          f"throughput ratio (total) {or_na(fmt_speedup(step.throughput_ratio))}")
         lines += [f"{'':21}error: {e}" for e in step.errors]
         lines += [f"{'':21}client-limited ({name}): {side.client_note}" for name, side in rows if side.client_limited]

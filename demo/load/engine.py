@@ -64,6 +64,7 @@ from demo.sweep.models import (
     Recommendation,
     ScheduleSlo,
     SideCell,
+    Spread,
 )
 from demo.sweep.runner import StreamObserver, make_servers, run_cell, settings_arms
 from demo.sweep.schedule import points_from_cells, recommend
@@ -134,8 +135,11 @@ class ArmStep(BaseModel):
 
     name: str
     side: LoadSide
-    speedup: float | None = None  # per-user decode speedup, the arm over the baseline
+    speedup: float | None = None  # per-user decode speedup, the arm over the baseline (median of the repeats)
     throughput_ratio: float | None = None  # total output tokens/s, the arm over the baseline
+    # The per-user decode speedup over the step's repeats (median, lowest, highest, how many): with
+    # --repeats N, a dip can be told from noise. None: not measured.
+    speedup_repeats: Spread | None = None
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
@@ -371,7 +375,8 @@ def step_from_cell(cell: CellResult) -> LoadStep:
         speedup, ratio, why = _ratios(view)
         arms[name] = ArmStep(name=name, side=_side("speculative", view.speculative, view,
                                                    shown=name if len(cell.arms) > 1 else None),
-                             speedup=speedup, throughput_ratio=ratio, na_reasons=why)
+                             speedup=speedup, throughput_ratio=ratio, speedup_repeats=view.decode_speedup,
+                             na_reasons=why)
     speedup, ratio, why = _ratios(cell)
     return LoadStep(users=cell.settings.concurrency, status=cell.status, cell=cell, errors=list(cell.errors),
                     baseline=_side("baseline", cell.baseline, cell),
