@@ -114,6 +114,10 @@ def _profile_overrides(name: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m servers up|status|down|monitor``; return the command's exit code.
+
+    A launcher error or bad settings is one line on stderr (launcher.report_error gives its code).
+    """
     args = _parser().parse_args(argv)
     if args.command == "monitor":  # Prometheus for the pair: its own flags (servers/monitor.py)
         return monitor.run(args)

@@ -74,10 +74,12 @@ class ArmConfig(BaseModel):
 
     @property
     def method(self) -> str:
+        """The arm's speculative method, its config's "method" (ngram, eagle3, draft_model)."""
         return str(self.speculative_config["method"])
 
     @property
     def what_if(self) -> bool:
+        """True for a what-if arm (synthetic rejection sampling): its text is not the target's."""
         return is_synthetic(self.speculative_config)
 
 
@@ -133,6 +135,7 @@ ARM_CONFIGS: dict[str, ArmConfig] = {
 
 
 def get_arm_config(name: str) -> ArmConfig:
+    """The arm config named ``name``; KeyError (one line, listing the known arms) otherwise."""
     try:
         return ARM_CONFIGS[name]
     except KeyError:
@@ -210,6 +213,7 @@ class MethodsSetup(BaseModel):
 
     @property
     def servers(self) -> tuple[str, ...]:
+        """The servers in start order: the baseline, then each arm."""
         return ("baseline", *self.arms)
 
     @model_validator(mode="after")
@@ -224,16 +228,20 @@ class MethodsSetup(BaseModel):
         return self
 
     def needs_gib(self) -> dict[str, float]:
+        """Each server's GPU memory need in GiB: the target's weights, runtime and KV cache, plus its proposer's."""
         target = TARGET_WEIGHTS_GIB + TARGET_RUNTIME_GIB + TARGET_KV_GIB
         return {name: target + (PROPOSER_GIB[name] if name != "baseline" else 0.0) for name in self.servers}
 
     def shares(self) -> dict[str, float]:
+        """Each server's --gpu-memory-utilization share, from its need (they fit one GPU together)."""
         return gpu_memory_shares(self.needs_gib())
 
     def min_gpu_memory_gib(self) -> int:
+        """The smallest GPU, in GiB, on which every server's share covers its need."""
         return min_gpu_memory_gib(self.needs_gib(), self.shares())
 
     def port(self, name: str) -> int:
+        """The port of server ``name``: the baseline's, plus its place in the start order."""
         return BASELINE_PORT + self.servers.index(name)
 
     def server_configs(self, host: str = "127.0.0.1") -> dict[str, ServerConfig]:
@@ -253,6 +261,7 @@ class MethodsSetup(BaseModel):
         return out
 
     def compose_service(self, name: str) -> str:
+        """The compose service that runs server ``name`` in the methods profile."""
         return f"methods-{name}"
 
 

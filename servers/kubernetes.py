@@ -55,6 +55,7 @@ HEADER = (
 
 
 def served_name(profile: Profile, role: Role) -> str:
+    """The model name a role's engine serves in the chart: the profile's with the role appended."""
     return f"{profile.served_model_name}-{role}"
 
 
@@ -152,6 +153,10 @@ def _values(specs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def helm_values(profile: Profile) -> dict[str, Any]:
+    """vLLM production-stack Helm values for a GPU profile: a baseline and a speculative engine.
+
+    Raises ValueError for a CPU profile.
+    """
     if profile.device != "gpu":
         raise ValueError(f"profile {profile.name} is a CPU profile; the production-stack values are for GPUs")
     return _values([model_spec(role, profile.model, engine_config(profile, role)) for role in ROLES])
@@ -169,10 +174,12 @@ def methods_helm_values(setup: MethodsSetup = METHODS) -> dict[str, Any]:
 
 
 def engine_url(role: Role) -> str:
+    """The in-cluster URL of a role's engine Service (what the page's SPECDEMO_*_URL point at)."""
     return f"http://{RELEASE}-{role}-engine-service:{ENGINE_SERVICE_PORT}"
 
 
 def page_manifests(profile: Profile) -> list[dict[str, Any]]:
+    """The page's Kubernetes manifests for a profile: a Deployment and a Service, reaching both engines."""
     labels = {"app.kubernetes.io/name": "specdemo-page", "app.kubernetes.io/part-of": "specdemo"}
     env = {
         "SPECDEMO_UI_HOST": "0.0.0.0",
@@ -260,10 +267,15 @@ class _NoAliases(yaml.SafeDumper):
 
 
 def dump(docs: list[dict[str, Any]], header: str) -> str:
+    """``docs`` as multi-document YAML after ``header`` (no anchors or aliases)."""
     return header + yaml.dump_all(docs, Dumper=_NoAliases, sort_keys=False, default_flow_style=False, width=120)
 
 
 def generated_files() -> dict[Path, str]:
+    """Every file under deploy/kubernetes/ by path, with its text.
+
+    Each GPU profile's values and page, the methods profile's values and the Grafana dashboards.
+    """
     files: dict[Path, str] = {}
     for p in PROFILES.values():
         if p.device != "gpu":

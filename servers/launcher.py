@@ -60,6 +60,10 @@ def report_error(e: BaseException, err: TextIO | None = None) -> int:
 
 @dataclass
 class Plan:
+    """One server as the launcher will start it.
+
+    Its role, config, command, environment, log, compile-cache key, arm and cores.
+    """
     role: Role
     config: ServerConfig
     cmd: list[str]
@@ -71,10 +75,12 @@ class Plan:
 
     @property
     def url(self) -> str:
+        """The server's base URL (http://host:port)."""
         return f"http://{self.config.host}:{self.config.port}"
 
     @property
     def name(self) -> str:
+        """The server's name: its arm's, else its role (baseline, speculative)."""
         return self.arm or self.role
 
 
@@ -90,6 +96,7 @@ class Server:
 
     @property
     def name(self) -> str:
+        """The server's name: its arm's, else its role."""
         return self.arm or self.role
 
 
@@ -139,6 +146,7 @@ def check_cores(s: LauncherSettings) -> None:
 
 
 def check_runtime(s: LauncherSettings) -> None:
+    """Raise LauncherError (one line, naming the fix) when there is no python with vLLM to start."""
     if s.server_command:
         return
     if not s.python.exists():
@@ -274,6 +282,7 @@ def server_cpus(s: LauncherSettings, role: Role, cores: str | None = None) -> se
 
 
 def plan(s: LauncherSettings, model: str) -> list[Plan]:
+    """Every server's Plan for ``model``: the pair, or the baseline and each arm of ``up --arms``."""
     base = shlex.split(s.server_command) if s.server_command else [str(s.python), "-m", API_SERVER_MODULE]
     plans = []
     for srv in servers(s):
@@ -291,6 +300,7 @@ def plan(s: LauncherSettings, model: str) -> list[Plan]:
 
 
 def check_ports(plans: list[Plan]) -> None:
+    """Raise LauncherError (one line) when two servers share a port or a port is already taken."""
     ports = [p.config.port for p in plans]
     if len(set(ports)) != len(ports):
         if len(plans) == 2:
@@ -357,6 +367,7 @@ def _ours_alive(r: ServerRecord) -> bool:
 
 
 def stop_records(records: list[ServerRecord], timeout_s: float, out: TextIO) -> None:
+    """Stop each recorded server that is still ours (its PID's start time checked), saying what was done on ``out``."""
     for r in records:
         if _ours_alive(r):
             how = procs.stop_group(r.pgid, timeout_s)
@@ -466,6 +477,11 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
 def wait_healthy(
     s: LauncherSettings, started: list[tuple[Plan, subprocess.Popen[bytes], ServerRecord]], out: TextIO
 ) -> None:
+    """Wait until every started server answers /health, showing their start phases on ``out``.
+
+    Raises LauncherError when one exits during its start (with its log's last lines) or when
+    startup_timeout_s runs out.
+    """
     t0 = time.monotonic()
     progress = Progress(out)
     pending = {p.name: (p, proc, rec) for p, proc, rec in started}
@@ -604,6 +620,10 @@ def supervisor_line(state: LauncherState | None) -> str:
 
 
 def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
+    """Each server's status as a row, from the state file.
+
+    A row: health, PID, processes, memory, last start, log and the supervisor.
+    """
     state = read_state(s.state_file)
     records = {r.name: r for r in state.servers} if state else {}
     on_cpu = (state.device if state else s.device) == "cpu"
@@ -676,6 +696,7 @@ def _gb(n: object) -> str:
 
 
 def print_status(s: LauncherSettings, out: TextIO = sys.stdout, as_json: bool = False) -> int:
+    """Print the status table (or JSON) on ``out``; return 0 when every server is healthy, else 1."""
     rows = status_rows(s)
     if as_json:
         print(json.dumps(rows, indent=2), file=out)

@@ -43,6 +43,7 @@ SPECULATIVE_PORT = 8001
 
 
 class ServerPair(NamedTuple):
+    """A profile's two servers' configs: the baseline and the speculative server."""
     baseline: ServerConfig
     speculative: ServerConfig
 
@@ -100,10 +101,12 @@ class Profile(BaseModel):
 
     @property
     def method(self) -> str:
+        """The speculative server's method, its config's "method" (ngram, eagle3, draft_model)."""
         return str(self.speculative_config["method"])
 
     @property
     def num_speculative_tokens(self) -> int:
+        """k: the tokens the speculative server drafts per step (its config's num_speculative_tokens)."""
         return int(self.speculative_config["num_speculative_tokens"])
 
     @property
@@ -260,6 +263,7 @@ PROFILES: dict[str, Profile] = {
 
 
 def get_profile(name: str) -> Profile:
+    """The profile named ``name``; KeyError (one line, listing the known profiles) otherwise."""
     try:
         return PROFILES[name]
     except KeyError:

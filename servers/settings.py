@@ -60,6 +60,12 @@ def parse_cores(text: str) -> set[int]:
 
 
 class LauncherSettings(BaseSettings):
+    """The launcher's settings: model, servers, cores, ports and timeouts.
+
+    From SPECDEMO_SERVERS_* variables and .env, then the command line. The run dir holds the state
+    file and each server's log.
+    """
+
     model_config = SettingsConfigDict(
         env_prefix="SPECDEMO_SERVERS_", env_file=".env", extra="ignore", populate_by_name=True
     )
@@ -216,6 +222,7 @@ class LauncherSettings(BaseSettings):
 
     @property
     def arm_names(self) -> list[str]:
+        """The arms of ``--arms`` in order (empty: the pair's one speculative server)."""
         return [n for n in self.arms.split(",") if n]
 
     @field_validator("speculative_config", mode="before")
@@ -230,22 +237,28 @@ class LauncherSettings(BaseSettings):
 
     @property
     def python(self) -> Path:
+        """The python that runs vLLM: --vllm-python, else the CPU venv's."""
         return self.vllm_python or self.vllm_venv / "bin" / "python"
 
     @property
     def state_file(self) -> Path:
+        """The run dir's state file: what ``up`` started, read by status, down and the supervisor."""
         return self.run_dir / "state.json"
 
     def cores(self, role: str) -> set[int]:
+        """A role's cores (CPU), as a set of core numbers."""
         return parse_cores(self.baseline_cores if role == "baseline" else self.speculative_cores)
 
     def gpu_share(self, role: str) -> float:
+        """A role's --gpu-memory-utilization: its own, else the shared one."""
         own = self.baseline_gpu_memory_utilization if role == "baseline" else self.speculative_gpu_memory_utilization
         return own if own is not None else self.gpu_memory_utilization
 
     def log_file(self, role: str) -> Path:
+        """The log file of server ``role`` (or an arm's name) in the run dir."""
         return self.run_dir / f"{role}.log"
 
     @property
     def supervisor_log(self) -> Path:
+        """The supervisor's log file in the run dir."""
         return self.run_dir / "supervisor.log"

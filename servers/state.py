@@ -14,6 +14,11 @@ from servers.config import Role
 
 
 class ServerRecord(BaseModel):
+    """One started server as the state file records it.
+
+    Its role, URL, arm, cores, PID, process group, start time, log, model and last start.
+    """
+
     role: Role
     url: str
     # A speculative server started as a named arm (`up --arms`), and its CPU cores; None: the pair's
@@ -56,6 +61,7 @@ class ServerRecord(BaseModel):
 
 
 class SupervisorRecord(BaseModel):
+    """The supervisor as the state file records it: its PID, start time (ticks and UTC) and mode."""
     pid: int
     start_ticks: int
     started_at: datetime
@@ -64,6 +70,7 @@ class SupervisorRecord(BaseModel):
 
 
 class LauncherState(BaseModel):
+    """What ``up`` started (the state file): the launcher's PID, the device, every server and the supervisor."""
     launcher_pid: int
     device: str
     servers: list[ServerRecord]
@@ -81,9 +88,11 @@ def read_state(path: Path) -> LauncherState | None:
 
 
 def write_state(path: Path, state: LauncherState) -> None:
+    """Write ``state`` to ``path`` whole (atomically: a reader never sees half a file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, state.model_dump_json(indent=2))  # `status` never reads half a file
 
 
 def clear_state(path: Path) -> None:
+    """Remove the state file at ``path`` (nothing when it is already gone)."""
     path.unlink(missing_ok=True)

@@ -65,6 +65,10 @@ def exit_cause(code: int | None) -> str:
 
 
 class Supervisor:
+    """Watches the started servers and restarts one that exits or stops answering /health; logs what it does.
+
+    run() loops until request_stop(); it never raises on a server's fault.
+    """
     def __init__(
         self, s: LauncherSettings, pair: list[launcher.Started], me: SupervisorRecord, out: TextIO
     ) -> None:
@@ -79,6 +83,7 @@ class Supervisor:
     # ------------------------------------------------------------ the loop
 
     def request_stop(self, signum: int = 0, frame: object = None) -> None:
+        """Ask the loop to stop (a signal handler: SIGTERM, SIGINT)."""
         self.stopping = True
 
     def run(self) -> None:
