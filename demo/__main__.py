@@ -1,3 +1,5 @@
+"""``python -m demo``: the command line (demo/cli.py)."""
+
 import sys
 
 from demo.cli import main

@@ -32,6 +32,7 @@ SIDE_KEYS = ("completion_tokens", "ttft_s", "decode_tokens_per_s", "e2e_s", "itl
 
 
 def add_race_parser(sub: argparse._SubParsersAction) -> None:
+    """Add the ``race`` command and its flags to ``sub``."""
     p = sub.add_parser("race", help="race one prompt on the baseline and the speculative server(s)")
     add_server_args(p)
     src = p.add_mutually_exclusive_group(required=True)
@@ -209,6 +210,7 @@ def cmd_race_users(args: argparse.Namespace, settings: Settings, users: int, req
 
 
 def cmd_race(args: argparse.Namespace) -> int:
+    """``python -m demo race``: race one prompt (or N users with --users N); return the exit code."""
     settings = settings_from_args(args)
     users = users_arg(args.users, settings)
     if len(users) != 1:
@@ -232,6 +234,7 @@ def cmd_race(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m demo COMMAND`` (race, export, sweep, load, whatif, check, schedule...); return the exit code."""
     parser = argparse.ArgumentParser(prog="python -m demo", description="Speculative decoding demo")
     sub = parser.add_subparsers(dest="command", required=True)
     add_race_parser(sub)

@@ -79,6 +79,7 @@ class StreamError(ServerError):
 
 
 class ModelInfo(BaseModel):
+    """A served model as GET /v1/models reports it: its id and max_model_len (None: not reported)."""
     id: str
     max_model_len: int | None = None
 
@@ -149,6 +150,7 @@ def error_from_response(status: int, body: bytes, base_url: str) -> StreamError:
 
 
 def error_from_exception(exc: Exception, base_url: str, tokens: int | None = None) -> StreamError:
+    """The one-line StreamError for an HTTP failure talking to ``base_url`` (after ``tokens`` streamed, if any)."""
     got = f" after {tokens} tokens" if tokens else ""
     if isinstance(exc, httpx.ConnectTimeout):
         return StreamError(f"Timed out connecting to {base_url}: is the server running and the URL right?")
@@ -214,6 +216,7 @@ def completion_prompt(req: RaceRequest) -> str:
 
 
 def request_body(req: RaceRequest, model: str) -> dict[str, Any]:
+    """The JSON body of a streamed completion (chat or completions) for ``req`` on ``model``, usage on every chunk."""
     body: dict[str, Any] = {
         "model": model,
         "temperature": req.temperature,

@@ -25,12 +25,14 @@ def esc(text: object) -> str:
 
 
 def fmt_rate(tokens_per_s: float | None) -> str | None:
+    """Tokens/s for a tile: '245' at 100 and over, '24.5' below; None when unknown."""
     if tokens_per_s is None:
         return None
     return f"{tokens_per_s:.0f}" if tokens_per_s >= 100 else f"{tokens_per_s:.1f}"
 
 
 def fmt_seconds(seconds: float | None) -> str | None:
+    """Seconds for a tile: '734 ms' under a second, '2.41 s' under 10, '12.3 s' above; None when unknown."""
     if seconds is None:
         return None
     if seconds < 1.0:
@@ -39,6 +41,7 @@ def fmt_seconds(seconds: float | None) -> str | None:
 
 
 def fmt_int(n: int | None) -> str | None:
+    """A count as text; None when unknown."""
     return None if n is None else f"{n:d}"
 
 
@@ -48,6 +51,7 @@ def fmt_percent(fraction: float | None, digits: int = 0) -> str | None:
 
 
 def fmt_length(x: float | None) -> str | None:
+    """A mean acceptance length (tokens per step), two decimals: '3.26'; None when unknown."""
     return None if x is None else f"{x:.2f}"
 
 

@@ -142,6 +142,7 @@ class SideMeter:
         self.started = True
 
     def feed(self, ev: ChunkEvent) -> None:
+        """Take one streamed event: its text, its token count (from usage), its acceptance numbers, the times."""
         self.events.append(ev)
         self.status = "streaming"
         if ev.prompt_tokens is not None:
@@ -185,11 +186,13 @@ class SideMeter:
         self.t_last = ev.t_s
 
     def fail(self, message: str) -> None:
+        """Mark the side failed with ``message`` (one line), at the time of the failure."""
         self.error = message
         self.status = "error"
         self.t_end = time.perf_counter() - self.t0
 
     def cancel(self) -> None:
+        """Mark the side stopped by the user, unless it already finished or failed."""
         if not self.done and not self.error:
             self.status = "cancelled"
             self.error = "Stopped by the user before the answer finished."
@@ -197,6 +200,7 @@ class SideMeter:
 
     @property
     def text(self) -> str:
+        """The answer so far, every chunk's text joined."""
         return "".join(self.text_parts)
 
     def _decode_rate(self, tokens: int | None) -> tuple[float | None, str | None]:
@@ -209,6 +213,7 @@ class SideMeter:
         return (tokens - 1) / (self.t_last - self.t_first), None
 
     def snapshot(self) -> SideSnapshot:
+        """The side as the page draws it now: status, tokens, elapsed time, rates, text, bursts (n/a with reasons)."""
         if not self.started and self.t_end is None:
             now = 0.0  # still waiting its turn (sequential A/B) or for the start line
         else:
@@ -234,6 +239,10 @@ class SideMeter:
         return StreamProgress(completion_tokens=count, status=self.status)
 
     def result(self) -> SideResult:
+        """The side's final figures (SideResult): tokens from usage, TTFT, decode rate, ITL, acceptance.
+
+        What is unknown is None with its reason in ``na_reasons``.
+        """
         na: dict[str, str] = {}
         tokens = self.final_tokens if self.final_tokens is not None else (self.tokens if self.has_usage else None)
         if self.error and not self.events:

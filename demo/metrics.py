@@ -20,6 +20,11 @@ _TPOT = "vllm:request_time_per_output_token_seconds"
 
 
 class MetricsSample(BaseModel):
+    """One scrape of a server's /metrics: its speculative counters, KV cache, queue and preemptions.
+
+    ``ok`` False with ``error`` when the scrape failed; a figure the server does not export is None.
+    """
+
     ok: bool = True
     error: str | None = None
     spec_drafts: float | None = None

@@ -44,6 +44,8 @@ def legacy_order(data: Any) -> Any:
 
 
 class Message(BaseModel):
+    """One chat message: its role and text."""
+
     role: Literal["system", "user", "assistant"]
     content: str
 
@@ -107,6 +109,12 @@ class Repetition(BaseModel):
 
 
 class SideResult(BaseModel):
+    """One side's final figures in a race, units in the names.
+
+    Tokens from usage, times, rates, acceptance, the text and its events; what is unknown is None
+    with its reason in ``na_reasons``.
+    """
+
     side: Side
     url: str
     model: str | None = None
@@ -204,6 +212,11 @@ _RACE_MIRROR = ("speedup", "e2e_speedup", "identical_text", "first_difference")
 
 
 class RaceResult(_Ordered):
+    """A finished race, saved as it is.
+
+    Its order, preset, request and start time, the baseline, every arm, and the figures comparing them.
+    """
+
     order: Order
     preset: str | None = None
     request: RaceRequest
@@ -280,6 +293,11 @@ class StreamProgress(BaseModel):
 
 
 class RaceSnapshot(_Ordered):
+    """A race as the page draws it at one moment.
+
+    Each side's snapshot and the live speedup so far; the last snapshot holds the result.
+    """
+
     order: Order
     baseline: SideSnapshot
     speculative: SideSnapshot  # the first arm

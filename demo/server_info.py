@@ -20,6 +20,11 @@ START_HINT = "python -m servers up"
 
 
 class ServerInfo(BaseModel):
+    """What a probe found of one server: healthy (or why not), model, context length, method and k.
+
+    Also its KV cache and queue, when its /metrics answered.
+    """
+
     side: Side
     url: str
     arm: str | None = None  # a speculative server's arm name (a sweep of several arms)
@@ -37,6 +42,7 @@ class ServerInfo(BaseModel):
 
 
 def down_message(info: ServerInfo) -> str:
+    """The page's message for a server that does not answer: its error, and how to start the servers."""
     return (f"The {info.side} server at {info.url} is not answering ({info.error}). "
             f"Start the servers with `{START_HINT}` (or fix SPECDEMO_{info.side.upper()}_URL), "
             "then press Refresh.")

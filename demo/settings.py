@@ -87,6 +87,10 @@ class ArmSetting(BaseModel):
 
 
 def check_headers(v: dict[str, SecretStr]) -> dict[str, SecretStr]:
+    """Return ``v`` when every name is a valid HTTP header name and no value has a line break.
+
+    Raises ValueError (one line) otherwise.
+    """
     for name, value in v.items():
         if not _HEADER_NAME.match(name):
             raise ValueError(f"{name!r} is not a valid HTTP header name")
@@ -96,10 +100,17 @@ def check_headers(v: dict[str, SecretStr]) -> dict[str, SecretStr]:
 
 
 def same_url(a: str, b: str) -> bool:
+    """True when ``a`` and ``b`` are the same URL up to a trailing slash."""
     return a.rstrip("/") == b.rstrip("/")
 
 
 class Settings(BaseSettings):
+    """The demo's settings (SPECDEMO_* variables and .env).
+
+    The servers, the arms, timeouts, limits, booth mode and where runs are saved.
+
+    ``endpoint(side)`` and ``arm_endpoints()`` give each server as the client sees it.
+    """
     model_config = SettingsConfigDict(env_prefix="SPECDEMO_", env_file=".env", extra="ignore")
 
     baseline_url: str = "http://127.0.0.1:8000"

@@ -64,6 +64,11 @@ TileKey = Literal[
 
 
 class Tile(BaseModel):
+    """One figure's tile: its key, label, shown text and unit, the exact value behind it, a small note.
+
+    The note is an n/a reason, "live" or "final".
+    """
+
     key: TileKey
     label: str
     text: str  # the big figure as shown ("97.3", "n/a", "…")
@@ -203,6 +208,7 @@ def users_strip_html(side: Side, users: list[StreamProgress | None], max_tokens:
 
 
 def tiles_html(side: Side, tiles: list[Tile]) -> str:
+    """A pane's tiles as escaped HTML; a final figure carries its exact value in data-value."""
     parts = [f'<div class="sd-tiles" data-side="{esc(side)}">']
     for t in tiles:
         # The exact figure goes in data-value once it is final. A live one would change in every
@@ -279,6 +285,7 @@ def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
 
 
 def burst_legend_html() -> str:
+    """The legend of the text's shading: tokens accepted in one verification step, 1 to 5+."""
     cells = "".join(
         f'<span class="{c}">{esc(label)}</span>'
         for c, label in (("b1", "1 token"), ("b2", "2"), ("b3", "3"), ("b4", "4"), ("b5", "5+ per step")))
@@ -530,6 +537,11 @@ def run_status_html(state: str, detail: str = "", text: str | None = None) -> st
 # ---------------------------------------------------------------- history
 
 class HistoryRow(BaseModel):
+    """One row of the Run history table.
+
+    When, preset, order, temperature, each side's tokens/s, speedup, acceptance, identical text, status.
+    """
+
     started_at: str
     preset: str
     order: str
@@ -549,6 +561,7 @@ HISTORY_HEADERS = ["time (UTC)", "preset", "order", "T", "baseline tok/s", "spec
 
 
 def history_row(result: RaceResult) -> HistoryRow:
+    """The Run history row of a finished race (n/a where a figure is unknown)."""
     spec = result.speculative.spec
     identical = {True: "yes", False: "no", None: NA}[result.identical_text]
     status = {"done": "ok"}.get(result.outcome, result.outcome)
@@ -679,6 +692,7 @@ def arm_left_out_view(name: str, users: int) -> PaneView:
 
 
 def pane_view(side: Side, snapshot: RaceSnapshot) -> PaneView:
+    """Everything a side's pane shows for one snapshot: its status, tiles and text."""
     snap: SideSnapshot = getattr(snapshot, side)
     result = getattr(snapshot.result, side) if snapshot.result is not None else None
     speculative = side == "speculative"
@@ -701,6 +715,10 @@ def server_banner_html(infos: list[ServerInfo]) -> str:
 
 
 def server_panel_html(infos: list[ServerInfo], grafana_url: str | None = None) -> str:
+    """The Servers panel (HTML): each server up or down (and why), its model, method and k, KV cache.
+
+    With ``grafana_url``, a link to the dashboard.
+    """
     rows = []
     for i in infos:
         if i.healthy:

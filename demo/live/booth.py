@@ -118,6 +118,7 @@ class Viewer:
     ready: asyncio.Event = field(default_factory=asyncio.Event)
 
     def offer(self, update: BoothView) -> None:
+        """Fold ``update`` into what this page has not taken yet, and wake its stream."""
         self.pending = update if self.pending is None else self.pending.merged(update)
         if self.pending_since is None:
             self.pending_since = time.monotonic()
@@ -132,6 +133,7 @@ class Viewer:
         return update
 
     def gone(self, now: float) -> bool:
+        """True when an offered update has waited more than VIEWER_TIMEOUT_S untaken: the page was closed."""
         return self.pending_since is not None and now - self.pending_since > VIEWER_TIMEOUT_S
 
 
@@ -174,6 +176,10 @@ class RestartWatch:
         self._start_s: dict[str, float] = {}  # url -> the last known time to healthy
 
     def estimate(self, down: list[ServerInfo], now: datetime | None = None) -> str:
+        """The banner's line for servers ``down``: 'Live again in about N s'.
+
+        From the supervisor's next restart and the last start's time; else 'Live again once ... answers'.
+        """
         what = " and ".join(f"the {i.arm or i.side} server" for i in down) or "a server"  # an arm by its name
         fallback = f"Live again once {what} answers (checked every few seconds)."
         records = self._records()
@@ -235,6 +241,12 @@ def launcher_state_file() -> Path | None:
 
 
 class Booth:
+    """Booth mode's show (SPECDEMO_BOOTH): presets raced live in rotation, a load turn, a recording while down.
+
+    One show for every open page: each page joins as a Viewer and gets its updates; a visitor's
+    input pauses the show until the page is left alone for the idle time.
+    """
+
     def __init__(self, settings: Settings, presets: dict[str, Preset],
                  visitor_racing: Callable[[], bool] = lambda: False,
                  restart_watch: RestartWatch | None = None, budget: StreamBudget | None = None) -> None:
@@ -282,15 +294,18 @@ class Booth:
         return viewer
 
     def leave(self, viewer: Viewer) -> None:
+        """Stop sending updates to ``viewer`` (its page closed)."""
         self.viewers.discard(viewer)
 
     def watched(self) -> bool:
+        """True when a page is watching; pages gone (their updates untaken) are dropped first."""
         now = time.monotonic()
         for v in [v for v in self.viewers if v.gone(now)]:
             self.viewers.discard(v)
         return bool(self.viewers)
 
     def publish(self, update: BoothView, reset: bool = False) -> None:
+        """Send ``update`` to every page and keep it as the show's current view (``reset``: replace it)."""
         self.current = update if reset else self.current.merged(update)
         for v in list(self.viewers):
             v.offer(update)
@@ -306,6 +321,7 @@ class Booth:
         return caption
 
     def visitor_active(self) -> bool:
+        """True while a visitor has the page: within the idle time of their last input, or racing."""
         return time.monotonic() < self.visitor_until or self.visitor_racing()
 
     def _visitor_caption(self) -> str:

@@ -48,6 +48,7 @@ class Ticket:
 
     @property
     def granted(self) -> bool:
+        """True once the budget has granted this ticket its streams."""
         return self._granted.is_set()
 
     async def wait(self, timeout_s: float | None = None) -> bool:

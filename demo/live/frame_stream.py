@@ -66,9 +66,15 @@ class RaceFrames:
         self.throttle = ChartThrottle()
 
     def running_status(self) -> str:
+        """The status line while the race runs (HTML): 'running' and its order."""
         return view.run_status_html("running", view.ORDER_LABELS[self.req.order])
 
     async def frames(self) -> AsyncGenerator[Frame, None]:
+        """The race's frames for the page: a first (waiting, or running), then one per change, the last with the result.
+
+        The race runs in a task of its own (the pump) under a watchdog; Stop or a closed page ends it
+        and releases the ticket.
+        """
         control = self.control
         yield Frame(run_status=self.running_status() if self.started
                     else _waiting_html(self.ticket))

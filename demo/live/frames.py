@@ -92,6 +92,7 @@ class ChartThrottle:
         self.last_chart = 0.0
 
     def frame(self, snapshot: RaceSnapshot, now: float | None = None) -> Frame:
+        """The page's frame for ``snapshot``; the chart only when CHART_INTERVAL_S has passed since the last."""
         now = time.monotonic() if now is None else now
         with_chart = now - self.last_chart >= CHART_INTERVAL_S
         if with_chart:

@@ -81,6 +81,7 @@ def load_frames(spec: LoadSpec, request: WorkloadRequest, settings: Settings, co
 
 
 class LoadFrames:
+    """A running load sweep as the page's frames: its budget checked first, each step drawn as it ends."""
     def __init__(self, spec: LoadSpec, request: WorkloadRequest, settings: Settings, control: RaceControl,
                  budget: StreamBudget | None, save: bool = True) -> None:
         self.spec, self.request, self.settings, self.control = spec, request, settings, control
@@ -99,6 +100,7 @@ class LoadFrames:
     # ------------------------------------------------------------ the frames
 
     async def frames(self) -> AsyncGenerator[LoadFrame, None]:
+        """The sweep's frames: an error frame when the budget cannot hold its most users, else one per change."""
         try:
             check_budget(self.spec, self.budget)
         except ValueError as e:
@@ -230,6 +232,7 @@ class LoadFrames:
 
 
 def idle_status_html(max_users: int) -> str:
+    """The load panel's status line before a sweep (HTML): the user counts it takes."""
     return view.run_status_html("idle", text=f"Ready: user counts from 1 to {max_users}, then Run sweep")
 
 

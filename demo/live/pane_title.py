@@ -25,7 +25,7 @@ def spec_title(settings: Settings, infos: list[ServerInfo] | None, result: RaceR
 
 def arm_titles(settings: Settings, infos: list[ServerInfo] | None, result: RaceResult | None) -> dict[str, str]:
     """Every arm's pane title (HTML) by pane key (demo.view.pane_key). One arm: the speculative
-    pane's title as always (spec_title). Several: 'name (method, k=…)' each, the first arm's method
+    pane's title (spec_title). Several: 'name (method, k=…)' each, the first arm's method
     and k as spec_title finds them, another's from its SPECDEMO_ARMS entry, its probe and the last run."""
     arms = settings.arm_endpoints()
     if len(arms) <= 1:

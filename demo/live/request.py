@@ -23,7 +23,7 @@ MAX_WORKLOAD_CHOICES = 200  # a 10,000-line file would make the dropdown unusabl
 def default_order(settings: Settings) -> tuple[Order, str | None]:
     """The Order control's default and why, when there is a reason to say: a race of two or more
     arms on CPU servers is sequential (they would share the machine's cores, and a simultaneous
-    race would measure the sharing, not the methods); else the simultaneous race, as always."""
+    race would measure the sharing, not the methods); else the simultaneous race."""
     arms = len(settings.arm_endpoints())
     if arms > 1 and settings.server_device == "cpu":
         return "sequential", view.cpu_arms_order_note(arms)

@@ -26,6 +26,7 @@ MAX_UNTAKEN = 32
 
 @dataclass
 class RaceControl:
+    """One session's race: its stop event, its task (pump), why the app stopped it, whether an event runs it."""
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     pump: asyncio.Task[None] | None = None
     stopped_because: str | None = None  # set when the app, not the user, stopped the race
@@ -33,6 +34,7 @@ class RaceControl:
 
 
 class RaceRegistry:
+    """Every browser session's race, by session hash: one at a time; Stop, and the hand-over of each race's end."""
     def __init__(self) -> None:
         self._by_session: dict[str, RaceControl] = {}
         self._refused: dict[str, int] = {}  # refused presses whose race event has not run yet
@@ -70,9 +72,11 @@ class RaceRegistry:
         return control
 
     def get(self, session: str) -> RaceControl | None:
+        """The session's race, or None when it has none."""
         return self._by_session.get(session)
 
     def stop(self, session: str) -> bool:
+        """Set the session's race's stop event; False when the session has no race."""
         control = self._by_session.get(session)
         if control is None:
             return False
@@ -80,6 +84,7 @@ class RaceRegistry:
         return True
 
     def drop(self, session: str, control: RaceControl) -> None:
+        """Forget the session's race, if ``control`` is still the one registered."""
         if self._by_session.get(session) is control:
             del self._by_session[session]
 
@@ -95,4 +100,5 @@ class RaceRegistry:
         return self._ends.pop(session, None)
 
     def active(self) -> int:
+        """How many races are running now (their task started and not done)."""
         return sum(1 for c in self._by_session.values() if c.pump is not None and not c.pump.done())

@@ -99,6 +99,7 @@ class UsersFrames(RaceFrames):
         self.record: UsersRace | None = None
 
     def running_status(self) -> str:
+        """The status line while the N-user race runs (HTML): the users and the order."""
         return view.run_status_html("running", f"{self.users} users · {view.ORDER_LABELS[self.req.order]}")
 
     def _spec(self) -> LoadSpec:
