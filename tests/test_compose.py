@@ -24,6 +24,7 @@ import jsonschema
 import pytest
 import yaml
 
+from common.paths import ROOT
 from harness.ports import free_port
 from servers.arms import METHODS
 from servers.config import COMMON_ENV, NGRAM_CONFIG, Role
@@ -37,7 +38,6 @@ from servers.profiles import (
     env_file_text,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
 DOCKERFILE = ROOT / "docker" / "Dockerfile.app"

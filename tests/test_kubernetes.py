@@ -15,13 +15,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from common.paths import ROOT
 from servers import kubernetes as k8s
 from servers.arms import METHODS
 from servers.profiles import PROFILES
 from tests.commands import Command, all_commands
 from tests.test_compose import raw_compose
 
-ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy" / "kubernetes"
 SCHEMA = DEPLOY / "vendor" / f"vllm-stack-{k8s.CHART_VERSION}.values.schema.json"
 K8S_VERSION = "1.37.0"  # newest schema kubernetes-validate 1.37.0 bundles

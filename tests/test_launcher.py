@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from common.paths import ROOT
 from harness.ports import free_port
 from tests.signals import interruptible
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # Answers /health and /v1/models like vLLM. Its behaviour per role comes from FAKE_<ROLE>:
 # ok | crash (prints, exits 1) | never-healthy (serves 503) | ignore-term (needs SIGKILL) | forks

@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from common.paths import ROOT
 from demo.sweep.schedule import Recommendation, ServerPoint, recommend
 from servers.config import NGRAM_CONFIG
 from tests.commands import Command, all_commands
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parent.parent
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
 # Engine arguments in which the Helm engines differ from compose and the launcher, on purpose
 # (servers/kubernetes.py): own served name, own GPU (vLLM's default share), prefix caching
