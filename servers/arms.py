@@ -111,6 +111,19 @@ def adaptive_config(schedule: Schedule | None = None) -> dict[str, Any]:
             "num_speculative_tokens_per_batch_size": [list(r) for r in ranges]}
 
 
+# Suffix decoding (vLLM's method "suffix": drafts from a suffix tree over the prompt and the server's
+# earlier answers, as many tokens per step as the match supports, up to the tree depth, 24) runs on
+# Snowflake's arctic-inference, which vLLM does not ship: scripts/setup_suffix.sh builds it for the
+# CPU venv into a folder of its own, which the launcher puts on this arm's PYTHONPATH only.
+SUFFIX_CONFIG: dict[str, Any] = {"method": "suffix", "num_speculative_tokens": 24}
+ARCTIC_INFERENCE = "arctic-inference==0.3.0"
+
+
+def needs_arctic_inference(speculative_config: Mapping[str, Any] | None) -> bool:
+    """True for a config vLLM serves only with arctic-inference installed (method "suffix")."""
+    return bool(speculative_config) and (speculative_config or {}).get("method") == "suffix"
+
+
 LLAMA = PROFILES["llama-eagle3"].model
 ARM_CONFIGS: dict[str, ArmConfig] = {
     a.name: a
@@ -122,6 +135,9 @@ ARM_CONFIGS: dict[str, ArmConfig] = {
         ArmConfig(name="adaptive", summary="n-gram prompt lookup with k by batch size (vLLM's dynamic "
                   "speculation): k=4 at 1-2 running requests, off from 3 (the default schedule)",
                   speculative_config=adaptive_config()),
+        ArmConfig(name="suffix", summary="suffix decoding (arctic-inference): drafts from a suffix tree over the "
+                  "prompt and earlier answers, up to 24 tokens a step as the match allows",
+                  speculative_config=dict(SUFFIX_CONFIG)),
         ArmConfig(name="eagle3", summary="EAGLE-3 head trained on Llama-3.1-8B-Instruct, k=3",
                   speculative_config=dict(PROFILES["llama-eagle3"].speculative_config), target=LLAMA),
         ArmConfig(name="draft", summary="Llama-3.2-1B-Instruct draft model, k=5 (same 128k vocabulary)",

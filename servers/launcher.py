@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from common.validation import validation_summary
 from servers import procs
-from servers.arms import cpu_arms, get_arm_config, refusal
+from servers.arms import ARCTIC_INFERENCE, cpu_arms, get_arm_config, needs_arctic_inference, refusal
 from servers.config import COMMON_ENV, Role, ServerConfig
 from servers.progress import Progress
 from servers.settings import ROOT, LauncherSettings, parse_cores
@@ -35,6 +35,7 @@ from servers.state import LauncherState, ServerRecord, SupervisorRecord, clear_s
 from servers.warmup import warm_up
 
 SETUP_COMMAND = "scripts/setup_cpu_servers.sh"
+SUFFIX_SETUP_COMMAND = "bash scripts/setup_cpu_servers.sh --suffix"
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 ROLES: tuple[Role, Role] = ("baseline", "speculative")
 
@@ -158,6 +159,12 @@ def check_runtime(s: LauncherSettings) -> None:
             f"no python at {s.python}; point --vllm-python (SPECDEMO_SERVERS_VLLM_PYTHON) "
             "at a python with vllm installed"
         )
+    suffix = [srv.name for srv in servers(s) if needs_arctic_inference(srv.speculative_config)]
+    if suffix and s.device == "cpu" and not (s.suffix_path / "arctic_inference").is_dir():
+        raise LauncherError(
+            f"{', '.join(suffix)}: suffix decoding needs {ARCTIC_INFERENCE}, not built yet "
+            f"({s.suffix_path} has no arctic_inference); build it once (~2 min) with: {SUFFIX_SETUP_COMMAND}"
+        )
 
 
 def _looks_like_path(model: str) -> bool:
@@ -212,8 +219,10 @@ def server_config(s: LauncherSettings, role: Role, model: str, server: Server | 
     )
 
 
-def server_env(s: LauncherSettings, role: Role, cores: str | None = None) -> dict[str, str]:
-    """A server's environment; ``cores``: its own (an arm's), else its role's setting."""
+def server_env(s: LauncherSettings, role: Role, cores: str | None = None,
+               speculative_config: dict[str, Any] | None = None) -> dict[str, str]:
+    """A server's environment; ``cores``: its own (an arm's), else its role's setting;
+    ``speculative_config``: its own, which decides whether arctic-inference is on its PYTHONPATH."""
     cores = cores or (s.baseline_cores if role == "baseline" else s.speculative_cores)
     env = dict(os.environ)
     # The launcher may run from the app venv: the server must not inherit that venv's paths.
@@ -226,6 +235,9 @@ def server_env(s: LauncherSettings, role: Role, cores: str | None = None) -> dic
         env["TRANSFORMERS_OFFLINE"] = "1"
     if not s.server_command:
         env["PATH"] = f"{s.python.parent}{os.pathsep}{env.get('PATH', '')}"
+        if needs_arctic_inference(speculative_config) and s.suffix_path.is_dir():
+            # Only this server sees arctic-inference (its vLLM plugin and the suffix tree).
+            env["PYTHONPATH"] = str(s.suffix_path.resolve())
     if s.device == "cpu":
         env["VLLM_CPU_OMP_THREADS_BIND"] = cores
         env["VLLM_CPU_KVCACHE_SPACE"] = str(s.kvcache_space_gib)
@@ -244,6 +256,18 @@ def server_env(s: LauncherSettings, role: Role, cores: str | None = None) -> dic
         if s.worker_in_engine_core:
             env.update(in_process_worker_env(parse_cores(cores), "libiomp" in env.get("LD_PRELOAD", "")))
     return env
+
+
+def speculative_config_of(command: list[str]) -> dict[str, Any] | None:
+    """The --speculative-config a recorded server command carries, or None (a baseline)."""
+    for flag, value in zip(command, command[1:], strict=False):
+        if flag == "--speculative-config":
+            try:
+                config = json.loads(value)
+            except ValueError:
+                return None
+            return config if isinstance(config, dict) else None
+    return None
 
 
 def in_process_worker_env(cores: set[int], iomp: bool) -> dict[str, str]:
@@ -288,7 +312,7 @@ def plan(s: LauncherSettings, model: str) -> list[Plan]:
     for srv in servers(s):
         role = srv.role
         cfg = server_config(s, role, model, srv if srv.arm else None)
-        env = server_env(s, role, srv.cores)
+        env = server_env(s, role, srv.cores, srv.speculative_config)
         args = cfg.vllm_args()
         # The compile cache depends on the flags and the core binding, not on the port.
         portless = cfg.model_copy(update={"port": 0}).vllm_args()

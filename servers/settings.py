@@ -149,6 +149,9 @@ class LauncherSettings(BaseSettings):
     vllm_python: Path | None = Field(
         None, description="python with vLLM installed (overrides --vllm-venv)", json_schema_extra=cli(UP)
     )
+    # arctic-inference for the suffix arm (scripts/setup_cpu_servers.sh --suffix), on the PYTHONPATH of
+    # a server whose speculative method is "suffix" only; a link into the cache like .venv-vllm.
+    suffix_path: Path = Field(ROOT / ".venv-suffix", description="arctic-inference built for the suffix arm")
     # Converted models and the persistent compile cache (outside git).
     cache_dir: Path = Field(
         default_factory=_default_cache_dir,

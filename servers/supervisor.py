@@ -186,7 +186,8 @@ class Supervisor:
             with open(r.log_path, "a") as f:
                 f.write(f"\n# {_now().isoformat()} restart {r.restarts + 1} by the supervisor after: {r.last_cause}\n"
                         f"# {shlex.join(r.command)}\n")
-            proc = procs.spawn(r.command, launcher.server_env(self.s, r.role, r.cores), r.log_path, ROOT,
+            env = launcher.server_env(self.s, r.role, r.cores, launcher.speculative_config_of(r.command))
+            proc = procs.spawn(r.command, env, r.log_path, ROOT,
                                keep_fds=(lock,), cpus=launcher.server_cpus(self.s, r.role, r.cores))
         except OSError as e:
             r.last_cause, r.last_cause_at = f"could not restart: {e}", _now()

@@ -600,3 +600,41 @@ def test_a_cpu_server_runs_its_worker_in_the_engine_core_with_openmp_placed_as_v
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in server_env(LauncherSettings(device="gpu"), "baseline")
     # The two layouts compile alike only by chance: they keep separate compile caches.
     assert plan(s, "m")[0].cache_key != plan(old, "m")[0].cache_key
+
+
+def test_only_a_suffix_server_sees_arctic_inference_and_a_missing_build_names_its_command(tmp_path: Path) -> None:
+    """Suffix decoding needs arctic-inference, built into a folder of its own: the launcher puts that
+    folder on the PYTHONPATH of a server whose method is "suffix" and of no other (the baseline and
+    n-gram run the plain venv), refuses to start a suffix arm before it is built, naming the setup
+    command, and a restart by the supervisor reads the method back from the recorded command."""
+    from servers import launcher
+    from servers.arms import SUFFIX_CONFIG, get_arm_config
+    from servers.config import NGRAM_CONFIG
+    from servers.settings import LauncherSettings
+
+    built = tmp_path / "suffix"
+    (built / "arctic_inference").mkdir(parents=True)
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    s = LauncherSettings(_env_file=None, arms="ngram,suffix", share_arm_cores=True, suffix_path=built,
+                         vllm_venv=venv)
+    by_name = {p.name: p for p in launcher.plan(s, "m")}
+    assert by_name["suffix"].env["PYTHONPATH"] == str(built.resolve())
+    assert "PYTHONPATH" not in by_name["ngram"].env and "PYTHONPATH" not in by_name["baseline"].env
+    assert '"method":"suffix"' in " ".join(by_name["suffix"].cmd)
+    assert get_arm_config("suffix").speculative_config == SUFFIX_CONFIG
+    # The supervisor's restart: the same environment, from the command alone.
+    assert launcher.speculative_config_of(by_name["suffix"].cmd) == SUFFIX_CONFIG
+    assert launcher.speculative_config_of(by_name["ngram"].cmd) == NGRAM_CONFIG
+    assert launcher.speculative_config_of(by_name["baseline"].cmd) is None
+    assert launcher.speculative_config_of(["x", "--speculative-config", "{not json"]) is None
+    launcher.check_runtime(s)  # built: starts
+
+    missing = s.model_copy(update={"suffix_path": tmp_path / "not-built"})
+    with pytest.raises(launcher.LauncherError, match="suffix decoding needs arctic-inference==0.3.0") as e:
+        launcher.check_runtime(missing)
+    assert "bash scripts/setup_cpu_servers.sh --suffix" in str(e.value) and "suffix:" in str(e.value)
+    assert "PYTHONPATH" not in launcher.server_env(missing, "speculative", "1", SUFFIX_CONFIG)
+    # A pair without a suffix arm never needs the build.
+    launcher.check_runtime(LauncherSettings(_env_file=None, suffix_path=tmp_path / "not-built", vllm_venv=venv))
