@@ -16,7 +16,8 @@ from demo.presets import Preset, load_presets
 from demo.sampling import sampling_body
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
-EXPECTED_NAMES = {"json_reformat", "json_reformat_schema", "sql", "code_edit", "poetry", "rag_long", "summarization"}
+EXPECTED_NAMES = {"json_reformat", "json_reformat_schema", "sql", "code_edit", "poetry", "rag_long", "summarization",
+                  "agent_loop"}
 
 # The GPL v3 is shipped verbatim (its licence forbids changing it); docs/SOURCES.md records this hash.
 GPL_SHA256 = "3972dc9744f6499f0f9b2dbf76696f2ae7ad8af9b23dde66d6af86c9dfb36986"
@@ -49,7 +50,11 @@ def test_preset_is_complete_for_the_audience(shipped: dict[str, Preset], name: s
     preset = shipped[name]
     assert preset.title.strip()
     assert preset.expect.strip() and "\n" not in preset.expect, "expect must be one line"
-    assert [m.role for m in preset.messages] == ["system", "user"]
+    # A system message, then the conversation so far, ending with the user's turn (the agent loop
+    # carries earlier assistant turns: its tool calls).
+    roles = [m.role for m in preset.messages]
+    assert roles[0] == "system" and roles[-1] == "user"
+    assert roles[1:] == ["user", "assistant"] * (len(roles) // 2 - 1) + ["user"], roles
     assert all(m.content.strip() for m in preset.messages)
     assert preset.api == "chat"
     assert 200 <= preset.max_tokens <= 512, "decode long enough to show the effect, short enough to wait for"

@@ -1,6 +1,7 @@
 """Each greedy preset's answer on the two real CPU vLLM servers, checked for its task: the JSON
 reformat equals the input record, the code edit is the function with the rename asked for, the
-SQL query runs over the schema given and returns the rows asked for. The text is identical on
+SQL query runs over the schema given and returns the rows asked for, the agent loop re-sends its
+earlier tool call unchanged. The text is identical on
 both sides and ends in no loop (a loop's speedup is not typical: the page labels it).
 
 Slow (a race takes ~10-40 s on 2 cores): run with `pytest -m e2e`. Point it at a running pair
@@ -23,7 +24,7 @@ from demo.settings import Settings
 
 pytestmark = pytest.mark.e2e
 
-GREEDY_PRESETS = ("json_reformat", "code_edit", "sql")
+GREEDY_PRESETS = ("json_reformat", "code_edit", "sql", "agent_loop")
 # The SQL preset's question: full_name and email of the customers whose country_code is 'DE'.
 SQL_ROWS = [(1, "Anna Schmidt", "anna@example.de", "DE"), (2, "Bob Lee", "bob@example.com", "US"),
             (3, "Carl Weber", "carl@example.de", "DE")]
@@ -98,3 +99,12 @@ def test_sql_answer_runs_over_the_schema_and_returns_the_rows_asked_for(races: d
     finally:
         db.close()
     assert set(rows) == SQL_WANT and len(rows) == len(SQL_WANT), (query, rows)
+
+
+def test_agent_loop_answer_is_the_earlier_tool_call_again(races: dict[str, RaceResult], real_servers: Settings) -> None:
+    preset = _preset(real_servers, "agent_loop")
+    earlier = [m.content for m in preset.messages if m.role == "assistant" and isinstance(m.content, str)]
+    call = json.loads(earlier[-1])
+    assert call["tool"] == "write_file" and "replace" in call["args"]["content"]
+    text = races["agent_loop"].baseline.text.strip()
+    assert json.loads(_fenced(text, "json") or text) == call, text
