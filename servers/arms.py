@@ -7,7 +7,7 @@ and one arm is today's pair (``Role`` baseline | speculative in servers/config.p
 launcher starts more arms with ``up --arms ngram,ngram-k2`` (ports and cores from ``cpu_arms``),
 recording each server with its arm in the state file.
 
-The GPU `methods` setup runs one baseline and three arms of one target on one GPU
+The GPU `methods` setup runs one baseline and five arms of one target on one GPU
 (``METHODS``, docker-compose.yml's profile `methods`, deploy/kubernetes/methods/):
 ``gpu_memory_shares`` is the only place the four servers' ``--gpu-memory-utilization`` and the
 smallest GPU they fit on are computed (docs/gpu-compose.md#methods-side-by-side-profile-methods).
@@ -216,7 +216,8 @@ TARGET_RUNTIME_GIB = 2.0
 TARGET_KV_GIB = 2.0
 # The proposer on top: the draft model's weights (1.24 B x 2 bytes = 2.3 GiB) with its own KV cache and
 # activations; the EAGLE-3 head (one decoder layer and its own LM head); n-gram loads nothing.
-PROPOSER_GIB: dict[str, float] = {"ngram": 0.0, "adaptive": 0.0, "eagle3": 1.0, "draft": 2.8}
+# suffix decoding's tree lives in host memory (arctic-inference's C++ side), not on the GPU.
+PROPOSER_GIB: dict[str, float] = {"ngram": 0.0, "adaptive": 0.0, "eagle3": 1.0, "draft": 2.8, "suffix": 0.0}
 
 
 class MethodsSetup(BaseModel):
@@ -281,7 +282,7 @@ class MethodsSetup(BaseModel):
         return f"methods-{name}"
 
 
-METHODS = MethodsSetup(profile="llama-ngram", arms=("ngram", "eagle3", "draft", "adaptive"))
+METHODS = MethodsSetup(profile="llama-ngram", arms=("ngram", "eagle3", "draft", "adaptive", "suffix"))
 
 
 def _main(argv: list[str] | None = None) -> int:

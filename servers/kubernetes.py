@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from common.paths import ROOT
-from servers.arms import METHODS, MethodsSetup
+from servers.arms import METHODS, MethodsSetup, needs_arctic_inference
 from servers.config import COMMON_ENV, Role, ServerConfig
 from servers.monitor import GUARDRAILS_RULES
 from servers.profiles import CONTAINER_HOST, DEFAULT_PROFILE, PROFILES, Profile, get_profile
@@ -40,6 +40,10 @@ RELEASE = "specdemo"
 # The same pinned release as docker-compose.yml's GPU image (tests check they agree).
 VLLM_REPOSITORY = "vllm/vllm-openai"
 VLLM_TAG = "v0.32.0"
+# vLLM's image plus arctic-inference for a suffix-decoding engine (docker/Dockerfile.vllm-suffix,
+# the image compose builds): build it and push it where the cluster pulls from, then set this
+# modelSpec's repository to that name (docs/kubernetes.md).
+SUFFIX_REPOSITORY = "specdemo/vllm-openai-suffix"
 APP_IMAGE = "specdemo-app:local"
 APP_PORT = 7860
 APP_UID = 10001  # docker/Dockerfile.app's USER
@@ -93,7 +97,7 @@ def model_spec(name: str, model: str, config: ServerConfig) -> dict[str, Any]:
     """One engine of the chart: its own pod and GPU, the flags of ``config`` the chart does not own."""
     return {
         "name": name,
-        "repository": VLLM_REPOSITORY,
+        "repository": SUFFIX_REPOSITORY if needs_arctic_inference(config.speculative_config) else VLLM_REPOSITORY,
         "tag": VLLM_TAG,
         "modelURL": model,
         "replicaCount": 1,

@@ -58,11 +58,11 @@ def test_memory_shares_are_proportional_never_sum_above_the_cap_and_fit_the_mini
         gpu_memory_shares({"a": 0.0})
 
 
-def test_methods_setup_one_target_a_baseline_and_four_arms() -> None:
-    assert METHODS.servers == ("baseline", "ngram", "eagle3", "draft", "adaptive")
+def test_methods_setup_one_target_a_baseline_and_five_arms() -> None:
+    assert METHODS.servers == ("baseline", "ngram", "eagle3", "draft", "adaptive", "suffix")
     configs = METHODS.server_configs()
     assert {c.model for c in configs.values()} == {PROFILES["llama-eagle3"].model}
-    assert [c.port for c in configs.values()] == [8000, 8001, 8002, 8003, 8004]
+    assert [c.port for c in configs.values()] == [8000, 8001, 8002, 8003, 8004, 8005]
     assert configs["baseline"].role == "baseline" and configs["baseline"].speculative_config is None
     assert configs["eagle3"].speculative_config == ARM_CONFIGS["eagle3"].speculative_config
     shares = METHODS.shares()
@@ -73,7 +73,7 @@ def test_methods_setup_one_target_a_baseline_and_four_arms() -> None:
     needs = METHODS.needs_gib()
     assert all(shares[n] * gib >= needs[n] for n in needs)
     assert any(shares[n] * (gib - 1) < needs[n] for n in needs)
-    assert gib > 80, "five bf16 copies of an 8B target do not fit an 80 GB GPU"
+    assert gib > 80, "six bf16 copies of an 8B target do not fit an 80 GB GPU"
 
 
 def test_methods_setup_refuses_an_arm_made_for_another_target_or_a_what_if() -> None:

@@ -309,7 +309,8 @@ def check_gpu_services(doc: dict[str, Any], env: dict[str, str] | None = None) -
                 problems.append(f"{svc}: environment {key} must be {value!r} (servers/config.py COMMON_ENV)")
         if environment.get("HF_TOKEN") != (env or {}).get("HF_TOKEN", ""):
             problems.append(f"{svc}: HF_TOKEN must come from the environment")
-        image = s.get("image", "")
+        # The suffix server's image is built on it (docker/Dockerfile.vllm-suffix): its base is checked.
+        image = ((s.get("build") or {}).get("args") or {}).get("VLLM_IMAGE", "") if "build" in s else s.get("image", "")
         if not re.fullmatch(r"vllm/vllm-openai:v\d+\.\d+\.\d+", image):
             problems.append(f"{svc}: image {image!r} is not the official vllm/vllm-openai with a pinned version tag")
     if len({tuple(d) for d in device_ids}) > 1:
@@ -494,13 +495,21 @@ def test_memory_shares_fit_one_gpu() -> None:
         assert profile.baseline_gpu_memory + profile.speculative_gpu_memory <= MAX_GPU_MEMORY_SUM
 
 
-def test_methods_profile_runs_the_baseline_and_four_arms_of_one_target_on_one_gpu() -> None:
+def test_methods_profile_runs_the_baseline_and_five_arms_of_one_target_on_one_gpu() -> None:
     doc = compose()
     assert check_methods(doc) == []
     assert check_methods(compose({"HF_TOKEN": "hf_x", "SPEC_GPU": "1"})) == []
     configs = METHODS.server_configs()
-    assert [(configs[n].speculative_config or {}).get("method") for n in METHODS.arms] == ["ngram", "eagle3",
-                                                                                          "draft_model", "ngram"]
+    assert [(configs[n].speculative_config or {}).get("method") for n in METHODS.arms] == [
+        "ngram", "eagle3", "draft_model", "ngram", "suffix"]
+    # Only the suffix server runs the image with arctic-inference, built from our Dockerfile on vLLM's.
+    services = doc["services"]
+    suffix = services[METHODS_SERVERS["suffix"]]
+    assert suffix["build"]["dockerfile"] == "Dockerfile.vllm-suffix"
+    assert (ROOT / "docker" / suffix["build"]["dockerfile"]).exists()
+    assert suffix["build"]["args"]["VLLM_IMAGE"] == services["methods-baseline"]["image"]
+    assert suffix["image"] != services["methods-baseline"]["image"]
+    assert all("build" not in services[svc] for name, svc in METHODS_SERVERS.items() if name != "suffix")
     # the adaptive arm: n-gram with the default schedule of k by batch size
     assert (configs["adaptive"].speculative_config or {})["num_speculative_tokens_per_batch_size"] == [
         [1, 2, 4], [3, 256, 0]]
@@ -517,7 +526,7 @@ def test_methods_profile_runs_the_baseline_and_four_arms_of_one_target_on_one_gp
 def test_methods_check_catches_drift_shares_above_the_gpu_and_a_broken_start_order() -> None:
     doc = compose()
     cmd = doc["services"]["methods-eagle3"]["command"]
-    cmd[cmd.index("--gpu-memory-utilization") + 1] = "0.15"
+    cmd[cmd.index("--gpu-memory-utilization") + 1] = "0.13"
     problems = check_methods(doc)
     assert any("vllm_args() of METHODS[eagle3]" in p for p in problems)
     assert any("below the 20.0 GiB it needs" in p for p in problems)
@@ -525,7 +534,7 @@ def test_methods_check_catches_drift_shares_above_the_gpu_and_a_broken_start_ord
     for svc in METHODS_SERVERS.values():
         cmd = doc["services"][svc]["command"]
         cmd[cmd.index("--gpu-memory-utilization") + 1] = "0.3"
-    assert any("sum to 1.50" in p for p in check_methods(doc))
+    assert any("sum to 1.80" in p for p in check_methods(doc))
     doc = compose()
     del doc["services"]["methods-draft"]["profiles"]
     assert any("only under --profile methods" in p for p in check_methods(doc))

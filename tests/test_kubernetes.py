@@ -146,10 +146,14 @@ def test_methods_values_run_one_engine_per_arm_of_one_target() -> None:
     (values,) = load_all(DEPLOY / "methods" / "values.yaml")
     assert check_values(values) == []
     specs = values["servingEngineSpec"]["modelSpec"]
-    assert [s["name"] for s in specs] == list(METHODS.servers) == ["baseline", "ngram", "eagle3", "draft", "adaptive"]
+    assert [s["name"] for s in specs] == list(METHODS.servers) == ["baseline", "ngram", "eagle3", "draft", "adaptive",
+                                                                       "suffix"]
     assert len({s["modelURL"] for s in specs}) == 1 and all(s["requestGPU"] == 1 for s in specs)
     args = {s["name"]: s["vllmConfig"]["extraArgs"] for s in specs}
-    assert len({a[a.index("--served-model-name") + 1] for a in args.values()}) == 5, "the router pools equal names"
+    assert len({a[a.index("--served-model-name") + 1] for a in args.values()}) == 6, "the router pools equal names"
+    # Only the suffix engine runs the image with arctic-inference (docker/Dockerfile.vllm-suffix).
+    assert {s["name"]: s["repository"] for s in specs if s["repository"] != "vllm/vllm-openai"} == {
+        "suffix": "specdemo/vllm-openai-suffix"}
     assert "--speculative-config" not in args["baseline"]
     configs = METHODS.server_configs()
     for name in METHODS.arms:

@@ -119,7 +119,8 @@ def test_prometheus_config_is_generated_and_scrapes_both_servers_every_5_s() -> 
                       # Profile methods: every arm scraped, each its own line.
                       "methods-baseline": ("baseline", "baseline"), "methods-ngram": ("speculative", "ngram"),
                       "methods-eagle3": ("speculative", "eagle3"), "methods-draft": ("speculative", "draft"),
-                      "methods-adaptive": ("speculative", "adaptive")}
+                      "methods-adaptive": ("speculative", "adaptive"),
+                      "methods-suffix": ("speculative", "suffix")}
 
 
 def mounted(config_text: str) -> str:
