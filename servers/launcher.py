@@ -258,16 +258,19 @@ def server_env(s: LauncherSettings, role: Role, cores: str | None = None,
     return env
 
 
+def flag_value(command: list[str], flag: str) -> str | None:
+    """The value after ``flag`` in a recorded server command, or None when it has none."""
+    return next((value for f, value in zip(command, command[1:], strict=False) if f == flag), None)
+
+
 def speculative_config_of(command: list[str]) -> dict[str, Any] | None:
     """The --speculative-config a recorded server command carries, or None (a baseline)."""
-    for flag, value in zip(command, command[1:], strict=False):
-        if flag == "--speculative-config":
-            try:
-                config = json.loads(value)
-            except ValueError:
-                return None
-            return config if isinstance(config, dict) else None
-    return None
+    value = flag_value(command, "--speculative-config")
+    try:
+        config = json.loads(value) if value is not None else None
+    except ValueError:
+        return None
+    return config if isinstance(config, dict) else None
 
 
 def in_process_worker_env(cores: set[int], iomp: bool) -> dict[str, str]:
@@ -673,6 +676,8 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
             "managed": running,  # started by this launcher and still running
             "pid": r.pid if running and r else None,
             "served_model": _served_model(url),
+            # The dtype it was started with (float32 on a CPU: docs/cpu-servers.md#dtype-float32-on-every-cpu).
+            "dtype": flag_value(r.command, "--dtype") if r else None,
             "uptime_s": round(procs.uptime_s(r.start_ticks), 1) if running and r else None,
             "memory_pss_bytes": procs.pss_bytes(pids) if pids else None,
             "memory_rss_bytes": procs.rss_bytes(pids) if pids else None,
@@ -734,8 +739,9 @@ def print_status(s: LauncherSettings, out: TextIO = sys.stdout, as_json: bool = 
             print(f"{str(row['arm'] or row['role']):<12} {row['url']}  {health}; {owner}", file=out)
             if row["managed"] or row["healthy"]:
                 cores = f"; cores: {row['cores']}" if row["cores"] is not None else ""
-                print(f"{'':<12} model: {row['served_model'] or '-'}{cores}; memory: {_gb(row['memory_pss_bytes'])} "
-                      f"PSS ({_gb(row['memory_rss_bytes'])} RSS)", file=out)
+                dtype = f" ({row['dtype']})" if row.get("dtype") else ""
+                print(f"{'':<12} model: {row['served_model'] or '-'}{dtype}{cores}; "
+                      f"memory: {_gb(row['memory_pss_bytes'])} PSS ({_gb(row['memory_rss_bytes'])} RSS)", file=out)
             if row["time_to_healthy_s"] is not None:
                 warm = f", warmed up in {row['warmup_s']} s" if row.get("warmup_s") is not None else ""
                 print(f"{'':<12} last start: {row['start_kind']}, healthy after {row['time_to_healthy_s']} s{warm}",

@@ -169,7 +169,7 @@ def test_up_status_down_starts_and_stops_exactly_its_processes(env: Env) -> None
         r = rows[role]
         assert r["healthy"] and r["managed"] and r["pid"] == pids[role]
         assert r["url"] == f"http://127.0.0.1:{port}"
-        assert r["served_model"] == "smollm2"
+        assert r["served_model"] == "smollm2" and r["dtype"] == "float32"
         assert r["memory_pss_bytes"] > 1_000_000 and r["uptime_s"] >= 0
         assert r["start_kind"] == "cold" and r["time_to_healthy_s"] is not None
 
@@ -182,7 +182,9 @@ def test_up_status_down_starts_and_stops_exactly_its_processes(env: Env) -> None
     assert text.count(", warmed up in ") == 2
     # Port and core of each server are stated (CPU: each on its own core).
     assert [rows[r]["cores"] for r in ("baseline", "speculative")] == ["0", "1"]
-    assert "model: smollm2; cores: 0; memory:" in text and "model: smollm2; cores: 1; memory:" in text
+    # ... and the dtype each was started with (float32 on every CPU).
+    assert "model: smollm2 (float32); cores: 0; memory:" in text
+    assert "model: smollm2 (float32); cores: 1; memory:" in text
 
     again = env.run("up", "--detach")
     assert again.returncode == 0 and "already running, nothing to start" in again.stdout
