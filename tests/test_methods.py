@@ -21,6 +21,8 @@ import pytest
 from pydantic import ValidationError
 
 from demo.cli import main
+from demo.load.engine import LoadResult
+from demo.load.figures import per_user_figure
 from demo.race import run_race, stream_race
 from demo.results import RaceRequest, RaceResult
 from demo.runs.replay import replay_snapshots
@@ -375,6 +377,12 @@ def test_load_sweep_has_a_crossover_per_arm(load_servers, capsys, tmp_path: Path
         assert list(step["arms"]) == ["eagle3", "ngram", "draft"]
         assert step["speedup"] == step["arms"]["eagle3"]["speedup"]
         assert step["arms"]["ngram"]["ok_users"] == step["users"]
+    # The per-user chart labels each arm's speedups, alternately above and below its points: close
+    # arms never print over each other.
+    result = LoadResult.model_validate_json((tmp_path / "load.json").read_text())
+    labelled = [t for t in per_user_figure(result).data if t.text is not None]
+    assert [t.name for t in labelled] == ["eagle3", "ngram", "draft"]
+    assert [t.textposition for t in labelled] == ["top center", "bottom center", "top center"]
     page = (tmp_path / "load.html").read_text()
     assert 'id="arms"' in page and page.count("<li data-arm=") == 3
     assert all(f'"name":"{n}"' in page for n in ("baseline", "eagle3", "ngram", "draft"))  # a line each

@@ -56,8 +56,14 @@ def _series(result: LoadResult, field: str) -> list[tuple[str, str, list[tuple[i
          {s.users: s.arms[n].speedup for s in result.steps if n in s.arms}) for i, n in enumerate(names)]
 
 
+# Where each labelled line puts its speedups: the first above its points, the next below, and so
+# on, so that two arms with close figures do not print their labels over each other.
+LABEL_POSITIONS = ("top center", "bottom center")
+
+
 def _traces(result: LoadResult, field: str, axes: str = "", legend: bool = True) -> list[go.Scatter]:
     traces = []
+    labelled = 0
     for side, color, pts, by_users in _series(result, field):
         xs, figs = [u for u, _ in pts], [f for _, f in pts]
         ys = [getattr(f, field) for f in figs]
@@ -67,9 +73,10 @@ def _traces(result: LoadResult, field: str, axes: str = "", legend: bool = True)
             lows = [f.per_user_decode_tokens_per_s_min or y for f, y in zip(figs, ys, strict=True)]
             extra["error_y"] = dict(type="data", symmetric=False, array=[h - y for h, y in zip(highs, ys, strict=True)],
                                     arrayminus=[y - lo for lo, y in zip(lows, ys, strict=True)])
-            if by_users:  # each step's per-user speedup over its point
-                extra.update(mode="lines+markers+text", textposition="top center", cliponaxis=False,
-                             text=[fmt_speedup(by_users.get(u)) or "" for u in xs])
+            if by_users:  # each step's per-user speedup beside its point
+                extra.update(mode="lines+markers+text", textposition=LABEL_POSITIONS[labelled % len(LABEL_POSITIONS)],
+                             cliponaxis=False, text=[fmt_speedup(by_users.get(u)) or "" for u in xs])
+                labelled += 1
         if axes:
             extra.update(xaxis=f"x{axes}", yaxis=f"y{axes}")
         traces.append(go.Scatter(x=xs, y=ys, name=side, **{"mode": "lines+markers", **extra},
