@@ -1,7 +1,9 @@
-"""Records written before the one simultaneous/sequential vocabulary still load, with the new words.
+"""Records written before the one simultaneous/sequential vocabulary, and before the two ratios got
+one name each (results.json schema 3), still load, with the new words and their old meanings.
 
 The fixtures were written by the code of that time (tests/fixtures/README.md): a saved race with
-``"mode": "race"`` and an evaluator results.json.
+``"mode": "race"``, an evaluator results.json of schema 1 and one of schema 2, and a load.json of
+that time.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from demo.cli import add_race_parser
+from demo.load.engine import LoadResult
 from demo.results import RaceRequest, RaceResult, RaceSnapshot, SideSnapshot
 from demo.runs.replay import run_label
 from demo.runs.store import read_run, save_run
-from demo.sweep.models import SweepResult
+from demo.sweep.models import SCHEMA_VERSION, SweepResult
+from demo.sweep.report import cell_row
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LEGACY_RUN = FIXTURES / "legacy-run-mode-race.json"
@@ -71,10 +75,12 @@ def test_an_old_run_file_name_is_labelled_in_the_new_words() -> None:
 def test_an_old_results_json_loads() -> None:
     raw = json.loads((FIXTURES / "legacy-results.json").read_text())
     result = SweepResult.model_validate(raw)
-    assert result.schema_version == raw["schema_version"] == 1
+    assert raw["schema_version"] == 1 and result.schema_version == SCHEMA_VERSION == 3
     assert result.spec.order == "sequential" and [c.settings.order for c in result.cells] == ["sequential"]
-    speedup = result.cells[0].speedup
-    assert speedup is not None and speedup.median == raw["cells"][0]["speedup"]["median"]
+    # Schema 1-2: a cell's "speedup" was the throughput ratio and "decode_speedup" the speedup.
+    cell, old = result.cells[0], raw["cells"][0]
+    assert cell.throughput_ratio is not None and cell.throughput_ratio.median == old["speedup"]["median"]
+    assert cell.speedup is not None and cell.speedup.median == old["decode_speedup"]["median"]
     assert result.verdicts and result.verdicts[0].headline == raw["verdicts"][0]["headline"]
 
 
@@ -120,3 +126,40 @@ def test_a_race_saved_before_the_sampling_fields_loads_and_says_what_it_sent(tmp
     # Saved again (its sampling fields written as null: not sent), it reads back the same.
     again = save_run(result, tmp_path)
     assert read_run(again) == result
+
+
+V2_RESULTS = FIXTURES / "legacy-results-v2.json"
+V2_LOAD = FIXTURES / "legacy-load-v2.json"
+
+
+def test_a_results_json_of_schema_2_is_read_with_its_meanings_and_written_in_todays_names(tmp_path: Path) -> None:
+    raw = json.loads(V2_RESULTS.read_text())
+    assert raw["schema_version"] == 2 and all("decode_speedup" in c for c in raw["cells"])  # truly old
+    result = SweepResult.model_validate(raw)
+    assert result.schema_version == 3 and len(result.cells) == len(raw["cells"]) == 2
+    for cell, old in zip(result.cells, raw["cells"], strict=True):
+        # The two ratios differ in this file, so a swap could not pass.
+        assert old["speedup"]["median"] != old["decode_speedup"]["median"]
+        for got in (cell, cell.arms["speculative"]):
+            assert got.speedup is not None and got.speedup.median == old["decode_speedup"]["median"]
+            assert got.throughput_ratio is not None and got.throughput_ratio.median == old["speedup"]["median"]
+        assert cell.efficiency == old["efficiency"]  # computed from the speedup then as now
+        assert cell_row(cell)["speedup_median"] == old["decode_speedup"]["median"]
+    # Written again: today's version and names, the old name gone, the same figures.
+    again = json.loads(result.model_dump_json())
+    assert again["schema_version"] == 3 and all("decode_speedup" not in c for c in again["cells"])
+    back = SweepResult.model_validate(again)
+    assert [c.speedup for c in back.cells] == [c.speedup for c in result.cells]
+    assert [c.throughput_ratio for c in back.cells] == [c.throughput_ratio for c in result.cells]
+
+
+def test_a_load_json_of_that_time_reads_its_cells_with_their_meanings() -> None:
+    """A load step's own figures were named as today; the evaluator's cell inside it was not."""
+    raw = json.loads(V2_LOAD.read_text())
+    result = LoadResult.model_validate(raw)
+    for step, old in zip(result.steps, raw["steps"], strict=True):
+        assert "decode_speedup" in old["cell"]  # truly old
+        assert step.speedup == old["speedup"] == old["cell"]["decode_speedup"]["median"]
+        assert step.cell.speedup is not None and step.cell.speedup.median == step.speedup
+        assert step.cell.throughput_ratio is not None
+        assert step.cell.throughput_ratio.median == step.throughput_ratio == old["cell"]["speedup"]["median"]

@@ -79,9 +79,9 @@ def open_in_chromium(report: Path) -> tuple[list[str], list[str]]:
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(report.as_uri(), wait_until="load")
-            page.wait_for_selector("#chart-speedup .main-svg", timeout=20_000)
+            page.wait_for_selector("#chart-throughput .main-svg", timeout=20_000)
             assert page.locator(".js-plotly-plot").count() == 3
-            assert page.locator("#chart-speedup .bars .point").count() >= 4  # 2 presets x 2 concurrencies
+            assert page.locator("#chart-throughput .bars .point").count() >= 4  # 2 presets x 2 concurrencies
             assert page.locator(".sv-verdict").count() == 2
             assert page.evaluate("window.__pwned") is None  # model output never ran
             page.locator("details").first.evaluate("d => d.open = true")

@@ -96,19 +96,20 @@ def test_speedups_and_acceptance_match_the_truth(tmp_path: Path, per_request: bo
         start = mark
         assert len(bt) == len(st) == 2  # two repeats, each a batch of c requests per side
         assert all(t.completion_tokens == TRUTH_TOKENS for b in bt + st for t in b)
-        true_speedup = statistics.median(throughput(s) / throughput(b) for b, s in zip(bt, st, strict=True))
-        true_decode = statistics.median(
+        true_ratio = statistics.median(throughput(s) / throughput(b) for b, s in zip(bt, st, strict=True))
+        true_speedup = statistics.median(
             statistics.median(decode_rates(s)) / statistics.median(decode_rates(b))
             for b, s in zip(bt, st, strict=True))
         spec_all = [t for b in st for t in b]
         true_acceptance = sum(t.accepted for t in spec_all) / sum(t.draft_tokens for t in spec_all)
         true_length = 1 + sum(t.accepted for t in spec_all) / sum(t.drafts for t in spec_all)
         # results.json and the report say the same, and both match the truth.
-        assert cell.speedup is not None and cell.decode_speedup is not None
+        # speedup: the decode ratio (as a race's); throughput_ratio: the aggregate output tokens/s ratio.
+        assert cell.speedup is not None and cell.throughput_ratio is not None
         assert cell.speedup.median == pytest.approx(true_speedup, rel=0.05)
-        assert cell.decode_speedup.median == pytest.approx(true_decode, rel=0.05)
+        assert cell.throughput_ratio.median == pytest.approx(true_ratio, rel=0.05)
         assert report_value(html, c, "speedup") == pytest.approx(cell.speedup.median, rel=1e-12)
-        assert report_value(html, c, "decode_speedup") == pytest.approx(cell.decode_speedup.median, rel=1e-12)
+        assert report_value(html, c, "throughput_ratio") == pytest.approx(cell.throughput_ratio.median, rel=1e-12)
         assert cell.acceptance_rate == pytest.approx(true_acceptance, rel=1e-9)
         assert cell.mean_acceptance_length == pytest.approx(true_length, rel=1e-9)
         assert cell.acceptance_source == ("per_request" if per_request else "metrics_delta")
@@ -148,7 +149,8 @@ def test_a_server_failing_mid_batch_keeps_the_good_requests(tmp_path: Path) -> N
     (cell,) = result.cells
     assert cell.status == "failed"
     assert any("was cut" in e for e in cell.errors), cell.errors
-    assert cell.na_reasons["speedup"].startswith("speculative:")
+    assert cell.na_reasons["throughput_ratio"].startswith("speculative:")
+    assert cell.na_reasons["speedup"]  # n/a, with its reason
 
 
 def test_unknown_preset_exits_2_with_the_known_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -228,7 +230,7 @@ def test_results_json_is_schemad_and_round_trips(tmp_path: Path) -> None:
     with Standin(BASE) as base, Standin(SPEC) as spec:
         result = sweep(base, spec, tmp_path, concurrency=[1], repeats=1, temperatures=[0.0, 0.7])
     data = json.loads((tmp_path / "results.json").read_text())
-    assert data["schema_version"] == SCHEMA_VERSION == 2
+    assert data["schema_version"] == SCHEMA_VERSION == 3
     assert [c["settings"]["temperature"] for c in data["cells"]] == [0.0, 0.7]
     cell = CellResult.model_validate(data["cells"][0])
     assert cell.settings.max_tokens == MAX_TOKENS and cell.settings.order == "sequential"

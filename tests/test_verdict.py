@@ -24,12 +24,12 @@ def cell(preset: str, concurrency: int, speedup: float | None, *, temperature: f
     spec = SideCell(side="speculative", batches=[batch], kv_cache_usage_peak_perc=kv)
     c = CellResult(settings=settings, baseline=base, speculative=spec, errors=errors or [])
     if speedup is not None:
-        c.speedup = Spread(median=speedup, min=speedup * 0.95, max=speedup * 1.05, n=3)
-        c.decode_speedup = Spread(median=speedup * 1.2, min=speedup, max=speedup * 1.3, n=3)
+        c.throughput_ratio = Spread(median=speedup, min=speedup * 0.95, max=speedup * 1.05, n=3)
+        c.speedup = Spread(median=speedup * 1.2, min=speedup, max=speedup * 1.3, n=3)
         c.e2e_speedup = speedup
     else:
         c.status = "failed"
-        c.na_reasons["speedup"] = (errors or ["not measured"])[0]
+        c.na_reasons["throughput_ratio"] = (errors or ["not measured"])[0]
     c.acceptance_rate = accepted / drafted
     c.mean_acceptance_length = 1 + accepted / drafts
     return c
@@ -90,7 +90,7 @@ def test_prefill_heavy_workload_says_why_the_gain_is_small() -> None:
     assert v.decision == "depends"
     pre = next(i for i in v.checklist if i.name == "prefill share")
     assert pre.status == "bad" and "70%" in pre.text
-    assert "a decode gain of 1.32× shows as 1.10× end to end" in pre.text
+    assert "a speedup of 1.32× shows as 1.10× end to end" in pre.text
 
 
 def test_no_figures_is_unknown_with_the_error() -> None:

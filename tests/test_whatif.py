@@ -1,7 +1,7 @@
 """The what-if run (``python -m demo whatif``, demo/load/whatif.py) against stand-ins that force a mean
 acceptance length as vLLM's synthetic rejection sampling does (``synthetic_acceptance_length``):
 the stand-in's own truth (exact per-request metrics and /metrics counters), the what-if's figures
-against it (decode speedup within 5%, tokens per step exact), its table and answer line, a server
+against it (speedup within 5%, tokens per step exact), its table and answer line, a server
 that fails or is not synthetic, and bad input (exit 2, one line).
 
 Speeds on a busy 2-core machine are not asserted; ratios are, against each stand-in's truth.
@@ -127,17 +127,17 @@ def test_the_whatifs_figures_match_the_truth_at_each_length(servers, capsys) -> 
     for p, b in zip(out["points"], base_truths, strict=True):
         (t,) = measured(whatif[p["length"]])
         true = (t.decode_tokens_per_s or 0) / (b.decode_tokens_per_s or 1)
-        assert p["decode_speedup"] == pytest.approx(true, rel=0.05), p
+        assert p["speedup"] == pytest.approx(true, rel=0.05), p
         assert true == pytest.approx(p["length"] * STEPS_PER_S / BASE.tokens_per_s, rel=0.2)  # as they say
         assert p["tokens_per_step"] == pytest.approx(p["length"], abs=1e-9)  # exact: the forced length
         assert p["tokens_per_step"] == pytest.approx(t.mean_acceptance_length, abs=1e-9)
         assert p["acceptance_rate"] == pytest.approx(t.acceptance_rate, abs=1e-9)
-        assert p["efficiency"] == pytest.approx(p["decode_speedup"] / p["tokens_per_step"], abs=1e-9)
+        assert p["efficiency"] == pytest.approx(p["speedup"] / p["tokens_per_step"], abs=1e-9)
         assert p["note"] is None and p["errors"] == [] and p["na_reasons"] == {}
     first, *rest = out["points"]
     assert out["answer"].startswith(f"a drafter reaching acceptance length 1.5 would buy "
-                                    f"{fmt_speedup(first['decode_speedup'])} here; ")
-    assert all(f"; {p['length']:g} would buy {fmt_speedup(p['decode_speedup'])}" in out["answer"] for p in rest)
+                                    f"{fmt_speedup(first['speedup'])} here; ")
+    assert all(f"; {p['length']:g} would buy {fmt_speedup(p['speedup'])}" in out["answer"] for p in rest)
     assert out["notes"] == [NOT_THE_TARGET, VERIFIER_SIDE]
 
 

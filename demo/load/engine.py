@@ -13,7 +13,7 @@ The records (units in the names):
   preemptions), each None with its reason in ``na_reasons``.
 - ``LoadStep``: one users count: the baseline, the speculative side, ``speedup`` (per-user
   decode speedup) and ``throughput_ratio`` (total over total), and the evaluator's cell they came
-  from (``cell``, where the same two ratios are ``decode_speedup`` and ``speedup``).
+  from (``cell``, which names the two ratios alike).
 - ``LoadResult``: the spec, the steps, the crossover (demo/sweep/crossover.py, shared with the
   verdict) and, with a latency target, the most users each side serves within it.
 
@@ -153,9 +153,9 @@ class LoadStep(BaseModel):
     baseline: LoadSide
     speculative: LoadSide
     # Per-user decode speedup: speculative median per-user decode tokens/s over the baseline's
-    # (the cell's decode_speedup; a one-user race's speedup).
+    # (the cell's speedup; a one-user race's speedup).
     speedup: float | None = None
-    # Total output tokens/s, speculative over baseline (the cell's ``speedup``).
+    # Total output tokens/s, speculative over baseline (the cell's ``throughput_ratio``).
     throughput_ratio: float | None = None
     errors: list[str] = Field(default_factory=list)
     na_reasons: dict[str, str] = Field(default_factory=dict)
@@ -356,13 +356,13 @@ def _side(side: str, sc: SideCell, cell: CellResult, shown: str | None = None) -
 
 
 def _ratios(cell: CellResult) -> tuple[float | None, float | None, dict[str, str]]:
-    speedup = cell.decode_speedup.median if cell.decode_speedup else None
-    ratio = cell.speedup.median if cell.speedup else None
+    speedup = cell.speedup.median if cell.speedup else None
+    ratio = cell.throughput_ratio.median if cell.throughput_ratio else None
     why = {}
     if speedup is None:
-        why["speedup"] = cell.na_reasons.get("decode_speedup", "not measured")
+        why["speedup"] = cell.na_reasons.get("speedup", "not measured")
     if ratio is None:
-        why["throughput_ratio"] = cell.na_reasons.get("speedup", "not measured")
+        why["throughput_ratio"] = cell.na_reasons.get("throughput_ratio", "not measured")
     return speedup, ratio, why
 
 
@@ -375,7 +375,7 @@ def step_from_cell(cell: CellResult) -> LoadStep:
         speedup, ratio, why = _ratios(view)
         arms[name] = ArmStep(name=name, side=_side("speculative", view.speculative, view,
                                                    shown=name if len(cell.arms) > 1 else None),
-                             speedup=speedup, throughput_ratio=ratio, speedup_repeats=view.decode_speedup,
+                             speedup=speedup, throughput_ratio=ratio, speedup_repeats=view.speedup,
                              na_reasons=why)
     speedup, ratio, why = _ratios(cell)
     return LoadStep(users=cell.settings.concurrency, status=cell.status, cell=cell, errors=list(cell.errors),

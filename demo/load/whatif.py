@@ -5,9 +5,9 @@ vLLM >= 0.32 can force a mean acceptance length L on a speculative server (specu
 ``"rejection_sample_method": "synthetic"``, ``"synthetic_acceptance_length": L``): drafts are kept
 by a coin at rates that give L tokens per verification step, whatever the target would have said.
 One such server per length (``--length-url L=URL``), each raced against the same baseline, answers
-"is a better drafter worth training or buying?": the table gives, per length, the speedup, the
-decode speedup, the measured tokens per step and the efficiency (decode speedup / tokens per
-step), and one line says what each length would buy.
+"is a better drafter worth training or buying?": the table gives, per length, the speedup (decode),
+the throughput ratio, the measured tokens per step and the efficiency (speedup / tokens per step),
+and one line says what each length would buy.
 
 Each length is one step of the load engine (demo/load/engine.py: ``run_load``, one evaluator cell of
 ``--users`` users) with that server as its one arm: no measuring loop of its own. What it does not
@@ -55,12 +55,12 @@ class WhatifPoint(BaseModel):
     length: float  # the forced mean acceptance length (synthetic_acceptance_length)
     url: str
     status: CellStatus
-    # Aggregate output tokens/s, the what-if server over the baseline (the evaluator cell's speedup).
-    speedup: float | None = None
-    decode_speedup: float | None = None  # per-user decode tokens/s over the baseline's
+    speedup: float | None = None  # per-user decode tokens/s over the baseline's
+    # Aggregate output tokens/s, the what-if server over the baseline.
+    throughput_ratio: float | None = None
     tokens_per_step: float | None = None  # measured mean acceptance length
     acceptance_rate: float | None = None  # accepted / drafted tokens
-    efficiency: float | None = None  # decode speedup / tokens per step (1.0: a step costs no more than a plain one)
+    efficiency: float | None = None  # speedup / tokens per step (1.0: a step costs no more than a plain one)
     baseline_decode_tokens_per_s: float | None = None  # per user, median
     whatif_decode_tokens_per_s: float | None = None
     errors: list[str] = Field(default_factory=list)
@@ -159,11 +159,11 @@ def point_from_step(length: float, url: str, step: LoadStep) -> WhatifPoint:
     point = WhatifPoint(
         length=length, url=url, status=step.status,
         speedup=cell.speedup.median if cell.speedup else None,
-        decode_speedup=cell.decode_speedup.median if cell.decode_speedup else None,
+        throughput_ratio=cell.throughput_ratio.median if cell.throughput_ratio else None,
         tokens_per_step=cell.mean_acceptance_length, acceptance_rate=cell.acceptance_rate,
         efficiency=cell.efficiency, baseline_decode_tokens_per_s=step.baseline.per_user_decode_tokens_per_s,
         whatif_decode_tokens_per_s=step.speculative.per_user_decode_tokens_per_s, errors=list(step.errors))
-    for field, key in (("speedup", "speedup"), ("decode_speedup", "decode_speedup"),
+    for field, key in (("speedup", "speedup"), ("throughput_ratio", "throughput_ratio"),
                        ("tokens_per_step", "mean_acceptance_length"), ("acceptance_rate", "acceptance_rate"),
                        ("efficiency", "efficiency")):
         if getattr(point, field) is None:
@@ -176,24 +176,24 @@ def point_from_step(length: float, url: str, step: LoadStep) -> WhatifPoint:
 
 
 def answer_line(points: list[WhatifPoint], users: int) -> str:
-    """What each length would buy, in one line (the decode speedup: the race's headline figure)."""
-    known = [p for p in points if p.decode_speedup is not None]
+    """What each length would buy, in one line (the speedup: the race's headline figure)."""
+    known = [p for p in points if p.speedup is not None]
     if not known:
-        why = next((p.na_reasons.get("decode_speedup") for p in points), None) or "nothing measured"
+        why = next((p.na_reasons.get("speedup") for p in points), None) or "nothing measured"
         return f"no length produced a speedup ({why})"
     parts = []
     for i, p in enumerate(points):
         head = f"a drafter reaching acceptance length {p.length:g}" if i == 0 else f"{p.length:g}"
-        if p.decode_speedup is None:
+        if p.speedup is None:
             bought = "n/a (" + ("its server failed: see the table" if p.errors
-                                else p.na_reasons.get("decode_speedup", "not measured")) + ")"
+                                else p.na_reasons.get("speedup", "not measured")) + ")"
         else:
-            bought = f"would buy {fmt_speedup(p.decode_speedup)}"
+            bought = f"would buy {fmt_speedup(p.speedup)}"
             if p.note and p.tokens_per_step is not None:
                 bought += f" (but {p.tokens_per_step:.2f} tokens per step were measured, not {p.length:g})"
         parts.append(f"{head} {bought}" + (" here" if i == 0 else ""))
     many = f"{users} user" + ("" if users == 1 else "s")
-    return "; ".join(parts) + f" (decode speedup over the baseline, {many})"
+    return "; ".join(parts) + f" (speedup over the baseline, {many})"
 
 
 async def run_whatif(spec: LoadSpec, req: RaceRequest, servers: dict[float, str], settings: Settings,
@@ -221,7 +221,7 @@ def add_whatif_parser(sub: argparse._SubParsersAction) -> None:
                        description="Races the baseline against one what-if server per acceptance length (vLLM "
                                    ">= 0.32, speculative_config \"rejection_sample_method\": \"synthetic\", "
                                    "\"synthetic_acceptance_length\": L) at --users users, and prints per length "
-                                   "the speedup, decode speedup, measured tokens per step and efficiency. The "
+                                   "the speedup, throughput ratio, measured tokens per step and efficiency. The "
                                    "what-if servers' text is not the target's. See docs/whatif.md.")
     add_server_args(p)
     for action in p._actions:  # the what-if's servers are --length-url; these two are refused (cmd_whatif)
@@ -252,13 +252,13 @@ def whatif_table(r: WhatifResult) -> str:
     many = f"{r.users} user" + ("" if r.users == 1 else "s")
     order = "sequential A/B (each server alone)" if r.order == "sequential" else "simultaneous"
     lines = [f"What-if: {r.workload}, {r.max_tokens} tokens, {many}, {order}, {r.repeats} repeat(s)", ""]
-    head = ["length", "speedup", "decode speedup", "tokens/step", "efficiency", "n/a"]
-    widths = [6, 8, 14, 11, 10, 0]
+    head = ["length", "speedup", "throughput ratio", "tokens/step", "efficiency", "n/a"]
+    widths = [6, 8, 16, 11, 10, 0]
     lines.append("  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True)))
     for p in r.points:
         na = ("failed: see the error below" if p.errors
               else "; ".join(f"{k}: {v}" for k, v in p.na_reasons.items()))
-        cells = [f"{p.length:g}", or_na(fmt_speedup(p.speedup)), or_na(fmt_speedup(p.decode_speedup)),
+        cells = [f"{p.length:g}", or_na(fmt_speedup(p.speedup)), or_na(fmt_speedup(p.throughput_ratio)),
                  or_na(fmt_number(p.tokens_per_step, 2)), or_na(fmt_number(p.efficiency, 2)), na]
         lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
         lines += [f"{'':8}error: {e}" for e in p.errors]
@@ -278,7 +278,7 @@ def whatif_json(r: WhatifResult) -> dict[str, Any]:
 def cmd_whatif(args: argparse.Namespace) -> int:
     """Run ``python -m demo whatif``: race the baseline against each length's what-if server at one users count.
 
-    Prints a table (or JSON). Returns 0 when some length measured a decode speedup, 1 when none did, 130 on Ctrl-C.
+    Prints a table (or JSON). Returns 0 when some length measured a speedup, 1 when none did, 130 on Ctrl-C.
     Raises UsageError on bad options (``--arm``, ``--speculative-url``, several users counts)."""
     for flag, given in (("--arm", args.arm), ("--speculative-url", args.speculative_url)):
         if given:
@@ -312,4 +312,4 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         print(json.dumps(whatif_json(result)) if args.json else whatif_table(result))
         return 130
     print(json.dumps(whatif_json(result)) if args.json else whatif_table(result))
-    return 0 if any(p.decode_speedup is not None for p in result.points) else 1
+    return 0 if any(p.speedup is not None for p in result.points) else 1

@@ -29,21 +29,22 @@ def workload_name(cell: CellResult, arm: str | None = None) -> str:
     return f"{cell.settings.preset} {fmt_temperature(cell.settings.temperature)}" + (f" {arm}" if arm else "")
 
 
-def speedup_figure(result: SweepResult) -> go.Figure:
-    """Speedup (aggregate output tokens/s) by workload and concurrency, bars span the repeats."""
-    title = "Speedup by preset and concurrency"
+def throughput_figure(result: SweepResult) -> go.Figure:
+    """The throughput ratio (aggregate output tokens/s, speculative over baseline) by workload and
+    concurrency, bars span the repeats: what the verdict rests on."""
+    title = "Throughput ratio by preset and concurrency"
     several = any(len(c.arms) > 1 for c in result.cells)
     # With several arms, a series per workload and arm (each arm's cells seen as a one-arm cell).
     named = ([(workload_name(c, a), c.arm_view(a)) for c in result.cells for a in c.arms] if several
              else [(workload_name(c), c) for c in result.cells])
-    named = [(n, c) for n, c in named if c.speedup is not None]
+    named = [(n, c) for n, c in named if c.throughput_ratio is not None]
     if not named:
-        return _empty(title, "n/a: no cell produced a speedup")
+        return _empty(title, "n/a: no cell produced a throughput ratio")
     fig = go.Figure()
     names = list(dict.fromkeys(n for n, _ in named))
     for i, name in enumerate(names):
         mine = sorted((c for n, c in named if n == name), key=lambda c: c.settings.concurrency)
-        spans = [s for c in mine if (s := c.speedup) is not None]  # all of them: cells were filtered above
+        spans = [s for c in mine if (s := c.throughput_ratio) is not None]  # all of them: cells were filtered above
         med = [s.median for s in spans]
         fig.add_trace(go.Bar(
             name=name, x=[str(c.settings.concurrency) for c in mine], y=med,
@@ -55,8 +56,8 @@ def speedup_figure(result: SweepResult) -> go.Figure:
         ))
     fig.add_hline(y=1.0, line_dash="dash", line_color=palette.TEXT_DIM, annotation_text="no gain",
                   annotation_position="top left")
-    fig.update_layout(title=title, xaxis_title="concurrent requests", yaxis_title="speedup (x, output tokens/s)",
-                      barmode="group", **_LAYOUT)
+    fig.update_layout(title=title, xaxis_title="concurrent requests",
+                      yaxis_title="throughput ratio (x, output tokens/s)", barmode="group", **_LAYOUT)
     return fig
 
 
@@ -114,6 +115,6 @@ def time_split_figure(result: SweepResult) -> go.Figure:
 
 
 def all_figures(result: SweepResult) -> list[tuple[str, go.Figure]]:
-    """The report's figures as (key, figure) pairs: speedup, acceptance and time split."""
-    return [("speedup", speedup_figure(result)), ("acceptance", acceptance_figure(result)),
+    """The report's figures as (key, figure) pairs: throughput ratio, acceptance and time split."""
+    return [("throughput", throughput_figure(result)), ("acceptance", acceptance_figure(result)),
             ("time-split", time_split_figure(result))]

@@ -22,7 +22,13 @@ from demo.workload import Format, LoadIssue, SampleInfo, Workload
 
 # 2: workloads (a file of the customer's requests), per-request outcomes, profile, capacity and
 # cost, redaction. Version 1 files load unchanged (every new field has a default).
-SCHEMA_VERSION = 2
+# 3: one word per figure, as the README defines them: ``speedup`` is the decode ratio (per-request
+# decode tokens/s, as a race's), ``throughput_ratio`` the aggregate output-tokens/s ratio. Versions
+# 1-2 called these ``decode_speedup`` and ``speedup``; such files are read with those meanings
+# (``old_ratio_names``).
+SCHEMA_VERSION = 3
+# The two ratios' names before version 3 -> their names since.
+OLD_RATIO_NAMES = {"speedup": "throughput_ratio", "decode_speedup": "speedup"}
 CellStatus = Literal["ok", "partial", "failed", "interrupted"]
 Decision = Literal["enable", "don't", "depends", "unknown"]
 
@@ -185,6 +191,26 @@ class SideCell(BaseModel):
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
+def _renamed(record: dict[str, Any]) -> dict[str, Any]:
+    out = {OLD_RATIO_NAMES.get(k, k): v for k, v in record.items()}
+    if isinstance(record.get("na_reasons"), dict):
+        out["na_reasons"] = {OLD_RATIO_NAMES.get(k, k): v for k, v in record["na_reasons"].items()}
+    return out
+
+
+def old_ratio_names(cell: Any, *, old: bool = False) -> Any:
+    """A cell (and its arms) as saved before schema version 3 (``old``, or recognised by its
+    ``decode_speedup`` key, which every such cell was written with) with its two ratios under
+    today's names: ``decode_speedup`` -> ``speedup``, ``speedup`` -> ``throughput_ratio`` (their
+    n/a reasons too). A cell of today is returned as it is."""
+    if not isinstance(cell, dict) or not (old or "decode_speedup" in cell):
+        return cell
+    out = _renamed(cell)
+    if isinstance(out.get("arms"), dict):
+        out["arms"] = {n: _renamed(a) if isinstance(a, dict) else a for n, a in out["arms"].items()}
+    return out
+
+
 class ArmCell(BaseModel):
     """One arm of a cell: its side over the repeats and its figures against the same baseline batches."""
 
@@ -192,8 +218,8 @@ class ArmCell(BaseModel):
     label: str | None = None
     method: str | None = None
     side: SideCell
-    speedup: Spread | None = None  # aggregate output tokens/s, the arm over the baseline, per repeat
-    decode_speedup: Spread | None = None  # per-request decode tokens/s (median), per repeat
+    speedup: Spread | None = None  # per-request decode tokens/s (median), the arm over the baseline, per repeat
+    throughput_ratio: Spread | None = None  # aggregate output tokens/s, the arm over the baseline, per repeat
     e2e_speedup: float | None = None
     acceptance_rate: float | None = None
     mean_acceptance_length: float | None = None
@@ -207,7 +233,7 @@ class ArmCell(BaseModel):
 
 
 # CellResult's fields that hold the first arm (ArmCell's of the same name).
-ARM_FIELDS = ("speedup", "decode_speedup", "e2e_speedup", "acceptance_rate", "mean_acceptance_length", "efficiency",
+ARM_FIELDS = ("speedup", "throughput_ratio", "e2e_speedup", "acceptance_rate", "mean_acceptance_length", "efficiency",
               "num_spec_tokens", "expected_tokens_per_step", "acceptance_source", "identical_text")
 
 
@@ -223,14 +249,14 @@ class CellResult(BaseModel):
     duration_s: float | None = None
     baseline: SideCell
     speculative: SideCell
-    # Aggregate output tokens/s, speculative over baseline, per repeat (median and spread).
-    speedup: Spread | None = None
     # Per-request decode tokens/s (median over requests), speculative over baseline, per repeat.
-    decode_speedup: Spread | None = None
+    speedup: Spread | None = None
+    # Aggregate output tokens/s, speculative over baseline, per repeat (median and spread).
+    throughput_ratio: Spread | None = None
     e2e_speedup: float | None = None  # baseline e2e p50 over speculative e2e p50
     acceptance_rate: float | None = None  # accepted / drafted tokens, pooled over all repeats
     mean_acceptance_length: float | None = None  # measured tokens per verification step
-    # decode_speedup median / mean_acceptance_length: 1.0 is the bound (each step no dearer than a plain one).
+    # speedup median / mean_acceptance_length: 1.0 is the bound (each step no dearer than a plain one).
     efficiency: float | None = None
     num_spec_tokens: int | None = None  # k
     # Theory (Leviathan et al.): (1 - a^(k+1)) / (1 - a) with a = acceptance_rate.
@@ -248,7 +274,7 @@ class CellResult(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _first_arm(cls, data: Any) -> Any:
-        data = first_arm_in(data, ARM_FIELDS)
+        data = first_arm_in(old_ratio_names(data), ARM_FIELDS)
         if isinstance(data, dict) and isinstance(data.get("arms"), dict) and FIRST_ARM in data["arms"]:
             arm = data["arms"][FIRST_ARM]
             if isinstance(arm, dict) and "errors" not in arm:  # no errors of its own: the cell's "speculative: " ones
@@ -457,6 +483,16 @@ class SweepResult(BaseModel):
     routing: str | None = None
     # The schedule of k per concurrency band (demo/sweep/schedule.py), from one workload's concurrency cells.
     recommendation: Recommendation | NoRecommendation | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_ratio_names(cls, data: Any) -> Any:
+        """A results.json of schema version 1-2 is read with its meanings: its cells' ``speedup`` is
+        the throughput ratio and ``decode_speedup`` the speedup. In memory it is of today's version."""
+        if isinstance(data, dict) and int(data.get("schema_version") or 1) < 3:
+            data = {**data, "schema_version": SCHEMA_VERSION,
+                    "cells": [old_ratio_names(c, old=True) for c in data.get("cells") or []]}
+        return data
 
     @computed_field  # type: ignore[prop-decorator]  # pydantic's documented pattern; mypy can't see it
     @property

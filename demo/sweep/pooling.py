@@ -183,10 +183,10 @@ def arm_cell(name: str, base: list[BatchStats], spec: list[BatchStats], identica
                   identical_text=identical_text)
     bc, sc = side_cell("baseline", base), arm.side
     pairs = list(zip(base, spec, strict=True))
-    arm.speedup = spread([s.output_tokens_per_s / b.output_tokens_per_s for b, s in pairs
-                          if b.output_tokens_per_s and s.output_tokens_per_s])
-    arm.decode_speedup = spread([s.decode_tokens_per_s_p50 / b.decode_tokens_per_s_p50 for b, s in pairs
-                                 if b.decode_tokens_per_s_p50 and s.decode_tokens_per_s_p50])
+    arm.speedup = spread([s.decode_tokens_per_s_p50 / b.decode_tokens_per_s_p50 for b, s in pairs
+                          if b.decode_tokens_per_s_p50 and s.decode_tokens_per_s_p50])
+    arm.throughput_ratio = spread([s.output_tokens_per_s / b.output_tokens_per_s for b, s in pairs
+                                   if b.output_tokens_per_s and s.output_tokens_per_s])
     if bc.e2e_p50_s and sc.e2e_p50_s:
         arm.e2e_speedup = bc.e2e_p50_s / sc.e2e_p50_s
     for b in spec:
@@ -197,7 +197,7 @@ def arm_cell(name: str, base: list[BatchStats], spec: list[BatchStats], identica
     if counted:
         acc = pooled_acceptance(counted)
         arm.acceptance_rate, arm.mean_acceptance_length = acc.rate, acc.tokens_per_step
-        arm.efficiency = efficiency(arm.decode_speedup.median if arm.decode_speedup else None,
+        arm.efficiency = efficiency(arm.speedup.median if arm.speedup else None,
                                     arm.mean_acceptance_length)
         arm.num_spec_tokens = next((b.num_spec_tokens for b in counted if b.num_spec_tokens), None)
         sources = {b.acceptance_source for b in counted}
@@ -210,15 +210,15 @@ def arm_cell(name: str, base: list[BatchStats], spec: list[BatchStats], identica
                    "no speculative batch finished")
         arm.na_reasons["acceptance_rate"] = arm.na_reasons["expected_tokens_per_step"] = why
     base_errors = [f"baseline: {e}" for b in base for e in b.errors]
+    if arm.throughput_ratio is None:
+        arm.na_reasons["throughput_ratio"] = ((base_errors[0] if base_errors else None)
+                                              or (f"speculative: {arm.errors[0]}" if arm.errors else None)
+                                              or bc.na_reasons.get("output_tokens_per_s")
+                                              or sc.na_reasons.get("output_tokens_per_s") or "not measured")
     if arm.speedup is None:
-        arm.na_reasons["speedup"] = ((base_errors[0] if base_errors else None)
-                                     or (f"speculative: {arm.errors[0]}" if arm.errors else None)
-                                     or bc.na_reasons.get("output_tokens_per_s")
-                                     or sc.na_reasons.get("output_tokens_per_s") or "not measured")
-    if arm.decode_speedup is None:
-        arm.na_reasons["decode_speedup"] = (bc.na_reasons.get("decode_tokens_per_s_p50")
-                                            or sc.na_reasons.get("decode_tokens_per_s_p50")
-                                            or arm.na_reasons.get("speedup", "not measured"))
+        arm.na_reasons["speedup"] = (bc.na_reasons.get("decode_tokens_per_s_p50")
+                                     or sc.na_reasons.get("decode_tokens_per_s_p50")
+                                     or arm.na_reasons.get("throughput_ratio", "not measured"))
     return arm
 
 
@@ -249,7 +249,7 @@ def assemble_arms(settings: CellSettings, base: list[BatchStats], arms: Mapping[
         prefix = "speculative" if len(cells) == 1 else name
         cell.errors += [f"{prefix}: {e}" for e in arm.errors if f"{prefix}: {e}" not in cell.errors]
     cell.na_reasons.update(first.na_reasons)
-    if all(a.speedup is None for a in cells.values()):
+    if all(a.throughput_ratio is None for a in cells.values()):
         cell.status = "failed"
     elif cell.errors:
         cell.status = "partial"

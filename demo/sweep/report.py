@@ -68,8 +68,9 @@ def cell_row(c: CellResult) -> dict[str, Any]:
         "max_tokens": st.max_tokens, "repeats": st.repeats, "order": st.order, "status": c.status,
         "speedup_median": _sp(c.speedup, "median"), "speedup_min": _sp(c.speedup, "min"),
         "speedup_max": _sp(c.speedup, "max"),
-        "decode_speedup_median": _sp(c.decode_speedup, "median"), "decode_speedup_min": _sp(c.decode_speedup, "min"),
-        "decode_speedup_max": _sp(c.decode_speedup, "max"), "e2e_speedup": c.e2e_speedup,
+        "throughput_ratio_median": _sp(c.throughput_ratio, "median"),
+        "throughput_ratio_min": _sp(c.throughput_ratio, "min"),
+        "throughput_ratio_max": _sp(c.throughput_ratio, "max"), "e2e_speedup": c.e2e_speedup,
         "acceptance_rate": c.acceptance_rate, "mean_acceptance_length": c.mean_acceptance_length,
         "efficiency": c.efficiency,
         "expected_tokens_per_step": c.expected_tokens_per_step, "num_spec_tokens": c.num_spec_tokens,
@@ -90,7 +91,7 @@ def cell_row(c: CellResult) -> dict[str, Any]:
         for name, a in c.arms.items():
             p = f"arm_{name}_"
             row.update({p + "speedup_median": _sp(a.speedup, "median"),
-                        p + "decode_speedup_median": _sp(a.decode_speedup, "median"),
+                        p + "throughput_ratio_median": _sp(a.throughput_ratio, "median"),
                         p + "e2e_speedup": a.e2e_speedup, p + "acceptance_rate": a.acceptance_rate,
                         p + "mean_acceptance_length": a.mean_acceptance_length,
                         p + "output_tokens_per_s": _sp(a.side.output_tokens_per_s, "median"),
@@ -190,7 +191,7 @@ def cells_table_html(result: SweepResult) -> str:
     """The report's table of the cells, as HTML (the Evaluate tab has its own rows: cell_rows)."""
     head1 = ('<tr><th class="l" colspan="4">cell</th><th colspan="7">speculative vs baseline</th>'
              f'<th colspan="{len(SIDE_HEADS)}">baseline</th><th colspan="{len(SIDE_HEADS)}">speculative</th></tr>')
-    cols = ["preset", "T", "conc.", "status", "speedup", "decode speedup", "e2e speedup", "acceptance",
+    cols = ["preset", "T", "conc.", "status", "speedup", "throughput ratio", "e2e speedup", "acceptance",
             "tokens/step", "efficiency", "theory"] + SIDE_HEADS * 2
     head2 = "<tr>" + "".join(f'<th class="{"l" if i < 4 else ""}">{esc(c)}</th>' for i, c in enumerate(cols)) + "</tr>"
     rows = []
@@ -202,7 +203,7 @@ def cells_table_html(result: SweepResult) -> str:
             f'<td class="l">{esc(st.preset)}</td><td>{esc(fmt_temperature(st.temperature)[2:])}</td>'
             f'<td>{st.concurrency}</td>'
             f'<td class="l">{esc(c.status)}</td>'
-            + _spread(c.speedup, "speedup") + _spread(c.decode_speedup, "decode_speedup")
+            + _spread(c.speedup, "speedup") + _spread(c.throughput_ratio, "throughput_ratio")
             + num_td(c.e2e_speedup, ".2f", TIMES) + pct_td(c.acceptance_rate) + num_td(c.mean_acceptance_length, ".2f")
             + num_td(c.efficiency, ".2f") + num_td(c.expected_tokens_per_step, ".2f")
             + _side_cols(c.baseline) + _side_cols(c.speculative) + "</tr>")
@@ -213,7 +214,7 @@ def arms_table_html(result: SweepResult) -> str:
     """With several arms: every cell's arms, one row each (the table above shows the first arm)."""
     if not any(len(c.arms) > 1 for c in result.cells):
         return ""
-    cols = ["preset", "T", "conc.", "arm", "speedup", "decode speedup", "e2e speedup", "acceptance", "tokens/step",
+    cols = ["preset", "T", "conc.", "arm", "speedup", "throughput ratio", "e2e speedup", "acceptance", "tokens/step",
             "efficiency", "theory", "identical", *SIDE_HEADS]
     head = "<tr>" + "".join(f'<th class="{"l" if i < 4 else ""}">{esc(c)}</th>' for i, c in enumerate(cols)) + "</tr>"
     rows = []
@@ -226,7 +227,7 @@ def arms_table_html(result: SweepResult) -> str:
                 f'data-concurrency="{st.concurrency}" data-arm="{esc(name)}">'
                 f'<td class="l">{esc(st.preset)}</td><td>{esc(fmt_temperature(st.temperature)[2:])}</td>'
                 f'<td>{st.concurrency}</td><td class="l">{esc(name)}</td>'
-                + _spread(a.speedup, "speedup") + _spread(a.decode_speedup, "decode_speedup")
+                + _spread(a.speedup, "speedup") + _spread(a.throughput_ratio, "throughput_ratio")
                 + num_td(a.e2e_speedup, ".2f", TIMES) + pct_td(a.acceptance_rate)
                 + num_td(a.mean_acceptance_length, ".2f") + num_td(a.efficiency, ".2f")
                 + num_td(a.expected_tokens_per_step, ".2f") + f"<td>{esc(ident)}</td>" + _side_cols(a.side) + "</tr>")

@@ -115,16 +115,16 @@ def _prefill(cells: list[CellResult]) -> ChecklistItem:
     share = shares[len(shares) // 2]
     lowest = min(cells, key=lambda c: c.settings.concurrency)
     text = f"prefill (time to first token) is {pct(share)} of a request's time on the baseline"
-    d, e = lowest.decode_speedup, lowest.e2e_speedup
+    d, e = lowest.speedup, lowest.e2e_speedup
     if share >= PREFILL_HEAVY:
-        extra = (f", so a decode gain of {times(d.median)} shows as {times(e)} end to end" if d and e else "")
+        extra = (f", so a speedup of {times(d.median)} shows as {times(e)} end to end" if d and e else "")
         return ChecklistItem(name="prefill share", status="bad",
                              text=text + extra + ": prefill dominates, and speculation does not speed it up")
     if share < PREFILL_LIGHT:
         return ChecklistItem(name="prefill share", status="good",
                              text=text + ": decode dominates, which is where speculation acts")
     return ChecklistItem(name="prefill share", status="mixed",
-                         text=text + (f"; decode gain {times(d.median)}, end to end {times(e)}" if d and e else ""))
+                         text=text + (f"; speedup {times(d.median)}, end to end {times(e)}" if d and e else ""))
 
 
 def bounded_gain(gain: float, tokens_per_step: float | None) -> float:
@@ -137,8 +137,8 @@ def bounded_gain(gain: float, tokens_per_step: float | None) -> float:
 
 def credible_gain(cell: CellResult) -> tuple[float, str | None]:
     """The cell's gain, bounded by the tokens per step speculation delivered; and why, if bounded."""
-    assert cell.speedup is not None
-    g, steps = cell.speedup.median, cell.mean_acceptance_length
+    assert cell.throughput_ratio is not None
+    g, steps = cell.throughput_ratio.median, cell.mean_acceptance_length
     if steps is not None and bounded_gain(g, steps) != g:
         return steps, (f"{times(g)} measured at concurrency {cell.settings.concurrency} is more than the "
                        f"{steps:.2f} tokens per step speculation delivered, so the excess is noise: "
@@ -155,13 +155,13 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
     verdict = WorkloadVerdict(preset=first.preset, title=title, temperature=first.temperature,
                               decision="unknown", headline="", acceptance_rate=a, num_spec_tokens=k,
                               expected_tokens_per_step=expected, measured_tokens_per_step=measured)
-    known = sorted(((c.settings.concurrency, c) for c in cells if c.speedup is not None), key=lambda x: x[0])
+    known = sorted(((c.settings.concurrency, c) for c in cells if c.throughput_ratio is not None), key=lambda x: x[0])
     reason = next((c.na_reasons.get("acceptance_rate") for c in cells if "acceptance_rate" in c.na_reasons), None)
     verdict.checklist = [_structuredness(a, measured, expected, k, reason), _memory(cells)]
     if not known:
         err = next((e for c in cells for e in c.errors), None) or next(
-            (c.na_reasons.get("speedup") for c in cells if "speedup" in c.na_reasons), "not measured")
-        verdict.headline = f"{label}: no verdict, no cell produced a speedup ({err})"
+            (c.na_reasons.get("throughput_ratio") for c in cells if "throughput_ratio" in c.na_reasons), "not measured")
+        verdict.headline = f"{label}: no verdict, no cell produced a throughput ratio ({err})"
         return verdict
     credible = {c: credible_gain(cell) for c, cell in known}
     gains = [(c, credible[c][0]) for c, _cell in known]
@@ -207,7 +207,7 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
 
 def credible_gains(cells: list[CellResult]) -> list[tuple[int, float]]:
     """(concurrency, credible gain) of the cells that have a gain, as the verdict weighs them."""
-    return sorted((c.settings.concurrency, credible_gain(c)[0]) for c in cells if c.speedup is not None)
+    return sorted((c.settings.concurrency, credible_gain(c)[0]) for c in cells if c.throughput_ratio is not None)
 
 
 def decide_arms(cells: list[CellResult], title: str) -> WorkloadVerdict:

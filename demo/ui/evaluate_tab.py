@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 # A page sweep stays small: the audience waits for it. The CLI has no such cap.
 MAX_BATCHES = 48
 DEFAULT_PRESETS = ["json_reformat", "poetry"]
-TABLE_HEADERS = ["preset", "T", "concurrency", "status", "speedup", "decode speedup", "acceptance",
+TABLE_HEADERS = ["preset", "T", "concurrency", "status", "speedup", "throughput ratio", "acceptance",
                  "tokens/step (theory)", "baseline tok/s", "speculative tok/s", "prefill share", "errors"]
 
 
@@ -76,7 +76,7 @@ def cell_rows(result: SweepResult) -> list[list[str]]:
             head = [st.preset, fmt_temperature(st.temperature).removeprefix("T="), str(st.concurrency)]
             rows.append([*head, *([name] if name is not None else []), c.status,
                          or_na(fmt_speedup(c.speedup.median if c.speedup else None)),
-                         or_na(fmt_speedup(c.decode_speedup.median if c.decode_speedup else None)),
+                         or_na(fmt_speedup(c.throughput_ratio.median if c.throughput_ratio else None)),
                          or_na(fmt_percent(c.acceptance_rate)), steps,
                          "n/a" if b is None else f"{b.median:.1f}", "n/a" if s is None else f"{s.median:.1f}",
                          or_na(fmt_percent(c.baseline.prefill_share)), " | ".join(c.errors)])
@@ -210,7 +210,7 @@ class EvaluateTab:
     summary: gr.HTML
     verdict: gr.HTML
     workloads: gr.HTML
-    speedup_plot: gr.Plot
+    throughput_plot: gr.Plot
     acc_plot: gr.Plot
     split_plot: gr.Plot
     table: gr.Dataframe
@@ -228,7 +228,7 @@ class EvaluateTab:
     @property
     def run_outputs(self) -> list[Any]:
         """The Run button's outputs, in the order ``on_run`` returns them."""
-        return [self.status, self.upload_status, self.summary, self.verdict, self.workloads, self.speedup_plot,
+        return [self.status, self.upload_status, self.summary, self.verdict, self.workloads, self.throughput_plot,
                 self.acc_plot, self.split_plot, self.table, self.report]
 
     def failed(self, text: str, upload_html: Any = None) -> tuple[Any, ...]:
@@ -305,7 +305,7 @@ class EvaluateTab:
         return (run_status_html("done" if not failed_cells else "error", text=done),
                 upload_status_html(workload, lines) if workload is not None else gr.skip(),
                 summary_paragraph(result) if result.workloads else "", verdicts_html(result),
-                workload_html(result), figures.speedup_figure(result), figures.acceptance_figure(result),
+                workload_html(result), figures.throughput_figure(result), figures.acceptance_figure(result),
                 figures.time_split_figure(result), self._table(result), files)
 
     def _table(self, result: SweepResult) -> Any:
@@ -410,7 +410,8 @@ def _results(several: bool) -> dict[str, Any]:
     c["summary"] = gr.HTML(elem_id="sd-eval-summary")
     c["verdict"] = gr.HTML(elem_id="sd-eval-verdict")
     c["workloads"] = gr.HTML(elem_id="sd-eval-workloads")
-    c["speedup_plot"] = gr.Plot(figures.speedup_figure(_empty()), label="Speedup", elem_id="sd-eval-speedup")
+    c["throughput_plot"] = gr.Plot(figures.throughput_figure(_empty()), label="Throughput ratio",
+                                   elem_id="sd-eval-throughput")
     with gr.Row():
         c["acc_plot"] = gr.Plot(figures.acceptance_figure(_empty()), label="Acceptance",
                                 elem_id="sd-eval-acceptance")

@@ -57,8 +57,8 @@ def test_evaluate_tab_runs_a_small_sweep(setup, page) -> None:
     # The speculative stand-in is ~2x faster; on a busy 2-core box a 24-token batch can still dip.
     assert decisions[0] in ("enable", "depends"), decisions
     assert "at concurrency 1:" in page.inner_text("#sd-eval-verdict")
-    page.wait_for_selector("#sd-eval-speedup .main-svg", timeout=15_000)
-    assert page.locator("#sd-eval-speedup .bars .point").count() == 4
+    page.wait_for_selector("#sd-eval-throughput .main-svg", timeout=15_000)
+    assert page.locator("#sd-eval-throughput .bars .point").count() == 4
     files = page.inner_text("#sd-eval-report")
     assert "report.html" in files and "results.json" in files and "results.csv" in files, files
     screenshot(page, "evaluate-tab")
@@ -165,8 +165,8 @@ def test_evaluate_tab_shows_every_arm(arms_app: AppProcess, page) -> None:
     cells = page.evaluate("""() => [...document.querySelectorAll("#sd-eval-table *")]
         .filter(e => e.children.length == 0 && e.closest("tr") === null).map(e => e.textContent.trim())""")
     assert cells.count("eagle3") == cells.count("ngram") == 2 * 2  # 2 presets x 2 concurrencies, a row per arm
-    page.wait_for_selector("#sd-eval-speedup .main-svg", timeout=15_000)
-    assert page.locator("#sd-eval-speedup .bars .point").count() == 8  # a bar per cell and arm
+    page.wait_for_selector("#sd-eval-throughput .main-svg", timeout=15_000)
+    assert page.locator("#sd-eval-throughput .bars .point").count() == 8  # a bar per cell and arm
     assert "2 arms" in page.inner_text("body")
     screenshot(page, "evaluate-tab-arms")
     assert page.console_errors == []
