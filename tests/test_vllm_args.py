@@ -124,7 +124,9 @@ def test_every_generated_command_parses_and_builds_engine_args(results: tuple[li
     assert len(whatif) == 3 and all(w["rejection_sample_method"] == "synthetic"
                                     and w["synthetic_acceptance_length"] == 3.0 for w in whatif), whatif
     methods = {c["role"]: out[label(c)]["engine_args"] for c in commands if c["profile"] == "methods"}
-    assert set(methods) == {"baseline", "ngram", "eagle3", "draft", "adaptive"}
+    assert set(methods) == {"baseline", "ngram", "eagle3", "draft", "adaptive", "suffix"}
+    # vLLM's own parser takes the suffix arm's config (its server needs arctic-inference to run).
+    assert methods["suffix"]["speculative_config"]["method"] == "suffix"
     adaptive = methods["adaptive"]["speculative_config"]
     assert adaptive["num_speculative_tokens_per_batch_size"] == [[1, 2, 4], [3, 256, 0]], adaptive
     assert len({json.dumps(e["model"]) for e in methods.values()}) == 1, "one target for every arm"
