@@ -28,6 +28,7 @@ from common.paths import ROOT
 from harness.ports import free_port
 from servers.arms import METHODS
 from servers.config import COMMON_ENV, NGRAM_CONFIG, Role
+from servers.launcher import flag_value
 from servers.profiles import (
     CONTAINER_HOST,
     DEFAULT_CPU_PROFILE,
@@ -174,10 +175,6 @@ def check_schema(doc: dict[str, Any]) -> list[str]:
     return [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in validator.iter_errors(doc)]
 
 
-def cmd_value(command: list[str], flag: str) -> str | None:
-    return command[command.index(flag) + 1] if flag in command else None
-
-
 def check_flags(doc: dict[str, Any], profile: Profile) -> list[str]:
     """`command:` of both GPU servers equals ServerConfig.vllm_args() of the profile."""
     pair = profile.server_configs(host=CONTAINER_HOST)
@@ -198,7 +195,7 @@ def check_flags(doc: dict[str, Any], profile: Profile) -> list[str]:
 def check_memory(doc: dict[str, Any]) -> list[str]:
     shares = []
     for svc in GPU_SERVERS.values():
-        value = cmd_value(doc["services"][svc].get("command", []), "--gpu-memory-utilization")
+        value = flag_value(doc["services"][svc].get("command", []), "--gpu-memory-utilization")
         if value is None:
             return [f"{svc}: no --gpu-memory-utilization (both instances share one GPU)"]
         shares.append(float(value))
@@ -228,7 +225,7 @@ def check_methods(doc: dict[str, Any]) -> list[str]:
         port = configs[name].port
         if s.get("ports") != [f"127.0.0.1:{port}:{port}"]:
             problems.append(f"{svc}: publish 127.0.0.1:{port}:{port}, got {s.get('ports')}")
-        share = cmd_value(s.get("command") or [], "--gpu-memory-utilization")
+        share = flag_value(s.get("command") or [], "--gpu-memory-utilization")
         if share is None:
             problems.append(f"{svc}: no --gpu-memory-utilization (four servers share one GPU)")
         else:
@@ -256,7 +253,7 @@ def check_health_and_order(doc: dict[str, Any]) -> list[str]:
     min_start = {**{s: 15 * 60 for s in GPU_SERVICES}, **{s: 3 * 60 for s in CPU_SERVERS.values()}}
     for svc, minimum in min_start.items():
         hc = services[svc].get("healthcheck") or {}
-        port = cmd_value(services[svc].get("command", []), "--port")
+        port = flag_value(services[svc].get("command", []), "--port")
         test = " ".join(hc.get("test") or []) if isinstance(hc.get("test"), list) else str(hc.get("test"))
         if f"http://127.0.0.1:{port}/health" not in test:
             problems.append(f"{svc}: healthcheck does not probe its own /health on port {port}: {test!r}")
@@ -327,7 +324,7 @@ def check_app(doc: dict[str, Any], app: str, servers: dict[Role, str]) -> list[s
     problems = []
     for role, svc in servers.items():
         url = env.get(f"SPECDEMO_{role.upper()}_URL", "")
-        port = cmd_value(services[svc].get("command", []), "--port")
+        port = flag_value(services[svc].get("command", []), "--port")
         if url != f"http://{svc}:{port}":
             problems.append(f"{app}: SPECDEMO_{role.upper()}_URL={url!r}, expected http://{svc}:{port} (service name)")
     if env.get("SPECDEMO_UI_HOST") != "0.0.0.0":
@@ -513,7 +510,7 @@ def test_methods_profile_runs_the_baseline_and_five_arms_of_one_target_on_one_gp
     # the adaptive arm: n-gram with the default schedule of k by batch size
     assert (configs["adaptive"].speculative_config or {})["num_speculative_tokens_per_batch_size"] == [
         [1, 2, 4], [3, 256, 0]]
-    assert len({cmd_value(doc["services"][svc]["command"], "--model") for svc in METHODS_SERVERS.values()}) == 1
+    assert len({flag_value(doc["services"][svc]["command"], "--model") for svc in METHODS_SERVERS.values()}) == 1
     # The minimum GPU is stated where a user reads it: the compose file and the GPU docs.
     gib = METHODS.min_gpu_memory_gib()
     assert f"least {gib} GiB" in COMPOSE_FILE.read_text()
@@ -570,7 +567,7 @@ def test_app_reaches_the_servers_by_service_name() -> None:
 def test_speculative_server_reports_per_request_metrics() -> None:
     for svc in ("speculative", "speculative-cpu"):
         command = compose()["services"][svc]["command"]
-        assert cmd_value(command, "--per-request-spec-decode-metrics") in ("summary", "detailed")
+        assert flag_value(command, "--per-request-spec-decode-metrics") in ("summary", "detailed")
 
 
 def test_cpu_profile_serves_the_embedded_default_with_the_launchers_flags(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -592,7 +589,7 @@ def test_cpu_profile_serves_the_embedded_default_with_the_launchers_flags(monkey
         for key in [*COMMON_ENV, "VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_KVCACHE_SPACE", "VLLM_USE_AOT_COMPILE",
                     "HF_HUB_OFFLINE"]:
             assert str(env.get(key)) == want_env[key], f"{svc}: {key}"
-    spec_config = cmd_value(doc["services"]["speculative-cpu"]["command"], "--speculative-config")
+    spec_config = flag_value(doc["services"]["speculative-cpu"]["command"], "--speculative-config")
     assert spec_config is not None and json.loads(spec_config) == NGRAM_CONFIG
 
 
@@ -656,7 +653,7 @@ if args[:3] == ["-m", "servers.model", "prepare"]:
     ).stdout
     assert "prepare" in help_text and "--cache-dir" in help_text
     for svc in CPU_SERVERS.values():
-        assert cmd_value(compose()["services"][svc]["command"], "--model") == CPU_MODEL_DIR
+        assert flag_value(compose()["services"][svc]["command"], "--model") == CPU_MODEL_DIR
 
 
 def test_vllm_images_are_pinned_to_the_cpu_builds_version() -> None:
@@ -949,7 +946,7 @@ def test_every_gpu_server_admits_a_load_sweep_at_the_pages_most_users() -> None:
     assert GPU_MAX_NUM_SEQS >= most
     services = compose({"HF_TOKEN": "hf_x", "SPEC_GPU": "1"})["services"]
     for svc in [*GPU_SERVERS.values(), *METHODS_SERVERS.values()]:
-        assert int(cmd_value(services[svc]["command"], "--max-num-seqs") or 0) >= most, svc
+        assert int(flag_value(services[svc]["command"], "--max-num-seqs") or 0) >= most, svc
     for profile in GPU_PROFILES:
         assert profile.num_seqs == GPU_MAX_NUM_SEQS
         assert f"SPEC_MAX_NUM_SEQS={GPU_MAX_NUM_SEQS}" in env_file_text(profile)
@@ -974,7 +971,7 @@ def gpu_memory_sum(doc: dict[str, Any], profiles: set[str]) -> float:
         s = doc["services"][name]
         devices = (((s.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices") or []
         if any("gpu" in (d.get("capabilities") or []) for d in devices):
-            total += float(cmd_value(s.get("command") or [], "--gpu-memory-utilization") or 0.9)
+            total += float(flag_value(s.get("command") or [], "--gpu-memory-utilization") or 0.9)
     return total
 
 

@@ -18,8 +18,9 @@ import yaml
 
 from common.paths import ROOT
 from servers import monitor
+from servers.launcher import flag_value
 from tests.promql import PROMETHEUS_SERIES, dashboard_queries, exposed_names, metric_names
-from tests.test_compose import ENV_EXAMPLE, check_schema, cmd_value, compose, parse_dotenv, raw_compose
+from tests.test_compose import ENV_EXAMPLE, check_schema, compose, parse_dotenv, raw_compose
 
 MON = ROOT / "monitoring"
 DASHBOARDS = sorted((MON / "grafana" / "dashboards").glob("*.json"))
@@ -112,7 +113,7 @@ def test_prometheus_config_is_generated_and_scrapes_both_servers_every_5_s() -> 
     for group in job["static_configs"]:
         for target in group["targets"]:
             svc, port = target.split(":")
-            assert cmd_value(services[svc]["command"], "--port") == port, target
+            assert flag_value(services[svc]["command"], "--port") == port, target
             labels[svc] = (group["labels"]["role"], group["labels"]["arm"])
     assert labels == {"baseline": ("baseline", "baseline"), "baseline-cpu": ("baseline", "baseline"),
                       "speculative": ("speculative", "speculative"), "speculative-cpu": ("speculative", "speculative"),
