@@ -163,3 +163,21 @@ def test_a_load_json_of_that_time_reads_its_cells_with_their_meanings() -> None:
         assert step.cell.speedup is not None and step.cell.speedup.median == step.speedup
         assert step.cell.throughput_ratio is not None
         assert step.cell.throughput_ratio.median == step.throughput_ratio == old["cell"]["speedup"]["median"]
+
+
+def test_a_load_step_is_a_view_over_its_cell_and_writes_the_same_json() -> None:
+    """Loading reads a step's cell alone (a figure beside it that disagrees is not believed); writing
+    puts every figure of that time back beside the cell, equal to the file's, for readers of the JSON."""
+    raw = json.loads(V2_LOAD.read_text())
+    written = json.loads(LoadResult.model_validate(raw).model_dump_json())
+    for old, new in zip(raw["steps"], written["steps"], strict=True):
+        assert {k: v for k, v in new.items() if k != "cell"} == {k: v for k, v in old.items() if k != "cell"}
+    tampered = json.loads(V2_LOAD.read_text())
+    step = tampered["steps"][0]
+    step["speedup"], step["users"], step["baseline"]["per_user_decode_tokens_per_s"] = 99.0, 99, 99.0
+    read = LoadResult.model_validate(tampered).steps[0]
+    assert read.speedup == raw["steps"][0]["speedup"] != 99.0
+    assert read.users == step["cell"]["settings"]["concurrency"] != 99
+    assert read.baseline.per_user_decode_tokens_per_s == raw["steps"][0]["baseline"]["per_user_decode_tokens_per_s"]
+    (name,) = read.arms
+    assert read.arm_view(name).speedup == read.arms[name].speedup == read.speedup

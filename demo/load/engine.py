@@ -11,18 +11,19 @@ The records (units in the names):
 - ``LoadSide``: one server at one step: per-user decode tokens/s (median over users, min, max),
   total output tokens/s, TTFT p95, ITL p95, and the server's pressure (queue peak, KV-cache peak,
   preemptions), each None with its reason in ``na_reasons``.
-- ``LoadStep``: one users count: the baseline, the speculative side, ``speedup`` (per-user
-  decode speedup) and ``throughput_ratio`` (total over total), and the evaluator's cell they came
-  from (``cell``, which names the two ratios alike).
+- ``LoadStep``: one users count, a view over the evaluator's cell of that count (``cell``, the
+  one record it keeps, which names the two ratios alike): the baseline, the speculative side,
+  ``speedup`` (per-user decode speedup) and ``throughput_ratio`` (total over total), read off the
+  cell and written beside it in the JSON.
 - ``LoadResult``: the spec, the steps, the crossover (demo/sweep/crossover.py, shared with the
   verdict) and, with a latency target, the most users each side serves within it.
 
 Arms (several speculative servers, ``LoadSpec.arms``): each step's cell measures the baseline batch
-and then each arm's (or all at once), and the step keeps every arm as ``arms: {name: ArmStep(side,
-speedup, throughput_ratio)}``, with ``speculative``/``speedup``/``throughput_ratio`` holding the
-first arm as with one arm; the result has one crossover per arm (``crossovers``, from the same
-``find_crossover``; ``crossover`` is the first arm's) and ``arms_text``, the one line of
-``choose_arms`` that the evaluator's verdict also writes.
+and then each arm's (or all at once), and the step shows every arm as ``arms: {name: ArmStep(side,
+speedup, throughput_ratio)}``, with ``speculative``/``speedup``/``throughput_ratio`` the first
+arm's as with one arm (``LoadStep.arm_view`` gives any arm's step); the result has one
+crossover per arm (``crossovers``, from the same ``find_crossover``; ``crossover`` is the first
+arm's) and ``arms_text``, the one line of ``choose_arms`` that the evaluator's verdict also writes.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, Literal
+from functools import cached_property
+from typing import Literal
 
 import httpx
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, computed_field
 
 from demo.fmt import validation_summary
 from demo.limits import Repeats, WarmupBatches
@@ -49,7 +51,6 @@ from demo.results import (
     Side,
     SideResult,
     StreamProgress,
-    first_arm_in,
 )
 from demo.sampling import SAMPLING_FIELDS
 from demo.settings import Settings
@@ -144,29 +145,79 @@ class ArmStep(BaseModel):
 
 
 class LoadStep(BaseModel):
-    """One users count measured on the baseline and every arm, with the speedups between them.
+    """One users count measured on the baseline and every arm: a view over the evaluator's cell of
+    that count (``cell``, the one record a step keeps).
 
-    Both ratios are None when either side did not measure the figure; ``errors`` holds the failures."""
+    Its figures, named for users, are read off the cell when first asked and written beside it in
+    the JSON, for readers of load.json; loading reads the cell only. Each ratio
+    is None, with its reason in ``na_reasons``, when either side did not measure it."""
 
-    users: int
-    status: CellStatus
-    baseline: LoadSide
-    speculative: LoadSide
-    # Per-user decode speedup: speculative median per-user decode tokens/s over the baseline's
-    # (the cell's speedup; a one-user race's speedup).
-    speedup: float | None = None
-    # Total output tokens/s, speculative over baseline (the cell's ``throughput_ratio``).
-    throughput_ratio: float | None = None
-    errors: list[str] = Field(default_factory=list)
-    na_reasons: dict[str, str] = Field(default_factory=dict)
     cell: CellResult  # the evaluator's record of this step, every figure
-    # Every arm in order, the first mirrored in speculative/speedup/throughput_ratio above.
-    arms: dict[str, ArmStep] = Field(default_factory=dict)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _first_arm(cls, data: Any) -> Any:
-        return first_arm_in(data, ("speedup", "throughput_ratio"))
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def users(self) -> int:
+        """Streams at once per server: the cell's concurrency."""
+        return self.cell.settings.concurrency
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def status(self) -> CellStatus:
+        """The cell's status."""
+        return self.cell.status
+
+    @computed_field  # type: ignore[prop-decorator]
+    @cached_property
+    def baseline(self) -> LoadSide:
+        """The baseline's batch, as users see it."""
+        return _side("baseline", self.cell.baseline, self.cell)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @cached_property
+    def arms(self) -> dict[str, ArmStep]:
+        """Every arm in order: its batch and its ratios to the baseline's (through CellResult.arm_view)."""
+        return {name: _arm_step(self.cell, name) for name in self.cell.arms}
+
+    @computed_field  # type: ignore[prop-decorator]
+    @cached_property
+    def speculative(self) -> LoadSide:
+        """The first arm's batch, named "speculative" (as a pair's)."""
+        side = self._first.side
+        return side if side.side == "speculative" else side.model_copy(update={"side": "speculative"})
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def speedup(self) -> float | None:
+        """The first arm's per-user decode speedup: its median per-user decode tokens/s over the
+        baseline's (the cell's ``speedup``; a one-user race's speedup)."""
+        return self._first.speedup
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def throughput_ratio(self) -> float | None:
+        """The first arm's total output tokens/s over the baseline's (the cell's ``throughput_ratio``)."""
+        return self._first.throughput_ratio
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def errors(self) -> list[str]:
+        """The cell's one-line errors (each prefixed with its side)."""
+        return list(self.cell.errors)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def na_reasons(self) -> dict[str, str]:
+        """Why the first arm's ratios are None, by name."""
+        return self._first.na_reasons
+
+    def arm_view(self, name: str) -> LoadStep:
+        """This step as a step of one arm, ``name``: its figures in ``speculative``, ``speedup``
+        and ``throughput_ratio`` (the view over CellResult.arm_view)."""
+        return LoadStep(cell=self.cell.arm_view(name))
+
+    @property
+    def _first(self) -> ArmStep:
+        return next(iter(self.arms.values()))
 
 
 class LoadResult(BaseModel):
@@ -355,33 +406,17 @@ def _side(side: str, sc: SideCell, cell: CellResult, shown: str | None = None) -
     return out
 
 
-def _ratios(cell: CellResult) -> tuple[float | None, float | None, dict[str, str]]:
-    speedup = cell.speedup.median if cell.speedup else None
-    ratio = cell.throughput_ratio.median if cell.throughput_ratio else None
-    why = {}
-    if speedup is None:
-        why["speedup"] = cell.na_reasons.get("speedup", "not measured")
-    if ratio is None:
-        why["throughput_ratio"] = cell.na_reasons.get("throughput_ratio", "not measured")
-    return speedup, ratio, why
-
-
-def step_from_cell(cell: CellResult) -> LoadStep:
-    """A load step from the evaluator's cell: the same figures, named for users; every arm's through
-    the cell's view of that arm (CellResult.arm_view)."""
-    arms: dict[str, ArmStep] = {}
-    for name in cell.arms:
-        view = cell.arm_view(name)
-        speedup, ratio, why = _ratios(view)
-        arms[name] = ArmStep(name=name, side=_side("speculative", view.speculative, view,
-                                                   shown=name if len(cell.arms) > 1 else None),
-                             speedup=speedup, throughput_ratio=ratio, speedup_repeats=view.speedup,
-                             na_reasons=why)
-    speedup, ratio, why = _ratios(cell)
-    return LoadStep(users=cell.settings.concurrency, status=cell.status, cell=cell, errors=list(cell.errors),
-                    baseline=_side("baseline", cell.baseline, cell),
-                    speculative=_side("speculative", cell.speculative, cell.arm_view(next(iter(cell.arms)))),
-                    speedup=speedup, throughput_ratio=ratio, na_reasons=why, arms=arms)
+def _arm_step(cell: CellResult, name: str) -> ArmStep:
+    """Arm ``name`` of ``cell`` at its step: its side, named as the page shows it (its own name
+    with several arms, "speculative" with one), and its two ratios' medians (why each is None)."""
+    view = cell.arm_view(name)
+    why = {f: view.na_reasons.get(f, "not measured") for f in ("speedup", "throughput_ratio")
+           if getattr(view, f) is None}
+    shown = name if len(cell.arms) > 1 else None
+    return ArmStep(name=name, side=_side("speculative", view.speculative, view, shown=shown),
+                   speedup=view.speedup.median if view.speedup else None,
+                   throughput_ratio=view.throughput_ratio.median if view.throughput_ratio else None,
+                   speedup_repeats=view.speedup, na_reasons=why)
 
 
 def within_slo(side: LoadSide, slo: Slo) -> bool:
@@ -450,7 +485,7 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadReque
             on_progress(label)
 
     def interrupted(cell: CellResult) -> None:
-        result.steps.append(step_from_cell(cell))
+        result.steps.append(LoadStep(cell=cell))
 
     try:
         for users in spec.users:
@@ -461,7 +496,7 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadReque
                 result.interrupted = True
                 finish(result)
                 raise
-            step = step_from_cell(cell)
+            step = LoadStep(cell=cell)
             result.steps.append(step)
             finish(result)
             if on_step is not None:

@@ -227,11 +227,7 @@ def _pane_html(result: RaceResult, pane: str, users: UsersRace | None = None) ->
 
 def arm_users(users: UsersRace, name: str) -> UsersRace:
     """An N-user race as a race of one arm, ``name``: its step figures in the step's speculative ones."""
-    arm = users.step.arms[name]
-    step = users.step.model_copy(update={"speculative": arm.side, "speedup": arm.speedup,
-                                         "throughput_ratio": arm.throughput_ratio,
-                                         "na_reasons": users.step.na_reasons | arm.na_reasons})
-    return users.model_copy(update={"step": step})
+    return users.model_copy(update={"step": users.step.arm_view(name)})
 
 
 def _step_tiles(users: UsersRace | None, result: RaceResult, pane: str) -> str:
