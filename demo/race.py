@@ -101,19 +101,16 @@ def compare_arm(name: str, base: SideResult, spec: SideResult, *, label: str | N
 
 def compare_arms(req: RaceRequest, base: SideResult, arms: Mapping[str, SideResult], *, cancelled: bool = False,
                  endpoints: Mapping[str, Endpoint] | None = None) -> RaceResult:
-    """The baseline against every arm (in order); the first arm's figures also fill the record's
-    ``speculative``, ``speedup``, ``e2e_speedup``, ``identical_text`` and ``first_difference``."""
+    """The baseline against every arm (in order); the record's ``speculative``, ``speedup``,
+    ``e2e_speedup``, ``identical_text`` and ``first_difference`` are the first arm's."""
     endpoints = endpoints or {}
     compared = {}
     for name, spec in arms.items():
         e = endpoints.get(name)
         compared[name] = compare_arm(name, base, spec, label=e.label if e else None, method=e.method if e else None,
                                      named=len(arms) > 1)
-    first = next(iter(compared.values()))
-    return RaceResult(
-        order=req.order, preset=req.preset, request=req, baseline=base, speculative=first.side, cancelled=cancelled,
-        speedup=first.speedup, e2e_speedup=first.e2e_speedup, identical_text=first.identical_text,
-        first_difference=first.first_difference, na_reasons=dict(first.na_reasons), arms=compared)
+    return RaceResult(order=req.order, preset=req.preset, request=req, baseline=base, cancelled=cancelled,
+                      arms=compared)
 
 
 def _why_missing(base: SideResult, spec: SideResult, field: str, arm: str | None = None) -> str:

@@ -10,7 +10,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_serializer, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    computed_field,
+    field_serializer,
+    model_validator,
+)
 
 from demo.limits import MaxTokens, Temperature
 from demo.sampling import SamplingFields
@@ -214,7 +221,12 @@ _RACE_MIRROR = ("speedup", "e2e_speedup", "identical_text", "first_difference")
 class RaceResult(_Ordered):
     """A finished race, saved as it is.
 
-    Its order, preset, request and start time, the baseline, every arm, and the figures comparing them.
+    Its order, preset, request and start time, the baseline and every arm (each with the figures
+    comparing it to the baseline). ``speculative``, ``speedup``, ``e2e_speedup``,
+    ``identical_text``, ``first_difference`` and ``na_reasons`` are the first arm's, read off it
+    and written beside ``arms`` in the JSON (where the first arm's side is written once, as
+    ``speculative``) for readers of the pair's JSON; a run saved before arms loads with its one arm,
+    named "speculative".
     """
 
     order: Order
@@ -222,31 +234,58 @@ class RaceResult(_Ordered):
     request: RaceRequest
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     baseline: SideResult
-    speculative: SideResult
-    speedup: float | None = None  # speculative decode tokens/s over baseline's
-    e2e_speedup: float | None = None  # baseline e2e_s over speculative e2e_s
-    identical_text: bool | None = None
-    first_difference: int | None = None  # character index where the texts first differ
     cancelled: bool = False
-    na_reasons: dict[str, str] = Field(default_factory=dict)
-    # Every arm in its order (the first is ``speculative`` above, with speedup... beside it); a run
-    # saved before arms loads with its one arm, named "speculative".
-    arms: dict[str, ArmResult] = Field(default_factory=dict)
+    arms: dict[str, ArmResult] = Field(min_length=1)  # every arm in its order
 
     @model_validator(mode="before")
     @classmethod
     def _first_arm(cls, data: Any) -> Any:
         return first_arm_in(data, _RACE_MIRROR)
 
-    @model_validator(mode="after")
-    def _same_first(self) -> RaceResult:
-        if self.arms:  # one object in memory: the first arm's side is `speculative`
-            next(iter(self.arms.values())).side = self.speculative
-        return self
-
     @field_serializer("arms", mode="wrap")
     def _arms_out(self, arms: dict[str, ArmResult], handler: SerializerFunctionWrapHandler) -> Any:
         return arms_out(arms, handler)
+
+    @property
+    def first_arm(self) -> ArmResult:
+        """The first arm: the one a pair's figures describe."""
+        return next(iter(self.arms.values()))
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def speculative(self) -> SideResult:
+        """The first arm's side."""
+        return self.first_arm.side
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def speedup(self) -> float | None:
+        """The first arm's decode tokens/s over the baseline's."""
+        return self.first_arm.speedup
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def e2e_speedup(self) -> float | None:
+        """The baseline's e2e_s over the first arm's."""
+        return self.first_arm.e2e_speedup
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def identical_text(self) -> bool | None:
+        """The first arm's answer is the baseline's, character for character."""
+        return self.first_arm.identical_text
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def first_difference(self) -> int | None:
+        """The character index where the first arm's answer first differs from the baseline's."""
+        return self.first_arm.first_difference
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def na_reasons(self) -> dict[str, str]:
+        """Why a first-arm figure above is None, by name."""
+        return self.first_arm.na_reasons
 
     @property
     def outcome(self) -> Literal["stopped", "error", "done"]:

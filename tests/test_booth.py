@@ -23,9 +23,10 @@ T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 def race(preset: str, minutes: int, *, good: bool = True, order: str = "simultaneous") -> RaceResult:
     def side(name: str) -> SideResult:
         return SideResult(side=name, url="http://x", text="ok", complete=good, error=None if good else "boom")
-    return RaceResult(order=order, preset=preset, request=RaceRequest(preset=preset, order=order),
-                      started_at=T0 + timedelta(minutes=minutes), baseline=side("baseline"),
-                      speculative=side("speculative"))
+    return RaceResult.model_validate({  # a pair's shape: its one arm from ``speculative``
+        "order": order, "preset": preset, "request": RaceRequest(preset=preset, order=order),
+        "started_at": T0 + timedelta(minutes=minutes), "baseline": side("baseline"),
+        "speculative": side("speculative")})
 
 
 def saved(runs: Path, preset: str, minutes: int, **kw) -> Path:

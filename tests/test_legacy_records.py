@@ -181,3 +181,22 @@ def test_a_load_step_is_a_view_over_its_cell_and_writes_the_same_json() -> None:
     assert read.baseline.per_user_decode_tokens_per_s == raw["steps"][0]["baseline"]["per_user_decode_tokens_per_s"]
     (name,) = read.arms
     assert read.arm_view(name).speedup == read.arms[name].speedup == read.speedup
+
+
+def test_a_race_holds_arms_only_and_writes_the_pairs_keys_beside_them() -> None:
+    """A pair's race (saved before arms) loads as one arm; written again, its first arm's figures
+    stand beside ``arms`` as before, the side once; read back, a figure there that disagrees with
+    the arm is not believed: the arm is the record."""
+    assert {"speculative", "speedup", "na_reasons"}.isdisjoint(RaceResult.model_fields)
+    raw = json.loads(LEGACY_RUN.read_text())
+    result = RaceResult.model_validate(raw)
+    assert list(result.arms) == ["speculative"] and result.speculative is result.arms["speculative"].side
+    written = json.loads(result.model_dump_json())
+    for key in ("speculative", "speedup", "e2e_speedup", "identical_text", "first_difference", "na_reasons"):
+        assert key in written, key
+    assert written["speedup"] == raw["speedup"] and written["arms"]["speculative"]["side"] is None
+    assert written["speculative"]["text"] == raw["speculative"]["text"]
+    written["speedup"], written["identical_text"] = 99.0, False
+    again = RaceResult.model_validate(written)
+    assert again.speedup == raw["speedup"] != 99.0 and again.identical_text == raw["identical_text"]
+    assert again.speculative.text == raw["speculative"]["text"]  # the side, from `speculative`

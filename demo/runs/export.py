@@ -128,12 +128,7 @@ def pane_arm(result: RaceResult, pane: str) -> str | None:
 def arm_race(result: RaceResult, name: str) -> RaceResult:
     """The race as a race of one arm, ``name``: its side in ``speculative`` and its figures beside it
     (so the page's own formatters show one arm's headline as they show a one-arm race's)."""
-    arm = result.arms[name]
-    reasons = {k: v for k, v in result.na_reasons.items()
-               if k not in ("speedup", "e2e_speedup", "identical_text")} | arm.na_reasons
-    return result.model_copy(update={"speculative": arm.side, "speedup": arm.speedup, "e2e_speedup": arm.e2e_speedup,
-                                     "identical_text": arm.identical_text, "first_difference": arm.first_difference,
-                                     "na_reasons": reasons, "arms": {name: arm}})
+    return result.model_copy(update={"arms": {name: result.arms[name]}})
 
 
 def player_data(result: RaceResult) -> dict[str, Any]:
