@@ -350,7 +350,7 @@ class RaceSnapshot(_Ordered):
     def _first_arm(self) -> RaceSnapshot:
         if not self.arms:
             r = self.result
-            first = next(iter(r.arms.values())) if r is not None and r.arms else None
+            first = r.first_arm if r is not None else None
             self.arms = {first.name if first else FIRST_ARM: ArmSnapshot(
                 name=first.name if first else FIRST_ARM, label=first.label if first else None,
                 method=first.method if first else None, side=self.speculative, live_speedup=self.live_speedup)}

@@ -36,7 +36,7 @@ def arm_titles(settings: Settings, infos: list[ServerInfo] | None, result: RaceR
         info = next((x for x in infos or [] if x.side == "speculative" and x.arm == e.arm), None)
         method = (settings.spec_method if i == 0 else None) or e.method or (info.spec_method if info else None)
         k = (settings.spec_num_tokens if i == 0 else None) or (info.spec_num_tokens if info else None)
-        run = (next(iter(result.arms.values()), None) if i == 0 else result.arms.get(name)) if result else None
+        run = (result.first_arm if i == 0 else result.arms.get(name)) if result else None
         if k is None and run is not None and run.side.spec is not None:
             k = run.side.spec.num_spec_tokens
         title = view.arm_title(name, e.label, method, k)

@@ -206,8 +206,7 @@ def load_table(r: LoadResult) -> str:
                       f"throughput ratio (total) {or_na(fmt_speedup(a.throughput_ratio))}"
                       for name, a in step.arms.items()]
         else:
-            first = next(iter(step.arms.values()), None)
-            lines.append(f"{'':5}  {'':12}  speedup (per-user decode) {speedup_text(step.speedup, first)}, "
+            lines.append(f"{'':5}  {'':12}  speedup (per-user decode) {speedup_text(step.speedup, step.first_arm)}, "
                          f"throughput ratio (total) {or_na(fmt_speedup(step.throughput_ratio))}")
         lines += [f"{'':21}error: {e}" for e in step.errors]
         lines += [f"{'':21}client-limited ({name}): {side.client_note}" for name, side in rows if side.client_limited]

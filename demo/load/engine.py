@@ -182,7 +182,7 @@ class LoadStep(BaseModel):
     @cached_property
     def speculative(self) -> LoadSide:
         """The first arm's batch, named "speculative" (as a pair's)."""
-        side = self._first.side
+        side = self.first_arm.side
         return side if side.side == "speculative" else side.model_copy(update={"side": "speculative"})
 
     @computed_field  # type: ignore[prop-decorator]
@@ -190,13 +190,13 @@ class LoadStep(BaseModel):
     def speedup(self) -> float | None:
         """The first arm's per-user decode speedup: its median per-user decode tokens/s over the
         baseline's (the cell's ``speedup``; a one-user race's speedup)."""
-        return self._first.speedup
+        return self.first_arm.speedup
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def throughput_ratio(self) -> float | None:
         """The first arm's total output tokens/s over the baseline's (the cell's ``throughput_ratio``)."""
-        return self._first.throughput_ratio
+        return self.first_arm.throughput_ratio
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -208,7 +208,7 @@ class LoadStep(BaseModel):
     @property
     def na_reasons(self) -> dict[str, str]:
         """Why the first arm's ratios are None, by name."""
-        return self._first.na_reasons
+        return self.first_arm.na_reasons
 
     def arm_view(self, name: str) -> LoadStep:
         """This step as a step of one arm, ``name``: its figures in ``speculative``, ``speedup``
@@ -216,7 +216,8 @@ class LoadStep(BaseModel):
         return LoadStep(cell=self.cell.arm_view(name))
 
     @property
-    def _first(self) -> ArmStep:
+    def first_arm(self) -> ArmStep:
+        """The first arm: the one a pair's figures describe."""
         return next(iter(self.arms.values()))
 
 
