@@ -594,7 +594,11 @@ class Standin:
         with self._lock:
             running = len(self._running) if b.max_num_seqs is None else len(self._admitted)
             kv = sum(t.prompt_tokens + t.completion_tokens for t in self._running.values())
-            text = self._counters.render(b, running, kv, waiting=len(self._running) - running)
+            # Waiting as vLLM's scheduler has it: the requests beyond max_num_seqs. A request that
+            # arrived or whose slot just freed is not yet admitted here (_admit polls every 2 ms),
+            # but vLLM would admit it at its next step: it is not queued.
+            queued = 0 if b.max_num_seqs is None else max(0, len(self._running) - b.max_num_seqs)
+            text = self._counters.render(b, running, kv, waiting=queued)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def _models(self, request: Request) -> Response:
