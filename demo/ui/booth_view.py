@@ -139,4 +139,7 @@ def wire(page: gr.Blocks, shown: BoothPage) -> None:
                 show_progress="hidden")
     loaded.then(shown.watch_caption, outputs=[shown.caption], concurrency_limit=None, concurrency_id="booth",
                 show_progress="hidden")
-    shown.touch.click(shown.on_touch, outputs=[shown.caption], queue=False, show_progress="hidden")
+    # always_last: an input made while the last one is still on its way (a busy machine) is sent
+    # after it, not dropped as Gradio's default ("once") would, which let the show back too soon.
+    shown.touch.click(shown.on_touch, outputs=[shown.caption], queue=False, show_progress="hidden",
+                      trigger_mode="always_last")
