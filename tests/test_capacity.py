@@ -185,8 +185,8 @@ def _cell(c: int, base_tps: float | None, spec_tps: float | None, errors: list[s
             sc.na_reasons["output_tokens_per_s"] = "no request finished"
         return sc
 
-    return CellResult(settings=settings, baseline=side("baseline", base_tps), speculative=side("speculative", spec_tps),
-                      errors=errors)
+    return CellResult.model_validate({"settings": settings, "baseline": side("baseline", base_tps),
+                                      "speculative": side("speculative", spec_tps), "errors": errors})
 
 
 def test_points_from_cells() -> None:

@@ -19,7 +19,7 @@ from demo.load.engine import LoadResult
 from demo.results import RaceRequest, RaceResult, RaceSnapshot, SideSnapshot
 from demo.runs.replay import run_label
 from demo.runs.store import read_run, save_run
-from demo.sweep.models import SCHEMA_VERSION, SweepResult
+from demo.sweep.models import ARM_FIELDS, OLD_RATIO_NAMES, SCHEMA_VERSION, CellResult, SweepResult
 from demo.sweep.report import cell_row
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -200,3 +200,32 @@ def test_a_race_holds_arms_only_and_writes_the_pairs_keys_beside_them() -> None:
     again = RaceResult.model_validate(written)
     assert again.speedup == raw["speedup"] != 99.0 and again.identical_text == raw["identical_text"]
     assert again.speculative.text == raw["speculative"]["text"]  # the side, from `speculative`
+
+
+def test_a_cell_holds_arms_only_and_writes_the_pairs_keys_beside_them() -> None:
+    """A sweep's cell of schema 2 (a pair's figures beside one arm) loads as its arms; written again,
+    every key of the file stands beside ``arms`` under today's name, with the file's figures, the
+    first arm's side once; the first arm's n/a reasons are written within the cell's, and read back
+    into the arm; a figure beside ``arms`` that disagrees with the arm is not believed."""
+    assert {"speculative", *ARM_FIELDS}.isdisjoint(CellResult.model_fields)
+    raw = json.loads(V2_RESULTS.read_text())
+    written = json.loads(SweepResult.model_validate(raw).model_dump_json())
+    for old, new in zip(raw["cells"], written["cells"], strict=True):
+        renamed = {OLD_RATIO_NAMES.get(k, k): v for k, v in old.items()}
+        assert set(renamed) == set(new), set(renamed) ^ set(new)
+        for key in ("speculative", *ARM_FIELDS):
+            assert new[key] == renamed[key], key
+        assert new["arms"]["speculative"]["side"] is None  # written once, as `speculative`
+    cell = CellResult.model_validate(written["cells"][0])
+    cell.first_arm.na_reasons["acceptance_rate"] = "the server reports no speculative metrics"
+    cell.na_reasons["status"] = "stopped after 1 of 2 repeats"
+    out = json.loads(cell.model_dump_json())
+    assert out["na_reasons"] == {"acceptance_rate": "the server reports no speculative metrics",
+                                 "status": "stopped after 1 of 2 repeats"}
+    out["speedup"], out["acceptance_rate"] = {"median": 99.0, "min": 99.0, "max": 99.0, "n": 1}, 0.99
+    back = CellResult.model_validate(out)
+    assert back.na_reasons == {"status": "stopped after 1 of 2 repeats"}
+    assert back.first_arm.na_reasons == {"acceptance_rate": "the server reports no speculative metrics"}
+    assert back.speedup == cell.speedup and back.speedup is not None and back.speedup.median != 99.0
+    assert back.acceptance_rate == cell.acceptance_rate != 0.99
+    assert back.speculative == cell.speculative == back.arms["speculative"].side

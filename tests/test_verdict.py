@@ -22,16 +22,17 @@ def cell(preset: str, concurrency: int, speedup: float | None, *, temperature: f
     base = SideCell(side="baseline", ttft_p50_s=ttft_s, e2e_p50_s=e2e_s, prefill_share=ttft_s / e2e_s,
                     kv_cache_usage_peak_perc=kv)
     spec = SideCell(side="speculative", batches=[batch], kv_cache_usage_peak_perc=kv)
-    c = CellResult(settings=settings, baseline=base, speculative=spec, errors=errors or [])
+    c = CellResult.model_validate({"settings": settings, "baseline": base, "speculative": spec, "errors": errors or []})
+    arm = c.first_arm
     if speedup is not None:
-        c.throughput_ratio = Spread(median=speedup, min=speedup * 0.95, max=speedup * 1.05, n=3)
-        c.speedup = Spread(median=speedup * 1.2, min=speedup, max=speedup * 1.3, n=3)
-        c.e2e_speedup = speedup
+        arm.throughput_ratio = Spread(median=speedup, min=speedup * 0.95, max=speedup * 1.05, n=3)
+        arm.speedup = Spread(median=speedup * 1.2, min=speedup, max=speedup * 1.3, n=3)
+        arm.e2e_speedup = speedup
     else:
         c.status = "failed"
-        c.na_reasons["throughput_ratio"] = (errors or ["not measured"])[0]
-    c.acceptance_rate = accepted / drafted
-    c.mean_acceptance_length = 1 + accepted / drafts
+        arm.na_reasons["throughput_ratio"] = (errors or ["not measured"])[0]
+    arm.acceptance_rate = accepted / drafted
+    arm.mean_acceptance_length = 1 + accepted / drafts
     return c
 
 
@@ -103,7 +104,7 @@ def test_unknown_kv_and_acceptance_say_na_with_reason() -> None:
     c = cell("sql", 1, 1.5, kv=None)
     c.speculative.batches = []
     c.speculative.na_reasons["kv_cache_usage_peak_perc"] = "the server's /metrics gave no KV-cache usage"
-    c.na_reasons["acceptance_rate"] = "the server reports no speculative metrics"
+    c.first_arm.na_reasons["acceptance_rate"] = "the server reports no speculative metrics"
     v = decide([c], "SQL")
     items = {i.name: i for i in v.checklist}
     assert items["structuredness"].status == "unknown" and "no speculative metrics" in items["structuredness"].text

@@ -411,7 +411,7 @@ def _arm_step(cell: CellResult, name: str) -> ArmStep:
     """Arm ``name`` of ``cell`` at its step: its side, named as the page shows it (its own name
     with several arms, "speculative" with one), and its two ratios' medians (why each is None)."""
     view = cell.arm_view(name)
-    why = {f: view.na_reasons.get(f, "not measured") for f in ("speedup", "throughput_ratio")
+    why = {f: view.reason(f) or "not measured" for f in ("speedup", "throughput_ratio")
            if getattr(view, f) is None}
     shown = name if len(cell.arms) > 1 else None
     return ArmStep(name=name, side=_side("speculative", view.speculative, view, shown=shown),

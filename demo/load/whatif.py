@@ -167,7 +167,7 @@ def point_from_step(length: float, url: str, step: LoadStep) -> WhatifPoint:
                        ("tokens_per_step", "mean_acceptance_length"), ("acceptance_rate", "acceptance_rate"),
                        ("efficiency", "efficiency")):
         if getattr(point, field) is None:
-            point.na_reasons[field] = cell.na_reasons.get(key) or (step.errors[0] if step.errors else "not measured")
+            point.na_reasons[field] = cell.reason(key) or (step.errors[0] if step.errors else "not measured")
     m = point.tokens_per_step
     if m is not None and abs(m - length) > LENGTH_TOLERANCE * length:
         point.note = (f"measured {m:.2f} tokens per step, not the {length:g} forced: is {url} started with "

@@ -232,44 +232,40 @@ class ArmCell(BaseModel):
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
-# CellResult's fields that hold the first arm (ArmCell's of the same name).
+# The first arm's figures, written beside a cell's ``arms`` for readers of the pair's JSON (ArmCell's
+# fields of the same name; a cell saved before arms held them as its own).
 ARM_FIELDS = ("speedup", "throughput_ratio", "e2e_speedup", "acceptance_rate", "mean_acceptance_length", "efficiency",
               "num_spec_tokens", "expected_tokens_per_step", "acceptance_source", "identical_text")
+
+
+def _own_reasons(data: Any) -> Any:
+    """A saved cell's ``na_reasons`` less those of its first arm (written beside the cell's own)."""
+    if not isinstance(data, dict) or not isinstance(data.get("na_reasons"), dict) or not data.get("arms"):
+        return data
+    first = next(iter(data["arms"].values())) if isinstance(data["arms"], dict) else None
+    theirs = first.get("na_reasons") or {} if isinstance(first, dict) else {}
+    return {**data, "na_reasons": {k: v for k, v in data["na_reasons"].items() if theirs.get(k) != v}}
 
 
 class CellResult(BaseModel):
     """One cell of the matrix: a preset at a temperature and a concurrency, the baseline and every arm.
 
-    ``speculative`` and the figures after it hold the first arm (as in a sweep of one arm);
-    ``arms`` holds every arm in order, the first's side written once (in ``speculative``)."""
+    ``arms`` holds every arm in order. ``speculative`` and the figures in ARM_FIELDS are the first
+    arm's, read off it and written beside ``arms`` in results.json (where the first arm's side is
+    written once, as ``speculative``), as are its n/a reasons within the cell's own ``na_reasons``. A
+    cell saved before arms loads with its one arm, named "speculative"."""
 
     settings: CellSettings
     status: CellStatus = "ok"
     started_at: datetime = Field(default_factory=_now)
     duration_s: float | None = None
     baseline: SideCell
-    speculative: SideCell
-    # Per-request decode tokens/s (median over requests), speculative over baseline, per repeat.
-    speedup: Spread | None = None
-    # Aggregate output tokens/s, speculative over baseline, per repeat (median and spread).
-    throughput_ratio: Spread | None = None
-    e2e_speedup: float | None = None  # baseline e2e p50 over speculative e2e p50
-    acceptance_rate: float | None = None  # accepted / drafted tokens, pooled over all repeats
-    mean_acceptance_length: float | None = None  # measured tokens per verification step
-    # speedup median / mean_acceptance_length: 1.0 is the bound (each step no dearer than a plain one).
-    efficiency: float | None = None
-    num_spec_tokens: int | None = None  # k
-    # Theory (Leviathan et al.): (1 - a^(k+1)) / (1 - a) with a = acceptance_rate.
-    expected_tokens_per_step: float | None = None
-    acceptance_source: Literal["per_request", "metrics_delta"] | None = None
-    # A preset: the first answers are equal (meaningful at T=0 only); a workload file: every greedy
-    # (T=0) request's two answers are equal.
-    identical_text: bool | None = None
     # Per request of the workload (both sides, pooled over the repeats): speedup, acceptance, copy-ness.
     requests: list[RequestOutcome] = Field(default_factory=list)
+    # The cell's errors, prefixed by side: "baseline: ", then "speculative: " with one arm, else the arm's name.
     errors: list[str] = Field(default_factory=list)
-    na_reasons: dict[str, str] = Field(default_factory=dict)
-    arms: dict[str, ArmCell] = Field(default_factory=dict)
+    na_reasons: dict[str, str] = Field(default_factory=dict)  # the cell's own (its arms' are in each arm)
+    arms: dict[str, ArmCell] = Field(min_length=1)  # every arm in its order
 
     @model_validator(mode="before")
     @classmethod
@@ -280,27 +276,98 @@ class CellResult(BaseModel):
             if isinstance(arm, dict) and "errors" not in arm:  # no errors of its own: the cell's "speculative: " ones
                 arm["errors"] = [e.removeprefix("speculative: ") for e in data.get("errors") or []
                                  if e.startswith("speculative: ")]
-        return data
-
-    @model_validator(mode="after")
-    def _same_first(self) -> CellResult:
-        if self.arms:
-            next(iter(self.arms.values())).side = self.speculative
-        return self
+        return _own_reasons(data)
 
     @field_serializer("arms", mode="wrap")
     def _arms_out(self, arms: dict[str, ArmCell], handler: SerializerFunctionWrapHandler) -> Any:
         return arms_out(arms, handler)
 
+    @field_serializer("na_reasons")
+    def _reasons_out(self, reasons: dict[str, str]) -> dict[str, str]:
+        return {**self.first_arm.na_reasons, **reasons}
+
+    @property
+    def first_arm(self) -> ArmCell:
+        """The first arm: the one a pair's figures describe."""
+        return next(iter(self.arms.values()))
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def speculative(self) -> SideCell:
+        """The first arm's side over the repeats."""
+        return self.first_arm.side
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def speedup(self) -> Spread | None:
+        """The first arm's per-request decode tokens/s (median) over the baseline's, per repeat."""
+        return self.first_arm.speedup
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def throughput_ratio(self) -> Spread | None:
+        """The first arm's aggregate output tokens/s over the baseline's, per repeat."""
+        return self.first_arm.throughput_ratio
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def e2e_speedup(self) -> float | None:
+        """The baseline's e2e p50 over the first arm's."""
+        return self.first_arm.e2e_speedup
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def acceptance_rate(self) -> float | None:
+        """The first arm's accepted / drafted tokens, pooled over the repeats."""
+        return self.first_arm.acceptance_rate
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        """The first arm's measured tokens per verification step."""
+        return self.first_arm.mean_acceptance_length
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def efficiency(self) -> float | None:
+        """The first arm's speedup median over its tokens per step (1.0 is the bound)."""
+        return self.first_arm.efficiency
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def num_spec_tokens(self) -> int | None:
+        """The first arm's k."""
+        return self.first_arm.num_spec_tokens
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def expected_tokens_per_step(self) -> float | None:
+        """Theory for the first arm (Leviathan et al.): (1 - a^(k+1)) / (1 - a), a its acceptance rate."""
+        return self.first_arm.expected_tokens_per_step
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def acceptance_source(self) -> Literal["per_request", "metrics_delta"] | None:
+        """Where the first arm's acceptance was read: per request, or a /metrics delta."""
+        return self.first_arm.acceptance_source
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def identical_text(self) -> bool | None:
+        """A preset: the first answers are equal (meaningful at T=0 only); a workload file: every greedy
+        request's two answers are equal; the first arm's against the baseline's."""
+        return self.first_arm.identical_text
+
+    def reason(self, field: str) -> str | None:
+        """Why ``field`` of the first arm (or of the cell) is unknown, or None."""
+        return self.first_arm.na_reasons.get(field) or self.na_reasons.get(field)
+
     def arm_view(self, name: str) -> CellResult:
-        """This cell as a cell of one arm, ``name``: its side and figures in ``speculative`` and the fields
-        after it, its errors and the baseline's (prefixed baseline: / speculative:), as a one-arm sweep
-        records them. The verdict, capacity and load read an arm through this."""
+        """This cell as a cell of one arm, ``name``: its errors and the baseline's (prefixed baseline: /
+        speculative:), as a one-arm sweep records them. The verdict, capacity and load read an arm through this."""
         arm = self.arms[name]
         errors = [e for e in self.errors if e.startswith("baseline: ")] + [f"speculative: {e}" for e in arm.errors]
-        reasons = {k: v for k, v in self.na_reasons.items() if k not in ARM_FIELDS} | arm.na_reasons
-        return self.model_copy(update={"speculative": arm.side, "errors": errors, "na_reasons": reasons,
-                                       "arms": {name: arm}, **{f: getattr(arm, f) for f in ARM_FIELDS}})
+        return self.model_copy(update={"errors": errors, "arms": {name: arm}})
 
 
 class ChecklistItem(BaseModel):

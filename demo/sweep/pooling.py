@@ -14,7 +14,6 @@ from demo.metrics import MetricsSample, spec_stats_from_delta
 from demo.results import FIRST_ARM, SIDES, Side, SideResult
 from demo.sweep.capacity import Capacity, MeasuredPoint, build_capacity
 from demo.sweep.models import (
-    ARM_FIELDS,
     ArmCell,
     BatchStats,
     CellResult,
@@ -232,15 +231,13 @@ def assemble_arms(settings: CellSettings, base: list[BatchStats], arms: Mapping[
                   identical_text: Mapping[str, bool | None] | None = None,
                   about: Mapping[str, tuple[str | None, str | None]] | None = None) -> CellResult:
     """The baseline's batches and each arm's (``arms``, in order; ``about``: each arm's label and method):
-    every arm's figures (arm_cell), the first arm's also in the cell's own fields. Errors are prefixed
+    every arm's figures (arm_cell). Errors are prefixed
     by side: "baseline: ", then "speculative: " with one arm, else the arm's name. The cell failed
     when no arm produced a speedup."""
     identical_text, about = identical_text or {}, about or {}
     cells = {name: arm_cell(name, base, spec, identical_text.get(name), label=about.get(name, (None, None))[0],
                             method=about.get(name, (None, None))[1]) for name, spec in arms.items()}
-    first = next(iter(cells.values()))
-    cell = CellResult(settings=settings, baseline=side_cell("baseline", base), speculative=first.side,
-                      arms=cells, **{f: getattr(first, f) for f in ARM_FIELDS})
+    cell = CellResult(settings=settings, baseline=side_cell("baseline", base), arms=cells)
     for b in base:
         for e in b.errors:
             if f"baseline: {e}" not in cell.errors:
@@ -248,7 +245,6 @@ def assemble_arms(settings: CellSettings, base: list[BatchStats], arms: Mapping[
     for name, arm in cells.items():
         prefix = "speculative" if len(cells) == 1 else name
         cell.errors += [f"{prefix}: {e}" for e in arm.errors if f"{prefix}: {e}" not in cell.errors]
-    cell.na_reasons.update(first.na_reasons)
     if all(a.throughput_ratio is None for a in cells.values()):
         cell.status = "failed"
     elif cell.errors:

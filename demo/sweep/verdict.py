@@ -156,11 +156,11 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
                               decision="unknown", headline="", acceptance_rate=a, num_spec_tokens=k,
                               expected_tokens_per_step=expected, measured_tokens_per_step=measured)
     known = sorted(((c.settings.concurrency, c) for c in cells if c.throughput_ratio is not None), key=lambda x: x[0])
-    reason = next((c.na_reasons.get("acceptance_rate") for c in cells if "acceptance_rate" in c.na_reasons), None)
+    reason = next((why for c in cells if (why := c.reason("acceptance_rate"))), None)
     verdict.checklist = [_structuredness(a, measured, expected, k, reason), _memory(cells)]
     if not known:
         err = next((e for c in cells for e in c.errors), None) or next(
-            (c.na_reasons.get("throughput_ratio") for c in cells if "throughput_ratio" in c.na_reasons), "not measured")
+            (why for c in cells if (why := c.reason("throughput_ratio"))), "not measured")
         verdict.headline = f"{label}: no verdict, no cell produced a throughput ratio ({err})"
         return verdict
     credible = {c: credible_gain(cell) for c, cell in known}
