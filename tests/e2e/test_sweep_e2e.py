@@ -24,7 +24,7 @@ def sweep(real_servers: Settings, tmp_path_factory: pytest.TempPathFactory) -> t
     out = tmp_path_factory.mktemp("sweep-e2e")
     cmd = [sys.executable, "-m", "demo", "sweep", "--baseline-url", real_servers.baseline_url,
            "--speculative-url", real_servers.speculative_url, "--presets", "json_reformat,poetry",
-           "--concurrency", "1,2", "--repeats", "2", "--warmup", "1", "--max-tokens", "96", "--out", str(out)]
+           "--concurrency", "1", "--repeats", "2", "--warmup", "1", "--max-tokens", "96", "--out", str(out)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     print(done.stdout, done.stderr[-2000:], sep="\n")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -34,8 +34,8 @@ def sweep(real_servers: Settings, tmp_path_factory: pytest.TempPathFactory) -> t
 def test_the_sweep_completes_every_cell(sweep: tuple[SweepResult, Path, str]) -> None:
     result, out, _ = sweep
     assert not result.interrupted
-    assert [(c.settings.preset, c.settings.concurrency) for c in result.cells] == [
-        ("json_reformat", 1), ("json_reformat", 2), ("poetry", 1), ("poetry", 2)]
+    # One concurrency: the workload sweep (test_workload_e2e.py) checks two on these servers.
+    assert [(c.settings.preset, c.settings.concurrency) for c in result.cells] == [("json_reformat", 1), ("poetry", 1)]
     for c in result.cells:
         assert c.status == "ok", (c.settings, c.errors)
         assert c.speedup is not None and c.speedup.n == 2

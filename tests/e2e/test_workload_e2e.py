@@ -37,6 +37,11 @@ def test_the_example_workload_gives_a_verdict_a_profile_and_capacity(real_server
         assert c.settings.kind == "workload" and c.settings.requests == SAMPLE
         assert c.status in ("ok", "partial"), c.errors
         assert len(c.requests) == SAMPLE
+        # As the preset sweep's cell (test_sweep_e2e.py), at each concurrency.
+        assert c.speedup is not None and c.speedup.n == 1
+        assert c.acceptance_rate is not None and c.acceptance_source == "per_request"
+        assert c.num_spec_tokens == 4 and c.expected_tokens_per_step is not None
+        assert c.speculative.kv_cache_usage_peak_perc is not None
     (verdict,) = result.verdicts
     assert verdict.decision in ("enable", "don't", "depends"), verdict.headline
     (w,) = result.workloads
