@@ -231,9 +231,8 @@ def assemble_arms(settings: CellSettings, base: list[BatchStats], arms: Mapping[
                   identical_text: Mapping[str, bool | None] | None = None,
                   about: Mapping[str, tuple[str | None, str | None]] | None = None) -> CellResult:
     """The baseline's batches and each arm's (``arms``, in order; ``about``: each arm's label and method):
-    every arm's figures (arm_cell). Errors are prefixed
-    by side: "baseline: ", then "speculative: " with one arm, else the arm's name. The cell failed
-    when no arm produced a speedup."""
+    every arm's figures (arm_cell). Errors are prefixed by side: "baseline: ", then "speculative: "
+    with one arm, else the arm's name. The cell failed when no arm produced a throughput ratio."""
     identical_text, about = identical_text or {}, about or {}
     cells = {name: arm_cell(name, base, spec, identical_text.get(name), label=about.get(name, (None, None))[0],
                             method=about.get(name, (None, None))[1]) for name, spec in arms.items()}
