@@ -7,6 +7,7 @@ its own run dir logs/servers-e2e) and stops exactly those at the end of the sess
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -23,6 +24,9 @@ from servers.settings import LauncherSettings
 from servers.state import read_state
 
 E2E_RUN_DIR = ROOT / "logs" / "servers-e2e"
+# The pair this session starts replaces a hung server after this long without /health (the
+# product's default is 30 s): test_supervisor_e2e.py's hang waits that long. As scripts/test.sh.
+HEALTH_TIMEOUT_S = "10"
 
 
 def _healthy(url: str) -> bool:
@@ -66,7 +70,8 @@ def real_servers() -> Iterator[Settings]:
     print(f"\n[e2e] starting the servers: {' '.join(cmd[1:])}", flush=True)
     t0 = time.monotonic()
     # Output goes straight to the terminal: the progress display shows what is happening.
-    up = subprocess.run(cmd, cwd=ROOT, timeout=1500)
+    up = subprocess.run(cmd, cwd=ROOT, timeout=1500,
+                        env={**os.environ, "SPECDEMO_SERVERS_HEALTH_TIMEOUT_S": HEALTH_TIMEOUT_S})
     if up.returncode != 0:
         pytest.fail(f"`python -m servers up` failed (exit {up.returncode}); see its message above")
     print(f"[e2e] both servers healthy after {time.monotonic() - t0:.0f} s", flush=True)
