@@ -23,6 +23,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "browser": ("tests/browser/", "tests/test_export_browser.py", "tests/test_report_browser.py"),
     "soak": ("tests/test_soak.py",),  # booth mode for 2 minutes in Chromium (~2.5 min): beside them
 }
+# Modules that wait far more than they compute (0.3-0.4 of a core) and check no rate against a
+# truth: marked ``beside_e2e``. scripts/test.sh runs them beside the end-to-end suite, on the core
+# its sequential races leave idle, instead of in the fast stage; ``pytest -m "not e2e"`` still runs
+# them with the rest (test_vllm_args.py, marked e2e too, only where the CPU vLLM venv is).
+BESIDE_E2E = ("tests/test_soak.py", "tests/test_launcher.py", "tests/test_supervisor.py", "tests/test_vllm_args.py")
 
 
 def work_unit(nodeid: str) -> str:
@@ -32,6 +37,10 @@ def work_unit(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the BESIDE_E2E modules' tests, and put the GROUPS first, in GROUPS' order."""
+    for item in items:
+        if item.nodeid.split("::", 1)[0] in BESIDE_E2E:
+            item.add_marker(pytest.mark.beside_e2e)
     rank = {g: i for i, g in enumerate(GROUPS)}
     items.sort(key=lambda it: rank.get(work_unit(it.nodeid), len(rank)))  # stable: modules keep their order
 
