@@ -4,9 +4,10 @@
 # fails the run before any test),
 # and runs every test: fast ones (stand-in servers on 127.0.0.1), browser ones (headless
 # Chromium), then the end-to-end suite against two real CPU vLLM servers (started beside
-# the fast tests, or else by its fixture; stopped after); the e2e stage also parses every
-# generated vLLM command with vLLM's own parser (tests/test_vllm_args.py) and has a real
-# Prometheus scrape the servers (tests/e2e/test_prometheus_e2e.py).
+# the fast tests, or else by its fixture; stopped after), with the modules marked beside_e2e
+# (tests/conftest.py) beside it; that stage also parses every generated vLLM command with vLLM's
+# own parser (tests/test_vllm_args.py) and has a real Prometheus scrape the servers
+# (tests/e2e/test_prometheus_e2e.py).
 #   bash scripts/test.sh            # everything
 #   bash scripts/test.sh --fast     # skip the real-vLLM end-to-end suite
 set -euo pipefail
