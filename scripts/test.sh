@@ -102,8 +102,8 @@ fi
 # worker ran the stage ~170 s faster, but starved our client of CPU: figures checked against the
 # stand-ins' truth missed by 5-6% (docs/benchmarks.md#ci).
 # With the e2e stage to follow, the modules that wait more than they compute and check no rate
-# (marked beside_e2e, tests/conftest.py: the soak, the launcher, the supervisor, vLLM's parser) run
-# beside it instead, on the core its sequential races leave idle: ~4 min of one worker's time.
+# (marked beside_e2e, tests/conftest.py: the launcher, the supervisor, vLLM's parser) run beside
+# it instead, on the core its sequential races leave idle: ~2 min of one worker's time.
 fast="not e2e"
 [[ "${1:-}" == "--fast" ]] || fast="not e2e and not beside_e2e"
 status=0

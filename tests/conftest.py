@@ -26,8 +26,11 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # Modules that wait far more than they compute (0.3-0.4 of a core) and check no rate against a
 # truth: marked ``beside_e2e``. scripts/test.sh runs them beside the end-to-end suite, on the core
 # its sequential races leave idle, instead of in the fast stage; ``pytest -m "not e2e"`` still runs
-# them with the rest (test_vllm_args.py, marked e2e too, only where the CPU vLLM venv is).
-BESIDE_E2E = ("tests/test_soak.py", "tests/test_launcher.py", "tests/test_supervisor.py", "tests/test_vllm_args.py")
+# them with the rest (test_vllm_args.py, marked e2e too, only where the CPU vLLM venv is). The soak
+# is not one of them, on purpose: it is the fast stage's first unit beside the page group, and
+# keeps the rate checks off the cores while the e2e pair starts (with it beside e2e, a check that
+# ran then missed by 5.4%: docs/benchmarks.md#ci).
+BESIDE_E2E = ("tests/test_launcher.py", "tests/test_supervisor.py", "tests/test_vllm_args.py")
 
 
 def work_unit(nodeid: str) -> str:
