@@ -33,16 +33,21 @@ GROUPS: dict[str, tuple[str, ...]] = {
 BESIDE_E2E = ("tests/test_launcher.py", "tests/test_supervisor.py", "tests/test_vllm_args.py")
 
 
+def module_of(nodeid: str) -> str:
+    """A test's module path, e.g. tests/test_soak.py."""
+    return nodeid.split("::", 1)[0]
+
+
 def work_unit(nodeid: str) -> str:
     """The group a test runs in: its GROUPS entry, or else its module."""
-    module = nodeid.split("::", 1)[0]
+    module = module_of(nodeid)
     return next((g for g, paths in GROUPS.items() if any(module.startswith(p) for p in paths)), module)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the BESIDE_E2E modules' tests, and put the GROUPS first, in GROUPS' order."""
     for item in items:
-        if item.nodeid.split("::", 1)[0] in BESIDE_E2E:
+        if module_of(item.nodeid) in BESIDE_E2E:
             item.add_marker(pytest.mark.beside_e2e)
     rank = {g: i for i, g in enumerate(GROUPS)}
     items.sort(key=lambda it: rank.get(work_unit(it.nodeid), len(rank)))  # stable: modules keep their order
