@@ -341,39 +341,49 @@ def copyness(prompt: str, answer: str, n: int = COPY_NGRAM) -> tuple[float | Non
 # --------------------------------------------------------------------------- repetition
 
 # An answer "ends in a loop" when its last LOOP_MIN_CHARS or more characters are one span of at most
-# LOOP_MAX_UNIT_CHARS repeated at least LOOP_MIN_REPEATS times: about 40 tokens or more of a small
-# model stuck (SmolLM2-135M ends json_reformat with '"book", ' x 19, 153 characters, ~57 tokens).
+# LOOP_MAX_UNIT_CHARS repeated at least LOOP_MIN_REPEATS times: a word or a short phrase (SmolLM2-135M
+# ends json_reformat with '"book", ' x 19, 153 characters, ~57 tokens) or a whole sentence or line
+# of code (asked for a 150-word summary, it ended in one 100-character sentence x 7). Three whole
+# repeats is where a person calls it a loop; honest repetition (a JSON array of similar records, a
+# table, parallel lines of code) differs in its values, so it has no exact period.
 LOOP_MIN_CHARS = 100
-LOOP_MIN_REPEATS = 4
-LOOP_MAX_UNIT_CHARS = 80
-LOOP_SCAN_CHARS = 2000
+LOOP_MIN_REPEATS = 3
+LOOP_MAX_UNIT_CHARS = 400
+LOOP_SCAN_CHARS = 4000
 LOOP_NOTE = "the model repeated itself: n-gram drafts repetition well; this speedup is not typical"
 
 
 def repetition(text: str, chunks: Sequence[tuple[int | None, str]] | None = None) -> Repetition | None:
     """The loop the answer ends in, or None. The span is the period of the answer's longest
-    periodic tail (the shortest period on a tie), so '"book", "book", "bo' is '"book", ' repeated,
-    cut. ``chunks`` (tokens, text) in arrival order, when the server sent usage, give the tail's
-    tokens. Tokenizer-free and deterministic: characters only."""
+    periodic tail that counts as a loop (the shortest period on a tie), so '"book", "book", "bo' is
+    '"book", ' repeated, cut. ``chunks`` (tokens, text) in arrival order, when the server sent usage,
+    give the tail's tokens. Tokenizer-free and deterministic: characters only."""
     n = len(text)
 
     def periodic_tail(unit: int, limit: int) -> int:
-        m = 0  # characters, from the end, equal to the character one unit earlier
-        while m < limit - unit and text[n - 1 - m] == text[n - 1 - m - unit]:
-            m += 1
-        return m + unit
+        """Characters at the end that repeat with this period (at most ``limit``): the longest
+        suffix equal to the text one unit earlier, plus that unit. A shorter suffix of an equal one
+        is equal too, so a binary search over slice comparisons finds it."""
+        lo, hi = 0, max(0, limit - unit)
+        while lo < hi:
+            m = (lo + hi + 1) // 2
+            if text[n - m:] == text[n - m - unit: n - unit]:
+                lo = m
+            else:
+                hi = m - 1
+        return lo + unit
 
     # Choose the unit over the last LOOP_SCAN_CHARS at most (a 100,000-character 'aaaa…' would
-    # otherwise be read 80 times), then measure the whole tail for that unit alone.
+    # otherwise be read 400 times), then measure the whole tail for that unit alone.
+    scan = min(n, LOOP_SCAN_CHARS)
     best_len, best_unit = 0, 0
     for unit in range(1, min(LOOP_MAX_UNIT_CHARS, n // LOOP_MIN_REPEATS) + 1):
-        length = periodic_tail(unit, min(n, LOOP_SCAN_CHARS))
-        if length > best_len:
+        length = periodic_tail(unit, scan)
+        if length > best_len and length >= max(LOOP_MIN_CHARS, LOOP_MIN_REPEATS * unit):
             best_len, best_unit = length, unit
-    if best_unit:
-        best_len = periodic_tail(best_unit, n)
-    if best_len < LOOP_MIN_CHARS or best_len < LOOP_MIN_REPEATS * best_unit:
+    if not best_unit:
         return None
+    best_len = periodic_tail(best_unit, n)
     tail_tokens = None
     if chunks:
         covered, tokens = 0, 0

@@ -105,8 +105,8 @@ class SpecStats(BaseModel):
 
 
 class Repetition(BaseModel):
-    """The answer ends in one short span repeated (the model stuck in a loop): n-gram speculation
-    drafts a loop perfectly, so a speedup measured over it is not typical (demo.measure.repetition)."""
+    """The answer ends in one span (a word to a sentence) repeated: the model stuck in a loop. n-gram
+    speculation drafts a loop perfectly, so a speedup over it is not typical (demo.measure.repetition)."""
 
     unit: str  # the repeated span, e.g. '"book", '
     tail_chars: int  # characters at the end of the answer that are the span repeated

@@ -20,6 +20,13 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # The baseline's answer to json_reformat on the CPU pair (SmolLM2-135M, T=0, 400 tokens),
 # captured 2026-12-01: it ends in '"book", ' nineteen times.
 LOOPING = (FIXTURES / "looping_answer_json_reformat.txt").read_text()
+# The baseline's answer to the summarization preset as it was before 2026-12-04 (asked for "one
+# paragraph of about 150 words", no penalty), on the CPU pair: a 100-character sentence repeated
+# to the 256-token cap. Identical on both sides, headlined 1.91x-5.49x with no label then.
+LOOPING_SENTENCE = (FIXTURES / "looping_answer_summarization.txt").read_text()
+# Every greedy preset's right answer on the CPU pair (2026-12-04, identical on both sides; the
+# answer checks of tests/e2e/test_preset_answers.py hold on each).
+RIGHT_ANSWERS = {p.stem: p.read_text() for p in sorted((FIXTURES / "answers").glob("*.txt"))}
 
 
 def sse_text(path: Path) -> str:
@@ -52,6 +59,32 @@ def test_real_answers_that_do_not_loop_are_not_labelled() -> None:
     assert repetition("Ha ha ha ha ha!") is None
     assert repetition("x" * (LOOP_MIN_CHARS - 1)) is None
     assert repetition("") is None
+
+
+def test_a_whole_sentence_repeated_is_a_loop() -> None:
+    rep = repetition(LOOPING_SENTENCE)
+    assert rep is not None
+    assert rep.unit == ("Python community make decisions based on the best available information. "
+                        "It is designed to help the\n")
+    assert rep.repeats >= 7 and rep.tail_chars >= 700
+    # A line of code repeated three times, and a sentence three times: what a person calls a loop.
+    line = "        result = compute_the_next_value(result, step)\n"
+    assert repetition("def f():\n" + line * 3) is not None
+    sentence = "The PEP process is designed to be flexible and can be adjusted to the needs of the PEPs. "
+    assert repetition("A summary. " + sentence * 3) is not None
+    assert repetition("A summary. " + sentence * 2) is None  # twice is not yet a loop
+
+
+def test_honest_repetition_and_every_presets_right_answer_are_not_loops() -> None:
+    assert set(RIGHT_ANSWERS) == {"agent_loop", "code_edit", "json_reformat", "json_reformat_schema", "rag_long",
+                                  "sql", "summarization"}
+    assert {k: repetition(v) for k, v in RIGHT_ANSWERS.items()} == dict.fromkeys(RIGHT_ANSWERS)
+    records = json.dumps([{"id": i, "name": "Widget", "price": 9.99, "tags": ["a", "b"]} for i in range(20)], indent=2)
+    table = "| region | q1 | q2 |\n|---|---|---|\n" + "".join(f"| r{i} | {i * 3} | {i * 7} |\n" for i in range(20))
+    code = "".join(f"    user[\"{f}\"] = {f}\n" for f in ("name", "email", "phone", "age", "city", "country"))
+    tests = "".join(f"    assert parse({i}) == {i * i}\n" for i in range(15))
+    for honest in (records, table, code, tests):
+        assert repetition(honest) is None, honest[-200:]
 
 
 def test_a_loop_cut_mid_unit_and_its_tokens_from_the_chunks() -> None:

@@ -306,6 +306,27 @@ def test_model_output_and_preset_text_are_escaped(page, apps, servers) -> None:
         app.stop()
 
 
+def test_a_looping_answer_shows_the_loop_label_under_the_speedup(page, app, servers) -> None:
+    # The summarization preset's real looping answer (tests/fixtures/looping_answer_summarization.txt:
+    # one sentence repeated to the cap), planted on both stand-ins.
+    text = (Path(__file__).parents[1] / "fixtures" / "looping_answer_summarization.txt").read_text()
+    pieces = [w + " " for w in text.split(" ")]
+    pieces[-1] = pieces[-1][:-1]
+    set_behaviors(servers, StandinBehavior(pieces=pieces, stop_at_end_of_pieces=True, tokens_per_s=300),
+                  StandinBehavior(speculative=True, pieces=pieces, stop_at_end_of_pieces=True,
+                                  tokens_per_s=600, chunk_sizes=[3]))
+    open_page(page, app)
+    choose(page, PRESET_TITLE, max_tokens=len(pieces) + 10)
+    start(page)
+    assert wait_finished(page) == "done"
+    label = page.locator("#sd-speedup .sd-loop")
+    label.wait_for(timeout=15_000)
+    screenshot(page, "race-loop-label")
+    assert "repeated" in (label.get_attribute("title") or "")
+    assert "Python community make decisions" in (label.get_attribute("title") or "")
+    assert page.console_errors == []
+
+
 def test_closing_the_tab_aborts_both_requests(chromium, app, servers) -> None:
     base, spec = servers
     set_behaviors(servers, StandinBehavior(tokens_per_s=15),
