@@ -21,8 +21,11 @@ EXPECTED_NAMES = {"json_reformat", "json_reformat_schema", "sql", "code_edit", "
 
 # The GPL v3 is shipped verbatim (its licence forbids changing it); docs/SOURCES.md records this hash.
 GPL_SHA256 = "3972dc9744f6499f0f9b2dbf76696f2ae7ad8af9b23dde66d6af86c9dfb36986"
-# The sentence rag_long's question asks the model to quote, as the reader sees it (line breaks folded).
-RAG_ANSWER = '"The Program" refers to any copyrightable work licensed under this License.'
+# The sentence that answers rag_long's question, as the reader sees it (line breaks folded): the
+# document's last paragraph. (SmolLM2-135M could not quote section 0's definition from 7,600 tokens
+# back; asked about the last paragraph, it names the license right: tests/e2e/test_preset_answers.py.)
+RAG_ANSWER = ("If this is what you want to do, use the GNU Lesser General Public License instead of this "
+              "License.")
 # SmolLM2's tokenizer gives 7,639 tokens for the 35,149-char GPL (0.217 tokens/char, see
 # docs/SOURCES.md, 7,722 for the whole rag_long prompt); 0.22 is that ratio plus ~1%.
 TOKENS_PER_CHAR_UPPER = 0.22
@@ -70,9 +73,13 @@ def test_temperatures(shipped: dict[str, Preset]) -> None:
     assert all(p.temperature == 0.0 for n, p in shipped.items() if n != "poetry")
 
 
-def test_only_the_json_schema_preset_sets_sampling_fields(shipped: dict[str, Preset]) -> None:
+def test_only_two_presets_set_sampling_fields(shipped: dict[str, Preset]) -> None:
     # Every other preset sends what it always sent: temperature and max tokens, the server's defaults.
-    assert {n for n, p in shipped.items() if sampling_body(p) or p.seed is not None} == {"json_reformat_schema"}
+    # The schema preset sends its response_format; summarization a frequency penalty (without it the
+    # CPU model's summary ended in one sentence repeated: presets/summarization.yaml).
+    assert {n for n, p in shipped.items() if sampling_body(p) or p.seed is not None} == {
+        "json_reformat_schema", "summarization"}
+    assert sampling_body(shipped["summarization"]) == {"frequency_penalty": 0.4}
 
 
 def _walk(schema: dict[str, Any]) -> list[dict[str, Any]]:
@@ -144,14 +151,15 @@ def test_rag_document_is_long_real_and_fits_the_context(shipped: dict[str, Prese
     assert estimate < CONTEXT_TOKENS, f"~{estimate:.0f} tokens would not fit SmolLM2's {CONTEXT_TOKENS}"
 
 
-def test_rag_question_asks_for_a_sentence_that_is_in_the_document(shipped: dict[str, Preset]) -> None:
+def test_rag_question_is_answered_by_a_sentence_that_is_in_the_document(shipped: dict[str, Preset]) -> None:
     preset = shipped["rag_long"]
     doc = (PRESETS_DIR / preset.include["doc"]).read_text(encoding="utf-8")
     question = preset.messages[-1].content.rsplit(doc, 1)[1]
 
-    assert _fold(doc).count(RAG_ANSWER) == 1
-    assert "quote" in question.lower() and '"The Program"' in question
-    assert "section 0" in question.lower()
+    folded = _fold(doc)
+    assert folded.count(RAG_ANSWER) == 1
+    assert RAG_ANSWER in folded[-400:]  # in the last paragraph
+    assert "last paragraph" in question.lower() and "linking proprietary applications" in question
 
 
 def test_summarization_text_is_about_a_thousand_words(shipped: dict[str, Preset]) -> None:

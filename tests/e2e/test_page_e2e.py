@@ -77,5 +77,16 @@ def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Pat
         assert tile_value(page, "speculative", "acceptance_rate") == result.speculative.spec.acceptance_rate
         print(f"[e2e page] speedup {result.speedup:.2f}x, acceptance "
               f"{result.speculative.spec.acceptance_rate:.0%}, identical={result.identical_text}")
+
+        # The summary, raced at its own cap: a right answer (tests/e2e/test_preset_answers.py), so no
+        # loop label under the headline; both sides at once (its text, not its rate, is checked here).
+        choose(page, "Summarize a 1,000-word text", max_tokens=256, order="simultaneous")
+        start(page)
+        assert wait_finished(page, 300_000, app) == "done", app.output()[-2000:]
+        summary = read_run(list_runs(tmp_path / "runs")[0])  # newest first
+        assert summary.preset == "summarization" and summary.baseline.repetition is None
+        assert page.locator("#sd-speedup .sd-loop").count() == 0, page.text_content("#sd-speedup")
+        screenshot(page, "e2e-summarization-finished")
+        assert page.console_errors == [], page.console_errors
     finally:
         app.stop()
