@@ -150,12 +150,13 @@ def test_the_adaptive_line_is_read_from_the_measurement() -> None:
     rows: dict[int, dict[str, float]] = {1: {"baseline": 40, "ngram": 100, "adaptive": 98},
                                          8: {"baseline": 30, "ngram": 24, "adaptive": 29.5}}
     line = rec_of(pts(rows, k)).adaptive_text
-    assert line == ("adaptive keeps ngram's gain at 1 user (2.45× vs 2.50×); where ngram loses (8 users) "
-                    "adaptive stays at or above the baseline (0.98× at worst)")
+    assert line == ("adaptive keeps ngram's gain at 1 user (speedup 2.45× vs 2.50×); where ngram loses (8 users) "
+                    "adaptive stays at or above the baseline (speedup 0.98× at worst)")
     rows[8]["adaptive"] = 25.0
-    assert "adaptive falls below the baseline (0.83× at worst)" in rec_of(pts(rows, k)).adaptive_text
+    assert "adaptive falls below the baseline (speedup 0.83× at worst)" in rec_of(pts(rows, k)).adaptive_text
     rows[1]["adaptive"] = 60.0
-    assert rec_of(pts(rows, k)).adaptive_text.startswith("adaptive loses ngram's gain at 1 user (1.50× vs 2.50×)")
+    assert rec_of(pts(rows, k)).adaptive_text.startswith(
+        "adaptive loses ngram's gain at 1 user (speedup 1.50× vs 2.50×)")
     assert rec_of(pts({1: {"baseline": 40, "k4": 160}}, K)).adaptive_text.startswith("n/a: the sweep needs")
 
 

@@ -137,7 +137,7 @@ def test_the_sentence_names_the_segments_that_differ() -> None:
         seg("prompt_tokens", "< 256", "enable"), seg("prompt_tokens", "256-1023", "enable")])
     assert sentence == ('Send tag "code", JSON output and greedy (T=0) requests to the speculative server; '
                         'keep tag "chat" and sampled (T>0) requests on the baseline; free-text output gains too '
-                        'little to route (1.05× to 1.15×). Too few requests to tell: tag "misc".')
+                        'little to route (speedup 1.05× to 1.15×). Too few requests to tell: tag "misc".')
 
 
 @pytest.mark.parametrize(("verdicts", "start"), [

@@ -47,7 +47,8 @@ def test_theory_formula() -> None:
 def test_structured_output_that_pays_everywhere_is_enable() -> None:
     v = decide([cell("json_reformat", 1, 2.1), cell("json_reformat", 4, 2.0)], "JSON")
     assert v.decision == "enable"
-    assert v.headline.startswith("json_reformat (T=0) at concurrency 1: 2.10×, acceptance 70%")
+    assert v.headline.startswith("json_reformat (T=0) at concurrency 1: throughput ratio 2.10× (speedup 2.52×), "
+                                  "acceptance 70%")
     assert "at concurrency 4 still 2.00×" in v.headline
     items = {i.name: i for i in v.checklist}
     assert items["structuredness"].status == "good" and "acceptance 70%" in items["structuredness"].text
@@ -63,7 +64,8 @@ def test_structured_output_that_pays_everywhere_is_enable() -> None:
 def test_gain_that_falls_with_concurrency_is_depends_and_says_where() -> None:
     v = decide([cell("json_reformat", 1, 2.1), cell("json_reformat", 4, 1.5), cell("json_reformat", 16, 1.1)], "JSON")
     assert v.decision == "depends"
-    assert "at concurrency 1: 2.10×, acceptance 70%; at concurrency 16 the gain falls to 1.10×" in v.headline
+    assert ("at concurrency 1: throughput ratio 2.10× (speedup 2.52×), acceptance 70%; at concurrency 16 the "
+            "throughput ratio falls to 1.10×") in v.headline
     assert "Enable for concurrency up to 4, not beyond" in v.headline
     conc = next(i for i in v.checklist if i.name == "concurrency")
     assert conc.status == "mixed" and "2.10× at 1, 1.50× at 4, 1.10× at 16" in conc.text
@@ -127,8 +129,9 @@ def test_a_gain_beyond_the_tokens_per_step_is_noise_and_not_counted() -> None:
     v = decide([cell("poetry", 1, 1.28, temperature=1.0, accepted=0, drafted=52, drafts=13),
                 cell("poetry", 2, 0.86, temperature=1.0, accepted=0, drafted=172, drafts=43)], "Poetry")
     assert v.decision == "don't"
-    assert "at concurrency 1: 1.00×, acceptance 0%" in v.headline
-    assert "1.28× measured at concurrency 1 is more than the 1.00 tokens per step" in v.headline
+    assert "at concurrency 1: throughput ratio 1.00× (speedup 1.54×), acceptance 0%" in v.headline
+    assert "a throughput ratio of 1.28× measured at concurrency 1 is more than the 1.00 tokens per step" in v.headline
+    assert v.reconcile is None  # the speedup, bounded the same way, decides alike
 
 
 @pytest.mark.parametrize(("points", "pays", "loses", "text"), [
@@ -154,3 +157,16 @@ def test_crossover_says_when_the_gain_comes_back_and_never_extrapolates() -> Non
     assert (c.pays_up_to_users, c.loses_from_users) == (1, 2)
     assert "pays again at 4" in c.text
     assert find_crossover([]).pays_up_to_users is None and "no count" in find_crossover([]).text
+
+
+def test_a_prefill_heavy_workload_gets_one_sentence_that_reconciles_its_two_ratios() -> None:
+    # Decode gains 2.7x, but prefill is 56% of each request: the throughput ratio, 1.1x, decides.
+    c = cell("rag", 1, 1.1, ttft_s=1.12, e2e_s=2.0, accepted=80, drafted=100, drafts=20)
+    c.first_arm.speedup = Spread(median=2.7, min=2.6, max=2.8, n=3)
+    v = decide([c], "RAG")
+    assert v.decision == "depends"
+    assert v.reconcile == ("Decode gains a speedup of 2.70× but prefill is 56% of each request, and speculation "
+                           "does not speed it up: end to end the throughput ratio is 1.10×, and the verdict "
+                           "rests on it.")
+    # Both ratios deciding alike: no sentence.
+    assert decide([cell("json_reformat", 1, 2.1)], "JSON").reconcile is None

@@ -27,6 +27,7 @@ from demo.sweep.models import CellResult, SweepResult, SweepSpec, WorkloadSpec
 from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.report import DECISION_LABELS, finalize, write_outputs
 from demo.sweep.runner import Progress, new_result, run_sweep, settings_arms
+from demo.sweep.verdict import VERDICT_BASIS
 from demo.workload import Workload, WorkloadError, open_workload
 
 DEFAULT_CONCURRENCY = "1,4"
@@ -246,11 +247,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 130
     bar.close()
     paths = write_outputs(finalize(result), out)
+    if result.verdicts:
+        print(f"  {VERDICT_BASIS}")
     for v in result.verdicts:
         if v.methods_line:
             print(f"{'':>10}  {v.title}: {v.methods_line}")
         for one in v.per_arm or [v]:
-            print(f"{DECISION_LABELS[one.decision]:>10}  {one.headline}")
+            print(f"{DECISION_LABELS[one.decision]:>10}  {one.headline}"
+                  + (f" {one.reconcile}" if one.reconcile else ""))
     for w in result.workloads if any(w.arm_capacity for w in result.workloads) else []:
         for arm, cap in w.arm_capacity.items():
             print(f"  capacity ({w.preset}, {arm}): {cap.saving.text}")

@@ -397,6 +397,9 @@ class WorkloadVerdict(BaseModel):
     arm: str | None = None  # the arm this verdict is about (None: a sweep of one arm, or a file without arms)
     per_arm: list[WorkloadVerdict] = Field(default_factory=list)
     methods_line: str | None = None  # e.g. "for this workload, enable eagle3 up to 16 concurrent requests; ..."
+    # Where the speedup and the throughput ratio would decide differently: why, in one sentence
+    # (demo.sweep.verdict.reconcile); None where they agree.
+    reconcile: str | None = None
 
 
 class MachineInfo(BaseModel):

@@ -23,7 +23,7 @@ from demo.sweep.report_workload import summary_paragraph, workload_sections
 from demo.sweep.schedule import sweep_recommendation
 from demo.sweep.segments import workload_routing
 from demo.sweep.tables import ms_td, num_td, pct_td, schedule_html
-from demo.sweep.verdict import verdicts
+from demo.sweep.verdict import VERDICT_BASIS, verdicts
 
 DECISION_LABELS = {"enable": "ENABLE", "don't": "DON'T", "depends": "DEPENDS", "unknown": "NO VERDICT"}
 
@@ -163,10 +163,11 @@ def verdict_html(v: WorkloadVerdict) -> str:
                   f"(1 - a<sup>k+1</sup>) / (1 - a) with a = {esc(a)}, k = {esc(k)}: <b>{esc(e)}</b>. "
                   "(The theory assumes each draft token is accepted independently; real drafts are not.)</p>")
     arm = f' data-arm="{esc(v.arm)}"' if v.arm else ""
+    reconcile = f'<p class="sv-reconcile">{esc(v.reconcile)}</p>' if v.reconcile else ""
     return (f'<div class="sv-verdict" data-preset="{esc(v.preset)}" data-temperature="{esc(v.temperature)}"{arm} '
             f'data-decision="{esc(v.decision)}"><span class="sv-decision {cls}">{esc(DECISION_LABELS[v.decision])}'
             f'</span><b>{esc(v.title)}</b> at {esc(fmt_temperature(v.temperature))}'
-            f'<p>{esc(v.headline)}</p><ul class="sv-check">{items}</ul>{theory}</div>')
+            f'<p>{esc(v.headline)}</p>{reconcile}<ul class="sv-check">{items}</ul>{theory}</div>')
 
 
 def _side_cols(s: SideCell) -> str:
@@ -327,8 +328,8 @@ def report_html(result: SweepResult) -> str:
 </head><body><main>
 <h1>Speculative decoding: is it worth it for this workload?</h1>
 {summary_paragraph(result)}
-<p class="muted">Sweep of {esc(when)}: {len(result.cells)} cell(s). Speedup = aggregate output tokens/s,
-speculative over baseline, per repeat (median, and the range over repeats).</p>
+<p class="muted" id="ratio-names">Sweep of {esc(when)}: {len(result.cells)} cell(s). {esc(VERDICT_BASIS)}
+Each is given per repeat: the median, and the range over repeats.</p>
 {banner}
 <h2>Verdict</h2>
 {verdicts}

@@ -32,7 +32,7 @@ def summary_paragraph(result: SweepResult) -> str:
     mine = [v for v in result.verdicts if result.spec.workload is not None and v.preset == result.spec.workload.name]
     verdict = mine[0] if mine else result.verdicts[0]
     parts = [f"For <b>{_e(verdict.title)}</b>, the measured answer is: <b>{_e(DECISION_WORDS[verdict.decision])}</b>. "
-             f"{_e(verdict.headline)}"]
+             f"{_e(verdict.headline)}" + (f" {_e(verdict.reconcile)}" if verdict.reconcile else "")]
     if verdict.methods_line:  # several arms: which one to enable where, first
         parts = [f'<span class="methods-line">{_e(verdict.methods_line[0].upper() + verdict.methods_line[1:])}.</span>',
                  *parts]

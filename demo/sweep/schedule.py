@@ -139,7 +139,7 @@ def _why(p: ServerPoint, base: ServerPoint, met: bool, slo: ScheduleSlo | None) 
         text = f"at {_users(p.users)} the baseline (k=0) was fastest: {rate}"
     else:
         ratio = (p.per_user_decode_tokens_per_s or 0) / (base.per_user_decode_tokens_per_s or 1)
-        text = f"at {_users(p.users)} {p.server} (k={p.k}) was fastest: {rate}, {fmt_speedup(ratio)} the baseline"
+        text = f"at {_users(p.users)} {p.server} (k={p.k}) was fastest: {rate}, speedup {fmt_speedup(ratio)}"
     if slo is not None:
         text += f"; meets {slo.describe()}" if met else f"; none meets {slo.describe()}: the fastest"
     return text
@@ -225,7 +225,7 @@ def adaptive_lesson(points: Sequence[ServerPoint]) -> str:
                                                                                    at[(first, "baseline")])
     keeps = a0 is not None and s0 is not None and a0 >= 0.95 * s0
     line = (f"{ADAPTIVE_ARM} {'keeps' if keeps else 'loses'} {static}'s gain at {_users(first)} "
-            f"({fmt_speedup(a0)} vs {fmt_speedup(s0)})")
+            f"(speedup {fmt_speedup(a0)} vs {fmt_speedup(s0)})")
     losing = [u for u in counts if (r := _ratio(at.get((u, static)), at[(u, "baseline")])) is not None
               and r < GAIN_NONE]
     if not losing:
@@ -234,7 +234,7 @@ def adaptive_lesson(points: Sequence[ServerPoint]) -> str:
     holds = min(ratios) >= OFF_COST_WORTH
     return (line + f"; where {static} loses ({', '.join(map(str, losing))} users) {ADAPTIVE_ARM} "
             + ("stays at or above the baseline" if holds else "falls below the baseline")
-            + f" ({fmt_speedup(min(ratios))} at worst)")
+            + f" (speedup {fmt_speedup(min(ratios))} at worst)")
 
 
 def _method(chosen: list[tuple[ServerPoint, ServerPoint, bool]], configs: Mapping[str, Mapping[str, Any]]

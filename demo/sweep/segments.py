@@ -197,12 +197,12 @@ def _listed(segments: Sequence[Segment]) -> str:
 def _whole_traffic(verdicts: set[SegmentVerdict]) -> str:
     """The sentence when no dimension splits the traffic into segments of different verdicts."""
     if verdicts == {"enable"}:
-        return (f"Send all of this traffic to the speculative server: every segment gains at least "
+        return (f"Send all of this traffic to the speculative server: every segment's speedup is at least "
                 f"{fmt_speedup(GAIN_WORTH)}.")
     if verdicts == {"don't"}:
-        return f"Keep all of this traffic on the baseline: no segment gains {fmt_speedup(GAIN_NONE)}."
+        return f"Keep all of this traffic on the baseline: no segment's speedup reaches {fmt_speedup(GAIN_NONE)}."
     if verdicts == {"depends"}:
-        return (f"No segment gains enough to route on (between {fmt_speedup(GAIN_NONE)} and "
+        return (f"No segment gains enough to route on (speedup between {fmt_speedup(GAIN_NONE)} and "
                 f"{fmt_speedup(GAIN_WORTH)}): keep it on the baseline, or measure more of it.")
     return "No dimension splits this traffic into segments that gain and segments that do not: see the table."
 
@@ -228,7 +228,7 @@ def routing_sentence(segments: Sequence[Segment]) -> str:
         parts.append(f"keep {_listed(keep)} on the baseline")
     if small:
         parts.append(f"{_listed(small)} gain{'s' if len(small) == 1 else ''} too little to route "
-                     f"({fmt_speedup(GAIN_NONE)} to {fmt_speedup(GAIN_WORTH)})")
+                     f"(speedup {fmt_speedup(GAIN_NONE)} to {fmt_speedup(GAIN_WORTH)})")
     sentence = (parts[0][0].upper() + "; ".join(parts)[1:] + ".") if parts else _whole_traffic(
         {s.verdict for s in decided})
     if too_few:

@@ -5,8 +5,10 @@ It follows the talk's checklist, each item from measured figures:
 - memory headroom: the speculative server's peak KV-cache use during the batches;
 - concurrency: how the gain holds as more requests share the server;
 - prefill share: time to first token over end-to-end, which caps any decode gain.
-The decision itself rests on the measured gain (aggregate output tokens/s, speculative over
-baseline) at every concurrency tried; the checklist explains it.
+The decision itself rests on the throughput ratio (aggregate output tokens/s, speculative over
+baseline) at every concurrency tried; the checklist explains it. Every ratio is said by its one name
+(docs/measurement.md): ``speedup`` for the decode ratio, ``throughput ratio`` for the aggregate one.
+Where the two would give different decisions, ``reconcile`` says why in one sentence.
 
 With several arms, each arm gets its own verdict (its cells seen through ``CellResult.arm_view``)
 and one line on top says which arm to enable up to which concurrency (``choose_arms``, beside the
@@ -24,8 +26,8 @@ from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance, work
 
 # GAIN_WORTH (a gain that pays) and GAIN_NONE (below it, no gain worth the name) live with the
 # crossover (demo/sweep/crossover.py), which the load sweep shares; imported here as the verdict's own.
-__all__ = ["GAIN_NONE", "GAIN_WORTH", "bounded_gain", "credible_gain", "credible_gains", "decide", "decide_arms",
-           "verdicts"]
+__all__ = ["GAIN_NONE", "GAIN_WORTH", "VERDICT_BASIS", "bounded_gain", "credible_gain", "credible_gains", "decide",
+           "decide_arms", "reconcile", "verdicts"]
 ACCEPT_HIGH = 0.5
 ACCEPT_LOW = 0.25
 KV_TIGHT = 0.8  # speculation needs KV blocks for the drafts; above this the batch shrinks
@@ -35,6 +37,13 @@ PREFILL_LIGHT = 0.2
 # Speculation cannot speed decoding beyond the tokens each step delivers: a measured gain above
 # that (by this margin) is noise from a busy machine, and counts only up to that bound.
 NOISE_MARGIN = 1.1
+# Which figure the one recommendation rests on, and why: said once under the report's title, the
+# Evaluate tab's summary and the CLI's verdicts.
+VERDICT_BASIS = ("speedup = decode tokens/s (the tokens after the first, over the time after the first token), "
+                 "speculative over baseline: what speculation does to generating an answer. throughput ratio = "
+                 "aggregate output tokens/s, speculative over baseline, prefill and waiting included: what the "
+                 "servers deliver. The verdict rests on the throughput ratio, since that is what a deployment "
+                 "gets; the segments, judged per request, on the speedup.")
 
 
 def _label(preset: str, temperature: float | None) -> str:
@@ -94,8 +103,8 @@ def _concurrency(gains: list[tuple[int, float]]) -> ChecklistItem:
         c, g = gains[0]
         status = "good" if g >= GAIN_WORTH else "bad" if g < GAIN_NONE else "mixed"
         return ChecklistItem(name="concurrency", status=status,
-                             text=f"measured at concurrency {c} only ({times(g)}); try higher concurrency to see "
-                                  "where the gain stops")
+                             text=f"measured at concurrency {c} only (throughput ratio {times(g)}); try higher "
+                                  "concurrency to see where the gain stops")
     cross = find_crossover(gains, noun="concurrent request")
     if cross.stops_paying_from_users is None:
         status, why = "good", "the gain holds as the batch grows"
@@ -105,7 +114,7 @@ def _concurrency(gains: list[tuple[int, float]]) -> ChecklistItem:
         status, why = "mixed", ("speculation spends spare compute, and a fuller batch leaves less of it"
                                 if gains[0][1] > gains[-1][1] else "the gain varies with concurrency")
     return ChecklistItem(name="concurrency", status=status,
-                         text=f"gain {listed} (by concurrency): {why}; {cross.text}")
+                         text=f"throughput ratio {listed} (by concurrency): {why}; {cross.text}")
 
 
 def _prefill(cells: list[CellResult]) -> ChecklistItem:
@@ -140,7 +149,8 @@ def credible_gain(cell: CellResult) -> tuple[float, str | None]:
     assert cell.throughput_ratio is not None
     g, steps = cell.throughput_ratio.median, cell.mean_acceptance_length
     if steps is not None and bounded_gain(g, steps) != g:
-        return steps, (f"{times(g)} measured at concurrency {cell.settings.concurrency} is more than the "
+        return steps, (f"a throughput ratio of {times(g)} measured at concurrency {cell.settings.concurrency} is "
+                       f"more than the "
                        f"{steps:.2f} tokens per step speculation delivered, so the excess is noise: "
                        f"counted as {times(steps)}")
     return g, None
@@ -168,8 +178,9 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
     verdict.checklist += [_concurrency(gains), _prefill([cell for _, cell in known])]
 
     def at(c: int, cell: CellResult) -> str:
+        sp = f" (speedup {times(cell.speedup.median)})" if cell.speedup is not None else ""
         acc = f", acceptance {pct(cell.acceptance_rate)}" if cell.acceptance_rate is not None else ""
-        return f"at concurrency {c}: {times(credible[c][0])}{acc}"
+        return f"at concurrency {c}: throughput ratio {times(credible[c][0])}{sp}{acc}"
 
     c0, cell0 = known[0]
     cn, _celln = known[-1]
@@ -178,11 +189,12 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
     tail = ""
     if len(known) > 1:
         gn = credible[cn][0]
-        tail = (f"; at concurrency {cn} the gain falls to {times(gn)}" if gn < gains[0][1] * 0.9
+        tail = (f"; at concurrency {cn} the throughput ratio falls to {times(gn)}" if gn < gains[0][1] * 0.9
                 else f"; at concurrency {cn} still {times(gn)}")
     noise = "".join(f" ({why})" for _g, why in credible.values() if why)
     numbers = f"{label} {at(c0, cell0)}{tail}{noise}"
     memory = verdict.checklist[1]
+    verdict.reconcile = reconcile(cell0)
     if lo >= GAIN_WORTH:
         if memory.status == "bad":
             verdict.decision = "depends"
@@ -200,9 +212,36 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
         if cross.pays_up_to_users is not None:  # it stops paying above it: this is "depends"
             where = f" Enable for concurrency up to {cross.pays_up_to_users}, not beyond."
         else:
-            where = f" The gain ({times(lo)}-{times(hi)}) is small: measure on your own traffic."
+            span = times(lo) if times(lo) == times(hi) else f"{times(lo)} to {times(hi)}"
+            where = f" The gain is small (throughput ratio {span}): measure on your own traffic."
         verdict.headline = f"{numbers}.{where}"
     return verdict
+
+
+def _decision_of(gain: float) -> str:
+    """What a gain alone would decide, on the verdict's thresholds."""
+    return "enable" if gain >= GAIN_WORTH else "don't" if gain < GAIN_NONE else "depends"
+
+
+def reconcile(cell: CellResult) -> str | None:
+    """One sentence when the cell's speedup and its throughput ratio would decide differently: what
+    each is, why they part (prefill's share of a request, or waiting), and that the verdict rests on
+    the throughput ratio. None when both decide alike, or one of them is not known."""
+    if cell.speedup is None or cell.throughput_ratio is None:
+        return None
+    d = bounded_gain(cell.speedup.median, cell.mean_acceptance_length)
+    t = credible_gain(cell)[0]
+    if _decision_of(d) == _decision_of(t):
+        return None
+    share = cell.baseline.prefill_share
+    why = (f"prefill is {pct(share)} of each request, and speculation does not speed it up"
+           if share is not None and share >= PREFILL_LIGHT else
+           "the time before and between answers (waiting, the first token) is not decoding")
+    if d < t:
+        return (f"The speedup is {times(d)} but the throughput ratio is {times(t)} (more requests finished per "
+                f"second than decoding alone explains): the verdict rests on the throughput ratio.")
+    return (f"Decode gains a speedup of {times(d)} but {why}: end to end the throughput ratio is {times(t)}, "
+            f"and the verdict rests on it.")
 
 
 def credible_gains(cells: list[CellResult]) -> list[tuple[int, float]]:

@@ -38,6 +38,7 @@ from demo.sweep.report import VERDICT_CSS, finalize, write_outputs
 from demo.sweep.report import verdicts_html as workload_verdicts_html
 from demo.sweep.report_workload import capacity_html, profile_html, segments_html, summary_paragraph
 from demo.sweep.runner import Progress, new_result, run_sweep, settings_arms, spec_arms
+from demo.sweep.verdict import VERDICT_BASIS
 from demo.view import run_status_html
 from demo.workload import Workload, WorkloadError, open_workload
 
@@ -91,7 +92,8 @@ def verdicts_html(result: SweepResult) -> str:
             or '<p class="sv-muted">No cell was measured.</p>')
     note = ('<p class="sv-muted">Interrupted: the verdict uses the cells measured so far.</p>'
             if result.interrupted else "")
-    return f"<style>{VERDICT_CSS}</style><div class=\"sd-eval-verdicts\">{note}{body}</div>"
+    names = f'<p class="sv-muted sv-ratio-names">{esc(VERDICT_BASIS)}</p>' if result.verdicts else ""
+    return f"<style>{VERDICT_CSS}</style><div class=\"sd-eval-verdicts\">{note}{body}{names}</div>"
 
 
 WORKLOAD_SUFFIXES = [".jsonl", ".json", ".csv", ".txt", ".md"]
