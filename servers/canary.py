@@ -197,6 +197,7 @@ def haproxy_config(*, host: str, port: int, admin_socket: Path, baseline: str, s
         f"    timeout client {STREAM_TIMEOUT}",
         f"    timeout server {STREAM_TIMEOUT}",
         "    timeout http-request 30s",
+        "    option http-no-delay  # forward each SSE chunk at once (no waiting for a fuller packet)",
         "    timeout queue 30s",
         "frontend canary",
         f"    bind {host}:{port}",
