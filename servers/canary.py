@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -521,8 +522,32 @@ def up(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
               f"{args.alert_window or 'as written'}); recovery is manual: --share P", file=out)
     else:
         print(f"rollback: no --rules, no alert path started; the receiver {receiver_url}/alert knows no alert", file=out)
-    print(f"logs: {run_dir}; stop with `python -m servers canary down`", file=out)
-    return 0
+    if not args.foreground:
+        print(f"logs: {run_dir}; stop with `python -m servers canary down`", file=out)
+        return 0
+    print(f"logs: {run_dir}; in the foreground: Ctrl-C or SIGTERM stops it", file=out, flush=True)
+    return _foreground(state, out)
+
+
+def _foreground(state: CanaryState, out: TextIO) -> int:
+    """Stay until SIGTERM or Ctrl-C, or until a process of the canary exits; then stop them all
+    (a container's main process: compose's `canary` profile)."""
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    gone: list[ProcRecord] = []
+    try:
+        while not (gone := [p for p in state.processes if not _alive(p)]):
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+    said = _stop_all(state)
+    state_path(state.events_path.parent).unlink(missing_ok=True)
+    for p in gone:
+        print(f"{p.name} exited (log {p.log_path}): {procs.tail(p.log_path, 1)[-200:]}", file=out)
+    print("canary stopped: " + ("; ".join(said) or "nothing left running"), file=out)
+    return 1 if gone else 0
 
 
 def _start_alert_path(args: argparse.Namespace, state: CanaryState, rules_text: str, receiver_url: str,
@@ -654,6 +679,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--share", help="percent of eligible traffic to the speculative server (0-100; 0 is the rollback)")
     p.add_argument("--run-dir", type=Path, default=RUN_DIR, help="logs, config and state (default: logs/canary)")
     p.add_argument("--json", action="store_true", help="status as JSON")
+    p.add_argument("--foreground", action="store_true",
+                   help="up: stay until Ctrl-C or SIGTERM, then stop everything (a container's main process)")
     p.add_argument("--host", default="127.0.0.1", help="where the router and its helpers listen")
     p.add_argument("--port", type=int, default=ROUTER_PORT, help=f"the router's port (default {ROUTER_PORT})")
     p.add_argument("--receiver-port", type=int, default=RECEIVER_PORT)
