@@ -465,7 +465,8 @@ def up(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     host = args.host
     _port_free(host, args.port, "--port")
     _port_free(host, args.receiver_port, "--receiver-port")
-    rules_text, known = None, []
+    rules_text: str | None = None
+    known: list[str] = []
     if args.rules is not None:
         try:
             if args.rules.stat().st_size > MAX_RULES_BYTES:
@@ -521,7 +522,8 @@ def up(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
               f"{receiver_url}/alert on {', '.join(known)} (for {args.alert_for or 'as written'}, window "
               f"{args.alert_window or 'as written'}); recovery is manual: --share P", file=out)
     else:
-        print(f"rollback: no --rules, no alert path started; the receiver {receiver_url}/alert knows no alert", file=out)
+        print(f"rollback: no --rules, no alert path started; the receiver {receiver_url}/alert knows no alert",
+              file=out)
     if not args.foreground:
         print(f"logs: {run_dir}; stop with `python -m servers canary down`", file=out)
         return 0

@@ -42,8 +42,9 @@ def handle_alerts(state: CanaryState, body: dict[str, Any]) -> list[str]:
     for a in alerts[:100]:
         if not isinstance(a, dict):
             continue
-        labels = a.get("labels") if isinstance(a.get("labels"), dict) else {}
-        notes = a.get("annotations") if isinstance(a.get("annotations"), dict) else {}
+        raw_labels, raw_notes = a.get("labels"), a.get("annotations")
+        labels: dict[str, Any] = raw_labels if isinstance(raw_labels, dict) else {}
+        notes: dict[str, Any] = raw_notes if isinstance(raw_notes, dict) else {}
         name = str(labels.get("alertname", "?"))[:100]
         arm = str(labels.get("arm", "?"))[:100]
         value = str(notes.get("value", "n/a (the rule carries no value annotation)"))[:60]

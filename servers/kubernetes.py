@@ -325,7 +325,7 @@ class _NoAliases(yaml.SafeDumper):
         return True
 
 
-def dump(docs: list[dict[str, Any]], header: str) -> str:
+def dump(docs: list[Any], header: str) -> str:
     """``docs`` as multi-document YAML after ``header`` (no anchors or aliases)."""
     return header + yaml.dump_all(docs, Dumper=_NoAliases, sort_keys=False, default_flow_style=False, width=120)
 
@@ -350,7 +350,8 @@ def generated_files() -> dict[Path, str]:
         [canary_httproute()], HEADER.replace("servers/profiles.py ({profile})", "canary_httproute (docs/canary.md)"))
     # A YAML list: `kubectl patch httproute specdemo-canary --type=json --patch-file rollback-patch.yaml`.
     files[DEPLOY_DIR / "canary" / "rollback-patch.yaml"] = dump(
-        [canary_rollback_patch()], HEADER.replace("servers/profiles.py ({profile})", "canary_rollback_patch (docs/canary.md)"))
+        [canary_rollback_patch()],
+        HEADER.replace("servers/profiles.py ({profile})", "canary_rollback_patch (docs/canary.md)"))
     return files
 
 
