@@ -79,6 +79,7 @@ READY_TIMEOUT_S = 30.0
 HEALTH_TIMEOUT_S = 3.0
 STOP_TIMEOUT_S = 10.0
 MAX_RULES_BYTES = 1024 * 1024
+MAX_SOCKET_PATH = 100
 # Names HAProxy takes safely in a config line (anything else is refused, never quoted into it).
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 _FIELD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,4}$")
@@ -481,7 +482,10 @@ def up(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         _port_free(host, args.alertmanager_port, "--alertmanager-port")
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    sock = run_dir / "admin.sock"
+    sock = run_dir.resolve() / "admin.sock"
+    if len(str(sock)) > MAX_SOCKET_PATH:  # the kernel's limit for a unix socket's path (108 bytes)
+        raise CanaryError(f"--run-dir {run_dir}: too deep for HAProxy's admin socket ({len(str(sock))} > "
+                          f"{MAX_SOCKET_PATH} characters); choose a shorter one")
     sock.unlink(missing_ok=True)
     cfg = run_dir / "haproxy.cfg"
     atomic_write(cfg, haproxy_config(host=host, port=args.port, admin_socket=sock, baseline=baseline,
