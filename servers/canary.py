@@ -64,8 +64,10 @@ RUN_DIR = ROOT / "logs" / "canary"
 PAIR_RUN_DIR = ROOT / "logs" / "servers"  # `python -m servers up`'s run dir (its state.json)
 ROUTER_PORT = 8090
 RECEIVER_PORT = 8091
+METRICS_PORT = 8092  # HAProxy's own Prometheus exporter: requests and response times per server
 PROMETHEUS_PORT = 9092  # not 9090: `python -m servers monitor` and compose take that one
 ALERTMANAGER_PORT = 9093
+ROUTER_JOB = "canary-router"  # the router's exporter in the canary's Prometheus
 SPLIT_BACKEND = "split"  # eligible requests: baseline and speculative, weighted by the share
 BASELINE_BACKEND = "baseline_only"  # ineligible requests
 REQUEST_ID_HEADER = "x-specdemo-request-id"
@@ -108,6 +110,7 @@ class CanaryState(BaseModel):
 
     started_at: datetime
     router_url: str
+    router_metrics_url: str | None = None  # HAProxy's Prometheus exporter
     admin_socket: Path
     baseline_url: str
     speculative_url: str
@@ -171,8 +174,9 @@ def _acl(c: Condition) -> str:
 
 
 def haproxy_config(*, host: str, port: int, admin_socket: Path, baseline: str, speculative: str,
-                   share: int, eligibility: Eligibility) -> str:
-    """The router's config: eligible requests to the weighted split, the rest to the baseline."""
+                   share: int, eligibility: Eligibility, metrics_port: int | None = None) -> str:
+    """The router's config: eligible requests to the weighted split, the rest to the baseline;
+    with ``metrics_port``, HAProxy's built-in Prometheus exporter on it (``/metrics``)."""
     check_eligibility(eligibility)
     acls: list[str] = []
     uses: list[str] = []
@@ -220,6 +224,13 @@ def haproxy_config(*, host: str, port: int, admin_socket: Path, baseline: str, s
         f"backend {BASELINE_BACKEND}",
         "    option httpchk GET /health",
         f"    server baseline {_host_port(baseline)} {check}",
+        *([] if metrics_port is None else [
+            "frontend metrics",
+            f"    bind {host}:{metrics_port}",
+            "    no log",
+            "    http-request use-service prometheus-exporter if { path /metrics }",
+            "    http-request return status 404",
+        ]),
         "",
     ])
 
@@ -356,9 +367,10 @@ def alertmanager_config(receiver_url: str) -> dict[str, Any]:
 
 
 def prometheus_config(baseline: str, speculative: str, arm: str, rules: Path, alertmanager: str,
-                      interval_s: int) -> dict[str, Any]:
+                      interval_s: int, router_metrics: str | None = None) -> dict[str, Any]:
     """servers/monitor.py's scrape config for the pair (its labels, so the rules' selectors match),
-    loading ``rules`` and sending alerts to ``alertmanager``."""
+    loading ``rules`` and sending alerts to ``alertmanager``; with ``router_metrics`` (host:port),
+    HAProxy's exporter too, as job ``canary-router`` (requests per server: the split as it runs)."""
     if arm == "speculative":  # the pair's own labels: role and arm speculative
         config = monitor.scrape_config({"baseline": [_host_port(baseline)], "speculative": [_host_port(speculative)]},
                                        interval_s=interval_s, rule_files=[str(rules)])
@@ -366,6 +378,10 @@ def prometheus_config(baseline: str, speculative: str, arm: str, rules: Path, al
         config = monitor.scrape_config({"baseline": [_host_port(baseline)]}, {arm: [_host_port(speculative)]},
                                        interval_s=interval_s, rule_files=[str(rules)])
     config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [_host_port(alertmanager)]}]}]}
+    if router_metrics is not None:
+        config["scrape_configs"].append({"job_name": ROUTER_JOB, "scrape_interval": f"{interval_s}s",
+                                         "scrape_timeout": f"{max(1, interval_s - 1)}s",
+                                         "static_configs": [{"targets": [router_metrics]}]})
     return config
 
 
@@ -466,6 +482,7 @@ def up(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     host = args.host
     _port_free(host, args.port, "--port")
     _port_free(host, args.receiver_port, "--receiver-port")
+    _port_free(host, args.metrics_port, "--metrics-port")
     rules_text: str | None = None
     known: list[str] = []
     if args.rules is not None:
@@ -489,7 +506,8 @@ def up(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     sock.unlink(missing_ok=True)
     cfg = run_dir / "haproxy.cfg"
     atomic_write(cfg, haproxy_config(host=host, port=args.port, admin_socket=sock, baseline=baseline,
-                                     speculative=speculative, share=share, eligibility=eligibility))
+                                     speculative=speculative, share=share, eligibility=eligibility,
+                                     metrics_port=args.metrics_port))
     atomic_write(run_dir / ELIGIBILITY_FILE, eligibility.model_dump_json(indent=2))
     checked = subprocess.run([haproxy, "-c", "-q", "-f", str(cfg)], capture_output=True, text=True, timeout=30)
     if checked.returncode != 0:
@@ -497,6 +515,7 @@ def up(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                           f"{(checked.stderr or checked.stdout).strip().splitlines()[-1][:200]}")
     state = CanaryState(
         started_at=datetime.now(UTC), router_url=f"http://{host}:{args.port}", admin_socket=sock,
+        router_metrics_url=f"http://{host}:{args.metrics_port}/metrics",
         baseline_url=baseline, speculative_url=speculative, arm=args.arm, eligibility=eligibility,
         known_alerts=known, alert_for=args.alert_for, alert_window=args.alert_window,
         events_path=run_dir / "events.jsonl", processes=[])
@@ -571,7 +590,9 @@ def _start_alert_path(args: argparse.Namespace, state: CanaryState, rules_text: 
     rules = run_dir / "guardrails.rules.yml"
     atomic_write(rules, rules_text)
     prom_url = f"http://{host}:{args.prometheus_port}"
-    config = prometheus_config(baseline, speculative, args.arm, rules, am_url, args.scrape_interval)
+    reach = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    config = prometheus_config(baseline, speculative, args.arm, rules, am_url, args.scrape_interval,
+                               router_metrics=f"{reach}:{args.metrics_port}")
     (run_dir / "prometheus.yml").write_text(monitor.config_text(config))
     prom = _spawn("prometheus", [_binary("prometheus"), f"--config.file={run_dir / 'prometheus.yml'}",
                                  f"--storage.tsdb.path={run_dir / 'prometheus-data'}",
@@ -623,6 +644,7 @@ def status_data(run_dir: Path) -> dict[str, Any]:
     rollbacks = [e for e in events if e.get("kind") == "rollback"]
     return {
         "router_url": state.router_url,
+        "router_metrics_url": state.router_metrics_url,
         "share_percent": read_share(state.admin_socket),
         "requests": request_counts(state.admin_socket),
         "baseline_url": state.baseline_url,
@@ -690,6 +712,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="where the router and its helpers listen")
     p.add_argument("--port", type=int, default=ROUTER_PORT, help=f"the router's port (default {ROUTER_PORT})")
     p.add_argument("--receiver-port", type=int, default=RECEIVER_PORT)
+    p.add_argument("--metrics-port", type=int, default=METRICS_PORT, help="HAProxy's Prometheus exporter")
     p.add_argument("--prometheus-port", type=int, default=PROMETHEUS_PORT)
     p.add_argument("--alertmanager-port", type=int, default=ALERTMANAGER_PORT)
     p.add_argument("--pair-run-dir", type=Path, default=PAIR_RUN_DIR,

@@ -58,7 +58,7 @@ class Canary:
 
     def __init__(self, run_dir: Path, base: Standin, spec: Standin, eligibility: Eligibility) -> None:
         self.run_dir, self.base, self.spec = run_dir, base, spec
-        self.port, self.receiver_port = free_port(), free_port()
+        self.port, self.receiver_port, self.metrics_port = free_port(), free_port(), free_port()
         self.eligibility_file = run_dir.parent / f"{run_dir.name}.eligibility.json"
         self.eligibility_file.write_text(eligibility.model_dump_json())
 
@@ -71,6 +71,7 @@ class Canary:
 
     def up(self, *extra: str) -> subprocess.CompletedProcess[str]:
         return self("up", "--port", str(self.port), "--receiver-port", str(self.receiver_port),
+                    "--metrics-port", str(self.metrics_port),
                     "--baseline-url", self.base.url, "--speculative-url", self.spec.url,
                     "--eligibility", str(self.eligibility_file), *extra)
 
@@ -150,6 +151,10 @@ def test_status_json_has_what_a_view_needs_and_a_log_line_per_request(router: Ca
     assert data["requests"]["baseline"] == len(router.base.requests)
     assert data["requests"]["speculative"] == len(router.spec.requests)
     assert data["last_rollback"] is None and data["last_event"]["kind"] == "share"
+    exported = httpx.get(data["router_metrics_url"], timeout=10).text  # HAProxy's own exporter
+    spec_2xx = [ln for ln in exported.splitlines() if ln.startswith("haproxy_server_http_responses_total{")
+                and 'proxy="split"' in ln and 'server="speculative"' in ln and 'code="2xx"' in ln]
+    assert len(spec_2xx) == 1 and float(spec_2xx[0].rsplit(" ", 1)[1]) == len(router.spec.requests), spec_2xx
     lines = [ln for ln in (router.run_dir / "router.log").read_text().splitlines() if ln.startswith("canary rid=")]
     assert len(lines) == len(router.base.requests) + len(router.spec.requests)
     assert all(" backend=" in ln and " status=200 " in ln and " duration_ms=" in ln for ln in lines)

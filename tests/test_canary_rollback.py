@@ -118,6 +118,11 @@ def test_a_fired_guardrail_rolls_the_share_to_0_through_prometheus_and_alertmana
             rb = status["last_rollback"]
             assert rb["alert"] == "SpecAcceptanceBelowFloor" and rb["share_before"] == 50 and rb["share_after"] == 0
             assert float(rb["value"]) < 7 / 16 * 0.85 and rb["by"] == "alertmanager" and rb["starts_at"]
+            # The canary's Prometheus scrapes the router's exporter too: the split as it ran, per server.
+            r = httpx.get(f"{prom}/api/v1/query", timeout=5, params={
+                "query": 'sum by (server) (haproxy_server_http_responses_total{job="canary-router", proxy="split"})'})
+            served = {x["metric"]["server"]: float(x["value"][1]) for x in r.json()["data"]["result"]}
+            assert served.get("speculative", 0) > 0 and served.get("baseline", 0) > 0, served
             log = (c.run_dir / "receiver.log").read_text()
             assert "rollback: SpecAcceptanceBelowFloor fired" in log and "share 50% -> 0%" in log
             # No traffic reaches the speculative stand-in now: its acceptance has no data, the alert
