@@ -730,6 +730,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Dispatch ``python -m servers canary``; errors are one line on stderr (exit 1)."""
+    # Absolute: the receiver and Prometheus run from the repository's root, not from this directory.
+    args.run_dir = args.run_dir.resolve()
     try:
         for flag in ("alert_for", "alert_window"):
             v = getattr(args, flag)
