@@ -220,6 +220,13 @@ def test_a_canary_with_no_pair_running_is_one_line(tmp_path: Path) -> None:
                               "--speculative-url", dead, "--port", str(free_port())))
     assert "no pair running" in line and "does not answer /health" in line
     assert not (tmp_path / "run" / "state.json").exists()
+    assert "no canary is running" in one_line_error(cli("status", "--run-dir", str(tmp_path / "run")))
+    assert "no canary is running" in one_line_error(cli("--share", "5", "--run-dir", str(tmp_path / "run")))
+
+
+def test_a_second_up_on_a_running_canary_is_one_line(router: Canary) -> None:
+    assert "a canary is already running" in one_line_error(router.up())
+    assert router.status()["processes"]["router"]["running"]
 
 
 def test_a_router_port_in_use_is_one_line(fast_pair: tuple[Standin, Standin], tmp_path: Path) -> None:
