@@ -70,6 +70,7 @@ ALERTMANAGER_PORT = 9093
 ROUTER_JOB = "canary-router"  # the router's exporter in the canary's Prometheus
 SPLIT_BACKEND = "split"  # eligible requests: baseline and speculative, weighted by the share
 BASELINE_BACKEND = "baseline_only"  # ineligible requests
+FALLBACK = "baseline-fallback"  # the baseline as the split's backup server
 REQUEST_ID_HEADER = "x-specdemo-request-id"
 BACKEND_HEADER = "x-specdemo-backend"  # which server answered (baseline or speculative)
 # A body bigger than this is judged on its first bytes: truncated JSON matches no body rule, so
@@ -204,6 +205,8 @@ def haproxy_config(*, host: str, port: int, admin_socket: Path, baseline: str, s
         f"    timeout server {STREAM_TIMEOUT}",
         "    timeout http-request 30s",
         "    option http-no-delay  # forward each SSE chunk at once (no waiting for a fuller packet)",
+        "    retries 2",
+        "    option redispatch 1  # a connection refused by one server of the split: retried on the other",
         "    timeout queue 30s",
         "frontend canary",
         f"    bind {host}:{port}",
@@ -220,7 +223,12 @@ def haproxy_config(*, host: str, port: int, admin_socket: Path, baseline: str, s
         "    balance roundrobin",
         "    option httpchk GET /health",
         f"    server baseline {_host_port(baseline)} weight {100 - share} {check}",
-        f"    server speculative {_host_port(speculative)} weight {share} {check}",
+        # A refused connection marks it down at once (not after the next checks), and the request
+        # is retried on the other server, or on the fallback when the share is 100.
+        f"    server speculative {_host_port(speculative)} weight {share} {check} "
+        "observe layer4 error-limit 1 on-error mark-down",
+        # Only when no server of the split can serve (the share at 100 and the speculative down).
+        f"    server {FALLBACK} {_host_port(baseline)} backup {check}",
         f"backend {BASELINE_BACKEND}",
         "    option httpchk GET /health",
         f"    server baseline {_host_port(baseline)} {check}",
@@ -291,9 +299,10 @@ def request_counts(sock: Path) -> dict[str, int]:
             got[(f[px], f[sv])] = int(f[stot] or 0)
     split_base = got.get((SPLIT_BACKEND, "baseline"), 0)
     split_spec = got.get((SPLIT_BACKEND, "speculative"), 0)
+    fallback = got.get((SPLIT_BACKEND, FALLBACK), 0)
     other = got.get((BASELINE_BACKEND, "baseline"), 0)
-    return {"baseline": split_base + other, "speculative": split_spec,
-            "eligible": split_base + split_spec, "ineligible": other}
+    return {"baseline": split_base + fallback + other, "speculative": split_spec,
+            "eligible": split_base + fallback + split_spec, "ineligible": other, "fallback": fallback}
 
 
 # ---------------------------------------------------------------- events (rollbacks, share changes)

@@ -160,6 +160,26 @@ def test_status_json_has_what_a_view_needs_and_a_log_line_per_request(router: Ca
     assert all(" backend=" in ln and " status=200 " in ln and " duration_ms=" in ln for ln in lines)
 
 
+@pytest.mark.parametrize(("share", "answered_by"), [(100, canary.FALLBACK), (50, "baseline")])
+def test_a_speculative_server_that_goes_down_sends_eligible_traffic_to_the_baseline(
+        tmp_path: Path, share: int, answered_by: str) -> None:
+    """No request fails: the first refused connection marks the server down and is retried on the
+    baseline (at share 100, the split's fallback), without waiting for the health checks."""
+    with Standin(FAST) as base, Standin(FAST.model_copy(update={"speculative": True})) as spec:
+        c = Canary(tmp_path / "run", base, spec, GREEDY_OR_HEADER)
+        assert (done := c.up("--share", str(share))).returncode == 0, done.stderr
+        try:
+            with httpx.Client(timeout=10) as client:
+                assert "speculative" in send(client, c.url, 4, eligible=True)
+                spec.stop()
+                b0 = len(base.requests)
+                assert set(send(client, c.url, 20, eligible=True)) == {answered_by}  # each answered 200
+                assert len(base.requests) - b0 == 20
+                assert c.status()["requests"]["fallback"] == (20 if share == 100 else 0)
+        finally:
+            assert c("down").returncode == 0
+
+
 # ---------------------------------------------------------------- streaming passes unchanged
 
 def test_a_race_through_the_router_streams_the_same_chunks_at_the_same_rate(tmp_path: Path) -> None:
