@@ -2,10 +2,12 @@
 
 ``guardrails --from results.json --out DIR`` writes DIR/guardrails.rules.yml, Prometheus alerting
 rules whose thresholds are the sweep's figures (demo/sweep/guardrails.py; ``sweep --out DIR``
-writes the same file beside results.json). ``check --against results.json`` reads the arm's
-counters at the start and at the end of a window (its /metrics, or ``--prometheus URL``, which
-looks back over the window at once) and says, one line per figure, whether acceptance, tokens per
-step and time per output token still hold (demo/sweep/drift.py). Exit codes: 0 every figure holds,
+writes the same file beside results.json), and DIR/canary.eligibility.json, the canary's
+eligibility rules from the segments that pay (demo/sweep/eligibility.py, docs/canary.md).
+``check --against results.json`` reads the arm's counters at the start and at the end of a
+window (its /metrics, or ``--prometheus URL``, which looks back over the window at once) and
+says, one line per figure, whether acceptance, tokens per step and time per output token still
+hold (demo/sweep/drift.py). Exit codes: 0 every figure holds,
 1 one drifted, 2 bad input (one line), 3 nothing to compare (a server unreachable, no traffic).
 """
 
@@ -27,6 +29,7 @@ from demo.errors import BadInput
 from demo.metrics import MetricsSample, prometheus_sample, scrape_metrics
 from demo.settings import Endpoint, Settings
 from demo.sweep.drift import DriftMargins, LiveFigures, drift, live_figures
+from demo.sweep.eligibility import eligibility_from, write_eligibility
 from demo.sweep.guardrails import FILE_NAME, JOB, Margins, guardrails_for, summary_lines, write_guardrails
 from demo.sweep.measured import Measured, measured_figures, read_results
 
@@ -104,13 +107,20 @@ def cmd_guardrails(args: argparse.Namespace) -> int:
                                  "kv_cache_over": ("--kv-margin", args.kv_margin),
                                  "preemptions_over": ("--preemptions-margin", args.preemptions_margin)})
     try:
-        gs = guardrails_for(read_results(args.source), args.source.name, args.for_arm, margins)
+        result = read_results(args.source)
+        gs = guardrails_for(result, args.source.name, args.for_arm, margins)
     except BadInput as e:
         raise UsageError(str(e)) from None
     path = write_guardrails(gs, args.out)
     for line in summary_lines(gs):
         print(line)
     print(f"wrote {path} ({sum(len(g.rules) for g in gs)} rule(s), {sum(len(g.skipped) for g in gs)} skipped)")
+    # The canary's eligibility from the same results (docs/canary.md): what the segments say pays.
+    eligibility, unrouted = eligibility_from(result, args.source.name)
+    for line in unrouted:
+        print(f"canary eligibility: not routed by a rule: {line}")
+    print(f"wrote {write_eligibility(eligibility, args.out)} ({len(eligibility.rules)} rule(s): "
+          f"{', '.join(r.name for r in eligibility.rules)})")
     return 0
 
 

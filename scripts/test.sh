@@ -32,8 +32,9 @@ bash scripts/setup_app.sh
 bash scripts/install_browser.sh
 stamp "app venv and browser ready"
 if [[ "${1:-}" != "--fast" ]]; then
-    # For tests/e2e/test_prometheus_e2e.py (skipped with a reason without it).
-    bash scripts/install_prometheus.sh >artifacts/install-prometheus.log 2>&1 &
+    # For tests/e2e/test_prometheus_e2e.py (skipped with a reason without it), and HAProxy and
+    # Alertmanager for the canary's tests (tests/test_canary*.py) after it: both use apt.
+    { bash scripts/install_prometheus.sh && bash scripts/install_canary.sh; } >artifacts/install-prometheus.log 2>&1 &
     prom_pid=$!
 fi
 

@@ -1,4 +1,4 @@
-"""python -m servers up [--detach] | status [--json] | down | monitor
+"""python -m servers up [--detach] | status [--json] | down | monitor | canary
 
 Starts the baseline and the speculative vLLM server (default: two CPU servers with SmolLM2-135M
 and n-gram speculation) under a supervisor that restarts one that fails (servers/supervisor.py,
@@ -16,7 +16,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
-from servers import launcher, monitor, supervisor
+from servers import canary, launcher, monitor, supervisor
 from servers.settings import COMMON, UP, CliGroup, LauncherSettings
 
 
@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     mon = sub.add_parser("monitor", help="Prometheus scraping both servers (its own flags)",
                          description=monitor.DESCRIPTION)
     monitor.add_arguments(mon)
+    can = sub.add_parser("canary", help="HAProxy sending a share of eligible traffic to speculative (its own flags)",
+                         description=canary.DESCRIPTION)
+    canary.add_arguments(can)
     return p
 
 
@@ -114,13 +117,15 @@ def _profile_overrides(name: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m servers up|status|down|monitor``; return the command's exit code.
+    """``python -m servers up|status|down|monitor|canary``; return the command's exit code.
 
     A launcher error or bad settings is one line on stderr (launcher.report_error gives its code).
     """
     args = _parser().parse_args(argv)
     if args.command == "monitor":  # Prometheus for the pair: its own flags (servers/monitor.py)
         return monitor.run(args)
+    if args.command == "canary":  # the router in front of the pair: its own flags (servers/canary.py)
+        return canary.run(args)
     try:
         s = _settings(args)
         if args.command == "up":

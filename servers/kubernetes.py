@@ -12,7 +12,9 @@ Differences from compose, on purpose: each engine is its own pod on its own GPU,
 the model from ``modelURL``; the served model names get a ``-baseline``/``-speculative`` suffix
 (``-<arm>`` in methods/) so the chart's router does not pool the engines as replicas of one model.
 deploy/kubernetes/methods/ runs servers/arms.py METHODS, the compose `methods` profile: one modelSpec
-per arm, a GPU each.
+per arm, a GPU each. deploy/kubernetes/canary/ is the canary's split (servers/canary.py) as a Gateway
+API HTTPRoute: requests with the eligibility header to weighted backendRefs, the rest to the
+baseline; its rollback is a JSON patch that sets the speculative weight to 0 (docs/canary.md).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from common.canary_rules import DEFAULT_HEADER, DEFAULT_HEADER_VALUE
 from common.paths import ROOT
 from servers.arms import METHODS, MethodsSetup, needs_arctic_inference
 from servers.config import COMMON_ENV, Role, ServerConfig
@@ -263,6 +266,58 @@ def dashboards_configmap() -> dict[str, Any]:
     }
 
 
+CANARY_ROUTE = "specdemo-canary"
+CANARY_SHARE = 10  # the committed route's share of eligible traffic, in percent (weights 90 and 10)
+GATEWAY = "specdemo-gateway"  # the cluster's Gateway the route attaches to: set yours (docs/canary.md)
+
+
+def engine_service(role: Role) -> str:
+    """The chart's Service name of a role's engine (engine_url's host)."""
+    return f"{RELEASE}-{role}-engine-service"
+
+
+def canary_httproute(share: int = CANARY_SHARE, header: str = DEFAULT_HEADER,
+                     value: str = DEFAULT_HEADER_VALUE) -> dict[str, Any]:
+    """The canary's split as a Gateway API HTTPRoute (v1): requests whose ``header`` is ``value``
+    go to the baseline and the speculative engine weighted 100 - share and share; every other
+    request to the baseline (the header rule wins: Gateway API prefers the most header matches).
+    Body rules (greedy, a tag) have no Gateway API match: only the client's header carries here."""
+    if not 0 <= share <= 100:
+        raise ValueError(f"share {share}: outside 0-100")
+
+    def ref(role: Role, weight: int | None = None) -> dict[str, Any]:
+        r: dict[str, Any] = {"name": engine_service(role), "port": ENGINE_SERVICE_PORT}
+        return r if weight is None else {**r, "weight": weight}
+
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": CANARY_ROUTE, "labels": {"app.kubernetes.io/part-of": "specdemo"}},
+        "spec": {
+            "parentRefs": [{"name": GATEWAY}],
+            "rules": [
+                {"name": "eligible",
+                 "matches": [{"headers": [{"type": "Exact", "name": header, "value": value}]}],
+                 "backendRefs": [ref("baseline", 100 - share), ref("speculative", share)]},
+                {"name": "baseline", "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                 "backendRefs": [ref("baseline")]},
+            ],
+        },
+    }
+
+
+def canary_rollback_patch() -> list[dict[str, Any]]:
+    """The rollback as a JSON patch (RFC 6902, ``kubectl patch --type=json``): the speculative
+    weight to 0 and the baseline's to 100; the ``test`` ops refuse a route whose entries moved."""
+    refs = "/spec/rules/0/backendRefs"
+    return [
+        {"op": "test", "path": f"{refs}/0/name", "value": engine_service("baseline")},
+        {"op": "test", "path": f"{refs}/1/name", "value": engine_service("speculative")},
+        {"op": "replace", "path": f"{refs}/0/weight", "value": 100},
+        {"op": "replace", "path": f"{refs}/1/weight", "value": 0},
+    ]
+
+
 class _NoAliases(yaml.SafeDumper):
     """Plain YAML for kubectl readers: a repeated dict is written out again, not as &id001/*id001."""
 
@@ -270,7 +325,7 @@ class _NoAliases(yaml.SafeDumper):
         return True
 
 
-def dump(docs: list[dict[str, Any]], header: str) -> str:
+def dump(docs: list[Any], header: str) -> str:
     """``docs`` as multi-document YAML after ``header`` (no anchors or aliases)."""
     return header + yaml.dump_all(docs, Dumper=_NoAliases, sort_keys=False, default_flow_style=False, width=120)
 
@@ -291,6 +346,12 @@ def generated_files() -> dict[Path, str]:
         [methods_helm_values()], HEADER.replace("servers/profiles.py ({profile})", "servers/arms.py (METHODS)"))
     files[DEPLOY_DIR / "grafana-dashboards.yaml"] = dump(
         [dashboards_configmap()], HEADER.format(profile="monitoring/grafana/dashboards"))
+    files[DEPLOY_DIR / "canary" / "httproute.yaml"] = dump(
+        [canary_httproute()], HEADER.replace("servers/profiles.py ({profile})", "canary_httproute (docs/canary.md)"))
+    # A YAML list: `kubectl patch httproute specdemo-canary --type=json --patch-file rollback-patch.yaml`.
+    files[DEPLOY_DIR / "canary" / "rollback-patch.yaml"] = dump(
+        [canary_rollback_patch()],
+        HEADER.replace("servers/profiles.py ({profile})", "canary_rollback_patch (docs/canary.md)"))
     return files
 
 

@@ -956,7 +956,7 @@ def test_every_gpu_server_admits_a_load_sweep_at_the_pages_most_users() -> None:
 
 # The GPU profiles: each is one GPU's worth; they are alternatives (never both: their ports collide).
 GPU_COMPOSE_PROFILES = ("pair", "methods")
-OTHER_COMPOSE_PROFILES = ("cpu", "monitoring")
+OTHER_COMPOSE_PROFILES = ("cpu", "monitoring", "canary")
 
 
 def started(doc: dict[str, Any], profiles: set[str]) -> list[str]:
@@ -1003,3 +1003,39 @@ def test_every_profile_combination_fits_one_gpu(profile: Profile) -> None:
     assert gpu_memory_sum(doc, {"cpu", "monitoring"}) == 0
     # the check can fail: both GPU profiles at once would not fit (the reason they are alternatives)
     assert gpu_memory_sum(doc, {"pair", "methods"}) > 1
+
+
+# ---------------------------------------------------------------- profile canary (docs/canary.md)
+
+def test_the_canary_profile_parses_takes_no_gpu_and_runs_the_canarys_own_command() -> None:
+    """The router beside the pair: no GPU reservation (every combination above sums the shares with
+    it), capped CPU and memory, ports on 127.0.0.1 only, and a command our own parser accepts,
+    aimed at the pair's services and the guardrails file Prometheus loads."""
+    import argparse
+
+    from servers import canary
+
+    doc = compose(parse_dotenv(ENV_EXAMPLE.read_text()))
+    assert check_schema(doc) == []
+    svc = doc["services"]["canary"]
+    assert svc["profiles"] == ["canary"] and "deploy" not in svc and "gpus" not in svc
+    assert gpu_memory_sum(doc, {"canary"}) == 0
+    assert svc["mem_limit"] == "1g" and float(svc["cpus"]) <= 1
+    assert all(p.startswith("127.0.0.1:") for p in svc["ports"])
+    cmd = svc["command"]
+    assert cmd[:4] == ["python", "-m", "servers", "canary"]
+    parser = argparse.ArgumentParser()
+    canary.add_arguments(parser)
+    args = parser.parse_args(cmd[4:])
+    assert args.action == "up" and args.foreground and args.host == "0.0.0.0"
+    assert args.baseline_url == "http://baseline:8000" and args.speculative_url == "http://speculative:8001"
+    assert flag_value(doc["services"]["baseline"]["command"], "--port") == "8000"
+    assert flag_value(doc["services"]["speculative"]["command"], "--port") == "8001"
+    assert canary.parse_share(args.share) == 0
+    assert (args.alert_for, args.alert_window) == ("10m", "5m")  # the evaluator's, unless the stage says
+    assert f"127.0.0.1:{args.port}:{args.port}" in svc["ports"]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in svc["volumes"]}
+    assert mounts[str(args.rules)] == "./monitoring/prometheus/guardrails.rules.yml"
+    assert set(svc["depends_on"]) == {"baseline", "speculative"}
+    assert "canary-data" in doc["volumes"]
+    assert (ROOT / svc["build"]["dockerfile"]).is_file()
