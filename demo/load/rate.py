@@ -25,7 +25,8 @@ The figures of one server at one step (``RateSide``), units in the names:
 - goodput: finished requests that met every SLO given, per second. A request meets an SLO on its
   own figures: its TTFT, its end-to-end latency, and the SLO's percentile of its own ITLs.
 - saturation: the server did not keep up when requests were cut, or when its finishes spread
-  over more than 1/SATURATED_SHARE times its arrival span (the queue grew while requests arrived).
+  over more than 1/SATURATED_SHARE times its arrival span plus one early request's latency (the
+  queue grew while requests arrived).
 
 Per arm: the per-request decode speedup (median decode tokens/s over the baseline's, the meaning
 docs/measurement.md gives ``speedup``) and the throughput ratio, per step. Over the steps
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -55,7 +57,7 @@ from demo.sweep.runner import KV_SAMPLE_INTERVAL_S, kv_sampler, one_request
 
 PERCENTILES = (50, 95, 99)
 DEFAULT_DRAIN_S = 30.0  # after the last arrival, how long a step waits for open requests before cutting them
-SATURATED_SHARE = 0.9  # finishes spread over more than arrivals / this: the server fell behind
+SATURATED_SHARE = 0.9  # finishes spread over more than arrivals / this (plus a request's latency): fell behind
 MAX_OPEN_STREAMS = 1024  # a request due when this many of the step's streams are open is not sent (failed)
 QUEUE_SOURCE = ("vllm:request_queue_time_seconds, the /metrics delta between one scrape before the step and "
                 "one after it (finished requests)")
@@ -334,13 +336,18 @@ def _saturation(out: RateSide, schedule: ArrivalSchedule, ended: list[SideResult
         out.saturation_note = (f"{out.cut} of {out.sent} requests still open at the step's bound "
                                f"({out.bound_s:.0f} s: arrivals plus the drain limit): cut")
         return
-    finished_at = sorted(o + r.e2e_s for o, r in zip(offs, ended, strict=False) if r.complete and r.e2e_s is not None)
-    if len(finished_at) >= 3 and len(offs) >= 3:
-        arrivals_span, finish_span = offs[-1] - offs[0], finished_at[-1] - finished_at[0]
-        if arrivals_span > 0 and finish_span * SATURATED_SHARE > arrivals_span:
+    done = [(o, r.e2e_s) for o, r in zip(offs, ended, strict=False) if r.complete and r.e2e_s is not None]
+    if len(done) >= 3:
+        finished_at = sorted(o + e for o, e in done)
+        arrivals_span, finish_span = done[-1][0] - done[0][0], finished_at[-1] - finished_at[0]
+        # A server that keeps up finishes its requests over the arrivals' span give or take one request's
+        # latency (the first third's median: before any backlog); one that falls behind, ever later.
+        slack = statistics.median(e for _, e in done[:max(1, len(done) // 3)])
+        if arrivals_span > 0 and finish_span > arrivals_span / SATURATED_SHARE + slack:
             out.saturated = True
             out.saturation_note = (f"fell behind: {out.finished} finishes spread over {finish_span:.1f} s against "
-                                   f"{arrivals_span:.1f} s of arrivals (the queue grew while requests arrived)")
+                                   f"{arrivals_span:.1f} s of arrivals, more than {1 / SATURATED_SHARE:.2f}x plus one "
+                                   f"early request's latency ({slack:.1f} s): the queue grew while requests arrived")
     if out.completed_requests_per_s is not None and out.saturated:
         out.saturation_note += (f"; completed {out.completed_requests_per_s:.2f} of "
                                 f"{out.offered_requests_per_s:.2f} req/s offered")
@@ -588,8 +595,8 @@ def capacity_sentence(capacity: Mapping[str, RateCapacity], slo: RateSlo) -> str
         if name == "baseline":
             continue
         text = f"{name} {_holds(c)}"
-        if base is not None and base.requests_per_s and c.requests_per_s is not None:
-            text += f" ({(c.requests_per_s / base.requests_per_s - 1) * 100:+.0f}%)"
+        if base is not None and base.requests_per_s and c.requests_per_s is not None and not base.at_least:
+            text += f" ({'≥ ' if c.at_least else ''}{(c.requests_per_s / base.requests_per_s - 1) * 100:+.0f}%)"
         parts.append(text)
     return "; ".join(parts)
 
