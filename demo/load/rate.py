@@ -58,6 +58,7 @@ from demo.sweep.runner import KV_SAMPLE_INTERVAL_S, kv_sampler, one_request
 PERCENTILES = (50, 95, 99)
 DEFAULT_DRAIN_S = 30.0  # after the last arrival, how long a step waits for open requests before cutting them
 SATURATED_SHARE = 0.9  # finishes spread over more than arrivals / this (plus a request's latency): fell behind
+MIN_TREND_REQUESTS = 8  # fewer finished requests: too few to tell falling behind from a burst (cuts still count)
 MAX_OPEN_STREAMS = 1024  # a request due when this many of the step's streams are open is not sent (failed)
 QUEUE_SOURCE = ("vllm:request_queue_time_seconds, the /metrics delta between one scrape before the step and "
                 "one after it (finished requests)")
@@ -337,7 +338,7 @@ def _saturation(out: RateSide, schedule: ArrivalSchedule, ended: list[SideResult
                                f"({out.bound_s:.0f} s: arrivals plus the drain limit): cut")
         return
     done = [(o, r.e2e_s) for o, r in zip(offs, ended, strict=False) if r.complete and r.e2e_s is not None]
-    if len(done) >= 3:
+    if len(done) >= MIN_TREND_REQUESTS:
         finished_at = sorted(o + e for o, e in done)
         arrivals_span, finish_span = done[-1][0] - done[0][0], finished_at[-1] - finished_at[0]
         # A server that keeps up finishes its requests over the arrivals' span give or take one request's
