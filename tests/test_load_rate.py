@@ -135,6 +135,11 @@ def test_rate_sweep_matches_the_truth_below_around_and_above_saturation(capsys) 
     truth_cap, our_cap = capacity_of("baseline", truth_sides, slo), capacity_of("baseline", measured_sides, slo)
     assert truth_cap.requests_per_s is not None and RATES[0] < truth_cap.requests_per_s < RATES[1]
     assert within(our_cap.requests_per_s, truth_cap.requests_per_s, 0.10), (our_cap, truth_cap)
+    # The schedule's bands, keyed by batch size, name the rates that produced those batches: every rate once.
+    bands = out["recommendation"]["bands"]
+    assert sorted(r for b in bands for r in b["rates_requests_per_s"]) == RATES
+    assert all(b["users_from"] <= round(s.baseline.running_mean or 1) or b is bands[-1] for s in steps for b in bands
+               if s.rate_requests_per_s in b["rates_requests_per_s"])
 
 
 def test_the_schedule_is_seeded_and_every_server_gets_the_same_send_times() -> None:
@@ -153,12 +158,14 @@ def test_the_schedule_is_seeded_and_every_server_gets_the_same_send_times() -> N
     sends = step.schedule.offsets_s
     for name, times in received.items():
         assert len(times) == len(sends)
-        # Each server received every request at its scheduled offset (from the first one), within 50 ms.
-        lags = [(t - times[0]) - (o - sends[0]) for t, o in zip(times, sends, strict=True)]
-        assert max(abs(x) for x in lags) < 0.05, (name, lags)
+        # Each server received every request at its scheduled offset (from the first one): typically within
+        # 20 ms, and none later than 200 ms on a busy machine (another seed's times are ~250 ms apart).
+        lags = [abs((t - times[0]) - (o - sends[0])) for t, o in zip(times, sends, strict=True)]
+        assert statistics.median(lags) < 0.02 and max(lags) < 0.2, (name, lags)
     gaps = [b - s for b, s in zip(received["baseline"], received["speculative"], strict=True)]
-    assert max(gaps) - min(gaps) < 0.05  # the two servers saw the same traffic, shifted by one step's time
-    assert all(side.send_lag_max_ms is not None and side.send_lag_max_ms < 50 for side in step.servers())
+    spread = [abs(g - statistics.median(gaps)) for g in gaps]
+    assert statistics.median(spread) < 0.02 and max(spread) < 0.2  # the same traffic, one step's time apart
+    assert all(side.send_lag_max_ms is not None and side.send_lag_max_ms < 200 for side in step.servers())
 
 
 def test_ten_times_over_capacity_ends_in_stated_time_with_every_request_accounted_for() -> None:

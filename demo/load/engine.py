@@ -445,7 +445,8 @@ def finish(result: LoadResult) -> LoadResult:
     """The crossover and the SLO figures from the steps so far (called after every step)."""
     if result.spec.rate is not None:
         stopped = result.rate_summary.stopped_note if result.rate_summary else ""
-        result.rate_summary = rate_summary(result.spec.rate, result.rate_steps)
+        configs = {a.name: {"method": a.method} for a in result.spec.arm_list() if a.method}
+        result.rate_summary = rate_summary(result.spec.rate, result.rate_steps, configs)
         result.rate_summary.stopped_note = stopped
         return result
     result.crossover = find_crossover([(s.users, s.speedup) for s in result.steps])
@@ -527,7 +528,7 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadReque
                 finish(result)
                 raise
             result.rate_summary = summary
-            return result
+            return finish(result)
         for users in spec.users:
             try:
                 cell = await run_cell(_cell_settings(spec, users, len(reqs)), reqs, servers, settings, progress,

@@ -41,6 +41,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -52,8 +53,10 @@ from demo.results import RaceRequest, SideResult
 from demo.settings import Settings
 from demo.streaming import ServerHandle
 from demo.sweep.crossover import GAIN_NONE, GAIN_WORTH, find_crossover
+from demo.sweep.models import NoRecommendation, Recommendation, ScheduleSlo
 from demo.sweep.pooling import median
 from demo.sweep.runner import KV_SAMPLE_INTERVAL_S, kv_sampler, one_request
+from demo.sweep.schedule import ServerPoint, recommend
 
 PERCENTILES = (50, 95, 99)
 DEFAULT_DRAIN_S = 30.0  # after the last arrival, how long a step waits for open requests before cutting them
@@ -157,6 +160,7 @@ class RateSide(BaseModel):
     running_samples: int = 0
     kv_cache_usage_peak_perc: float | None = None  # 0..1
     num_preemptions: int | None = None
+    num_spec_tokens: int | None = None  # k, as the server reported it per request (None: baseline, or not reported)
     send_lag_max_ms: float | None = None  # the latest any request went out after its scheduled time
     open_at_arrivals_end: int | None = None  # requests open when the last one was sent
     saturated: bool = False
@@ -225,6 +229,9 @@ class RateSummary(BaseModel):
     capacity: dict[str, RateCapacity] = Field(default_factory=dict)  # "baseline" and every arm
     crossovers: dict[str, RateCrossover] = Field(default_factory=dict)  # every arm
     capacity_text: str = ""  # "baseline holds 2.1 req/s within ITL p99 ≤ 120 ms; ngram 2.9 req/s (+38%)"
+    # The schedule of k per batch size (demo/sweep/schedule.py), keyed by the baseline's measured running
+    # batch at each rate, each band naming the rates that produced it; None: no rate had a batch measured.
+    recommendation: Recommendation | NoRecommendation | None = None
     stopped_note: str = ""  # why the sweep stopped before its last rate
 
 
@@ -282,6 +289,7 @@ def side_figures(name: str, schedule: ArrivalSchedule, results: Sequence[SideRes
         why = "no request finished" + (f": {out.errors[0]}" if out.errors else "")
         for f in ("completed_requests_per_s", "output_tokens_per_s", "goodput_requests_per_s"):
             out.na_reasons[f] = why
+    out.num_spec_tokens = next((r.spec.num_spec_tokens for r in ok if r.spec and r.spec.num_spec_tokens), None)
     out.decode_tokens_per_s_p50 = median([r.decode_tokens_per_s for r in ok if r.decode_tokens_per_s])
     values = {"ttft": [r.ttft_s for r in ok if r.ttft_s is not None], "itl": [g for r in ok for g in r.itl_s],
               "e2e": [r.e2e_s for r in ok if r.e2e_s is not None]}
@@ -568,7 +576,8 @@ def crossover_of(points: Sequence[tuple[float, float | None]]) -> RateCrossover:
     return out
 
 
-def rate_summary(load: RateLoad, steps: Sequence[RateStep]) -> RateSummary:
+def rate_summary(load: RateLoad, steps: Sequence[RateStep],
+                 configs: Mapping[str, Mapping[str, Any]] | None = None) -> RateSummary:
     """Every server's capacity under the SLO, every arm's crossover, and the capacity sentence."""
     out = RateSummary()
     names = list(dict.fromkeys(n for s in steps for n in s.arms))
@@ -577,7 +586,48 @@ def rate_summary(load: RateLoad, steps: Sequence[RateStep]) -> RateSummary:
         out.capacity[n] = capacity_of(n, [s.arms[n].side for s in steps if n in s.arms], load.slo)
         out.crossovers[n] = crossover_of([(s.rate_requests_per_s, s.arms[n].speedup) for s in steps if n in s.arms])
     out.capacity_text = capacity_sentence(out.capacity, load.slo)
+    out.recommendation = rate_schedule(steps, load.slo, configs)
     return out
+
+
+def batch_of(step: RateStep) -> int | None:
+    """The batch size a rate produced: the baseline's mean running batch (vllm:num_requests_running), rounded,
+    at least 1; None when it was not sampled."""
+    m = step.baseline.running_mean
+    return None if m is None else max(1, round(m))
+
+
+def rate_schedule(steps: Sequence[RateStep], slo: RateSlo, configs: Mapping[str, Mapping[str, Any]] | None = None
+                  ) -> Recommendation | NoRecommendation | None:
+    """The recommended schedule of k per batch size from the rate steps (recommend(), its own rules): each
+    step's servers as points at the batch size the rate produced (the first rate to produce a size stands
+    for it), and each band naming the rates whose batch fell in it. With an ITL SLO, a band's k must meet
+    it at p95 (the schedule's own figure)."""
+    points: list[ServerPoint] = []
+    rates: dict[int, list[float]] = {}
+    for step in steps:
+        batch = batch_of(step)
+        if batch is None:
+            continue
+        rates.setdefault(batch, []).append(step.rate_requests_per_s)
+        if len(rates[batch]) > 1:
+            continue
+        points.append(ServerPoint(users=batch, server="baseline", k=0, itl_p95_s=step.baseline.itl_s.get("p95"),
+                                  per_user_decode_tokens_per_s=step.baseline.decode_tokens_per_s_p50))
+        points += [ServerPoint(users=batch, server=n, k=a.side.num_spec_tokens, itl_p95_s=a.side.itl_s.get("p95"),
+                               per_user_decode_tokens_per_s=a.side.decode_tokens_per_s_p50)
+                   for n, a in step.arms.items()]
+    if not points:
+        return None
+    sched_slo = ScheduleSlo(max_itl_p95_ms=slo.itl.ms) if slo.itl is not None and slo.itl.percentile == 95 else None
+    rec = recommend(points, configs, sched_slo)
+    if isinstance(rec, Recommendation):
+        for band in rec.bands:
+            band.rates_requests_per_s = [r for b, rs in sorted(rates.items()) if band.users_from <= b <= band.users_to
+                                         for r in rs]
+        above = [r for b, rs in rates.items() if b > rec.bands[-1].users_to for r in rs]
+        rec.bands[-1].rates_requests_per_s += above
+    return rec
 
 
 def _holds(c: RateCapacity) -> str:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load.rate import QUEUE_SOURCE, RUNNING_SOURCE, RateSide, RateStep
+from demo.sweep.schedule import recommendation_json, recommendation_lines
 
 if TYPE_CHECKING:
     from demo.load.engine import LoadResult
@@ -81,6 +82,8 @@ def rate_table(r: LoadResult) -> str:
         lines += [f"Crossover ({n}, per-request decode speedup): {c.text}" for n, c in s.crossovers.items()]
         if s.stopped_note:
             lines.append(s.stopped_note[0].upper() + s.stopped_note[1:] + ".")
+        if s.recommendation is not None:
+            lines += ["", *recommendation_lines(s.recommendation)]
     if r.interrupted:
         lines.append("Interrupted: the steps above are those measured.")
     return "\n".join(lines)
@@ -102,5 +105,7 @@ def rate_json(r: LoadResult) -> dict[str, Any]:
         "sources": {"queue_time": QUEUE_SOURCE, "running": RUNNING_SOURCE},
         "rate_steps": [s.model_dump() for s in r.rate_steps],
         "summary": r.rate_summary.model_dump() if r.rate_summary else None,
+        "recommendation": (recommendation_json(r.rate_summary.recommendation)
+                           if r.rate_summary and r.rate_summary.recommendation else None),
         "interrupted": r.interrupted,
     }
