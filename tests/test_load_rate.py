@@ -276,3 +276,22 @@ def test_load_json_keeps_rate_steps(tmp_path: Path) -> None:
     assert len(saved.rate_steps) == 1 and saved.rate_summary is not None
     assert saved.rate_steps[0].baseline.goodput_requests_per_s is not None
     assert "req/s" in (tmp_path / "load.html").read_text()
+
+
+def test_failed_requests_keep_their_error_and_timeouts_are_counted() -> None:
+    stall = StandinBehavior(tokens_per_s=200, ttft_s=0.01, fault="stall", fault_after_chunks=2, stall_s=5)
+    broken = StandinBehavior(tokens_per_s=200, ttft_s=0.01, fault="server_error", speculative=True)
+    load = RateLoad(rates=[4], duration_s=1.0, drain_s=3, seed=2)
+    with Standin(stall) as base, Standin(broken) as spec:
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url, read_timeout_s=0.5)
+        spec_ = LoadSpec(rate=load, workload="prompt", max_tokens=10, temperature=0, baseline_url=base.url,
+                         speculative_url=spec.url)
+        result = asyncio.run(run_load(spec_, request(), settings))
+        assert base.wait_idle(5)
+    step = result.rate_steps[0]
+    b, s = step.baseline, step.arms["speculative"].side
+    assert b.sent == b.failed == b.timeouts > 0 and b.accounted and "stalled" in b.errors[0]
+    assert b.errors[0].startswith(f"{b.sent} x ")
+    assert s.sent == s.failed > 0 and s.timeouts == 0 and "fault=server_error" in s.errors[0], s.errors
+    assert b.completed_requests_per_s is None and "no request finished" in b.na_reasons["completed_requests_per_s"]
+    assert step.arms["speculative"].speedup is None and step.arms["speculative"].na_reasons["speedup"]
