@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -23,10 +27,12 @@ from demo.load.engine import LoadResult, LoadSpec, run_load
 from demo.load.rate import RateLoad, RateSide, RateSlo, RateStep, SloBound, capacity_of, crossover_of
 from demo.measure import percentile, spread_gaps_s
 from demo.metrics import histogram_quantile, parse_metrics
-from demo.settings import Settings
+from demo.settings import ROOT, Settings
 from demo.workload import WorkloadRequest
 from harness.standin import Standin, StandinBehavior, Truth
 from harness.standin_process import process_pair
+from tests.signals import interruptible
+from tests.waiting import wait_for
 
 TOKENS = 24
 # Unloaded: the baseline ~10 ms a token, the speculative side ~4 ms (chunks of 1, 3, 2 tokens). A
@@ -295,3 +301,28 @@ def test_failed_requests_keep_their_error_and_timeouts_are_counted() -> None:
     assert s.sent == s.failed > 0 and s.timeouts == 0 and "fault=server_error" in s.errors[0], s.errors
     assert b.completed_requests_per_s is None and "no request finished" in b.na_reasons["completed_requests_per_s"]
     assert step.arms["speculative"].speedup is None and step.arms["speculative"].na_reasons["speedup"]
+
+
+def test_ctrl_c_keeps_the_rate_steps_measured_and_leaves_no_stream_open(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with Standin.pair(StandinBehavior(tokens_per_s=100, ttft_s=0.01)) as (base, spec):
+        cmd = [sys.executable, "-m", "demo", "load", "--baseline-url", base.url, "--speculative-url", spec.url,
+               "--prompt", "hi", "--max-tokens", "20", "--rate", "3,6,9", "--duration", "1.5", "--drain-s", "2",
+               "--out", str(out)]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
+        try:
+            wait_for(lambda: LoadResult.model_validate_json((out / "load.json").read_text()).rate_steps != [],
+                     60, "the first rate step written")
+            time.sleep(0.5)  # into the second step, streams open
+            proc.send_signal(signal.SIGINT)
+            _stdout, stderr = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert base.wait_idle(5) and spec.wait_idle(5)  # every stream closed
+    assert proc.returncode == 130, stderr
+    assert "interrupted: 1 step(s) measured" in stderr
+    saved = LoadResult.model_validate_json((out / "load.json").read_text())
+    assert saved.interrupted and len(saved.rate_steps) == 1 and saved.rate_steps[0].baseline.accounted
+    assert "Interrupted" in (out / "load.html").read_text()

@@ -342,7 +342,8 @@ def cmd_load(args: argparse.Namespace) -> int:
         result.interrupted = True
         if out is not None:
             write_out(finish(result), out, png=True)
-        print(f"interrupted: {len(result.steps)} step(s) measured" + (f", written to {out}/" if out else ""),
+        measured = len(result.rate_steps) if rate else len(result.steps)
+        print(f"interrupted: {measured} step(s) measured" + (f", written to {out}/" if out else ""),
               file=sys.stderr)
         return 130
     if out is not None:
