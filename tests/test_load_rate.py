@@ -271,17 +271,20 @@ def test_bad_input_is_one_line(flags: list[str], words: str, capsys) -> None:
     assert parse_rates("2,1,2") == [1.0, 2.0]
 
 
-def test_load_json_keeps_rate_steps(tmp_path: Path) -> None:
-    load = RateLoad(rates=[3], duration_s=1.0, drain_s=2, slo=RateSlo(e2e=SloBound(ms=2000)))
+def test_load_json_keeps_rate_steps_and_the_schedule_reads_it(tmp_path: Path, capsys) -> None:
+    load = RateLoad(rates=[3], duration_s=2.5, drain_s=2, slo=RateSlo(e2e=SloBound(ms=2000)))
     with Standin.pair(StandinBehavior(tokens_per_s=400, ttft_s=0.01)) as (base, spec):
         assert main(["load", "--baseline-url", base.url, "--speculative-url", spec.url, "--prompt", "hi",
-                     "--max-tokens", "8", "--rate", "3", "--duration", "1", "--drain-s", "2", "--slo-e2e-ms", "2000",
+                     "--max-tokens", "8", "--rate", "3", "--duration", "2.5", "--drain-s", "2", "--slo-e2e-ms", "2000",
                      "--out", str(tmp_path), "--no-progress"]) == 0
     saved = LoadResult.model_validate_json((tmp_path / "load.json").read_text())
     assert saved.spec.rate is not None and saved.spec.rate.slo == load.slo
     assert len(saved.rate_steps) == 1 and saved.rate_summary is not None
     assert saved.rate_steps[0].baseline.goodput_requests_per_s is not None
     assert "req/s" in (tmp_path / "load.html").read_text()
+    capsys.readouterr()
+    assert main(["schedule", str(tmp_path / "load.json")]) == 0  # keyed by batch size, naming the rate
+    assert "(seen at 3 req/s): k=4" in capsys.readouterr().out
 
 
 def test_failed_requests_keep_their_error_and_timeouts_are_counted() -> None:

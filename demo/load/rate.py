@@ -597,12 +597,12 @@ def batch_of(step: RateStep) -> int | None:
     return None if m is None else max(1, round(m))
 
 
-def rate_schedule(steps: Sequence[RateStep], slo: RateSlo, configs: Mapping[str, Mapping[str, Any]] | None = None
-                  ) -> Recommendation | NoRecommendation | None:
+def rate_schedule(steps: Sequence[RateStep], slo: RateSlo, configs: Mapping[str, Mapping[str, Any]] | None = None,
+                  schedule_slo: ScheduleSlo | None = None) -> Recommendation | NoRecommendation | None:
     """The recommended schedule of k per batch size from the rate steps (recommend(), its own rules): each
     step's servers as points at the batch size the rate produced (the first rate to produce a size stands
     for it), and each band naming the rates whose batch fell in it. With an ITL SLO, a band's k must meet
-    it at p95 (the schedule's own figure)."""
+    it at p95 (the schedule's own figure); ``schedule_slo``, given, is what a band's k must meet instead."""
     points: list[ServerPoint] = []
     rates: dict[int, list[float]] = {}
     for step in steps:
@@ -619,7 +619,8 @@ def rate_schedule(steps: Sequence[RateStep], slo: RateSlo, configs: Mapping[str,
                    for n, a in step.arms.items()]
     if not points:
         return None
-    sched_slo = ScheduleSlo(max_itl_p95_ms=slo.itl.ms) if slo.itl is not None and slo.itl.percentile == 95 else None
+    sched_slo = schedule_slo or (ScheduleSlo(max_itl_p95_ms=slo.itl.ms)
+                                 if slo.itl is not None and slo.itl.percentile == 95 else None)
     rec = recommend(points, configs, sched_slo)
     if isinstance(rec, Recommendation):
         for band in rec.bands:
