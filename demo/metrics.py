@@ -17,6 +17,7 @@ from demo.settings import Settings
 
 _SPEC = "vllm:spec_decode_"
 _TPOT = "vllm:request_time_per_output_token_seconds"
+QUEUE_TIME = "vllm:request_queue_time_seconds"  # a histogram: each finished request's time waiting for a slot
 
 
 class MetricsSample(BaseModel):
@@ -39,6 +40,11 @@ class MetricsSample(BaseModel):
     # vllm:request_time_per_output_token_seconds (a histogram of finished requests' decode time per token)
     tpot_seconds_sum: float | None = None
     tpot_seconds_count: float | None = None
+    # vllm:request_queue_time_seconds (finished requests' time in the WAITING phase): sum, count and
+    # the cumulative bucket counts by upper bound (le; +Inf as math.inf)
+    queue_time_seconds_sum: float | None = None
+    queue_time_seconds_count: float | None = None
+    queue_time_seconds_buckets: dict[float, float] = Field(default_factory=dict)
 
 
 def parse_metrics(text: str) -> MetricsSample:
@@ -51,6 +57,9 @@ def parse_metrics(text: str) -> MetricsSample:
                 if s.name == "vllm:spec_decode_num_accepted_tokens_per_pos_total":
                     pos = int(s.labels.get("position", "-1"))
                     sample.accepted_per_pos[pos] = sample.accepted_per_pos.get(pos, 0.0) + s.value
+                elif s.name == QUEUE_TIME + "_bucket":
+                    le = float(s.labels["le"])
+                    sample.queue_time_seconds_buckets[le] = sample.queue_time_seconds_buckets.get(le, 0.0) + s.value
                 elif s.name.startswith("vllm:"):
                     totals[s.name] = totals.get(s.name, 0.0) + s.value
     except (ValueError, TypeError, KeyError) as e:
@@ -66,7 +75,29 @@ def parse_metrics(text: str) -> MetricsSample:
     sample.generation_tokens_total = totals.get("vllm:generation_tokens_total")
     sample.tpot_seconds_sum = totals.get(_TPOT + "_sum")
     sample.tpot_seconds_count = totals.get(_TPOT + "_count")
+    sample.queue_time_seconds_sum = totals.get(QUEUE_TIME + "_sum")
+    sample.queue_time_seconds_count = totals.get(QUEUE_TIME + "_count")
     return sample
+
+
+def histogram_quantile(buckets: dict[float, float], q: float) -> float | None:
+    """The q-quantile (0..1) of a Prometheus histogram's cumulative buckets (upper bound -> count, +Inf
+    included), interpolated linearly inside its bucket as Prometheus' ``histogram_quantile`` does: an
+    estimate no finer than the buckets. In the +Inf bucket: the highest finite bound. None: no observations."""
+    bounds = sorted(buckets)
+    if not bounds or buckets[bounds[-1]] <= 0:
+        return None
+    rank = q * buckets[bounds[-1]]
+    lower, below = 0.0, 0.0
+    for le in bounds:
+        count = buckets[le]
+        if count >= rank:
+            if le == float("inf"):
+                return lower
+            inside = count - below
+            return lower + (le - lower) * ((rank - below) / inside if inside > 0 else 1.0)
+        lower, below = le, count
+    return lower
 
 
 async def scrape_metrics(http: httpx.AsyncClient, base_url: str, settings: Settings) -> MetricsSample:

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from demo.cli_args import UsageError
 from demo.fmt import validation_summary
 from demo.load.engine import LoadResult, recommend_schedule
+from demo.load.rate import rate_schedule
 from demo.sweep.models import NoRecommendation, Recommendation, ScheduleSlo, SweepResult
 from demo.sweep.schedule import recommendation_json, recommendation_lines, sweep_cells, sweep_recommendation
 
@@ -64,6 +65,13 @@ def check_model(result: LoadResult | SweepResult, path: Path, model: str | None)
 def recommend_from(result: LoadResult | SweepResult, path: Path,
                    slo: ScheduleSlo | None) -> Recommendation | NoRecommendation:
     """The recommendation; UsageError when the sweep has no load steps or concurrency cells."""
+    if isinstance(result, LoadResult) and result.spec.rate is not None:  # open loop: keyed by the batch each rate made
+        configs = {a.name: {"method": a.method} for a in result.spec.arm_list() if a.method}
+        rec = rate_schedule(result.rate_steps, result.spec.rate.slo, configs, slo)
+        if rec is None:
+            raise UsageError(f"{path} has no rate step whose running batch was sampled: run longer steps "
+                             "(--duration of a few seconds at least)")
+        return rec
     if isinstance(result, LoadResult):
         if len([s for s in result.steps if s.status != "failed"]) < 2:
             raise UsageError(f"{path} has fewer than two measured load steps: sweep more user counts "

@@ -138,6 +138,9 @@ class Truth(BaseModel):
     prompt: str = ""  # the request's messages or prompt, as JSON text (to match a request to its truth)
     completion_tokens: int = 0  # tokens actually sent
     t_request: float  # time.perf_counter() when the request was accepted
+    # Waiting for a slot (max_num_seqs) before its prefill started: admitted - t_request; 0 without
+    # a cap. vllm:request_queue_time_seconds observes it when the request completes (as vLLM does).
+    queue_time_s: float = 0.0
     t_first_token_sent: float | None = None
     t_last_token_sent: float | None = None
     decode_tokens_per_s: float | None = None  # (N-1)/(t_last - t_first), from real send times
@@ -290,6 +293,7 @@ _HISTS = (
     "vllm:request_prompt_tokens",
     "vllm:request_generation_tokens",
     "vllm:request_time_per_output_token_seconds",  # each finished request's decode time per token
+    "vllm:request_queue_time_seconds",  # each finished request's wait for a slot (Truth.queue_time_s)
 )
 
 
@@ -776,6 +780,7 @@ class Standin:
                 c.hists["vllm:e2e_request_latency_seconds"].observe(time.perf_counter() - truth.t_request)
                 c.hists["vllm:request_prompt_tokens"].observe(truth.prompt_tokens)
                 c.hists["vllm:request_generation_tokens"].observe(truth.completion_tokens)
+                c.hists["vllm:request_queue_time_seconds"].observe(truth.queue_time_s)
                 if truth.decode_tokens_per_s:
                     c.hists["vllm:request_time_per_output_token_seconds"].observe(1 / truth.decode_tokens_per_s)
 
@@ -905,7 +910,9 @@ class _Generation:
         ends = list(itertools.accumulate(sizes))  # tokens sent once chunk c is out
         t0, i, last = self.truth.t_request + b.ttft_s, 0, len(sizes) - 1
         if b.max_num_seqs is not None:  # queued until a slot frees; prefill starts then
-            t0 = max(self.truth.t_request, await self._admit(b.max_num_seqs)) + b.ttft_s
+            admitted = max(self.truth.t_request, await self._admit(b.max_num_seqs))
+            self.truth.queue_time_s = admitted - self.truth.t_request
+            t0 = admitted + b.ttft_s
         fault_at = b.fault_after_chunks if b.fault in ("cut", "stall", "garbage", "hold") else -1
         dynamic, due = b.slowdown_in_flight > 0, t0
         while i <= last:

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args, usage_error
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
 from demo.load import engine as load
+from demo.load.arrivals import ARRIVALS, parse_rates
 from demo.load.engine import (
     SIDES,
     ArmStep,
@@ -31,6 +32,8 @@ from demo.load.engine import (
     run_load,
 )
 from demo.load.page import write_files
+from demo.load.rate import DEFAULT_DRAIN_S, RateLoad, RateSlo, RateStep, SloBound
+from demo.load.rate_view import rate_json, rate_step_line, rate_table
 from demo.results import RaceRequest
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
@@ -49,8 +52,30 @@ def add_load_parser(sub: argparse._SubParsersAction) -> None:
                                    "queue, KV cache and preemptions, and where the gain crosses the verdict's "
                                    "thresholds.")
     add_server_args(p)
-    p.add_argument("--users", required=True, help="user counts, comma-separated, e.g. 1,2,4,8,16 "
-                   "(each from 1 to SPECDEMO_MAX_USERS, default 32)")
+    kind = p.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--users", help="closed loop: user counts, comma-separated, e.g. 1,2,4,8,16 "
+                      "(each from 1 to SPECDEMO_MAX_USERS, default 32)")
+    kind.add_argument("--rate", help="open loop: requests per second, comma-separated, e.g. 0.5,1,2,4; each "
+                      "request is sent at its time whether or not earlier ones finished (docs/load.md)")
+    r = p.add_argument_group("open loop (--rate)")
+    r.add_argument("--arrivals", choices=list(ARRIVALS), default="poisson",
+                   help="the gaps between arrivals: poisson (default), constant, or gamma (see --burstiness)")
+    r.add_argument("--burstiness", type=float, default=1.0, metavar="B",
+                   help="gamma's shape: below 1 burstier than Poisson, above 1 steadier (default 1)")
+    length = r.add_mutually_exclusive_group()
+    length.add_argument("--duration", type=float, metavar="S", help="each step's arrival window in seconds")
+    length.add_argument("--requests", type=int, metavar="N", help="each step's number of requests")
+    r.add_argument("--arrival-seed", type=int, default=0, metavar="K",
+                   help="the arrival schedule's seed (default 0); --seed is the sampling seed")
+    r.add_argument("--normalize", action="store_true", help="with --requests: rescale the gaps so that N "
+                   "requests span N/rate seconds, as vllm bench serve does (for a side-by-side check)")
+    r.add_argument("--drain-s", type=float, default=DEFAULT_DRAIN_S, metavar="S",
+                   help=f"after the arrivals, how long a step waits before cutting open requests (default "
+                        f"{DEFAULT_DRAIN_S:g}); the step's bound is its window plus this")
+    r.add_argument("--slo-e2e-ms", type=float, metavar="MS", help="SLO: end-to-end latency")
+    for name in ("ttft", "itl", "e2e"):
+        r.add_argument(f"--slo-{name}-p", type=float, default=95.0, metavar="P",
+                       help=f"the percentile --slo-{name}-ms bounds (default 95)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--preset", help="a preset name from presets/")
     src.add_argument("--prompt", help="a free prompt")
@@ -62,8 +87,10 @@ def add_load_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--api", choices=["chat", "completions"])
     p.add_argument("--repeats", type=int, default=1, help="measured batches per side per step (default 1)")
     p.add_argument("--warmup", type=int, default=0, help="untimed warm-up batches per side per step (default 0)")
-    p.add_argument("--slo-ttft-ms", type=float, metavar="MS", help="latency target: time to first token p95")
-    p.add_argument("--slo-itl-ms", type=float, metavar="MS", help="latency target: inter-token latency p95")
+    p.add_argument("--slo-ttft-ms", type=float, metavar="MS",
+                   help="latency target: time to first token p95 (--rate: at --slo-ttft-p)")
+    p.add_argument("--slo-itl-ms", type=float, metavar="MS",
+                   help="latency target: inter-token latency p95 (--rate: at --slo-itl-p)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.add_argument("--out", type=Path, metavar="DIR", help="also write load.json (every figure), load.html "
                    "(the two curves, a self-contained page) and load.png (both curves, a 16:9 slide) into DIR")
@@ -86,14 +113,55 @@ def load_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
 
 
 def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str, repeats: int = 1,
-              warmup: int = 0, slo: Slo | None = None) -> LoadSpec:
-    """The load sweep's spec; raises UsageError naming the flags when the settings do not make one."""
+              warmup: int = 0, slo: Slo | None = None, rate: RateLoad | None = None) -> LoadSpec:
+    """The load sweep's spec (``rate``: open loop); raises UsageError naming the flags when the settings do
+    not make one."""
     try:
-        return load.make_spec(settings, req, users, order, repeats, warmup, slo)
+        return load.make_spec(settings, req, users, order, repeats, warmup, slo, rate=rate)
     except ValueError as e:
         if isinstance(e.__cause__, ValidationError):  # name the flags, not the fields
             raise usage_error(e.__cause__, ("repeats", "warmup")) from None
         raise UsageError(str(e)) from None
+
+
+def rate_load(args: argparse.Namespace) -> RateLoad:
+    """The open-loop sweep asked by ``--rate`` and its flags; UsageError (one line) on bad input."""
+    try:
+        rates = parse_rates(args.rate)
+    except ValueError as e:
+        raise UsageError(f"--{e}") from None
+    if args.duration is None and args.requests is None:
+        raise UsageError("--rate needs --duration S or --requests N (each step's length)")
+    bounds: dict[str, SloBound] = {}
+    for name in ("ttft", "itl", "e2e"):
+        p = getattr(args, f"slo_{name}_p")
+        if not 0 < p < 100 or p != int(p):
+            raise UsageError(f"--slo-{name}-p must be a whole percentile from 1 to 99, got {p:g}")
+        ms = getattr(args, f"slo_{name}_ms")
+        if ms is not None:
+            if not ms > 0:
+                raise UsageError(f"--slo-{name}-ms must be above 0, got {ms:g}")
+            bounds[name] = SloBound(ms=ms, percentile=p)
+    try:
+        sweep = RateLoad(rates=rates, arrivals=args.arrivals, burstiness=args.burstiness, seed=args.arrival_seed,
+                        duration_s=args.duration, requests=args.requests, normalized=args.normalize,
+                        drain_s=args.drain_s, slo=RateSlo(**bounds))
+        for i in range(len(rates)):
+            sweep.schedule(i)  # a step past the time bound, found before anything is sent
+    except ValidationError as e:
+        raise UsageError(validation_summary(e)) from None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return sweep
+
+
+def closed_loop_only(args: argparse.Namespace) -> None:
+    """UsageError when an open-loop flag is given with ``--users``."""
+    given = [f for f, v in (("--duration", args.duration), ("--requests", args.requests),
+                            ("--slo-e2e-ms", args.slo_e2e_ms)) if v is not None]
+    given += [f"--slo-{n}-p" for n in ("ttft", "itl", "e2e") if getattr(args, f"slo_{n}_p") != 95.0]
+    if given:
+        raise UsageError(f"{given[0]} is for open-loop load (--rate), not --users")
 
 
 def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, result: LoadResult | None = None,
@@ -115,8 +183,14 @@ def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, re
         if out is not None and result is not None:
             write_out(result, out)
 
+    def rate_done(step: RateStep) -> None:
+        if progress:
+            print(rate_step_line(step), file=sys.stderr, flush=True)
+        if out is not None and result is not None:
+            write_out(result, out)
+
     return asyncio.run(run_load(spec, request_from_race(req), settings, on_step=done, on_progress=say,
-                                result=result, observe=observe))
+                                result=result, observe=observe, on_rate_step=rate_done))
 
 
 # --------------------------------------------------------------------------- output
@@ -244,14 +318,17 @@ def cmd_load(args: argparse.Namespace) -> int:
     Returns 0 when some step measured a speedup, 1 when none did, 130 on Ctrl-C (the steps so far are written).
     Raises UsageError on bad options or an ``--out`` folder that cannot be written."""
     settings = settings_from_args(args)
-    users = users_arg(args.users, settings)
+    rate = rate_load(args) if args.rate is not None else None
+    if rate is None:
+        closed_loop_only(args)
+    users = users_arg(args.users, settings) if rate is None else []
     req = load_request(args, settings)
     try:
         slo = (Slo(ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms)
-               if args.slo_ttft_ms is not None or args.slo_itl_ms is not None else None)
+               if rate is None and (args.slo_ttft_ms is not None or args.slo_itl_ms is not None) else None)
     except ValidationError as e:
         raise UsageError(validation_summary(e)) from None
-    spec = make_spec(settings, req, users, args.order, args.repeats, args.warmup, slo)
+    spec = make_spec(settings, req, users, args.order, args.repeats, args.warmup, slo, rate=rate)
     result = LoadResult(spec=spec)
     out: Path | None = args.out
     if out is not None:
@@ -265,10 +342,14 @@ def cmd_load(args: argparse.Namespace) -> int:
         result.interrupted = True
         if out is not None:
             write_out(finish(result), out, png=True)
-        print(f"interrupted: {len(result.steps)} step(s) measured" + (f", written to {out}/" if out else ""),
+        measured = len(result.rate_steps) if rate else len(result.steps)
+        print(f"interrupted: {measured} step(s) measured" + (f", written to {out}/" if out else ""),
               file=sys.stderr)
         return 130
     if out is not None:
         print(f"wrote {', '.join(map(str, write_out(result, out, png=True)))}", file=sys.stderr)
+    if rate is not None:
+        print(json.dumps(rate_json(result)) if args.json else rate_table(result))
+        return 0 if any(a.speedup is not None for s in result.rate_steps for a in s.arms.values()) else 1
     print(json.dumps(load_json(result)) if args.json else load_table(result))
     return 0 if any(s.speedup is not None for s in result.steps) else 1

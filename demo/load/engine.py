@@ -35,10 +35,11 @@ from functools import cached_property
 from typing import Literal
 
 import httpx
-from pydantic import BaseModel, Field, ValidationError, computed_field
+from pydantic import BaseModel, Field, ValidationError, computed_field, model_validator
 
 from demo.fmt import validation_summary
 from demo.limits import Repeats, WarmupBatches
+from demo.load.rate import RateLoad, RateStep, RateSummary, rate_summary, run_rate_sweep
 from demo.measure import SideMeter
 from demo.race import compare
 from demo.results import (
@@ -84,9 +85,11 @@ _REASONS = {
 
 
 class LoadSpec(BaseModel):
-    """What was asked for: the user counts and how each step is measured."""
+    """What was asked for: the user counts (or, open-loop, the request rates) and how each step is measured."""
 
-    users: list[int] = Field(min_length=1)  # ascending, distinct
+    users: list[int] = Field(default_factory=list)  # ascending, distinct; empty with ``rate``
+    # Open loop (demo/load/rate.py): requests per second, each sent at its time; None: closed-loop users.
+    rate: RateLoad | None = None
     workload: str  # the preset's name, or "prompt" for a free prompt
     max_tokens: int
     temperature: float
@@ -100,6 +103,14 @@ class LoadSpec(BaseModel):
     speculative_url: str  # the first arm's
     # Every arm in order, the first at speculative_url; empty: that one only (named "speculative").
     arms: list[ArmSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _users_or_rate(self) -> LoadSpec:
+        if not self.users and self.rate is None:
+            raise ValueError("give user counts or request rates")
+        if self.users and self.rate is not None:
+            raise ValueError("give user counts or request rates, not both")
+        return self
 
     def arm_list(self) -> list[ArmSpec]:
         """The arms to measure: those given, else the one arm of a pair at ``speculative_url``."""
@@ -239,6 +250,9 @@ class LoadResult(BaseModel):
     slo_users: dict[str, int | None] = Field(default_factory=dict)
     # The schedule of k per users band (demo/sweep/schedule.py); None: no step yet.
     recommendation: Recommendation | NoRecommendation | None = None
+    # Open loop (spec.rate): one step per request rate, and what they say (capacity, crossovers).
+    rate_steps: list[RateStep] = Field(default_factory=list)
+    rate_summary: RateSummary | None = None
 
 
 class UsersRace(BaseModel):
@@ -359,11 +373,11 @@ def parse_users(text: str, max_users: int) -> list[int]:
 
 
 def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str, repeats: int = 1,
-              warmup: int = 0, slo: Slo | None = None) -> LoadSpec:
-    """The sweep of ``req`` over ``users`` on the settings' servers (the CLI's and the page's);
-    ValueError with a one-line message for what LoadSpec refuses."""
+              warmup: int = 0, slo: Slo | None = None, rate: RateLoad | None = None) -> LoadSpec:
+    """The sweep of ``req`` over ``users`` (or, ``rate`` given, over its request rates) on the settings'
+    servers (the CLI's and the page's); ValueError with a one-line message for what LoadSpec refuses."""
     try:
-        return LoadSpec(users=users, workload=req.preset or "prompt", max_tokens=req.max_tokens,
+        return LoadSpec(users=users, rate=rate, workload=req.preset or "prompt", max_tokens=req.max_tokens,
                         temperature=req.temperature, api=req.api, order=order, repeats=repeats, warmup=warmup,
                         slo=slo, baseline_url=settings.baseline_url, speculative_url=settings.speculative_url,
                         arms=settings_arms(settings))
@@ -429,6 +443,12 @@ def within_slo(side: LoadSide, slo: Slo) -> bool:
 
 def finish(result: LoadResult) -> LoadResult:
     """The crossover and the SLO figures from the steps so far (called after every step)."""
+    if result.spec.rate is not None:
+        stopped = result.rate_summary.stopped_note if result.rate_summary else ""
+        configs = {a.name: {"method": a.method} for a in result.spec.arm_list() if a.method}
+        result.rate_summary = rate_summary(result.spec.rate, result.rate_steps, configs)
+        result.rate_summary.stopped_note = stopped
+        return result
     result.crossover = find_crossover([(s.users, s.speedup) for s in result.steps])
     names = [a.name for a in result.spec.arm_list()]
     choice = choose_arms({n: [(s.users, s.arms[n].speedup if n in s.arms else None) for s in result.steps]
@@ -467,7 +487,8 @@ def _cell_settings(spec: LoadSpec, users: int, requests: int = 1) -> CellSetting
 async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadRequest], settings: Settings, *,
                    on_step: StepFn | None = None, on_progress: ProgressFn | None = None,
                    http: httpx.AsyncClient | None = None, result: LoadResult | None = None,
-                   observe: StreamObserver | None = None) -> LoadResult:
+                   observe: StreamObserver | None = None,
+                   on_rate_step: Callable[[RateStep], None] | None = None) -> LoadResult:
     """Every users count of ``spec``, ascending, each a cell of ``request`` copied ``users`` times
     (a list: user i sends request i, wrapping round when it is shorter; longer, every request is
     sent once, ``users`` at a time, as an evaluator workload cell), appended to
@@ -475,7 +496,9 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadReque
     and temperature. A failing server never stops the sweep: its step records the error.
     Cancelled, the result holds the finished steps (and the one in progress, as ``interrupted``).
     ``observe`` watches every stream of the measured batches (demo.sweep.runner.StreamObserver:
-    the side, the user's index, its meter)."""
+    the side, the user's index, its meter). With ``spec.rate``: the open-loop rate steps instead
+    (demo/load/rate.py; the first request of ``request`` is sent at every arrival), each handed to
+    ``on_rate_step`` as it ends."""
     result = result if result is not None else LoadResult(spec=spec)
     servers = make_servers(settings, spec.baseline_url, spec.arm_list(), http)
     reqs = [r.model_copy(update={"max_tokens": spec.max_tokens, "temperature": spec.temperature})
@@ -489,6 +512,23 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadReque
         result.steps.append(LoadStep(cell=cell))
 
     try:
+        if spec.rate is not None:
+            one = reqs[0].to_race_request()
+
+            def rate_step(step: RateStep) -> None:
+                finish(result)
+                if on_rate_step is not None:
+                    on_rate_step(step)
+
+            try:
+                summary = await run_rate_sweep(spec.rate, servers, one, settings, result.rate_steps,
+                                               on_step=rate_step, on_progress=on_progress)
+            except asyncio.CancelledError:
+                result.interrupted = True
+                finish(result)
+                raise
+            result.rate_summary = summary
+            return finish(result)
         for users in spec.users:
             try:
                 cell = await run_cell(_cell_settings(spec, users, len(reqs)), reqs, servers, settings, progress,

@@ -17,6 +17,7 @@ from demo.fmt import esc, fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load.engine import SIDES, LoadResult, LoadSide
 from demo.load.figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX, per_user_figure, slide_figure, total_figure
 from demo.load.png import PngUnavailable, figure_png
+from demo.load.rate_page import rate_html, rate_slide
 from demo.sweep.report import CSP, CSS
 from demo.sweep.tables import schedule_html
 
@@ -37,11 +38,13 @@ def write_files(result: LoadResult, out: Path, png: bool = True) -> Written:
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / FILES[0], out / FILES[1]]
     atomic_write(paths[0], result.model_dump_json(indent=1))
-    atomic_write(paths[1], load_html(result))
+    atomic_write(paths[1], rate_html(result) if result.spec.rate is not None else load_html(result))
     if not png:
         return Written(paths)
     try:
-        data = figure_png(slide_figure(result), SLIDE_WIDTH_PX, SLIDE_HEIGHT_PX)
+        slide = (rate_slide(result, SLIDE_WIDTH_PX, SLIDE_HEIGHT_PX) if result.spec.rate is not None
+                 else slide_figure(result))
+        data = figure_png(slide, SLIDE_WIDTH_PX, SLIDE_HEIGHT_PX)
     except PngUnavailable as e:
         return Written(paths, str(e))
     atomic_write(out / FILES[2], data)

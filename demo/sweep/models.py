@@ -476,6 +476,8 @@ class Band(BaseModel):
     per_user_decode_tokens_per_s: float | None = None  # the chosen server's, at measured_users
     baseline_tokens_per_s: float | None = None  # the baseline's at the same count
     measured_users: list[int] = Field(default_factory=list)
+    # An open-loop sweep's (load --rate): the request rates whose measured running batch fell in this band.
+    rates_requests_per_s: list[float] = Field(default_factory=list)
     why: str = ""
 
 

@@ -99,8 +99,9 @@ def make_servers(settings: Settings, baseline_url: str, arms: Sequence[ArmSpec],
     return servers
 
 
-async def _one_request(http: httpx.AsyncClient, server: ServerHandle, model: str, req: RaceRequest,
-                       index: int = 0, observe: StreamObserver | None = None) -> SideResult:
+async def one_request(http: httpx.AsyncClient, server: ServerHandle, model: str, req: RaceRequest,
+                      index: int = 0, observe: StreamObserver | None = None) -> SideResult:
+    """Stream one request to ``server`` and measure it (SideMeter); its figures, without its events."""
     t0 = time.perf_counter()
     meter = SideMeter(server.side, server.url, t0=t0)
     meter.model = model
@@ -112,10 +113,11 @@ async def _one_request(http: httpx.AsyncClient, server: ServerHandle, model: str
     return result
 
 
-async def _kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, peaks: list[float],
-                      stop: asyncio.Event, waiting: list[float] | None = None) -> None:
-    """Sample /metrics while the batch runs (every KV_SAMPLE_INTERVAL_S): KV-cache use and the
-    queue peak mid-batch, not after it."""
+async def kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, peaks: list[float],
+                     stop: asyncio.Event, waiting: list[float] | None = None,
+                     running: list[float] | None = None) -> None:
+    """Sample /metrics while the batch runs (every KV_SAMPLE_INTERVAL_S): KV-cache use, the
+    queue and (``running``) the running batch mid-batch, not after it."""
     # The scrape just before the batch is the first sample: wait first, so that no scrape
     # competes with the batch's requests while they are being sent.
     while True:
@@ -131,6 +133,8 @@ async def _kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, pea
             peaks.append(m.kv_cache_usage_perc)
         if waiting is not None and m.num_requests_waiting is not None:
             waiting.append(m.num_requests_waiting)
+        if running is not None and m.num_requests_running is not None:
+            running.append(m.num_requests_running)
 
 
 async def _stream_all(http: httpx.AsyncClient, server: ServerHandle, model: str, reqs: list[RaceRequest],
@@ -142,7 +146,7 @@ async def _stream_all(http: httpx.AsyncClient, server: ServerHandle, model: str,
 
     async def worker() -> None:
         for i in queue:  # one shared iterator: each index is taken once
-            results[i] = await _one_request(http, server, model, reqs[i], i, observe)
+            results[i] = await one_request(http, server, model, reqs[i], i, observe)
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(reqs)))))
     return [r for r in results if r is not None]
@@ -162,7 +166,7 @@ async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[Ra
     during: list[float] = []  # KV-cache use sampled while the batch streamed
     waiting: list[float] = []  # the queue (vllm:num_requests_waiting), sampled with the KV use
     stop = asyncio.Event()
-    sampler = (asyncio.create_task(_kv_sampler(http, server.url, settings, during, stop, waiting))
+    sampler = (asyncio.create_task(kv_sampler(http, server.url, settings, during, stop, waiting))
                if before.ok else None)
     t_start = time.perf_counter()
     probe = HeadroomProbe()

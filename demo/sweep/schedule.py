@@ -333,7 +333,9 @@ def recommendation_lines(rec: Recommendation | NoRecommendation) -> list[str]:
         return [f"Recommended schedule: n/a ({rec.reason})"]
     lines = [f"Recommended schedule ({BATCH_NOTE}):"]
     for b in rec.bands:
-        lines.append(f"  users {b.users_from}-{b.users_to}: k={b.k} ({b.server}, "
+        seen = ", ".join(f"{r:g}" for r in b.rates_requests_per_s)
+        rates = f" (seen at {seen} req/s)" if seen else ""
+        lines.append(f"  users {b.users_from}-{b.users_to}{rates}: k={b.k} ({b.server}, "
                      f"{or_na(fmt_number(b.per_user_decode_tokens_per_s, 1))} tok/s per user vs baseline "
                      f"{or_na(fmt_number(b.baseline_tokens_per_s, 1))}): {b.why}")
     lines.append(f"  configured but off: {rec.configured_but_off.text}")
