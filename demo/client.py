@@ -212,7 +212,7 @@ def completion_prompt(req: RaceRequest) -> str:
     """The plain prompt for /v1/completions: the request's own, else the messages joined."""
     if req.prompt is not None:
         return req.prompt
-    return "\n\n".join(m.content for m in req.messages or []) + "\n"
+    return "\n\n".join(m.text for m in req.messages or []) + "\n"
 
 
 def request_body(req: RaceRequest, model: str) -> dict[str, Any]:

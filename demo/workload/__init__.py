@@ -52,7 +52,9 @@ from demo.workload.model import (
     REFUSED_FIELDS,
     UNUSED_REASON,
     Format,
+    History,
     LoadIssue,
+    LoggedAnswer,
     SampleInfo,
     Workload,
     WorkloadError,
@@ -63,7 +65,8 @@ from demo.workload.model import (
 )
 
 __all__ = ['ANSWER_MAX_TOKENS_CAP', 'DEFAULT_MAX_TOKENS', 'DEFAULT_REASON', 'DEFAULT_TEMPERATURE',
-           'FORMAT_LABELS', 'Format', 'IGNORED_FIELDS', 'LoadIssue', 'MAX_LISTED', 'REFUSED_FIELDS',
+           'FORMAT_LABELS', 'Format', 'History', 'IGNORED_FIELDS', 'LoadIssue', 'LoggedAnswer', 'MAX_LISTED',
+           'REFUSED_FIELDS',
            'SampleInfo', 'UNUSED_REASON', 'Workload', 'WorkloadError', 'WorkloadRequest',
            'answer_max_tokens', 'ignored_reason', 'load_workload', 'open_workload', 'request_slices',
            'sample']
@@ -75,25 +78,37 @@ def _summary(issues: list[LoadIssue]) -> str:
     return listed + more
 
 
-def _collect(items: list[_Item], name: str, fmt: Format) -> tuple[list[WorkloadRequest], list[LoadIssue], Counter[str]]:
-    """The requests (the first of each id), the issues (with duplicate ids), the ignored fields counted."""
+def _collect(items: list[_Item], name: str, fmt: Format
+             ) -> tuple[list[WorkloadRequest], list[LoadIssue], Counter[str], int]:
+    """The requests (every one: a repeated id gets "#2", "#3", ...), the issues, the ignored fields
+    counted, and how many ids were repeated. A session's turns are numbered in file order."""
     requests: list[WorkloadRequest] = []
     issues: list[LoadIssue] = []
     ignored: Counter[str] = Counter()
-    seen: dict[str, int | None] = {}
+    seen: Counter[str] = Counter()
+    turns: Counter[str] = Counter()
+    repeated = 0
     for item in items:
         if isinstance(item, LoadIssue):
             issues.append(item)
-        elif item.request.id in seen:
-            first = seen[item.request.id]
-            where = f" (first on line {first})" if first is not None else ""
-            issues.append(LoadIssue(file=name if fmt != "folder" else item.request.id, line=item.request.line,
-                                    message=f"duplicate id {item.request.id!r}{where}; ids must be unique"))
-        else:
-            seen[item.request.id] = item.request.line
-            requests.append(item.request)
-            ignored.update(set(item.ignored))
-    return requests, issues, ignored
+            continue
+        req = item.request
+        seen[req.id] += 1
+        update: dict[str, object] = {}
+        if seen[req.id] > 1:
+            repeated += 1
+            rid = f"{req.id}#{seen[req.id]}"
+            while rid in seen:
+                seen[req.id] += 1
+                rid = f"{req.id}#{seen[req.id]}"
+            seen[rid] += 1
+            update["id"] = rid
+        if req.session is not None and req.turn is None:
+            turns[req.session] += 1
+            update["turn"] = turns[req.session]
+        requests.append(req.model_copy(update=update) if update else req)
+        ignored.update(set(item.ignored))
+    return requests, issues, ignored, repeated
 
 
 def load_workload(path: Path | str, *, max_bytes: int, max_prompt_chars: int, strict: bool = False,
@@ -116,7 +131,7 @@ def load_workload(path: Path | str, *, max_bytes: int, max_prompt_chars: int, st
                             "ShareGPT) or a folder of .txt files")
     else:
         fmt, items = _read_file(path, name, max_bytes, max_prompt_chars, text_api)
-    requests, issues, ignored = _collect(items, name, fmt)
+    requests, issues, ignored, repeated = _collect(items, name, fmt)
     if strict and issues:
         raise WorkloadError(f"{name}: {len(issues)} bad line(s), nothing was sent (strict): {_summary(issues)}",
                             issues)
@@ -124,8 +139,9 @@ def load_workload(path: Path | str, *, max_bytes: int, max_prompt_chars: int, st
         detail = f": {_summary(issues)}" if issues else ": the header has no rows under it"
         raise WorkloadError(f"{name} has no usable request{detail}", issues)
     stem = path.stem if fmt != "folder" else name
+    history: History | None = "logged" if any(r.session for r in requests) else None
     return Workload(name=stem, source=str(path), format=fmt, requests=requests, issues=issues,
-                    ignored_fields=dict(ignored))
+                    ignored_fields=dict(ignored), repeated_ids=repeated, history=history)
 
 
 def _rank(seed: int, rid: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from demo.race import prompt_size_problem
 from demo.results import Api, Message
 from demo.workload.forms import (
+    _kind,
     _read_objects,
     _Row,
 )
@@ -35,6 +36,8 @@ from demo.workload.model import (
     _shown,
     _Skip,
 )
+
+FOLDER_SUFFIXES = (*TEXT_SUFFIXES, ".json")  # a folder's files that are read
 
 
 def _line_rows(text: str) -> Iterator[_Row]:
@@ -161,14 +164,32 @@ def _csv(text: str, name: str, max_prompt_chars: int, text_api: Api) -> Iterator
             yield LoadIssue(file=name, line=start, message=str(e))
 
 
+def _json_file(p: Path, text: str, max_prompt_chars: int) -> Iterator[_Item]:
+    """One .json file of a folder: one object (a request body, a ShareGPT conversation, a log row...),
+    its id the file name unless it gives its own."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _Skip(f"not valid JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
+    if not isinstance(data, dict):
+        raise _Skip('expected one JSON object (a request body such as {"messages": [...]})')
+    _, items = _read_objects([_Row(1, 1, data)], p.name, max_prompt_chars)
+    for item in items:
+        if isinstance(item, LoadIssue):
+            raise _Skip(item.message)
+        own = "id" in data or "custom_id" in data or "request_id" in data or "session_id" in data
+        yield item if own else item._replace(request=item.request.model_copy(update={"id": p.name, "line": None}))
+
+
 def _folder(folder: Path, max_bytes: int, max_prompt_chars: int, text_api: Api) -> Iterator[_Item]:
-    """A folder of .txt / .md files, one prompt each, id = the file name."""
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+    """A folder of .txt / .md files, one prompt each, and .json files, one request body (or any one
+    object of a JSON form) each; id = the file name."""
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in FOLDER_SUFFIXES)
     if not files:
         others = sum(1 for p in folder.iterdir() if p.is_file())
-        raise WorkloadError(f"folder {folder.name} has no .txt or .md files ({others} other files); "
-                            "put one prompt in each .txt or .md file")
-    _check_size(sum(p.stat().st_size for p in files), f"folder {folder.name} (its .txt/.md files)", max_bytes)
+        raise WorkloadError(f"folder {folder.name} has no .txt, .md or .json files ({others} other files); "
+                            "put one prompt in each .txt or .md file, or one request body in each .json file")
+    _check_size(sum(p.stat().st_size for p in files), f"folder {folder.name} (its .txt/.md/.json files)", max_bytes)
     for p in files:
         try:
             try:
@@ -177,6 +198,9 @@ def _folder(folder: Path, max_bytes: int, max_prompt_chars: int, text_api: Api) 
                 raise _Skip(str(e).removeprefix(f"{p.name}: ")) from None
             if not text.strip():
                 raise _Skip("the file is empty")
+            if p.suffix.lower() == ".json":
+                yield from _json_file(p, text, max_prompt_chars)
+                continue
             body: list[Message] | str = [Message(role="user", content=text)] if text_api == "chat" else text
             yield _Read(_request(p.name, None, body, _LineFields(), tag=None, max_prompt_chars=max_prompt_chars), ())
         except _Skip as e:
@@ -208,7 +232,7 @@ def _csv_names_prompt(line: str) -> bool:
         return False
 
 
-Shape = Literal["json-array", "json-lines", "csv"]
+Shape = Literal["json-object", "json-array", "json-lines", "csv"]
 
 
 def _recognise(text: str, suffix: str, name: str) -> Shape:
@@ -216,6 +240,8 @@ def _recognise(text: str, suffix: str, name: str) -> Shape:
     decides only when the content does not (so a broken .jsonl still gets its lines' errors)."""
     head = text.lstrip()
     lines = [line for line in text.split("\n", 4 * RECOGNISE_LINES)[:4 * RECOGNISE_LINES] if line.strip()]
+    if head.startswith("{") and len(lines) > 1 and _is_object(text):
+        return "json-object"  # one request body or conversation, pretty-printed as a whole .json file
     if head.startswith("["):
         # One array, unless its first line is a whole JSON value with more lines after it: JSON lines.
         return "json-lines" if len(lines) > 1 and _is_json(lines[0]) else "json-array"
@@ -243,5 +269,10 @@ def _read_file(path: Path, name: str, max_bytes: int, max_prompt_chars: int, tex
     shape = _recognise(text, suffix, name)
     if shape == "csv":
         return "csv", list(_csv(text, name, max_prompt_chars, text_api))
+    if shape == "json-object":
+        data = json.loads(text)
+        if _kind(data) == "request" and "messages" not in data and "prompt" not in data:
+            raise WorkloadError(f"{name}: {UNRECOGNISED}")
+        return _read_objects([_Row(1, 1, data)], name, max_prompt_chars)
     rows = _array_rows(text, name) if shape == "json-array" else _line_rows(text)
     return _read_objects(list(rows), name, max_prompt_chars)

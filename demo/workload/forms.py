@@ -1,5 +1,6 @@
 """One parser per form of JSON object, and which form an object is in: a request line or body, an
-OpenAI Batch line, a ShareGPT conversation; a file's objects read through their form's parser."""
+OpenAI Batch line, a ShareGPT conversation, a load tool's line (demo.workload.loadtools), a gateway's
+log row (demo.workload.gateway); a file's objects read through their form's parser."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from demo.results import Message
-from demo.workload.lines import _id, _messages, _prompt, _request, _sampling_of, _screen, _tag_of, _unknown
+from demo.workload.gateway import _litellm_row, is_litellm, is_spendlogs
+from demo.workload.lines import _id, _request, _request_line, _sampling_of, _screen, _tag_of, _unknown
+from demo.workload.loadtools import _guidellm_line, _multi_turn, _single_turn, _token_trace, _trace_line
 from demo.workload.model import (
     BATCH_URLS,
     DEFAULT_MAX_TOKENS,
@@ -16,41 +19,21 @@ from demo.workload.model import (
     KIND_NAMES,
     OTHER_BATCH_URLS,
     REFUSED_FIELDS,
-    REQUEST_FIELDS,
     SHAREGPT_FIELDS,
     SHAREGPT_ROLES,
+    TOKEN_ONLY,
+    TOOL_FIELDS,
     Format,
     LoadIssue,
+    WorkloadError,
     _Item,
+    _Parsed,
     _Read,
     _Skip,
     answer_max_tokens,
 )
 
 # --------------------------------------------------------------------------- one parser per form
-
-
-def _request_line(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int, rid: str | None = None) -> _Read:
-    """Our JSONL line or an OpenAI request body (chat or completions) on line ``no``, the ``nth``
-    object of its file (its id when it gives none); ``rid``: the Batch line's id."""
-    ignored = _screen(data, REQUEST_FIELDS)
-    if rid is not None and "id" in data:
-        raise _Skip("body.id: the Batch line's custom_id is its id")
-    has_messages, has_prompt = data.get("messages") is not None, data.get("prompt") is not None
-    if has_messages == has_prompt:
-        raise _Skip('give exactly one of "messages" (chat) or "prompt" (completions)')
-    text: list[Message] | str
-    if has_messages:
-        text, in_messages = _messages(data["messages"])
-        ignored += in_messages
-    else:
-        text = _prompt(data["prompt"])
-    tag, from_metadata = _tag_of(data)
-    if from_metadata:
-        ignored.remove("metadata")
-    req = _request(rid if rid is not None else _id(data.get("id"), nth), no, text, _sampling_of(data), tag=tag,
-                   max_prompt_chars=max_prompt_chars)
-    return _Read(req, tuple(ignored))
 
 
 BATCH_FIELDS = ("custom_id", "method", "url", "body")
@@ -114,29 +97,57 @@ def _sharegpt_item(data: dict[str, Any], no: int, nth: int, max_prompt_chars: in
     tag, from_metadata = _tag_of(data)
     if from_metadata:
         ignored.remove("metadata")
-    recorded = answer_max_tokens(len(answer.content.split())) if answer else None
+    recorded = answer_max_tokens(len(answer.text.split())) if answer else None
     req = _request(_id(data.get("id"), nth), no, prompt, _sampling_of(data), tag=tag,
                    max_prompt_chars=max_prompt_chars, max_tokens=recorded or DEFAULT_MAX_TOKENS)
     return _Read(req, tuple(ignored))
 
 
-_PARSERS: dict[str, Callable[[dict[str, Any], int, int, int], _Read]] = {
-    "openai-batch": _batch_line, "sharegpt": _sharegpt_item, "request": _request_line}
+_Parser = Callable[[dict[str, Any], int, int, int], _Parsed]
+_PARSERS: dict[str, _Parser] = {
+    "openai-batch": _batch_line, "sharegpt": _sharegpt_item, "request": _request_line,
+    "aiperf-single-turn": _single_turn, "aiperf-multi-turn": _multi_turn, "aiperf-trace": _trace_line,
+    "guidellm": _guidellm_line, "litellm": _litellm_row, "token-trace": _token_trace}
+# A plain request line (messages only) is a trace line in a trace file: AIPerf's fields are optional there.
+COMPATIBLE = {("aiperf-trace", "request")}
+TRACE_MARKS = ("session_id", "timestamp", "delay", "output_length", "extra", "message_mode", "input_length",
+               "hash_ids")
 
 
 def _kind(data: dict[str, Any]) -> str:
-    """Which form one JSON object is in: a Batch line, a ShareGPT conversation, or a request."""
+    """Which form one JSON object is in: a Batch line, a ShareGPT conversation, a load tool's line
+    (AIPerf, GuideLLM), a gateway's log row (LiteLLM), a token-count trace line, or a request."""
     if "custom_id" in data or ("url" in data and "body" in data):
         return "openai-batch"
-    return "sharegpt" if "conversations" in data else "request"
+    if "conversations" in data:
+        return "sharegpt"
+    if is_litellm(data):
+        return "litellm"
+    if "turns" in data:
+        return "aiperf-multi-turn"
+    if "messages" not in data and "prompt" not in data:
+        if "text" in data or "texts" in data:
+            return "aiperf-single-turn"
+        if "input_length" in data or "hash_ids" in data:
+            return "token-trace"
+    if "messages" in data and any(k in data for k in TRACE_MARKS):
+        return "aiperf-trace"
+    if "prompt" in data and ("output_tokens_count" in data or "prompt_tokens_count" in data):
+        return "guidellm"
+    return "request"
 
 
 def _form_of(kind: str, objects: list[dict[str, Any]]) -> Format:
     """The file's form from its first object's kind; request lines carrying OpenAI's own fields are
     OpenAI request bodies, else our JSONL."""
+    if kind == "litellm":
+        return "litellm-spendlogs" if is_spendlogs(objects[0]) else "litellm-payload"
     if kind != "request":
-        return "openai-batch" if kind == "openai-batch" else "sharegpt"
-    openai_only = {*IGNORED_FIELDS, *REFUSED_FIELDS, "max_completion_tokens"}
+        forms: dict[str, Format] = {
+            "openai-batch": "openai-batch", "sharegpt": "sharegpt", "aiperf-single-turn": "aiperf-single-turn",
+            "aiperf-multi-turn": "aiperf-multi-turn", "aiperf-trace": "aiperf-trace", "guidellm": "guidellm"}
+        return forms[kind]
+    openai_only = {*IGNORED_FIELDS, *REFUSED_FIELDS, *TOOL_FIELDS, "max_completion_tokens"}
     return "openai-body" if any(not openai_only.isdisjoint(d) for d in objects) else "jsonl"
 
 
@@ -149,9 +160,12 @@ class _Row(NamedTuple):
 
 def _read_objects(rows: list[_Row], name: str, max_prompt_chars: int) -> tuple[Format, list[_Item]]:
     """Every JSON row through its form's parser; the file's form is its first object's, and an object
-    of another form is its line's issue (one form per file)."""
+    of another form is its line's issue (one form per file). A file that starts with a token-count
+    trace line is refused whole: it has no text to judge."""
     objects = [r.data for r in rows if isinstance(r.data, dict)]
     first = _kind(objects[0]) if objects else "request"
+    if first == "token-trace":
+        raise WorkloadError(f"{name} {TOKEN_ONLY}")
     form = _form_of(first, objects)
     items: list[_Item] = []
     for no, nth, data, problem in rows:
@@ -160,10 +174,14 @@ def _read_objects(rows: list[_Row], name: str, max_prompt_chars: int) -> tuple[F
                 raise _Skip(problem)
             if not isinstance(data, dict):
                 raise _Skip(f'expected a JSON object such as {{"prompt": "..."}}, got {type(data).__name__}')
-            if (kind := _kind(data)) != first:
+            kind = _kind(data)
+            if (first, kind) in COMPATIBLE:
+                kind = first
+            if kind != first and kind != "token-trace":
                 raise _Skip(f"{KIND_NAMES[kind]} in a file read as {FORMAT_LABELS[form]} (from its first "
                             "request); give one form per file")
-            items.append(_PARSERS[kind](data, no, nth, max_prompt_chars))
+            parsed = _PARSERS[kind](data, no, nth, max_prompt_chars)
+            items.extend(parsed if isinstance(parsed, list) else [parsed])
         except _Skip as e:
             items.append(LoadIssue(file=name, line=no, message=str(e)))
     return form, items

@@ -4,6 +4,7 @@ the request, the loaded workload and its issues; the small helpers every reader 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
@@ -14,6 +15,7 @@ from demo.errors import BadInput
 from demo.limits import MAX_TOKENS_LIMIT, MaxTokens, Temperature
 from demo.results import Api, Message, RaceRequest
 from demo.sampling import SAMPLING_FIELDS, SamplingFields
+from demo.tool_request import ToolFields, tool_body
 
 DEFAULT_MAX_TOKENS = 256  # RaceRequest's own default
 DEFAULT_TEMPERATURE = 0.0
@@ -22,14 +24,23 @@ TEXT_SUFFIXES = (".txt", ".md")
 MAX_LISTED = 5  # issues named in one WorkloadError line
 FIELD_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,39}")  # a key shown in a message or counted by name
 RECOGNISE_LINES = 20  # non-blank lines looked at to recognise a JSON-lines file
-Format = Literal["jsonl", "csv", "folder", "openai-batch", "openai-body", "sharegpt"]
+Format = Literal["jsonl", "csv", "folder", "openai-batch", "openai-body", "sharegpt", "aiperf-single-turn",
+                 "aiperf-multi-turn", "aiperf-trace", "guidellm", "litellm-payload", "litellm-spendlogs"]
 FORMAT_LABELS: dict[str, str] = {
-    "jsonl": "JSONL", "csv": "CSV", "folder": "a folder of text files", "openai-batch": "OpenAI batch",
-    "openai-body": "OpenAI request bodies", "sharegpt": "ShareGPT"}
+    "jsonl": "JSONL", "csv": "CSV", "folder": "a folder of files", "openai-batch": "OpenAI batch",
+    "openai-body": "OpenAI request bodies", "sharegpt": "ShareGPT", "aiperf-single-turn": "AIPerf single_turn",
+    "aiperf-multi-turn": "AIPerf multi_turn", "aiperf-trace": "AIPerf trace with messages",
+    "guidellm": "GuideLLM", "litellm-payload": "LiteLLM StandardLoggingPayload",
+    "litellm-spendlogs": "LiteLLM SpendLogs"}
+# How a session's turns get their history: "logged", each turn's history as the file gives it (the
+# answers the file logged, the same on both sides). Each side carrying its own answer into its next
+# turn ("own") is the next step: a file that needs it is refused with that reason today.
+History = Literal["logged"]
 
 # The length, seed and sampling fields every form may give (max_completion_tokens: OpenAI's newer name).
 LENGTH_AND_SAMPLING = ("max_tokens", "max_completion_tokens", "temperature", "seed", *SAMPLING_FIELDS)
-REQUEST_FIELDS = ("messages", "prompt", "id", "tag", "category", *LENGTH_AND_SAMPLING)
+TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")  # sent as given: demo/tool_request.py
+REQUEST_FIELDS = ("messages", "prompt", "id", "tag", "category", *LENGTH_AND_SAMPLING, *TOOL_FIELDS)
 CSV_NUMBERS: dict[str, type[int] | type[float]] = {
     "max_tokens": int, "temperature": float, "seed": int, "top_p": float, "top_k": int, "min_p": float,
     "presence_penalty": float, "frequency_penalty": float, "repetition_penalty": float}
@@ -53,9 +64,12 @@ IGNORED_FIELDS: dict[str, str] = {
     "service_tier": "a billing tier; not sent",
     "prompt_cache_key": "a cache hint for billing; not sent",
     "safety_identifier": "an end-user id for safety checks; not sent",
-    "parallel_tool_calls": "no tools are sent",
-    "tool_choice": "no tools are sent",
     "function_call": "no functions are sent",
+    "timestamp": "arrival times are not replayed: the evaluator paces requests by its concurrency",
+    "delay": "arrival times are not replayed: the evaluator paces requests by its concurrency",
+    "input_length": "a token count: the server counts the prompt itself",
+    "prompt_tokens_count": "a token count: the server counts the prompt itself",
+    "hash_ids": "block hashes of a synthetic prompt: the text is sent instead",
 }
 DEFAULT_REASON = "left at its default: nothing to send"
 UNUSED_REASON = "not used by the evaluator"
@@ -75,8 +89,7 @@ REFUSED_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "n": (_many, "asks for several answers; the evaluator measures one per request"),
     "best_of": (_many, "asks for several answers; the evaluator measures one per request"),
     "logit_bias": (_set, "biases tokens; it is not sent, so the answers would not be yours"),
-    "tools": (_set, "calls tools; the servers are not set up to parse tool calls"),
-    "functions": (_set, "calls functions; the servers are not set up to parse tool calls"),
+    "functions": (_set, "OpenAI's old function calling; give tools (sent as given) instead"),
     "logprobs": (_set, "asks for log-probabilities, which change each step's cost; not sent"),
     "top_logprobs": (_set, "asks for log-probabilities, which change each step's cost; not sent"),
     "echo": (_set, "echoes the prompt back; not measured"),
@@ -125,9 +138,20 @@ class WorkloadError(BadInput):
         self.issues = list(issues or [])
 
 
-class WorkloadRequest(SamplingFields):
+class LoggedAnswer(BaseModel):
+    """What a log says its own server did with this request ("as logged", shown beside ours, never
+    mixed into our figures): the answer's tokens and the timings, each None when not logged."""
+
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    ttft_s: float | None = None  # completionStartTime - startTime
+    e2e_s: float | None = None  # endTime - startTime
+
+
+class WorkloadRequest(SamplingFields, ToolFields):
     """One request of a workload, in the project's request vocabulary (see RaceRequest): its text,
-    its sampling (sent alike to both sides), the segment tag the file gave it, and where it came from."""
+    its sampling and tools (sent alike to both sides, as given), the segment tag the file gave it,
+    its session and turn, and where it came from."""
 
     model_config = {"extra": "forbid"}
 
@@ -140,13 +164,18 @@ class WorkloadRequest(SamplingFields):
     seed: int | None = None  # the line's own seed; None: the sweep's
     tag: str | None = Field(None, min_length=1, max_length=64)  # a segment label from the file
     line: int | None = None  # where it came from (None for a folder's file)
+    session: str | None = Field(None, min_length=1, max_length=200)  # the session it is a turn of
+    turn: int | None = Field(None, ge=1)  # its turn in the session, from 1
+    logged: LoggedAnswer | None = None  # a log's own figures for it
 
     @property
     def prompt_text(self) -> str:
-        """All the text the model reads: the prompt, or the messages' contents joined."""
+        """All the text the model reads: the prompt, or the tool definitions (as JSON) and the
+        messages' texts (a tool call's as JSON) joined."""
         if self.prompt is not None:
             return self.prompt
-        return "\n\n".join(m.content for m in self.messages or [])
+        tools = [json.dumps(tool_body(self)["tools"], ensure_ascii=False)] if self.tools else []
+        return "\n\n".join(tools + [m.text for m in self.messages or []])
 
     @property
     def prompt_sha256(self) -> str:
@@ -159,6 +188,8 @@ class WorkloadRequest(SamplingFields):
         return RaceRequest(messages=self.messages, prompt=self.prompt, api=self.api,
                            temperature=self.temperature, max_tokens=self.max_tokens,
                            order="sequential", seed=self.seed if self.seed is not None else seed,
+                           tools=self.tools, tool_choice=self.tool_choice,
+                           parallel_tool_calls=self.parallel_tool_calls,
                            **{name: getattr(self, name) for name in SAMPLING_FIELDS})
 
 
@@ -181,11 +212,23 @@ class Workload(BaseModel):
     # Fields of the file not sent (transport, billing; see IGNORED_FIELDS) -> on how many read requests.
     ignored_fields: dict[str, int] = Field(default_factory=dict)
     sample: SampleInfo | None = None
+    repeated_ids: int = 0  # requests whose id an earlier one had: read, and given "<id>#2", "<id>#3"...
+    history: History | None = None  # how sessions' turns get their history; None: no sessions
 
     @property
     def read(self) -> int:
         """Usable requests read from the file (before any sample)."""
         return self.sample.of_requests if self.sample else len(self.requests)
+
+    @property
+    def sessions(self) -> int:
+        """Sessions among the requests: each named session once, each request without one alone."""
+        return len({r.session for r in self.requests if r.session}) + sum(1 for r in self.requests if not r.session)
+
+    @property
+    def turns(self) -> int:
+        """Turns sent: one per request."""
+        return len(self.requests)
 
     def summary_lines(self) -> list[str]:
         """What the load gave, in words (the CLI and the page show these, computing nothing):
@@ -195,8 +238,15 @@ class Workload(BaseModel):
         if self.sample:
             head += (f"; a sample of {self.sample.n} drawn with seed {self.sample.seed} from "
                      f"{self.sample.of_requests}")
-        return [head] + [f"{field}: ignored on {n} line{'' if n == 1 else 's'}: {ignored_reason(field)}"
-                         for field, n in sorted(self.ignored_fields.items())]
+        lines = [head]
+        if self.history is not None:
+            lines.append(f"{self.sessions} session{'' if self.sessions == 1 else 's'}, {self.turns} turns; "
+                         "each turn's history as logged in the file (the same on both sides)")
+        if self.repeated_ids:
+            lines.append(f"{self.repeated_ids} repeated id{'' if self.repeated_ids == 1 else 's'} made unique "
+                         "(the second <id> is <id>#2); every line was read")
+        return lines + [f"{field}: ignored on {n} line{'' if n == 1 else 's'}: {ignored_reason(field)}"
+                        for field, n in sorted(self.ignored_fields.items())]
 
 
 class _LineFields(SamplingFields):
@@ -220,17 +270,30 @@ class _Read(NamedTuple):
 
 
 _Item = _Read | LoadIssue
+_Parsed = _Read | list[_Read]  # one line is one request, or (a multi_turn session) one per turn
 
 
 UNRECOGNISED = (
     "the form of this file is not recognised. Accepted forms: "
     'JSONL {"prompt": "..."} or {"messages": [{"role": "user", "content": "..."}]}; '
-    'OpenAI request bodies {"model": "m", "messages": [...], "max_tokens": 100}; '
+    'OpenAI request bodies {"model": "m", "messages": [...], "max_tokens": 100} (one a line, or one as the '
+    "whole .json file, or a folder of them); "
     'OpenAI batch {"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": {...}}; '
     'ShareGPT [{"id": "c1", "conversations": [{"from": "human", "value": "..."}]}]; '
-    "CSV with a header line naming a prompt column; a folder of .txt/.md files (docs/workloads.md)")
+    'AIPerf single_turn {"text": "..."}, multi_turn {"session_id": "s", "turns": [...]} or a trace with '
+    '"messages"; GuideLLM {"prompt": "...", "output_tokens_count": 100}; LiteLLM StandardLoggingPayload or '
+    "SpendLogs rows; CSV with a header line naming a prompt column; a folder of .txt/.md/.json files "
+    "(docs/workloads.md)")
+# A trace of token counts only: refused whole, with why and what works instead.
+TOKEN_ONLY = (
+    "is a trace of token counts (timestamp, input_length, output_length, hash_ids) with no text: speculation's "
+    "gain depends on the text (a drafter guesses the next words from it), so it cannot be judged from counts; "
+    "give the prompts: the same trace with \"messages\" per line, AIPerf single_turn or multi_turn, OpenAI "
+    "request bodies or ShareGPT (docs/workloads.md)")
 KIND_NAMES = {"openai-batch": "an OpenAI Batch line", "sharegpt": "a ShareGPT conversation",
-              "request": "a request line"}
+              "request": "a request line", "aiperf-single-turn": "an AIPerf single_turn line",
+              "aiperf-multi-turn": "an AIPerf multi_turn session", "aiperf-trace": "a trace line with messages",
+              "guidellm": "a GuideLLM line", "litellm": "a LiteLLM log row", "token-trace": "a token-count trace line"}
 
 
 # --------------------------------------------------------------------------- helpers
