@@ -270,7 +270,8 @@ def test_folder_without_text_files_and_folder_over_the_limit(tmp_path: Path) -> 
         load(d)
     (d / "a.txt").write_text("a" * 600, encoding="utf-8")
     (d / "b.txt").write_text("b" * 600, encoding="utf-8")
-    with pytest.raises(WorkloadError, match=r"^folder prompts \(its \.txt/\.md/\.json files\) is 1,200 bytes, over the 1,000"):
+    over = r"^folder prompts \(its \.txt/\.md/\.json files\) is 1,200 bytes, over the 1,000"
+    with pytest.raises(WorkloadError, match=over):
         load(d, max_bytes=1000)
 
 

@@ -106,6 +106,8 @@ REFUSED_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 def ignored_reason(field: str) -> str:
     """Why a field of the file was not sent (the summary's and the docs' words)."""
+    if field.startswith("log."):
+        return IGNORED_FIELDS.get(field.removeprefix("log."), "a gateway's own field of the logged request: not sent")
     if field in IGNORED_FIELDS:
         return IGNORED_FIELDS[field]
     return DEFAULT_REASON if field in REFUSED_FIELDS else UNUSED_REASON
@@ -240,7 +242,8 @@ class Workload(BaseModel):
                      f"{self.sample.of_requests}")
         lines = [head]
         if self.history is not None:
-            lines.append(f"{self.sessions} session{'' if self.sessions == 1 else 's'}, {self.turns} turns; "
+            sessions, turns = self.sessions, self.turns
+            lines.append(f"{sessions} session{'' if sessions == 1 else 's'}, {turns} turn{'' if turns == 1 else 's'}; "
                          "each turn's history as logged in the file (the same on both sides)")
         if self.repeated_ids:
             lines.append(f"{self.repeated_ids} repeated id{'' if self.repeated_ids == 1 else 's'} made unique "
