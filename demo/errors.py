@@ -54,6 +54,5 @@ def tool_parser_hint(message: str) -> str | None:
     other message."""
     if NO_TOOL_PARSER not in message:
         return None
-    return (f"the server has no tool parser: start vLLM with {TOOL_PARSER_FLAGS} (hermes for the CPU "
-            "pair's model; its model family's parser otherwise, e.g. llama3_json), or send the workload "
-            "without tools")
+    return (f"the server has no tool parser: start vLLM with {TOOL_PARSER_FLAGS} (or its model family's "
+            "parser, e.g. llama3_json), or send the requests without tools")

@@ -1,0 +1,103 @@
+"""Agents' traffic through the sweep (python -m demo sweep --workload ...) against stand-ins that record
+what each request carried: for every new form, the tools, tool_choice and history the file gave arrive
+identical on both sides; results.json's spec.workload names the form with its sessions and turns; a
+server without a tool parser answers with the one line naming its flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from common.paths import ROOT
+from demo.client import request_body
+from demo.workload import load_workload
+from harness.standin import Standin, StandinBehavior
+
+FIX = ROOT / "tests" / "fixtures" / "workloads"
+CARRIED = ("messages", "prompt", "tools", "tool_choice", "parallel_tool_calls", "max_tokens", "temperature", "top_p")
+# file -> (form, sessions, turns, requests with tools)
+FORMS: dict[str, tuple[str, int, int, int]] = {
+    "aiperf-trace.jsonl": ("aiperf-trace", 1, 2, 2),
+    "aiperf-multi-turn.jsonl": ("aiperf-multi-turn", 2, 3, 0),
+    "aiperf-single-turn.jsonl": ("aiperf-single-turn", 3, 3, 0),
+    "guidellm.jsonl": ("guidellm", 2, 2, 0),
+    "litellm-payload.json": ("litellm-payload", 1, 1, 1),
+    "litellm-spendlogs.json": ("litellm-spendlogs", 1, 2, 2),
+    "openai-body.json": ("openai-body", 1, 1, 1),
+    "sharegpt-one.json": ("sharegpt", 1, 1, 0),
+    "bodies": ("folder", 2, 2, 2),
+    "batch-repeated-ids.jsonl": ("openai-batch", 3, 3, 0),
+}
+
+
+def sweep(base: Standin, spec: Standin, out: Path, workload: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "demo", "sweep", "--baseline-url", base.url, "--speculative-url", spec.url,
+           "--out", str(out), "--no-progress", "--warmup", "0", "--workload", str(workload), "--concurrency", "1",
+           "--repeats", "1"]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "SPECDEMO_SAVE_RUNS": "false"})
+
+
+def carried(body: dict[str, Any]) -> str:
+    """What a request carried that the file decides, as one comparable text."""
+    return json.dumps({k: body[k] for k in CARRIED if k in body}, sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def pair() -> Any:
+    with Standin.pair(StandinBehavior(tokens_per_s=2000, ttft_s=0.0, max_model_len=8192)) as servers:
+        yield servers
+
+
+@pytest.mark.parametrize("name", list(FORMS))
+def test_each_form_arrives_identical_on_both_sides_as_the_file_gave_it(
+        pair: tuple[Standin, Standin], tmp_path: Path, name: str) -> None:
+    base, spec = pair
+    base.requests.clear()
+    spec.requests.clear()
+    form, sessions, turns, with_tools = FORMS[name]
+    done = sweep(base, spec, tmp_path / "out", FIX / name)
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    w = data["spec"]["workload"]
+    assert (w["format"], w["sessions"], w["turns"], w["requests"]) == (form, sessions, turns, turns)
+    assert w["history"] == ("logged" if form in ("aiperf-trace", "aiperf-multi-turn", "litellm-payload",
+                                                  "litellm-spendlogs") else None)
+    # The stand-ins' own records: both sides got the same requests, each as the file gave it.
+    on_base = Counter(carried(r.body) for r in base.requests)
+    on_spec = Counter(carried(r.body) for r in spec.requests)
+    assert on_base == on_spec and sum(on_base.values()) == turns
+    loaded = load_workload(FIX / name, max_bytes=10**7, max_prompt_chars=10**6)
+    assert on_base == Counter(carried(request_body(r.to_race_request(), "m")) for r in loaded.requests)
+    assert sum(1 for r in base.requests if r.body.get("tools")) == with_tools
+    (cell,) = data["cells"]
+    assert all(o["error"] is None for o in cell["requests"])
+
+
+def test_the_tool_history_reaches_the_wire_unchanged(pair: tuple[Standin, Standin], tmp_path: Path) -> None:
+    base, spec = pair
+    base.requests.clear()
+    spec.requests.clear()
+    assert sweep(base, spec, tmp_path / "out", FIX / "openai-body.json").returncode == 0
+    given = json.loads((FIX / "openai-body.json").read_text())
+    for server in (base, spec):
+        (req,) = server.requests
+        for key in ("messages", "tools", "tool_choice", "parallel_tool_calls"):
+            assert req.body[key] == given[key], key  # content: null and the tool_call_id included
+
+
+def test_a_server_without_a_tool_parser_says_which_flags(tmp_path: Path) -> None:
+    with Standin.pair(StandinBehavior(tokens_per_s=2000, ttft_s=0.0, tool_parser=False)) as (base, spec):
+        done = sweep(base, spec, tmp_path / "out", FIX / "openai-body.json")
+    text = done.stdout + done.stderr
+    if done.returncode == 0:
+        (cell,) = json.loads((tmp_path / "out" / "results.json").read_text())["cells"]
+        text = cell["requests"][0]["error"] or ""
+    assert "HTTP 400" in text and "--enable-auto-tool-choice --tool-call-parser hermes" in text, text
