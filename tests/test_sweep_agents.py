@@ -34,6 +34,7 @@ FORMS: dict[str, tuple[str, int, int, int]] = {
     "sharegpt-one.json": ("sharegpt", 1, 1, 0),
     "bodies": ("folder", 2, 2, 2),
     "batch-repeated-ids.jsonl": ("openai-batch", 3, 3, 0),
+    "../../../workloads/agent-session.jsonl": ("aiperf-trace", 1, 7, 7),
 }
 
 

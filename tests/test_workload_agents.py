@@ -216,3 +216,20 @@ def test_a_server_without_a_tool_parser_gets_the_flags_it_needs() -> None:
     assert "start vLLM with --enable-auto-tool-choice --tool-call-parser hermes" in line and "\n" not in line
     other = str(error_from_response(400, b'{"error": {"message": "bad"}}', "http://x"))
     assert "tool parser" not in other and other.endswith("(the server refused the request)")
+
+
+def test_the_agent_session_workload_grows_turn_by_turn_within_the_cpu_pairs_reach() -> None:
+    w = load(FIX.parents[2] / "workloads" / "agent-session.jsonl")
+    assert (w.format, w.sessions, w.turns, w.issues) == ("aiperf-trace", 1, 7, [])
+    bodies = [sent(w, i) for i in range(w.turns)]
+    names = {t["function"]["name"] for t in bodies[0]["tools"]}
+    assert names == {"read_file", "write_file", "edit_file", "run_tests"}
+    for before, after in zip(bodies, bodies[1:], strict=False):
+        # each turn is the one before, then the agent's call and the tool's answer, as logged
+        assert after["messages"][:len(before["messages"])] == before["messages"]
+        assert [m["role"] for m in after["messages"][len(before["messages"]):]] == ["assistant", "tool"]
+    calls = [m["tool_calls"][0]["function"]["name"] for m in bodies[-1]["messages"] if m.get("tool_calls")]
+    assert calls == ["read_file", "read_file", "write_file", "run_tests", "edit_file", "run_tests"]
+    # SmolLM2's tokenizer counts 448..1490 tokens per turn with the tools (docs/workloads.md): a
+    # character bound that stays well inside the CPU pair's context of 8,192
+    assert max(len(r.prompt_text) for r in w.requests) < 6500
