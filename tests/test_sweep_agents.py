@@ -17,6 +17,9 @@ import pytest
 
 from common.paths import ROOT
 from demo.client import request_body
+from demo.results import SideResult
+from demo.sweep.profile import RequestOutcome, answer_kind
+from demo.sweep.segments import group_outcomes, routing_sentence, segments_of
 from demo.workload import load_workload
 from harness.standin import Standin, StandinBehavior
 
@@ -102,3 +105,38 @@ def test_a_server_without_a_tool_parser_says_which_flags(tmp_path: Path) -> None
         (cell,) = json.loads((tmp_path / "out" / "results.json").read_text())["cells"]
         text = cell["requests"][0]["error"] or ""
     assert "HTTP 400" in text and "--enable-auto-tool-choice --tool-call-parser hermes" in text, text
+
+
+def test_segments_per_turn_index_and_per_answer_kind() -> None:
+    def outcome(turn: int, kind: str, speedup: float) -> RequestOutcome:
+        return RequestOutcome(id=f"s#{turn}-{kind}-{speedup}", prompt_sha256="x", session="s", turn=turn,
+                              answer_kind=kind, speedup=speedup, temperature=0.0, structured=False)
+
+    outcomes = [outcome(t, k, sp) for t in (1, 2) for k, sp in (("tool_call", 1.1 + t), ("prose", 1.0 + t))
+                for _ in range(2)]
+    groups = {(dim, label): [o.speedup for o in members] for dim, label, members in group_outcomes(outcomes)}
+    assert groups[("turn", "turn 1")] == [2.1, 2.1, 2.0, 2.0] and groups[("turn", "turn 2")] == [3.1, 3.1, 3.0, 3.0]
+    assert groups[("answer", "tool call")] == [2.1, 2.1, 3.1, 3.1]
+    assert groups[("answer", "prose")] == [2.0, 2.0, 3.0, 3.0]
+    assert not any(dim == "session" for dim, _ in groups)  # one session: no session dimension
+    segments = segments_of(outcomes, 1)
+    assert [s.label for s in segments if s.dimension == "turn"] == ["turn 1", "turn 2"]
+    assert "tool-call answers" in routing_sentence(segments) or "all of this traffic" in routing_sentence(segments)
+    # the kind of an answer: the server's parser ends a tool call with finish_reason "tool_calls"
+    done = {"side": "baseline", "url": "u", "complete": True}
+    assert answer_kind(SideResult(**done, finish_reason="tool_calls")) == "tool_call"
+    assert answer_kind(SideResult(**done, finish_reason="stop")) == "prose"
+    assert answer_kind(SideResult(side="baseline", url="u", complete=False)) is None
+
+
+def test_the_agent_session_swept_has_a_segment_per_turn(pair: tuple[Standin, Standin], tmp_path: Path) -> None:
+    base, spec = pair
+    done = sweep(base, spec, tmp_path / "out", ROOT / "workloads" / "agent-session.jsonl")
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    turns = [s for s in data["segments"] if s["dimension"] == "turn"]
+    assert [s["label"] for s in turns] == [f"turn {n}" for n in range(1, 8)]
+    assert all(s["requests"] == 1 and s["speedup"] is not None for s in turns)
+    (cell,) = data["cells"]
+    turns_measured = sorted((o["session"], o["turn"]) for o in cell["requests"])
+    assert turns_measured == [("fix-cart-discount", n) for n in range(1, 8)]

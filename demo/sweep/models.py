@@ -430,7 +430,8 @@ class WorkloadSummary(BaseModel):
     arm_capacity: dict[str, Capacity] = Field(default_factory=dict)  # with several arms: each arm's
 
 
-SegmentDimension = Literal["tag", "output_format", "temperature", "prompt_tokens", "output_tokens"]
+SegmentDimension = Literal["tag", "session", "turn", "answer", "output_format", "temperature", "prompt_tokens",
+                          "output_tokens"]
 SegmentVerdict = Literal["enable", "don't", "depends", "n/a"]
 
 
