@@ -72,14 +72,16 @@ def test_each_form_arrives_identical_on_both_sides_as_the_file_gave_it(
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     w = data["spec"]["workload"]
     assert (w["format"], w["sessions"], w["turns"], w["requests"]) == (form, sessions, turns, turns)
-    assert w["history"] == ("logged" if form in ("aiperf-trace", "aiperf-multi-turn", "litellm-payload",
-                                                  "litellm-spendlogs") else None)
+    history = {"aiperf-trace": "logged", "litellm-payload": "logged", "litellm-spendlogs": "logged",
+               "aiperf-multi-turn": "own"}.get(form)
+    assert w["history"] == history
     # The stand-ins' own records: both sides got the same requests, each as the file gave it.
     on_base = Counter(carried(r.body) for r in base.requests)
     on_spec = Counter(carried(r.body) for r in spec.requests)
     assert on_base == on_spec and sum(on_base.values()) == turns
     loaded = load_workload(FIX / name, max_bytes=10**7, max_prompt_chars=10**6)
-    assert on_base == Counter(carried(request_body(r.to_race_request(), "m")) for r in loaded.requests)
+    if history != "own":  # a turn carried on from each side's own answer is checked below
+        assert on_base == Counter(carried(request_body(r.to_race_request(), "m")) for r in loaded.requests)
     assert sum(1 for r in base.requests if r.body.get("tools")) == with_tools
     (cell,) = data["cells"]
     assert all(o["error"] is None for o in cell["requests"])
@@ -140,3 +142,46 @@ def test_the_agent_session_swept_has_a_segment_per_turn(pair: tuple[Standin, Sta
     (cell,) = data["cells"]
     turns_measured = sorted((o["session"], o["turn"]) for o in cell["requests"])
     assert turns_measured == [("fix-cart-discount", n) for n in range(1, 8)]
+
+
+# Session truth: a speculative stand-in whose acceptance grows with the turn (the history's length):
+# turn n's prompt holds TURN-1..TURN-n; by_marker's first match wins, so the latest turn's marker decides.
+TURN_STEPS = {1: 1, 2: 2, 3: 3, 4: 5}  # tokens per step on turn n
+BASE_RATE = 40.0
+MAX_TOKENS = 61  # 1 prefill token + 60: whole steps for 1, 2, 3 and 5
+
+
+def test_a_session_played_turn_by_turn_carries_each_sides_own_answer(tmp_path: Path) -> None:
+    turns = [{"text": f"TURN-{n}: now extend the record with field {n}", "output_length": MAX_TOKENS}
+             for n in TURN_STEPS]
+    f = tmp_path / "session.jsonl"
+    f.write_text(json.dumps({"session_id": "grow", "turns": [{"role": "system", "text": "Be exact."}, *turns]}) + "\n")
+    by_marker = {f"TURN-{n}": {"chunk_sizes": [TURN_STEPS[n]], "tokens_per_s": BASE_RATE * (1 + TURN_STEPS[n]) / 2}
+                 for n in sorted(TURN_STEPS, reverse=True)}
+    with Standin(StandinBehavior(tokens_per_s=BASE_RATE, ttft_s=0.02)) as base, \
+            Standin(StandinBehavior(tokens_per_s=BASE_RATE, ttft_s=0.02, speculative=True, num_spec_tokens=4,
+                                    by_marker=by_marker)) as spec:
+        done = sweep(base, spec, tmp_path / "out", f)
+        assert done.returncode == 0, done.stderr
+        truths = {side: list(s.truth) for side, s in (("baseline", base), ("speculative", spec))}
+        bodies = {side: [r.body for r in s.requests] for side, s in (("baseline", base), ("speculative", spec))}
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    w = data["spec"]["workload"]
+    assert (w["format"], w["sessions"], w["turns"], w["history"]) == ("aiperf-multi-turn", 1, 4, "own")
+    for side in ("baseline", "speculative"):
+        sent, truth = bodies[side], truths[side]
+        assert [len(b["messages"]) for b in sent] == [2, 4, 6, 8]  # system, then user + own answer per turn
+        for n in range(1, 4):
+            # turn n+1 = what this side sent for turn n, this side's own answer to it, the next user turn
+            assert sent[n]["messages"][:-2] == sent[n - 1]["messages"]
+            assert sent[n]["messages"][-2] == {"role": "assistant", "content": truth[n - 1].text}
+            assert sent[n]["messages"][-1]["content"].startswith(f"TURN-{n + 1}:")
+    (cell,) = data["cells"]
+    outcomes = {o["turn"]: o for o in cell["requests"]}
+    for n, steps in TURN_STEPS.items():
+        b, s = truths["baseline"][n - 1], truths["speculative"][n - 1]
+        assert b.decode_tokens_per_s is not None and s.decode_tokens_per_s is not None
+        assert outcomes[n]["speedup"] == pytest.approx(s.decode_tokens_per_s / b.decode_tokens_per_s, rel=0.05), n
+        assert outcomes[n]["tokens_per_step"] == pytest.approx(steps, abs=1e-12), n
+    segs = {s["label"]: s for s in data["segments"] if s["dimension"] == "turn"}
+    assert [segs[f"turn {n}"]["tokens_per_step"] for n in TURN_STEPS] == list(TURN_STEPS.values())

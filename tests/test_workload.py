@@ -332,7 +332,7 @@ def test_example_workload_loads_clean_with_the_promised_mix() -> None:
     for rid in ("extract-03", "extract-04"):
         messages = next(r for r in w.requests if r.id == rid).messages
         assert messages is not None
-        user = messages[-1].content
+        user = messages[-1].text
         passage = user.split("\n\n", 1)[1]
         assert len(passage) > 250 and passage in pep
     assert [r.id for r in sample(w, 10, seed=1).requests] == [r.id for r in sample(w, 10, seed=1).requests]

@@ -58,16 +58,18 @@ def test_aiperf_single_turn_text_texts_output_length_and_extra() -> None:
     assert third["max_tokens"] == 256 and w.ignored_fields == {"timestamp": 1}
 
 
-def test_aiperf_multi_turn_one_request_per_user_turn_with_its_logged_history() -> None:
+def test_aiperf_multi_turn_one_request_per_user_turn_each_side_carrying_its_own_answers() -> None:
     w = load(FIX / "aiperf-multi-turn.jsonl")
-    assert w.format == "aiperf-multi-turn" and w.history == "logged"
-    assert [(r.id, r.session, r.turn) for r in w.requests] == [("fix-1#1", "fix-1", 1), ("fix-1#2", "fix-1", 2),
-                                                               ("plan-2#1", "plan-2", 1)]
+    assert w.format == "aiperf-multi-turn" and w.history == "own"
+    assert [(r.id, r.session, r.turn, r.carry) for r in w.requests] == [
+        ("fix-1#1", "fix-1", 1, False), ("fix-1#2", "fix-1", 2, True), ("plan-2#1", "plan-2", 1, False)]
     assert (w.sessions, w.turns) == (2, 3)
-    roles = [m["role"] for m in sent(w, 1)["messages"]]
-    assert roles == ["system", "user", "assistant", "user"]  # the system turn leads every turn
-    assert sent(w, 1)["messages"][2]["content"].startswith("Yes: items[1:] skips")
-    assert "2 sessions, 3 turns; each turn's history as logged" in w.summary_lines()[1]
+    # the first turn opens the history (the system turn leads it); a later turn holds its new messages
+    # only: each side sends them after its own answer (tests/test_sweep_agents.py plays it)
+    assert [m["role"] for m in sent(w, 0)["messages"]] == ["system", "user"]
+    assert sent(w, 1)["messages"] == [{"role": "user", "content": "Rewrite the function with the fix."}]
+    assert w.ignored_fields == {"delay": 1, "turns.assistant": 1}  # the logged answer: each side's own instead
+    assert "2 sessions, 3 turns; played turn by turn, each side carrying its own answer" in w.summary_lines()[1]
 
 
 def test_aiperf_trace_with_messages_keeps_tools_and_the_tool_turns_as_given() -> None:
@@ -179,8 +181,9 @@ def test_a_bad_agent_line_is_skipped_in_one_line(tmp_path: Path, row: dict[str, 
 
 @pytest.mark.parametrize(("row", "says"), [
     ({"session_id": "s", "turns": []}, "session 's': turns: give a list of at least one turn"),
-    ({"session_id": "s", "turns": [{"text": "a"}, {"text": "b"}]},
-     "session 's' turn 1: the answer to the turn before is not in the file"),
+    ({"session_id": "s", "turns": [{"role": "assistant", "text": "a"}]},
+     "session 's' has no user turn, so there is no prompt to send"),
+    ({"session_id": "s", "turns": [{"role": "tool", "text": "a"}]}, "turns.0: role must be system, user or assistant"),
     ({"text": "hi", "image": "https://x/y.png"}, "image: image or other media content: only text is measured"),
     ({"text": "hi", "extra": {"max_token": 3}}, "extra: unknown field 'max_token' (did you mean 'max_tokens'?)"),
     ({"text": "hi", "extra": {"messages": []}}, "extra: messages or prompt would replace the line's text"),
@@ -233,3 +236,19 @@ def test_the_agent_session_workload_grows_turn_by_turn_within_the_cpu_pairs_reac
     # SmolLM2's tokenizer counts 448..1490 tokens per turn with the tools (docs/workloads.md): a
     # character bound that stays well inside the CPU pair's context of 8,192
     assert max(len(r.prompt_text) for r in w.requests) < 6500
+
+
+def test_a_trace_in_delta_mode_is_played_turn_by_turn(tmp_path: Path) -> None:
+    first = {"session_id": "d", "message_mode": "delta", "timestamp": 0,
+             "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]}
+    later = {"session_id": "d", "message_mode": "delta", "delay": 2000,
+             "messages": [{"role": "user", "content": "How are you?"}]}
+    w = load(write_lines(tmp_path / "d.jsonl", [
+        first, later,
+        {**later, "messages": HISTORY[2:]},  # 3: a tool result would follow each side's own tool call
+        {"message_mode": "delta", "messages": HISTORY[:1]},  # 4: no session
+    ]))
+    assert [(r.turn, r.carry) for r in w.requests] == [(1, False), (2, True)] and w.history == "own"
+    messages = {i.line: i.message for i in w.issues}
+    assert messages[3].startswith('message_mode "delta" with a tool result: it would follow each side\'s own')
+    assert messages[4] == 'message_mode "delta" needs a session_id: its turns follow each other'

@@ -106,6 +106,8 @@ def _collect(items: list[_Item], name: str, fmt: Format
         if req.session is not None and req.turn is None:
             turns[req.session] += 1
             update["turn"] = turns[req.session]
+        if req.carry and update.get("turn", req.turn) == 1:
+            update["carry"] = False  # a session's first turn has no turn before it: its messages are all
         requests.append(req.model_copy(update=update) if update else req)
         ignored.update(set(item.ignored))
     return requests, issues, ignored, repeated
@@ -139,7 +141,8 @@ def load_workload(path: Path | str, *, max_bytes: int, max_prompt_chars: int, st
         detail = f": {_summary(issues)}" if issues else ": the header has no rows under it"
         raise WorkloadError(f"{name} has no usable request{detail}", issues)
     stem = path.stem if fmt != "folder" else name
-    history: History | None = "logged" if any(r.session for r in requests) else None
+    history: History | None = ("own" if any(r.carry for r in requests) else "logged" if any(r.session for r in requests)
+                               else None)
     return Workload(name=stem, source=str(path), format=fmt, requests=requests, issues=issues,
                     ignored_fields=dict(ignored), repeated_ids=repeated, history=history)
 

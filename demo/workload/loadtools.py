@@ -85,20 +85,20 @@ def _single_turn(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int)
 
 
 def _multi_turn(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) -> list[_Read]:
-    """An AIPerf ``multi_turn`` session: one request per user turn, its history the turns before it.
+    """An AIPerf ``multi_turn`` session: one request per user turn, played turn by turn.
 
-    A leading system turn is every turn's system message (as AIPerf lifts it). The history is the
-    file's: an answer must be logged as a ``role: assistant`` turn; a user turn right after another
-    needs the model's live answer between them, which is not replayed yet, so the session is refused
-    with that reason."""
+    Each side carries its own answer into its next turn, as AIPerf does: a turn's request holds only
+    its new messages (``carry``), sent after what that side sent for the turn before and its answer.
+    A leading system turn opens the first turn's history (so every turn has it); an assistant turn
+    logged in the file is replaced by each side's own answer (ignored, counted)."""
     _screen(data, MULTI_TURN_FIELDS)
     session = _id(data.get("session_id"), nth)
     turns = data.get("turns")
     if not isinstance(turns, list) or not turns:
         raise _Skip(f"session {session!r}: turns: give a list of at least one turn")
-    history: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []  # the messages new since the last request
     out: list[_Read] = []
-    ignored: list[str] = []
+    replaced: list[str] = []
     for i, turn in enumerate(turns):
         where = f"turns.{i}: "
         if not isinstance(turn, dict):
@@ -111,22 +111,22 @@ def _multi_turn(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) 
         if role not in ("system", "user", "assistant"):
             raise _Skip(f"{where}role must be system, user or assistant")
         text = _content(_text(turn, where), f"turns.{i}")
-        if role != "user":
-            history.append({"role": role, "content": text})
+        if role == "assistant":
+            replaced.append("turns.assistant")  # each side's own answer takes its place
             continue
-        if history and history[-1]["role"] == "user":
-            raise _Skip(f"session {session!r} turn {i}: the answer to the turn before is not in the file; replaying a "
-                        "session with each side's own answers is not built yet: give each answer as a "
-                        '"role": "assistant" turn, or each turn\'s whole history as a trace with "messages"')
-        history.append({"role": "user", "content": text})
+        pending.append({"role": role, "content": text})
+        if role == "system":
+            continue
         fields = _extra(turn, where)
-        ignored = _screen_extra(fields, where) + [k for k in ("timestamp", "delay") if k in turn]
-        body = {**fields, "messages": list(history)}
+        ignored = _screen_extra(fields, where) + [k for k in ("timestamp", "delay") if k in turn] + replaced
+        replaced = []
+        body = {**fields, "messages": pending}
         if "tag" in data or "category" in data:
             body["tag"] = data.get("tag", data.get("category"))
         n = len(out) + 1
         out.append(_request_line(body, no, nth, max_prompt_chars, rid=f"{session}#{n}", ignored=tuple(ignored),
-                                 session=session, turn=n))
+                                 session=session, turn=n, carry=n > 1))
+        pending = []
     if not out:
         raise _Skip(f"session {session!r} has no user turn, so there is no prompt to send")
     return out
@@ -138,17 +138,22 @@ def _trace_line(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) 
         raise _Skip(TOKEN_LINE)
     _screen(data, TRACE_FIELDS)
     mode = data.get("message_mode", "history")
-    if mode != "history":
-        raise _Skip('message_mode "delta" builds each turn from the live answers, which is not replayed yet; give '
-                    'each line its whole history (message_mode "history")')
+    if mode not in ("history", "delta"):
+        raise _Skip('message_mode must be "history" (the whole history each line) or "delta" (new messages only)')
+    delta = mode == "delta"
+    if delta and any(isinstance(m, dict) and m.get("role") == "tool" for m in data["messages"] or []):
+        raise _Skip('message_mode "delta" with a tool result: it would follow each side\'s own tool call, which the '
+                    'client does not keep yet; give each line its whole history (message_mode "history")')
     ignored: list[str] = [k for k in ("timestamp", "delay", "input_length", "hash_ids") if k in data]
     fields = _extra(data)
     ignored += _screen_extra(fields, "")
     own = ("messages", "tools", "id", "tag", "category")
     body: dict[str, Any] = {**fields, **{k: data[k] for k in own if k in data}}
-    where: dict[str, Any] = {}
+    where: dict[str, Any] = {"carry": True} if delta else {}
     if data.get("session_id") is not None:
         where["session"] = _id(data["session_id"], nth)
+    elif delta:
+        raise _Skip('message_mode "delta" needs a session_id: its turns follow each other')
     return _request_line(body, no, nth, max_prompt_chars, ignored=tuple(ignored), **where)
 
 

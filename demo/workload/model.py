@@ -32,10 +32,10 @@ FORMAT_LABELS: dict[str, str] = {
     "aiperf-multi-turn": "AIPerf multi_turn", "aiperf-trace": "AIPerf trace with messages",
     "guidellm": "GuideLLM", "litellm-payload": "LiteLLM StandardLoggingPayload",
     "litellm-spendlogs": "LiteLLM SpendLogs"}
-# How a session's turns get their history: "logged", each turn's history as the file gives it (the
-# answers the file logged, the same on both sides). Each side carrying its own answer into its next
-# turn ("own") is the next step: a file that needs it is refused with that reason today.
-History = Literal["logged"]
+# How a session's turns get their history: "logged", each turn's whole history as the file gives it
+# (the answers the file logged, the same on both sides); "own", each side carries its own answer into
+# its next turn, as an agent would (AIPerf multi_turn, a trace's message_mode "delta").
+History = Literal["logged", "own"]
 
 # The length, seed and sampling fields every form may give (max_completion_tokens: OpenAI's newer name).
 LENGTH_AND_SAMPLING = ("max_tokens", "max_completion_tokens", "temperature", "seed", *SAMPLING_FIELDS)
@@ -70,6 +70,7 @@ IGNORED_FIELDS: dict[str, str] = {
     "input_length": "a token count: the server counts the prompt itself",
     "prompt_tokens_count": "a token count: the server counts the prompt itself",
     "hash_ids": "block hashes of a synthetic prompt: the text is sent instead",
+    "turns.assistant": "a logged answer: each side's own answer takes its place",
 }
 DEFAULT_REASON = "left at its default: nothing to send"
 UNUSED_REASON = "not used by the evaluator"
@@ -169,6 +170,9 @@ class WorkloadRequest(SamplingFields, ToolFields):
     session: str | None = Field(None, min_length=1, max_length=200)  # the session it is a turn of
     turn: int | None = Field(None, ge=1)  # its turn in the session, from 1
     logged: LoggedAnswer | None = None  # a log's own figures for it
+    # True: ``messages`` are only this turn's new ones; each side sends them after what it sent for the
+    # session's turn before and its own answer to it (demo/sweep/runner.py). False: the whole history.
+    carry: bool = False
 
     @property
     def prompt_text(self) -> str:
@@ -243,8 +247,10 @@ class Workload(BaseModel):
         lines = [head]
         if self.history is not None:
             sessions, turns = self.sessions, self.turns
+            how = ("played turn by turn, each side carrying its own answer into its next turn" if self.history == "own"
+                   else "each turn's history as logged in the file (the same on both sides)")
             lines.append(f"{sessions} session{'' if sessions == 1 else 's'}, {turns} turn{'' if turns == 1 else 's'}; "
-                         "each turn's history as logged in the file (the same on both sides)")
+                         + how)
         if self.repeated_ids:
             lines.append(f"{self.repeated_ids} repeated id{'' if self.repeated_ids == 1 else 's'} made unique "
                          "(the second <id> is <id>#2); every line was read")
