@@ -227,7 +227,7 @@ def test_csv_wrong_header_names_needed_and_found(tmp_path: Path, header: str, fo
         load(f)
     assert str(e.value) == ("w.csv: wrong CSV header: needed column: prompt; optional: id, tag or category, "
                             "max_tokens, temperature, seed, top_p, top_k, min_p, presence_penalty, frequency_penalty, "
-                            f"repetition_penalty, stop; found: {found}")
+                            f"repetition_penalty, output_tokens_count, prompt_tokens_count, stop; found: {found}")
 
 
 def test_csv_header_only(tmp_path: Path) -> None:

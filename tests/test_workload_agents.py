@@ -90,6 +90,14 @@ def test_guidellm_columns() -> None:
     assert w.ignored_fields == {"prompt_tokens_count": 1}
 
 
+def test_guidellm_columns_in_csv(tmp_path: Path) -> None:
+    f = tmp_path / "g.csv"
+    f.write_text("prompt,output_tokens_count,prompt_tokens_count\nSay hi,12,2\nSay bye,,\n", encoding="utf-8")
+    w = load(f)
+    assert (w.format, [r.max_tokens for r in w.requests]) == ("csv", [12, 256])
+    assert w.ignored_fields == {"prompt_tokens_count": 1}
+
+
 def test_litellm_payload_one_pretty_object_with_its_figures_as_logged() -> None:
     w = load(FIX / "litellm-payload.json")
     (r,) = w.requests

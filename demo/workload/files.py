@@ -121,6 +121,11 @@ def _csv_row(row: dict[str, str], start: int, max_prompt_chars: int, text_api: A
             values[column] = value
     if problems:
         raise _Skip("; ".join(problems))
+    ignored = ("prompt_tokens_count",) if values.pop("prompt_tokens_count", None) is not None else ()
+    if (out := values.pop("output_tokens_count", None)) is not None:  # GuideLLM's column: max_tokens
+        if values.get("max_tokens", out) != out:
+            raise _Skip("output_tokens_count and max_tokens differ; give one")
+        values["max_tokens"] = out
     if row.get("stop"):
         values["stop"] = row["stop"]  # one stop sequence
     tag = (row.get("tag") or row.get("category") or "").strip() or None
@@ -128,7 +133,8 @@ def _csv_row(row: dict[str, str], start: int, max_prompt_chars: int, text_api: A
         raise _Skip("tag must be text of 1 to 64 characters")
     text: list[Message] | str = [Message(role="user", content=prompt)] if text_api == "chat" else prompt
     rid = _id((row.get("id") or "").strip() or None, start)
-    return _Read(_request(rid, start, text, _sampling_of(values), tag=tag, max_prompt_chars=max_prompt_chars), ())
+    return _Read(_request(rid, start, text, _sampling_of(values), tag=tag, max_prompt_chars=max_prompt_chars),
+                 ignored)
 
 
 def _csv(text: str, name: str, max_prompt_chars: int, text_api: Api) -> Iterator[_Item]:

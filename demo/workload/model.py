@@ -43,7 +43,8 @@ TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")  # sent as given: 
 REQUEST_FIELDS = ("messages", "prompt", "id", "tag", "category", *LENGTH_AND_SAMPLING, *TOOL_FIELDS)
 CSV_NUMBERS: dict[str, type[int] | type[float]] = {
     "max_tokens": int, "temperature": float, "seed": int, "top_p": float, "top_k": int, "min_p": float,
-    "presence_penalty": float, "frequency_penalty": float, "repetition_penalty": float}
+    "presence_penalty": float, "frequency_penalty": float, "repetition_penalty": float,
+    "output_tokens_count": int, "prompt_tokens_count": int}  # the last two: GuideLLM's columns
 CSV_COLUMNS = ("prompt", "id", "tag", "category", *CSV_NUMBERS, "stop")  # prompt required, the rest optional
 BATCH_URLS: dict[str, Api] = {"/v1/chat/completions": "chat", "/v1/completions": "completions"}
 OTHER_BATCH_URLS = ("/v1/embeddings", "/v1/responses", "/v1/moderations", "/v1/score", "/v1/rerank",
