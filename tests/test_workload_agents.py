@@ -260,3 +260,14 @@ def test_a_trace_in_delta_mode_is_played_turn_by_turn(tmp_path: Path) -> None:
     messages = {i.line: i.message for i in w.issues}
     assert messages[3].startswith('message_mode "delta" with a tool result: it would follow each side\'s own')
     assert messages[4] == 'message_mode "delta" needs a session_id: its turns follow each other'
+
+
+def test_a_folder_file_that_is_a_token_trace_skips_that_file_only(tmp_path: Path) -> None:
+    d = tmp_path / "bodies"
+    d.mkdir()
+    for f in (FIX / "bodies").iterdir():
+        (d / f.name).write_text(f.read_text())
+    (d / "c.json").write_text('{"timestamp": 0, "input_length": 5, "output_length": 3}')
+    w = load(d)
+    assert [r.id for r in w.requests] == ["a-read.json", "b-fix.json"]
+    assert str(w.issues[0]).startswith("c.json: a trace of token counts (timestamp, input_length")

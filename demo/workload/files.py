@@ -179,7 +179,10 @@ def _json_file(p: Path, text: str, max_prompt_chars: int) -> Iterator[_Item]:
         raise _Skip(f"not valid JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
     if not isinstance(data, dict):
         raise _Skip('expected one JSON object (a request body such as {"messages": [...]})')
-    _, items = _read_objects([_Row(1, 1, data)], p.name, max_prompt_chars)
+    try:
+        _, items = _read_objects([_Row(1, 1, data)], p.name, max_prompt_chars)
+    except WorkloadError as e:  # one file's whole-file problem (a token-count trace) skips that file
+        raise _Skip(str(e).removeprefix(f"{p.name} is ")) from None
     for item in items:
         if isinstance(item, LoadIssue):
             raise _Skip(item.message)
