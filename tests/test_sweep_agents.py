@@ -185,3 +185,19 @@ def test_a_session_played_turn_by_turn_carries_each_sides_own_answer(tmp_path: P
         assert outcomes[n]["tokens_per_step"] == pytest.approx(steps, abs=1e-12), n
     segs = {s["label"]: s for s in data["segments"] if s["dimension"] == "turn"}
     assert [segs[f"turn {n}"]["tokens_per_step"] for n in TURN_STEPS] == list(TURN_STEPS.values())
+
+
+def test_a_gateway_logs_own_figures_are_shown_beside_ours(pair: tuple[Standin, Standin], tmp_path: Path) -> None:
+    base, spec = pair
+    done = sweep(base, spec, tmp_path / "out", FIX / "litellm-spendlogs.json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    (cell,) = data["cells"]
+    logged = {o["id"]: o["logged"] for o in cell["requests"]}
+    assert logged["r-1"]["completion_tokens"] == 30 and logged["r-1"]["e2e_s"] == pytest.approx(1.25)
+    assert logged["r-1"]["ttft_s"] == pytest.approx(0.3)
+    (w,) = data["workloads"]
+    assert w["profile"]["logged_e2e_s"]["p50"] == pytest.approx(1.25)
+    assert w["profile"]["logged_output_tokens"]["p50"] == 30
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "end to end, as logged by the gateway (not measured here)" in html

@@ -90,6 +90,10 @@ class WorkloadProfile(BaseModel):
     prefill_share: Distribution | None = None
     copyness: Distribution | None = None
     acceptance_rate: Distribution | None = None
+    # A gateway log's own figures for the same requests, as logged (None: the file logs none), beside ours.
+    logged_output_tokens: Distribution | None = None
+    logged_ttft_s: Distribution | None = None
+    logged_e2e_s: Distribution | None = None
     # Pearson correlation of copy-ness and acceptance over the requests that have both.
     copyness_acceptance_r: float | None = None
     gain_most: list[RankedRequest] = Field(default_factory=list)  # highest speedup first
@@ -239,6 +243,10 @@ def workload_profile(outcomes: Sequence[RequestOutcome], *, redacted: bool = Fal
         setattr(prof, f, d)
         if d is None:
             prof.na_reasons[f] = next((o.na_reasons[f] for o in outcomes if f in o.na_reasons), "no request")
+    logs = [o.logged for o in outcomes if o.logged is not None]
+    prof.logged_output_tokens = distribution([g.completion_tokens for g in logs])
+    prof.logged_ttft_s = distribution([g.ttft_s for g in logs])
+    prof.logged_e2e_s = distribution([g.e2e_s for g in logs])
     pairs = [(o.copyness, o.acceptance_rate) for o in outcomes if o.copyness is not None
              and o.acceptance_rate is not None]
     prof.copyness_acceptance_r = pearson([p[0] for p in pairs], [p[1] for p in pairs])
