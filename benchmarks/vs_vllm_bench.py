@@ -87,7 +87,7 @@ def main() -> None:
     a = ap.parse_args()
     settings = Settings(save_runs=False)
     preset = load_presets(settings.presets_dir)[0][a.preset]
-    prompt = next(m.content for m in preset.messages or [] if m.role == "user")
+    prompt = next(m.text for m in preset.messages or [] if m.role == "user")
     rows: dict[tuple[str, Side], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         dataset = Path(tmp) / "dataset.jsonl"

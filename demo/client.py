@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
-from demo.errors import ServerError
+from demo.errors import ServerError, tool_parser_hint
 from demo.results import ChunkEvent, RaceRequest, Side, SpecPerRequest
 from demo.sampling import sampling_body
 from demo.settings import Endpoint, Settings
@@ -141,7 +141,7 @@ def error_from_response(status: int, body: bytes, base_url: str) -> StreamError:
             message = str(data.get("detail", "") or data.get("message", ""))
     except (ValueError, AttributeError):
         message = body.decode("utf-8", "replace")
-    hint = {
+    hint = tool_parser_hint(message) or {
         401: "check SPECDEMO_API_KEY",
         404: "check the model name and the URL",
         429: "the server is overloaded; try again",
@@ -212,7 +212,7 @@ def completion_prompt(req: RaceRequest) -> str:
     """The plain prompt for /v1/completions: the request's own, else the messages joined."""
     if req.prompt is not None:
         return req.prompt
-    return "\n\n".join(m.content for m in req.messages or []) + "\n"
+    return "\n\n".join(m.text for m in req.messages or []) + "\n"
 
 
 def request_body(req: RaceRequest, model: str) -> dict[str, Any]:

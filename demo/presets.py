@@ -68,7 +68,7 @@ def _load_one(path: Path) -> Preset:
     for key, rel in preset.include.items():
         text = (path.parent / rel).read_text(encoding="utf-8")
         for m in preset.messages:
-            m.content = m.content.replace("{{" + key + "}}", text)
+            m.content = m.text.replace("{{" + key + "}}", text)
     return preset
 
 

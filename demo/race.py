@@ -39,7 +39,7 @@ def validate_request(req: RaceRequest, settings: Settings | None = None) -> None
     With ``settings``, also the prompt's size (``check_prompt_size``): the page, its API and
     the races of a workload all come through here before anything is sent.
     """
-    text = (req.prompt or "") + "".join(m.content for m in req.messages or [])
+    text = (req.prompt or "") + "".join(m.text for m in req.messages or [])
     if not text.strip():
         raise ValueError("The prompt is empty: type a prompt or pick a preset.")
     if settings is not None:
@@ -56,7 +56,7 @@ def prompt_size_problem(chars: int, max_chars: int) -> str | None:
 
 def check_prompt_size(req: RaceRequest, max_chars: int) -> None:
     """ValueError, naming the limit, when the prompt (all messages) is over ``max_chars`` characters."""
-    chars = len(req.prompt or "") + sum(len(m.content) for m in req.messages or [])
+    chars = len(req.prompt or "") + sum(len(m.text) for m in req.messages or [])
     if (problem := prompt_size_problem(chars, max_chars)) is not None:
         raise ValueError(problem[0].upper() + problem[1:] + ".")
 

@@ -7,6 +7,7 @@ cannot be known is None and its reason is in ``na_reasons[field]``; never a gues
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -16,11 +17,13 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     computed_field,
     field_serializer,
+    model_serializer,
     model_validator,
 )
 
 from demo.limits import MaxTokens, Temperature
 from demo.sampling import SamplingFields
+from demo.tool_request import ToolCall, ToolFields
 
 Side = Literal["baseline", "speculative"]
 # The sides of a race, in the order they are shown: the one spelling of the pair in demo/. servers/ has
@@ -51,10 +54,40 @@ def legacy_order(data: Any) -> Any:
 
 
 class Message(BaseModel):
-    """One chat message: its role and text."""
+    """One chat message: its role and text; in an agent's history, an assistant's ``tool_calls`` (its
+    content may then be None) or a ``role: tool`` answer naming the call it answers (``tool_call_id``).
 
-    role: Literal["system", "user", "assistant"]
-    content: str
+    Dumped without the fields left None, so a message without tool turns is sent as before."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = Field(None, min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _tool_turns_in_place(self) -> Message:
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError("only an assistant message carries tool_calls")
+        if self.tool_call_id is not None and self.role != "tool":
+            raise ValueError("only a tool message carries tool_call_id")
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError("content may be null only in an assistant message with tool_calls")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_tool_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in ("tool_calls", "tool_call_id"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
+
+    @property
+    def text(self) -> str:
+        """What the model reads of this message: its content, then its calls as JSON (for sizes and
+        fingerprints; never sent)."""
+        calls = json.dumps([c.model_dump(mode="json") for c in self.tool_calls]) if self.tool_calls else ""
+        return "\n".join(p for p in (self.content or "", calls) if p)
 
 
 class SpecPerRequest(BaseModel):
@@ -156,8 +189,9 @@ class _Ordered(BaseModel):
         return legacy_order(data)
 
 
-class RaceRequest(_Ordered, SamplingFields):
-    """What one race sends to both servers (the sampling fields: demo/sampling.py)."""
+class RaceRequest(_Ordered, SamplingFields, ToolFields):
+    """What one race sends to both servers (the sampling fields: demo/sampling.py; the tool fields:
+    demo/tool_request.py)."""
 
     preset: str | None = None
     messages: list[Message] | None = None  # chat API

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
+from demo.tool_request import ToolFields, tool_body
+
 MAX_STOP_SEQUENCES = 16  # vLLM takes more; a workload with more is likely not a stop list
 MAX_STOP_CHARS = 200  # one stop sequence
 MAX_SCHEMA_BYTES = 65_536  # a response_format's JSON schema, serialized
@@ -113,8 +115,9 @@ class SamplingFields(BaseModel):
 
 
 def sampling_body(fields: SamplingFields) -> dict[str, Any]:
-    """The set sampling fields of ``fields`` as request-body fields (the one place they are sent)."""
-    body: dict[str, Any] = {}
+    """The set sampling fields of ``fields`` as request-body fields (the one place they are sent), and
+    for a request that also holds the tool fields, those (``demo.tool_request.tool_body``)."""
+    body: dict[str, Any] = tool_body(fields) if isinstance(fields, ToolFields) else {}
     for name in SAMPLING_FIELDS:
         value = getattr(fields, name)
         if value is None:

@@ -95,6 +95,9 @@ class StandinBehavior(BaseModel):
     # Per-request variety (workload tests): a prompt containing a marker gets that marker's behaviour
     # fields, e.g. {"COPY": {"chunk_sizes": [5], "tokens_per_s": 400}}; the first marker found wins.
     by_marker: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # False: a server started without --enable-auto-tool-choice --tool-call-parser; a request offering
+    # tools with tool_choice "auto" (the default with tools) gets vLLM 0.32's 400.
+    tool_parser: bool = True
     # Load (capacity tests): with r requests already running, a new one gets ttft_s * (1 + x*r)
     # and tokens_per_s / (1 + x*r): latency grows and per-request speed falls with concurrency.
     slowdown_per_running: float = Field(0.0, ge=0)
@@ -680,6 +683,9 @@ class Standin:
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             return _error(400, f"max_tokens must be at least 1, got {max_tokens}. "
                                f"(parameter=max_tokens, value={max_tokens})", "BadRequestError", "max_tokens")
+        if chat and body.get("tools") and body.get("tool_choice", "auto") == "auto" and not b.tool_parser:
+            return _error(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+                          "BadRequestError", None)
         prompt_text = json.dumps(body.get("messages") if chat else body.get("prompt"))
         for marker, fields in b.by_marker.items():
             if marker in prompt_text:

@@ -58,13 +58,13 @@ def test_preset_is_complete_for_the_audience(shipped: dict[str, Preset], name: s
     roles = [m.role for m in preset.messages]
     assert roles[0] == "system" and roles[-1] == "user"
     assert roles[1:] == ["user", "assistant"] * (len(roles) // 2 - 1) + ["user"], roles
-    assert all(m.content.strip() for m in preset.messages)
+    assert all(m.text.strip() for m in preset.messages)
     assert preset.api == "chat"
     assert 200 <= preset.max_tokens <= 512, "decode long enough to show the effect, short enough to wait for"
     # Every {{placeholder}} was filled from its include file.
-    assert all("{{" not in m.content for m in preset.messages)
+    assert all("{{" not in m.text for m in preset.messages)
     for rel in preset.include.values():
-        assert (PRESETS_DIR / rel).read_text(encoding="utf-8") in preset.messages[-1].content
+        assert (PRESETS_DIR / rel).read_text(encoding="utf-8") in preset.messages[-1].text
 
 
 def test_temperatures(shipped: dict[str, Preset]) -> None:
@@ -102,7 +102,7 @@ def test_the_json_schema_preset_is_json_reformat_under_a_schema_matching_its_rec
     rf = constrained.response_format
     assert rf is not None and rf.type == "json_schema" and rf.json_schema is not None
     schema = rf.json_schema.schema_
-    record = json.loads(free.messages[-1].content.splitlines()[1])
+    record = json.loads(free.messages[-1].text.splitlines()[1])
     jsonschema.Draft202012Validator.check_schema(schema)
     jsonschema.validate(record, schema)  # the record itself is a valid answer
     assert list(schema["properties"]) == list(record)  # field by field, in the record's order
@@ -146,7 +146,7 @@ def test_rag_document_is_long_real_and_fits_the_context(shipped: dict[str, Prese
     assert hashlib.sha256(doc_path.read_bytes()).hexdigest() == GPL_SHA256, "the GPL must stay verbatim"
     assert doc.lstrip().startswith("GNU GENERAL PUBLIC LICENSE")
 
-    prompt_chars = sum(len(m.content) for m in preset.messages)
+    prompt_chars = sum(len(m.text) for m in preset.messages)
     estimate = prompt_chars * TOKENS_PER_CHAR_UPPER + CHAT_TEMPLATE_TOKENS + preset.max_tokens
     assert estimate < CONTEXT_TOKENS, f"~{estimate:.0f} tokens would not fit SmolLM2's {CONTEXT_TOKENS}"
 
@@ -154,7 +154,7 @@ def test_rag_document_is_long_real_and_fits_the_context(shipped: dict[str, Prese
 def test_rag_question_is_answered_by_a_sentence_that_is_in_the_document(shipped: dict[str, Preset]) -> None:
     preset = shipped["rag_long"]
     doc = (PRESETS_DIR / preset.include["doc"]).read_text(encoding="utf-8")
-    question = preset.messages[-1].content.rsplit(doc, 1)[1]
+    question = preset.messages[-1].text.rsplit(doc, 1)[1]
 
     folded = _fold(doc)
     assert folded.count(RAG_ANSWER) == 1

@@ -72,10 +72,10 @@ def batch_completions() -> Case:
 
 def bodies() -> Case:
     rows: list[Any] = [chat("1", 0, stream=True), completion("2", 1), chat("3", 2, stream=False),
-                       chat("4", 2, tools=[{"type": "function"}]),
+                       chat("4", 2, functions=[{"name": "f"}]),
                        chat("5", 2, response_format={"type": "xml"})]
     return Case(rows, ["1", "2", "3"], {"model": 3, "stream": 2},
-                {4: "tools: calls tools", 5: "response_format: its type is not"})
+                {4: "functions: OpenAI's old function calling", 5: "response_format: its type is not"})
 
 
 def sharegpt_item(rid: str, i: int) -> dict[str, Any]:

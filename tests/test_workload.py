@@ -68,13 +68,14 @@ def test_malformed_lines_are_skipped_by_line_number_and_the_rest_load(tmp_path: 
         {"prompt": "p", "max_tokens": True},  # line 9: a bool is not a count
         {"messages": [{"role": "robot", "content": "m"}]},  # line 10
         {"prompt": "   "},  # line 11: empty
-        {"prompt": "ok two", "id": "1"},  # line 12: duplicate of line 1's default id
+        {"prompt": "ok two", "id": "1"},  # line 12: line 1's default id again: read, made unique
         {"prompt": "ok three"},
     ])
     w = load(f)
-    assert [r.id for r in w.requests] == ["1", "13"]
+    assert [r.id for r in w.requests] == ["1", "1#2", "13"]
+    assert [r.line for r in w.requests] == [1, 12, 13] and w.repeated_ids == 1
     by_line = {i.line or 0: i.message for i in w.issues}
-    assert sorted(by_line) == [2, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+    assert sorted(by_line) == [2, 4, 5, 6, 7, 8, 9, 10, 11]
     assert all(i.file == "w.jsonl" for i in w.issues)
     assert by_line[2].startswith("not valid JSON (")
     assert "got list" in by_line[4]
@@ -84,7 +85,6 @@ def test_malformed_lines_are_skipped_by_line_number_and_the_rest_load(tmp_path: 
     assert by_line[9].startswith("max_tokens:")
     assert by_line[10].startswith("messages.0.role:")
     assert by_line[11] == "the prompt is empty"
-    assert by_line[12] == "duplicate id '1' (first on line 1); ids must be unique"
     assert str(w.issues[0]) == f"w.jsonl:2: {by_line[2]}"
 
 
@@ -112,14 +112,14 @@ def test_line_numbers_count_newlines_only(tmp_path: Path) -> None:
 
 
 def test_strict_makes_any_issue_fatal_and_lists_them(tmp_path: Path) -> None:
-    f = write_jsonl(tmp_path / "w.jsonl", [{"prompt": "ok"}, "{nope", {"prompt": "ok", "id": "1"}])
+    f = write_jsonl(tmp_path / "w.jsonl", [{"prompt": "ok"}, "{nope", {"prompt": "ok", "max_token": 3}])
     assert len(load(f).requests) == 1
     with pytest.raises(WorkloadError) as e:
         load(f, strict=True)
     msg = str(e.value)
     assert "\n" not in msg
     assert msg.startswith("w.jsonl: 2 bad line(s), nothing was sent (strict): w.jsonl:2: not valid JSON")
-    assert "w.jsonl:3: duplicate id" in msg
+    assert "w.jsonl:3: unknown field 'max_token'" in msg
     assert [i.line for i in e.value.issues] == [2, 3]
 
 
@@ -227,7 +227,7 @@ def test_csv_wrong_header_names_needed_and_found(tmp_path: Path, header: str, fo
         load(f)
     assert str(e.value) == ("w.csv: wrong CSV header: needed column: prompt; optional: id, tag or category, "
                             "max_tokens, temperature, seed, top_p, top_k, min_p, presence_penalty, frequency_penalty, "
-                            f"repetition_penalty, stop; found: {found}")
+                            f"repetition_penalty, output_tokens_count, prompt_tokens_count, stop; found: {found}")
 
 
 def test_csv_header_only(tmp_path: Path) -> None:
@@ -258,18 +258,20 @@ def test_folder_of_text_files(tmp_path: Path) -> None:
     assert [str(i) for i in w.issues] == [
         "empty.txt: the file is empty",
         "latin1.txt: line 1 (byte offset 3) is not UTF-8 text; save the file as UTF-8 and load it again",
+        'notes.json: give exactly one of "messages" (chat) or "prompt" (completions)',
     ]
 
 
 def test_folder_without_text_files_and_folder_over_the_limit(tmp_path: Path) -> None:
     d = tmp_path / "prompts"
     d.mkdir()
-    (d / "x.json").write_text("{}", encoding="utf-8")
-    with pytest.raises(WorkloadError, match=r"^folder prompts has no \.txt or \.md files \(1 other files\)"):
+    (d / "x.csv").write_text("prompt\nhi\n", encoding="utf-8")
+    with pytest.raises(WorkloadError, match=r"^folder prompts has no \.txt, \.md or \.json files \(1 other files\)"):
         load(d)
     (d / "a.txt").write_text("a" * 600, encoding="utf-8")
     (d / "b.txt").write_text("b" * 600, encoding="utf-8")
-    with pytest.raises(WorkloadError, match=r"^folder prompts \(its \.txt/\.md files\) is 1,200 bytes, over the 1,000"):
+    over = r"^folder prompts \(its \.txt/\.md/\.json files\) is 1,200 bytes, over the 1,000"
+    with pytest.raises(WorkloadError, match=over):
         load(d, max_bytes=1000)
 
 
@@ -330,7 +332,7 @@ def test_example_workload_loads_clean_with_the_promised_mix() -> None:
     for rid in ("extract-03", "extract-04"):
         messages = next(r for r in w.requests if r.id == rid).messages
         assert messages is not None
-        user = messages[-1].content
+        user = messages[-1].text
         passage = user.split("\n\n", 1)[1]
         assert len(passage) > 250 and passage in pep
     assert [r.id for r in sample(w, 10, seed=1).requests] == [r.id for r in sample(w, 10, seed=1).requests]

@@ -32,8 +32,8 @@ def default_order(settings: Settings) -> tuple[Order, str | None]:
 
 def preset_user_text(preset: Preset) -> str:
     """The text the prompt box shows for a preset: its last user message."""
-    users = [m.content for m in preset.messages if m.role == "user"]
-    return users[-1] if users else preset.messages[-1].content
+    users = [m.text for m in preset.messages if m.role == "user"]
+    return users[-1] if users else preset.messages[-1].text
 
 
 def workload_choices(workload: Workload | None) -> list[tuple[str, str]]:
@@ -55,7 +55,7 @@ def workload_user_text(req: WorkloadRequest) -> str:
     """The text the prompt box shows for a workload request: its last user message, or its prompt."""
     if req.prompt is not None:
         return req.prompt
-    users = [m.content for m in req.messages or [] if m.role == "user"]
+    users = [m.text for m in req.messages or [] if m.role == "user"]
     return users[-1] if users else req.prompt_text
 
 

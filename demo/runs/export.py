@@ -101,7 +101,7 @@ def prompt_lines(result: RaceResult) -> list[list[str]]:
     """The race's prompt as [role, text] rows: each chat message, else one ["prompt", text] row."""
     req = result.request
     if req.messages:
-        return [[m.role, m.content] for m in req.messages]
+        return [[m.role, m.text] for m in req.messages]
     return [["prompt", req.prompt or ""]]
 
 

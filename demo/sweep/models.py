@@ -18,7 +18,7 @@ from demo.server_info import ServerInfo
 from demo.sweep.capacity import Capacity, Slo
 from demo.sweep.headroom import ClientHeadroom
 from demo.sweep.profile import RequestOutcome, WorkloadProfile
-from demo.workload import Format, LoadIssue, SampleInfo, Workload
+from demo.workload import Format, History, LoadIssue, SampleInfo, Workload
 
 # 2: workloads (a file of the customer's requests), per-request outcomes, profile, capacity and
 # cost, redaction. Version 1 files load unchanged (every new field has a default).
@@ -49,6 +49,12 @@ class WorkloadSpec(BaseModel):
     sample: SampleInfo | None = None
     issues: list[LoadIssue] = Field(default_factory=list)  # skipped lines, by file and line
     ignored_fields: dict[str, int] = Field(default_factory=dict)  # field -> lines it was ignored on
+    # Sessions and turns measured (a request without a session is a session of one turn); None: a
+    # results file from before they were counted.
+    sessions: int | None = None
+    turns: int | None = None
+    history: History | None = None  # how sessions' turns got their history ("logged"); None: no sessions
+    repeated_ids: int = 0  # requests whose id an earlier line had (read, made unique)
 
     @model_validator(mode="before")
     @classmethod
@@ -62,7 +68,9 @@ class WorkloadSpec(BaseModel):
         """The record of a loaded workload: its form, counts, skipped lines and ignored fields."""
         return cls(name=workload.name, source=workload.source, format=workload.format,
                    requests=len(workload.requests), read=workload.read, skipped=len(workload.issues),
-                   sample=workload.sample, issues=workload.issues, ignored_fields=workload.ignored_fields)
+                   sample=workload.sample, issues=workload.issues, ignored_fields=workload.ignored_fields,
+                   sessions=workload.sessions, turns=workload.turns, history=workload.history,
+                   repeated_ids=workload.repeated_ids)
 
 
 class ArmSpec(BaseModel):
@@ -425,7 +433,8 @@ class WorkloadSummary(BaseModel):
     arm_capacity: dict[str, Capacity] = Field(default_factory=dict)  # with several arms: each arm's
 
 
-SegmentDimension = Literal["tag", "output_format", "temperature", "prompt_tokens", "output_tokens"]
+SegmentDimension = Literal["tag", "session", "turn", "answer", "output_format", "temperature", "prompt_tokens",
+                          "output_tokens"]
 SegmentVerdict = Literal["enable", "don't", "depends", "n/a"]
 
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from demo.measure import copyness, efficiency, percentile
 from demo.race import compare
 from demo.results import SideResult
-from demo.workload import WorkloadRequest
+from demo.workload import LoggedAnswer, WorkloadRequest
 
+AnswerKind = Literal["tool_call", "prose"]
 RANKED = 5  # requests listed as gaining most, and as gaining least
 PREVIEW_CHARS = 120
 
@@ -33,6 +35,11 @@ class RequestOutcome(BaseModel):
     temperature: float | None = None
     structured: bool | None = None  # JSON output asked (response_format json_object / json_schema)
     tag: str | None = None  # the file's segment label (not redacted: a label, not the prompt)
+    session: str | None = None  # the session it is a turn of (the file's id: a label, not the prompt)
+    turn: int | None = None  # its turn in the session, from 1
+    # What the baseline answered: a tool call (finish_reason "tool_calls") or prose; None: not finished.
+    answer_kind: AnswerKind | None = None
+    logged: LoggedAnswer | None = None  # a gateway log's own figures for it, as logged (never pooled into ours)
     prompt_tokens: int | None = None  # baseline usage.prompt_tokens
     output_tokens: int | None = None  # baseline usage.completion_tokens
     prefill_share: float | None = None  # baseline ttft_s / e2e_s
@@ -83,6 +90,10 @@ class WorkloadProfile(BaseModel):
     prefill_share: Distribution | None = None
     copyness: Distribution | None = None
     acceptance_rate: Distribution | None = None
+    # A gateway log's own figures for the same requests, as logged (None: the file logs none), beside ours.
+    logged_output_tokens: Distribution | None = None
+    logged_ttft_s: Distribution | None = None
+    logged_e2e_s: Distribution | None = None
     # Pearson correlation of copy-ness and acceptance over the requests that have both.
     copyness_acceptance_r: float | None = None
     gain_most: list[RankedRequest] = Field(default_factory=list)  # highest speedup first
@@ -95,6 +106,14 @@ class WorkloadProfile(BaseModel):
 # --------------------------------------------------------------------------- per request
 
 
+def answer_kind(side: SideResult) -> AnswerKind | None:
+    """A finished answer's kind: a tool call when the server's parser ended it as one (finish_reason
+    "tool_calls"), else prose; None for an answer that did not finish."""
+    if not side.complete or side.error:
+        return None
+    return "tool_call" if side.finish_reason == "tool_calls" else "prose"
+
+
 def request_outcome(req: WorkloadRequest, base: SideResult, spec: SideResult, *, redact: bool = False
                     ) -> RequestOutcome:
     """One request's two sides -> its outcome. Copy-ness is computed here, before any text is dropped."""
@@ -102,6 +121,7 @@ def request_outcome(req: WorkloadRequest, base: SideResult, spec: SideResult, *,
     out = RequestOutcome(id=req.id, prompt_sha256=req.prompt_sha256,
                          prompt_text=None if redact else req.prompt_text,
                          temperature=req.temperature, structured=req.structured, tag=req.tag,
+                         session=req.session, turn=req.turn, answer_kind=answer_kind(base), logged=req.logged,
                          prompt_tokens=base.prompt_tokens, output_tokens=base.completion_tokens,
                          speedup=race.speedup, loop=base.repetition is not None or spec.repetition is not None,
                          error=base.error or spec.error)
@@ -141,6 +161,8 @@ def pool_outcomes(outcomes: Sequence[RequestOutcome]) -> list[RequestOutcome]:
         first = group[0]
         out = RequestOutcome(id=rid, prompt_sha256=first.prompt_sha256, prompt_text=first.prompt_text,
                              temperature=first.temperature, structured=first.structured, tag=first.tag,
+                             session=first.session, turn=first.turn, logged=first.logged,
+                             answer_kind=next((g.answer_kind for g in group if g.answer_kind), None),
                              loop=any(g.loop for g in group), error=next((g.error for g in group if g.error), None))
         for f in ("prompt_tokens", "output_tokens", "prefill_share", "speedup", "acceptance_rate", "tokens_per_step",
                   "efficiency", "copyness"):
@@ -221,6 +243,10 @@ def workload_profile(outcomes: Sequence[RequestOutcome], *, redacted: bool = Fal
         setattr(prof, f, d)
         if d is None:
             prof.na_reasons[f] = next((o.na_reasons[f] for o in outcomes if f in o.na_reasons), "no request")
+    logs = [o.logged for o in outcomes if o.logged is not None]
+    prof.logged_output_tokens = distribution([g.completion_tokens for g in logs])
+    prof.logged_ttft_s = distribution([g.ttft_s for g in logs])
+    prof.logged_e2e_s = distribution([g.e2e_s for g in logs])
     pairs = [(o.copyness, o.acceptance_rate) for o in outcomes if o.copyness is not None
              and o.acceptance_rate is not None]
     prof.copyness_acceptance_r = pearson([p[0] for p in pairs], [p[1] for p in pairs])

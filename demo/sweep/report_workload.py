@@ -109,6 +109,10 @@ def profile_html(w: WorkloadSummary) -> str:
             + _dist_row("prefill share (TTFT / end to end)", pct, ".0f", "%", p.na_reasons.get("prefill_share"))
             + _dist_row("copy-ness (answer 3-grams found in the prompt)", cop, ".0f", "%", p.na_reasons.get("copyness"))
             + _dist_row("measured acceptance rate", acc, ".0f", "%", p.na_reasons.get("acceptance_rate"))
+            + "".join(_dist_row(f"{name}, as logged by the gateway (not measured here)", d, fmt, unit, None)
+                      for name, d, fmt, unit in (("output tokens", p.logged_output_tokens, ".0f", ""),
+                                                 ("time to first token", p.logged_ttft_s, ".2f", " s"),
+                                                 ("end to end", p.logged_e2e_s, ".2f", " s")) if d is not None)
             + "</table>")
     r = ("n/a: " + p.na_reasons.get("copyness_acceptance_r", "not measured")) if p.copyness_acceptance_r is None \
         else f"{p.copyness_acceptance_r:+.2f}"

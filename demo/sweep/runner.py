@@ -28,7 +28,7 @@ from demo.client import StreamError, collector_paused, make_http_client
 from demo.measure import SideMeter
 from demo.metrics import scrape_metrics
 from demo.presets import Preset
-from demo.results import FIRST_ARM, RaceRequest, SideResult
+from demo.results import FIRST_ARM, Message, RaceRequest, SideResult
 from demo.server_info import probe_server
 from demo.settings import Endpoint, Settings
 from demo.streaming import ServerHandle, stream_into
@@ -137,26 +137,54 @@ async def kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, peak
             running.append(m.num_requests_running)
 
 
+def carried(req: RaceRequest, before: RaceRequest, answer: SideResult) -> RaceRequest | None:
+    """A session's turn as one side sends it: what that side sent for the turn before, its own answer
+    to it, then this turn's new messages (``req.messages``). None when the turn before has no answer
+    to carry (it failed)."""
+    if answer.error or not answer.complete:
+        return None
+    history = [*(before.messages or []), Message(role="assistant", content=answer.text), *(req.messages or [])]
+    return req.model_copy(update={"messages": history})
+
+
 async def _stream_all(http: httpx.AsyncClient, server: ServerHandle, model: str, reqs: list[RaceRequest],
-                      concurrency: int, observe: StreamObserver | None = None) -> list[SideResult]:
+                      concurrency: int, observe: StreamObserver | None = None,
+                      sessions: Sequence[Sequence[int]] | None = None) -> list[SideResult]:
     """``concurrency`` streams at once, each taking the next request as it finishes one: a slice of
-    real traffic. Results in request order."""
+    real traffic. Results in request order. With ``sessions`` (the indices of each session's turns,
+    in order; every other request alone), a stream takes a whole session and plays its turns one
+    after another, each carried on from its own answer to the turn before (``carried``)."""
     results: list[SideResult | None] = [None] * len(reqs)
-    queue = iter(range(len(reqs)))
+    in_session = {i for unit in sessions or [] for i in unit}
+    units = [*(list(u) for u in sessions or []), *([i] for i in range(len(reqs)) if i not in in_session)]
+    units.sort(key=lambda u: u[0])
+    queue = iter(units)
 
     async def worker() -> None:
-        for i in queue:  # one shared iterator: each index is taken once
-            results[i] = await one_request(http, server, model, reqs[i], i, observe)
+        for unit in queue:  # one shared iterator: each session (or lone request) is taken once
+            sent: RaceRequest | None = None
+            for n, i in enumerate(unit):
+                req: RaceRequest | None = reqs[i]
+                if n > 0 and sent is not None:
+                    prev = results[unit[n - 1]]
+                    req = carried(reqs[i], sent, prev) if prev is not None else None
+                if req is None:
+                    results[i] = SideResult(side=server.side, url=server.url,
+                                            error="not sent: the session's turn before has no answer to carry on from")
+                    continue
+                results[i] = await one_request(http, server, model, req, i, observe)
+                sent = req
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(reqs)))))
     return [r for r in results if r is not None]
 
 
 async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[RaceRequest], concurrency: int,
-                    settings: Settings, *, keep_text: bool = True,
-                    observe: StreamObserver | None = None) -> tuple[BatchStats, list[SideResult]]:
+                    settings: Settings, *, keep_text: bool = True, observe: StreamObserver | None = None,
+                    sessions: Sequence[Sequence[int]] | None = None) -> tuple[BatchStats, list[SideResult]]:
     """Every request of ``reqs`` through ``concurrency`` streams; the batch figures and each request's
-    result (in order). ``observe`` watches every stream as it goes (StreamObserver)."""
+    result (in order). ``observe`` watches every stream as it goes (StreamObserver); ``sessions``:
+    sessions played turn by turn, each side carrying its own answers (_stream_all)."""
     try:
         model = await server.ensure_model(http, settings)
     except StreamError as e:
@@ -173,7 +201,7 @@ async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[Ra
     try:
         async with probe:  # is the client keeping up? (its loop lag and CPU, not the server's)
             with collector_paused():  # no collector pause at a measured token
-                results = await _stream_all(http, server, model, reqs, concurrency, observe)
+                results = await _stream_all(http, server, model, reqs, concurrency, observe, sessions)
         wall_s = time.perf_counter() - t_start
     finally:
         stop.set()
@@ -209,6 +237,16 @@ async def _warm_up(server: ServerHandle, reqs: list[RaceRequest], concurrency: i
             return  # the server fails: the measured batches will record why
 
 
+def carried_sessions(requests: Sequence[WorkloadRequest]) -> list[list[int]]:
+    """The sessions whose turns carry each side's own answers: each one's indices, in turn order."""
+    by_session: dict[str, list[int]] = {}
+    for i, q in enumerate(requests):
+        if q.session is not None:
+            by_session.setdefault(q.session, []).append(i)
+    own = [ix for ix in by_session.values() if any(requests[i].carry for i in ix)]
+    return [sorted(ix, key=lambda i: requests[i].turn or 0) for ix in own]
+
+
 def _identical(requests: list[WorkloadRequest], base: list[SideResult], spec: list[SideResult],
                workload: bool) -> bool | None:
     """A preset: the first finished answers of the two sides are equal (meaningful at T=0 only).
@@ -230,7 +268,9 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
     simultaneous order all at once. When cancelled, hands the repeats done so far to ``on_interrupt``
     (as an ``interrupted`` cell) before the cancellation propagates. ``observe`` watches the measured
     batches' streams (StreamObserver)."""
-    batch = batch_requests(requests, cell.concurrency)
+    # A session played turn by turn is played once, whole: no wrap-around to fill the streams.
+    sessions = carried_sessions(requests)
+    batch = list(requests) if sessions else batch_requests(requests, cell.concurrency)
     reqs = [q.to_race_request() for q in batch]
     names = list(servers)  # "baseline" first, then the arms
     arms = [n for n in names if n != "baseline"]
@@ -253,7 +293,8 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
             step(label, False)
             # The observer is told each stream's server: the baseline and every arm by its name.
             batch_stats_, results = await run_batch(servers[name].http, servers[name], reqs, cell.concurrency,
-                                                    settings, keep_text=not redact, observe=observe)
+                                                    settings, keep_text=not redact, observe=observe,
+                                                    sessions=sessions)
             stats[name].append(batch_stats_)
             answers[name].append(results)
             step(label, True)

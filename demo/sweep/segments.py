@@ -12,6 +12,10 @@ the speculative server and which to keep on the baseline.
 
 Dimensions and buckets (stated in the report through ``buckets_text``):
 - tag: the file's own label per request, when any request has one;
+- session and turn: a file with sessions (a session's id; its turn index, from 1: does speculation
+  gain as the history grows?);
+- answer: a tool call (the server's parser ended the answer as one) or prose, when any answer was a
+  tool call;
 - output format: JSON (``response_format`` json_object / json_schema) or free text;
 - temperature: greedy (T=0) or sampled (T>0);
 - prompt tokens and output tokens (the baseline's usage): ``PROMPT_TOKEN_EDGES``, ``OUTPUT_TOKEN_EDGES``.
@@ -37,8 +41,10 @@ OTHER_TAGS = "(other tags)"
 GREEDY, SAMPLED = "greedy (T=0)", "sampled (T>0)"
 JSON_OUTPUT, FREE_TEXT = "JSON", "free text"
 # In the report's table and in this order in the routing sentence.
+TOOL_CALL, PROSE = "tool call", "prose"
 DIMENSION_NAMES: dict[SegmentDimension, str] = {
-    "tag": "tag", "output_format": "output", "temperature": "temperature",
+    "tag": "tag", "session": "session", "turn": "turn", "answer": "answer", "output_format": "output",
+    "temperature": "temperature",
     "prompt_tokens": "prompt tokens", "output_tokens": "output tokens"}
 
 
@@ -63,8 +69,9 @@ def buckets_text() -> str:
     return (f"prompt tokens: {', '.join(bucket_labels(PROMPT_TOKEN_EDGES))}; output tokens: "
             f"{', '.join(bucket_labels(OUTPUT_TOKEN_EDGES))} (both from the baseline's usage); temperature: "
             f"{GREEDY} or {SAMPLED}; output: {JSON_OUTPUT} (response_format json_object or json_schema) or "
-            f"{FREE_TEXT}; tag: the file's own label, when it gives one. Verdict per segment on its median "
-            f"decode speedup: enable at ≥ {fmt_speedup(GAIN_WORTH)}, don't below {fmt_speedup(GAIN_NONE)}, "
+            f"{FREE_TEXT}; tag: the file's own label, when it gives one; session, turn (its index, from 1) and "
+            f"answer ({TOOL_CALL} or {PROSE}): in a file with sessions or tool calls. Verdict per segment on its "
+            f"median decode speedup: enable at ≥ {fmt_speedup(GAIN_WORTH)}, don't below {fmt_speedup(GAIN_NONE)}, "
             f"depends between; fewer than {MIN_SEGMENT_REQUESTS} measured requests: too few.")
 
 
@@ -86,6 +93,15 @@ def _labelers(outcomes: Sequence[RequestOutcome]
     if any(o.tag for o in outcomes):
         tags = _tag_labels(outcomes)
         dims.append(("tag", lambda o: tags[o.tag or NO_TAG], None))
+    if any(o.turn for o in outcomes):
+        sessions = sorted({o.session for o in outcomes if o.session})
+        if len(sessions) > 1:
+            dims.append(("session", lambda o: o.session, sessions[:MAX_TAG_SEGMENTS]))
+        turns = sorted({o.turn for o in outcomes if o.turn})
+        dims.append(("turn", lambda o: None if o.turn is None else f"turn {o.turn}", [f"turn {t}" for t in turns]))
+    if any(o.answer_kind == "tool_call" for o in outcomes):
+        dims.append(("answer", lambda o: None if o.answer_kind is None else TOOL_CALL if o.answer_kind == "tool_call"
+                     else PROSE, [TOOL_CALL, PROSE]))
     dims += [
         ("output_format", lambda o: None if o.structured is None else JSON_OUTPUT if o.structured else FREE_TEXT,
          [JSON_OUTPUT, FREE_TEXT]),
@@ -184,6 +200,12 @@ def segment_phrase(seg: Segment) -> str:
         return "JSON output" if seg.label == JSON_OUTPUT else "free-text output"
     if seg.dimension == "temperature":
         return f"{seg.label} requests"
+    if seg.dimension == "session":
+        return f'session "{seg.label}"'
+    if seg.dimension == "turn":
+        return f"{seg.label} of the sessions"
+    if seg.dimension == "answer":
+        return "tool-call answers" if seg.label == TOOL_CALL else "prose answers"
     noun = "prompts" if seg.dimension == "prompt_tokens" else "answers"
     return f"{noun} of {seg.label} tokens"
 
