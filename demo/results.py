@@ -73,6 +73,29 @@ class SpecPerRequest(BaseModel):
     per_step_drafted: list[int] | None = None
 
 
+class ToolCallDelta(BaseModel):
+    """One piece of a streamed tool call (an item of ``choices[0].delta.tool_calls``): the server
+    names the call once and streams its JSON arguments in pieces, all under the call's ``index``."""
+
+    index: int = 0
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""  # a piece of the arguments' JSON text
+
+
+class ToolCall(BaseModel):
+    """One tool call of an answer, its pieces joined: the function's name and its arguments as the
+    JSON text the server sent (parsed only to compare two answers: demo.measure.same_tool_calls)."""
+
+    id: str | None = None
+    name: str = ""
+    arguments: str = ""
+
+
+def _none(value: object) -> bool:
+    return value is None
+
+
 class ChunkEvent(BaseModel):
     """One SSE ``data:`` event as the client saw it."""
 
@@ -85,6 +108,8 @@ class ChunkEvent(BaseModel):
     final_usage: bool = False  # the closing "choices: []" usage chunk
     done: bool = False  # the "data: [DONE]" line
     spec: SpecPerRequest | None = None
+    # The tool-call pieces this chunk carried (None: none; left out of saved runs then).
+    tool_calls: list[ToolCallDelta] | None = Field(None, exclude_if=_none)
 
 
 class SpecStats(BaseModel):
@@ -139,6 +164,8 @@ class SideResult(BaseModel):
     tokens_per_chunk: dict[int, int] = Field(default_factory=dict)  # size -> count
     finish_reason: str | None = None
     text: str = ""
+    # The answer's tool calls, in the server's order (empty: the answer is prose only).
+    tool_calls: list[ToolCall] = Field(default_factory=list)
     error: str | None = None
     complete: bool = False  # the stream ended with [DONE]
     spec: SpecStats | None = None
@@ -308,6 +335,7 @@ class SideSnapshot(BaseModel):
     tokens_per_s: float | None = None  # live decode rate so far
     # (arrival seconds, tokens in chunk, chunk text) for burst shading and the token chart.
     bursts: list[tuple[float, int, str]] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)  # the answer's tool calls so far
     done: bool = False
     error: str | None = None
     status: str = "waiting"  # waiting | streaming | done | error | cancelled

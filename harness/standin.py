@@ -53,6 +53,9 @@ from starlette.types import Receive, Scope, Send
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 FINGERPRINT = "vllm-0.32.0-5a7d1e00"
+# A hermes tool call streamed by vLLM 0.32 on the CPU default (get_weather {"city": "Paris"}):
+# StandinBehavior(replay_fixture=TOOL_CALL_FIXTURE) answers every request with it (tests/fixtures/README.md).
+TOOL_CALL_FIXTURE = FIXTURES / "stream-chat-tool-call.sse"
 # "hold": after fault_after_chunks, the stream waits until Standin.release() (in-process stand-ins only).
 Fault = Literal["too_long", "server_error", "refuse", "cut", "stall", "garbage", "hold"]
 
@@ -92,6 +95,8 @@ class StandinBehavior(BaseModel):
     tokenize: bool = True  # serve /tokenize (vLLM does); False answers 404 like older servers
     replay_fixture: Path | None = None  # a captured .sse file, sent byte-exactly with its .times timing
     replay_speed: float = Field(1.0, gt=0)  # 2.0 = replay twice as fast
+    # False: a request with tools is refused (400) as vLLM 0.32 refuses it without --tool-call-parser.
+    tool_parser: bool = True
     # Per-request variety (workload tests): a prompt containing a marker gets that marker's behaviour
     # fields, e.g. {"COPY": {"chunk_sizes": [5], "tokens_per_s": 400}}; the first marker found wins.
     by_marker: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -191,6 +196,21 @@ def _too_long(max_model_len: int) -> JSONResponse:
         "BadRequestError",
         "input_tokens",
     )
+
+
+def _tools_refused(body: dict[str, Any]) -> JSONResponse | None:
+    """vLLM 0.32's 400 for a request with tools on a server without a tool-call parser (its words,
+    tests/fixtures/error-tools-no-parser.txt); None when the request carries no tools or tool_choice none."""
+    choice = body.get("tool_choice", "auto")
+    if not body.get("tools") or choice in (None, "none"):
+        return None
+    if choice == "auto":
+        return _error(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+                      "BadRequestError", None)
+    function = choice.get("function") if isinstance(choice, dict) else None
+    named = function.get("name") if isinstance(function, dict) else None
+    what = f'function "{named}"' if named else f'"{choice}"'
+    return _error(400, f"tool_choice={what} requires --tool-call-parser to be set", "BadRequestError", None)
 
 
 def _prompt_words(body: dict[str, Any], chat: bool) -> int:
@@ -676,6 +696,8 @@ class Standin:
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             return _error(400, f"max_tokens must be at least 1, got {max_tokens}. "
                                f"(parameter=max_tokens, value={max_tokens})", "BadRequestError", "max_tokens")
+        if not b.tool_parser and (refused := _tools_refused(body)) is not None:
+            return refused
         prompt_text = json.dumps(body.get("messages") if chat else body.get("prompt"))
         for marker, fields in b.by_marker.items():
             if marker in prompt_text:

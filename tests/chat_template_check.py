@@ -54,7 +54,7 @@ def main(path: str, out_path: str) -> int:
         our_text, our_error = _render(tokenizer, case, ours)
         hermes = []
         for turn in _assistant_turns(our_text or ""):
-            info = parser.extract_tool_calls(turn, None)  # type: ignore[arg-type]  # the request is not read
+            info = parser.extract_tool_calls(turn, None)  # the request is not read
             hermes.append([{"name": c.function.name, "arguments": json.loads(c.function.arguments)}
                            for c in info.tool_calls] if info.tools_called else [])
         results[case["label"]] = {"own": own_text, "own_error": own_error, "ours": our_text,

@@ -70,8 +70,10 @@ def launcher_commands() -> list[Command]:
         out: list[Command] = []
         for p in PROFILES.values():
             # A CPU server in compose reads the tool template from its mount, the launcher from the checkout.
-            where = {} if p.device == "gpu" else {"chat_template": CPU_CHAT_TEMPLATE}
-            s = LauncherSettings(_env_file=None, host=CONTAINER_HOST, **_profile_overrides(p.name), **where)
+            overrides = _profile_overrides(p.name)
+            if p.device == "cpu":
+                overrides["chat_template"] = CPU_CHAT_TEMPLATE
+            s = LauncherSettings(_env_file=None, host=CONTAINER_HOST, **overrides)
             model = p.model if p.device == "gpu" else CPU_MODEL_DIR
             for role in ("baseline", "speculative"):
                 argv = launcher.server_config(s, role, model).vllm_args()

@@ -56,7 +56,7 @@ CHATS: dict[str, dict[str, Any]] = {
 # The OpenAI form a client sends: arguments as a JSON string, content null beside the calls, the
 # tool answers naming the call they answer by id only. vLLM hands the template the arguments parsed
 # (its chat_utils._postprocess_messages); "history/arguments-as-dict" renders that form.
-HISTORY = [
+HISTORY: list[dict[str, Any]] = [
     {"role": "system", "content": "You fix bugs."},
     {"role": "user", "content": "The test fails; fix it."},
     {"role": "assistant", "content": None, "tool_calls": [
@@ -148,7 +148,8 @@ def test_tools_go_in_the_system_turn_in_hermes_form(rendered: dict[str, dict[str
     block = system.split("<tools>\n", 1)[1].split("\n</tools>", 1)[0]
     assert [json.loads(line) for line in block.splitlines()] == [READ_FILE, RUN_TESTS]
     assert json.dumps(READ_FILE, ensure_ascii=False) in block
-    assert "<tool_call>" in system and text.endswith("<|im_start|>user\nFix the bug.<|im_end|>\n<|im_start|>assistant\n")
+    assert "<tool_call>" in system
+    assert text.endswith("<|im_start|>user\nFix the bug.<|im_end|>\n<|im_start|>assistant\n")
     with_system = rendered["tools/request-with-system"]["ours"]
     assert with_system.startswith("<|im_start|>system\nYou fix bugs.\n\n# Tools\n")
     assert "SmolLM" not in with_system
