@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from demo.cli import result_json
 from demo.client import (
     MAX_TOOL_CALLS,
     StreamError,
@@ -144,6 +145,8 @@ def test_a_race_whose_answers_are_the_same_tool_call_is_identical() -> None:
     assert r.speedup == pytest.approx(spec_rate / base_rate, rel=0.05)
     badge = identical_badge_html(r)
     assert 'data-identical="true"' in badge
+    # The CLI's --json carries each side's calls.
+    assert result_json(r)["speculative"]["tool_calls"] == [PARIS.model_dump()]
 
 
 def test_a_race_whose_tool_calls_differ_is_not_identical() -> None:
