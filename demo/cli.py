@@ -126,7 +126,8 @@ ROW_NAMES = ("completion tokens", "time to first token", "decode tokens/s", "end
 
 
 def _identical(value: bool | None, first: int | None) -> str:
-    return {True: "yes (lossless)", False: f"no, first difference at character {first}", None: "n/a"}[value]
+    differ = f"no, first difference at character {first}" if first is not None else "no, the tool calls differ"
+    return {True: "yes (lossless)", False: differ, None: "n/a"}[value]
 
 
 def result_table(r: RaceResult) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from demo.cli import result_json
+from demo.cli import result_json, result_table
 from demo.client import (
     MAX_TOOL_CALLS,
     StreamError,
@@ -157,6 +157,7 @@ def test_a_race_whose_tool_calls_differ_is_not_identical() -> None:
     badge = identical_badge_html(r)
     assert 'data-identical="false"' in badge and "Tool calls differ" in badge
     assert "get_weather({&quot;city&quot;: &quot;Paris&quot;})" in badge and "get_weather()" in badge
+    assert "Identical text:            no, the tool calls differ" in result_table(r)
 
 
 def test_the_pane_shows_each_call_escaped_after_the_text() -> None:
