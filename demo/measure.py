@@ -127,6 +127,9 @@ class SideMeter:
         # (arrival s, tokens in chunk or None, text) per content chunk
         self.chunks: list[tuple[float, int | None, str]] = []
         self.t_first: float | None = None
+        # Tokens the first token-bearing chunk brought: 1 (the prefill token) unless the server held
+        # tokens back, as vLLM's tool parser does until a call's name is complete (14 in the capture).
+        self.first_chunk_tokens = 1
         self.t_last: float | None = None  # arrival of the chunk that brought the last token so far
         self.final_tokens: int | None = None
         self.prompt_tokens: int | None = None
@@ -188,7 +191,7 @@ class SideMeter:
         self.tokens = running
         self.chunks.append((ev.t_s, n, text))
         if self.t_first is None:
-            self.t_first = ev.t_s
+            self.t_first, self.first_chunk_tokens = ev.t_s, n
         self.t_last = ev.t_s
 
     def _add_tool_calls(self, pieces: Sequence[ToolCallDelta]) -> None:
@@ -229,7 +232,8 @@ class SideMeter:
             return None, "fewer than two tokens arrived"
         if self.t_last <= self.t_first:
             return None, "all tokens arrived in one chunk"
-        return (tokens - 1) / (self.t_last - self.t_first), None
+        # The tokens that arrived after the first chunk, over the time since it arrived.
+        return (tokens - self.first_chunk_tokens) / (self.t_last - self.t_first), None
 
     def snapshot(self) -> SideSnapshot:
         """The side as the page draws it now: status, tokens, elapsed time, rates, text, bursts (n/a with reasons)."""

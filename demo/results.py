@@ -153,7 +153,7 @@ class SideResult(BaseModel):
     completion_tokens: int | None = None  # from the server's usage, never from chunks
     prompt_tokens: int | None = None
     ttft_s: float | None = None
-    decode_tokens_per_s: float | None = None  # (tokens - 1) / (t_last - t_first)
+    decode_tokens_per_s: float | None = None  # (tokens - first chunk's tokens) / (t_last - t_first)
     e2e_s: float | None = None
     itl_p50_s: float | None = None  # inter-token latency, a multi-token chunk spread over its tokens
     itl_p95_s: float | None = None

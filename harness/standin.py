@@ -145,7 +145,7 @@ class Truth(BaseModel):
     t_request: float  # time.perf_counter() when the request was accepted
     t_first_token_sent: float | None = None
     t_last_token_sent: float | None = None
-    decode_tokens_per_s: float | None = None  # (N-1)/(t_last - t_first), from real send times
+    decode_tokens_per_s: float | None = None  # (N - first chunk's)/(t_last - t_first), from real send times
     accepted: int = 0
     drafts: int = 0
     draft_tokens: int = 0
@@ -782,7 +782,7 @@ class Standin:
             t1 = truth.t_first_token_sent
             assert t1 is not None  # set by the first burst, above
             if n > 1 and t > t1:
-                truth.decode_tokens_per_s = (n - 1) / (t - t1)
+                truth.decode_tokens_per_s = (n - truth.chunk_sizes_sent[0]) / (t - t1)
 
     def _finish(self, truth: Truth, outcome: Outcome, finish_reason: str | None = None) -> None:
         with self._lock:
