@@ -150,6 +150,21 @@ def test_a_race_whose_answers_are_the_same_tool_call_is_identical() -> None:
     assert result_json(r)["speculative"]["tool_calls"] == [PARIS.model_dump()]
 
 
+def test_a_saved_race_keeps_the_calls_and_its_replay_shows_them() -> None:
+    r, _, _ = race(StandinBehavior(replay_fixture=TOOL_CALL_FIXTURE, replay_speed=4.0),
+                   StandinBehavior(replay_fixture=TOOL_CALL_FIXTURE, replay_speed=8.0))
+    saved = json.loads(r.model_dump_json())
+    # Only the chunks that carried pieces of a call have the key: saved runs stay as small as before.
+    events = saved["baseline"]["events"]
+    assert sum("tool_calls" in e for e in events) == 8 and len(events) == 12
+    back = RaceResult.model_validate(saved)
+    assert back.baseline.tool_calls == [PARIS] and back.identical_text is True
+    meter = SideMeter("baseline", "replay", t0=0.0)  # what the Replay tab does with the saved events
+    for ev in back.baseline.events:
+        meter.feed(ev)
+    assert meter.snapshot().tool_calls == [PARIS] and meter.result().tool_calls == [PARIS]
+
+
 def test_a_race_whose_tool_calls_differ_is_not_identical() -> None:
     r, _, _ = race(StandinBehavior(replay_fixture=TOOL_CALL_FIXTURE),
                    StandinBehavior(replay_fixture=NO_ARGUMENTS, replay_speed=4.0))
