@@ -25,7 +25,7 @@ from demo.client import (
 )
 from demo.measure import SideMeter, same_tool_calls
 from demo.race import run_race
-from demo.results import ChunkEvent, Message, RaceRequest, RaceResult, SideSnapshot, ToolCall
+from demo.results import ChunkEvent, Message, RaceRequest, RaceResult, Side, SideSnapshot, ToolCall
 from demo.settings import Settings
 from demo.view import identical_badge_html, text_html
 from harness.standin import TOOL_CALL_FIXTURE, Standin, StandinBehavior
@@ -37,12 +37,12 @@ PARIS = ToolCall(id=CALL_ID, name="get_weather", arguments='{"city": "Paris"}')
 REQ = RaceRequest(messages=[Message(role="user", content="What is the weather in Paris?")], max_tokens=200)
 
 
-def replay_offline(path: Path) -> SideMeter:
+def replay_offline(path: Path, side: Side = "baseline") -> SideMeter:
     """A captured stream, with its captured arrival times, through the client's parser into a meter."""
     lines = [ln[5:].strip() for ln in path.read_text().split("\n") if ln.startswith("data:")]
     times = [float(x) for x in path.with_suffix(".times").read_text().split()]
     assert len(lines) == len(times)
-    meter = SideMeter("baseline", "fixture", t0=0.0)
+    meter = SideMeter(side, "fixture", t0=0.0)
     for payload, t in zip(lines, times, strict=True):
         meter.feed(ChunkEvent(t_s=t, done=True) if payload == "[DONE]" else parse_chunk(json.loads(payload), t))
     return meter

@@ -9,10 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
+from demo.race import compare
+from demo.runs.export import export_file, player_data
 from harness.app_process import AppProcess
 from harness.page_driver import open_page, start, wait_finished
 from harness.standin import FIXTURES, TOOL_CALL_FIXTURE, Standin, StandinBehavior
 from tests.browser.conftest import standin_pair
+from tests.test_tool_calls import REQ, replay_offline
 
 pytestmark = pytest.mark.browser
 
@@ -57,4 +60,20 @@ def test_each_pane_shows_the_tool_call_and_the_badge_compares_the_calls(
     badge = page.inner_text("#sd-badge")
     assert "Tool calls differ" in badge and 'get_weather({"city": "Paris"})' in badge, badge
     assert page.locator("#sd-text-speculative .sd-tool-args").inner_text() == ""
+    assert page.console_errors == []
+
+
+def test_the_exported_race_shows_each_call(page, tmp_path) -> None:
+    """The race's page for sharing (python -m demo export) plays the calls too, from the saved events."""
+    result = compare(REQ, replay_offline(TOOL_CALL_FIXTURE).result(),
+                     replay_offline(FIXTURES / "stream-chat-tool-call-no-arguments.sse", "speculative").result())
+    calls = {side: player_data(result)["sides"][side]["tool_calls"] for side in SIDES}
+    assert calls == {"baseline": [["get_weather", '{"city": "Paris"}']], "speculative": [["get_weather", ""]]}
+    page.goto(export_file(result, tmp_path).as_uri())
+    page.wait_for_selector('html[data-state="finished"]', timeout=30_000)
+    for side, args in (("baseline", '{"city": "Paris"}'), ("speculative", "")):
+        assert page.locator(f"#text-{side} .sd-tool-call").count() == 1
+        assert page.inner_text(f"#text-{side} .sd-tool-name") == "get_weather"
+        assert page.inner_text(f"#text-{side} .sd-tool-args") == args
+    assert "Tool calls differ" in page.inner_text("body")
     assert page.console_errors == []
