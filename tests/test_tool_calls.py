@@ -23,7 +23,7 @@ from demo.client import (
     stream_completion,
     tool_call_deltas,
 )
-from demo.measure import SideMeter, same_tool_calls
+from demo.measure import SideMeter, same_answer, same_tool_calls
 from demo.race import run_race
 from demo.results import ChunkEvent, Message, RaceRequest, RaceResult, Side, SideSnapshot, ToolCall
 from demo.settings import Settings
@@ -60,6 +60,18 @@ def test_the_captured_tool_call_is_joined_and_measured_from_usage() -> None:
     assert r.ttft_s == pytest.approx(times[1])
     # The 13 tokens held back with the first came before it: not counted as decoded after it.
     assert r.decode_tokens_per_s == pytest.approx((31 - 14) / (times[-3] - times[1]))
+
+
+def test_the_speculative_servers_call_is_the_same_with_its_acceptance() -> None:
+    """The n-gram server's answer to the same request: the same call (another id), its acceptance
+    from vLLM's per-request metrics. Drafts copied from the earlier calls in the history."""
+    base = replay_offline(TOOL_CALL_FIXTURE).result()
+    spec = replay_offline(FIX / "stream-chat-tool-call-speculative.sse", "speculative").result()
+    assert same_answer(base, spec) and spec.tool_calls[0].id != base.tool_calls[0].id
+    assert spec.completion_tokens == 31 and spec.tokens_per_chunk == {15: 1, 6: 1, 1: 3, 7: 1}
+    assert spec.spec is not None
+    assert (spec.spec.drafts, spec.spec.draft_tokens, spec.spec.accepted_tokens) == (8, 32, 23)
+    assert spec.spec.mean_acceptance_length == pytest.approx(3.875)
 
 
 def test_a_call_whose_arguments_never_came_is_kept_with_empty_arguments() -> None:
