@@ -91,6 +91,15 @@ class ToolCall(BaseModel):
     name: str = ""
     arguments: str = ""
 
+    def signature(self) -> str:
+        """The call as one line of plain text, ``name(arguments)`` (escape it before HTML)."""
+        return f"{self.name}({self.arguments})"
+
+
+def answer_text(text: str, calls: list[ToolCall]) -> str:
+    """An answer as plain text: its text, then each tool call's signature on a line of its own."""
+    return "\n".join([text, *(c.signature() for c in calls)] if text else [c.signature() for c in calls])
+
 
 def _none(value: object) -> bool:
     return value is None

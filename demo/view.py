@@ -517,7 +517,7 @@ def _calls_diff_html(result: RaceResult, arm: str | None) -> str:
     spec = result.speculative if arm is None else result.arms[arm].side
 
     def line(calls: Sequence[ToolCall]) -> str:
-        return "; ".join(f"{c.name}({c.arguments})" for c in calls) or "no call"
+        return "; ".join(c.signature() for c in calls) or "no call"
 
     return (f'<div class="sd-diff"><span>baseline: “{esc(line(result.baseline.tool_calls))}”</span>'
             f'<span>{esc(arm or "speculative")}: “{esc(line(spec.tool_calls))}”</span></div>')

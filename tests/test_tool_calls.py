@@ -25,8 +25,18 @@ from demo.client import (
 )
 from demo.measure import SideMeter, same_answer, same_tool_calls
 from demo.race import run_race
-from demo.results import ChunkEvent, Message, RaceRequest, RaceResult, Side, SideSnapshot, ToolCall
+from demo.results import (
+    ChunkEvent,
+    Message,
+    RaceRequest,
+    RaceResult,
+    Side,
+    SideSnapshot,
+    ToolCall,
+    answer_text,
+)
 from demo.settings import Settings
+from demo.sweep.pooling import batch_stats
 from demo.view import identical_badge_html, text_html
 from harness.standin import TOOL_CALL_FIXTURE, Standin, StandinBehavior
 
@@ -110,6 +120,18 @@ def test_tool_call_pieces_the_client_cannot_read_are_one_line(bad: object) -> No
     with pytest.raises(StreamError) as e:
         tool_call_deltas(bad)
     assert str(e.value).startswith("Bad data") and "\n" not in str(e.value)
+
+
+def test_an_answer_as_text_names_its_calls() -> None:
+    """What the evaluator's report samples from a cell's first answer: the text, then each call."""
+    assert answer_text("", [PARIS]) == 'get_weather({"city": "Paris"})'
+    assert answer_text("Looking.", [PARIS, ToolCall(name="f")]) == 'Looking.\nget_weather({"city": "Paris"})\nf()'
+    assert answer_text("prose only", []) == "prose only"
+    batch = batch_stats("baseline", [replay_offline(TOOL_CALL_FIXTURE).result()], 2.0, None, None, None)
+    assert batch.sample_text == 'get_weather({"city": "Paris"})' and batch.completion_tokens_total == 31
+    redacted = batch_stats("baseline", [replay_offline(TOOL_CALL_FIXTURE).result()], 2.0, None, None, None,
+                           keep_text=False)
+    assert redacted.sample_text == ""
 
 
 def test_same_tool_calls_compares_names_and_parsed_arguments() -> None:
