@@ -55,11 +55,12 @@ def add_race_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def side_json(side: SideResult) -> dict[str, Any]:
-    """One side in --json: its figures, text and error; the loop its answer ends in
+    """One side in --json: its figures, text, tool calls and error; the loop its answer ends in
     (``repetition``: the span, how often, its share; null when it ends in none); acceptance on a
     speculative side; each missing figure's reason."""
     out: dict[str, Any] = {k: getattr(side, k) for k in SIDE_KEYS}
     out["repetition"] = side.repetition.model_dump() if side.repetition else None
+    out["tool_calls"] = [c.model_dump() for c in side.tool_calls]  # name and arguments' JSON text, in order
     if side.side == "speculative":
         spec = side.spec
         out["acceptance_rate"] = spec.acceptance_rate if spec else None
@@ -125,7 +126,8 @@ ROW_NAMES = ("completion tokens", "time to first token", "decode tokens/s", "end
 
 
 def _identical(value: bool | None, first: int | None) -> str:
-    return {True: "yes (lossless)", False: f"no, first difference at character {first}", None: "n/a"}[value]
+    differ = f"no, first difference at character {first}" if first is not None else "no, the tool calls differ"
+    return {True: "yes (lossless)", False: differ, None: "n/a"}[value]
 
 
 def result_table(r: RaceResult) -> str:

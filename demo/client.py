@@ -20,7 +20,7 @@ import httpx
 from pydantic import BaseModel
 
 from demo.errors import ServerError, tool_parser_hint
-from demo.results import ChunkEvent, RaceRequest, Side, SpecPerRequest
+from demo.results import ChunkEvent, RaceRequest, Side, SpecPerRequest, ToolCallDelta
 from demo.sampling import sampling_body
 from demo.settings import Endpoint, Settings
 
@@ -72,6 +72,10 @@ def collector_paused() -> Iterator[None]:
             _pause["runs"] -= 1
             if _pause["runs"] == 0 and _pause["ours"]:
                 gc.enable()
+
+
+# An answer's tool calls are numbered 0..MAX_TOOL_CALLS-1; a higher index is refused (bad data).
+MAX_TOOL_CALLS = 64
 
 
 class StreamError(ServerError):
@@ -255,7 +259,10 @@ def parse_chunk(data: dict[str, Any], t_s: float) -> ChunkEvent:
     if choices:
         choice = choices[0]
         if "delta" in choice:
-            event.text = (choice.get("delta") or {}).get("content") or ""
+            delta = choice.get("delta") or {}
+            event.text = delta.get("content") or ""
+            if delta.get("tool_calls"):
+                event.tool_calls = tool_call_deltas(delta["tool_calls"])
         else:
             event.text = choice.get("text") or ""
         event.finish_reason = choice.get("finish_reason")
@@ -263,6 +270,36 @@ def parse_chunk(data: dict[str, Any], t_s: float) -> ChunkEvent:
     if spec:
         event.spec = SpecPerRequest.model_validate(spec)
     return event
+
+
+def tool_call_deltas(items: Any) -> list[ToolCallDelta]:
+    """``delta.tool_calls`` of a chat chunk as typed pieces: the call's index, its id and function
+    name (sent once, in the call's first piece) and a piece of its JSON arguments text. Anything
+    else (not a list of objects, a name or arguments that are not text, an index outside
+    0..MAX_TOOL_CALLS-1) raises StreamError: the answer cannot be read."""
+    if not isinstance(items, list):
+        raise StreamError(f"Bad data: a chunk's delta.tool_calls is not a list ({_one_line(repr(items), 80)}).")
+    out = []
+    for item in items:
+        piece = _tool_call_delta(item)
+        if piece is None:
+            raise StreamError(f"Bad data: a tool call piece the client cannot read ({_one_line(repr(item), 120)}).")
+        out.append(piece)
+    return out
+
+
+def _tool_call_delta(item: Any) -> ToolCallDelta | None:
+    """One item of ``delta.tool_calls``, checked field by field; None when it is not one."""
+    if not isinstance(item, dict):
+        return None
+    function = item.get("function") or {}
+    index, call_id = item.get("index", 0), item.get("id")
+    if not isinstance(function, dict) or type(index) is not int or not 0 <= index < MAX_TOOL_CALLS:
+        return None
+    name, args = function.get("name"), function.get("arguments")
+    if not all(isinstance(v, str | None) for v in (call_id, name, args)):
+        return None
+    return ToolCallDelta(index=index, id=call_id, name=name, arguments=args or "")
 
 
 async def _sse_lines(resp: httpx.Response) -> AsyncIterator[str]:

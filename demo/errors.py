@@ -43,16 +43,19 @@ class ServerError(DemoError):
     """A server failed or answered wrongly; the message names the URL and what to do."""
 
 
-# vLLM's words when a request offers tools (tool_choice "auto", the default with tools) to a server
-# started without a tool parser: the server can be fixed, so the line names the flags it needs.
-NO_TOOL_PARSER = "--enable-auto-tool-choice and --tool-call-parser"
+# vLLM 0.32's words when a request offers tools to a server started without a tool parser name the
+# flag: '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set', and
+# 'tool_choice="required" requires --tool-call-parser to be set' (tests/fixtures/error-tools-no-parser.txt).
+# The server can be fixed, so the line names the flags it needs.
+NO_TOOL_PARSER = "requires --tool-call-parser"
+NO_AUTO_TOOL_PARSER = "requires --enable-auto-tool-choice and --tool-call-parser"
 TOOL_PARSER_FLAGS = "--enable-auto-tool-choice --tool-call-parser hermes"
 
 
 def tool_parser_hint(message: str) -> str | None:
     """The fix for a server that refused a request's tools because it has no tool parser; None for any
     other message."""
-    if NO_TOOL_PARSER not in message:
+    if NO_TOOL_PARSER not in message and NO_AUTO_TOOL_PARSER not in message:
         return None
     return (f"the server has no tool parser: start vLLM with {TOOL_PARSER_FLAGS} (or its model family's "
-            "parser, e.g. llama3_json), or send the requests without tools")
+            "parser, e.g. llama3_json; python -m servers up does), or send the requests without tools")

@@ -6,6 +6,7 @@ count of a chunk is the difference between two chunks' running counts.
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from collections import Counter
@@ -21,6 +22,8 @@ from demo.results import (
     SpecPerRequest,
     SpecStats,
     StreamProgress,
+    ToolCall,
+    ToolCallDelta,
 )
 
 NO_CONTINUOUS_USAGE = "the server sent no per-chunk usage (continuous_usage_stats), so per-chunk tokens are unknown"
@@ -124,10 +127,14 @@ class SideMeter:
         # (arrival s, tokens in chunk or None, text) per content chunk
         self.chunks: list[tuple[float, int | None, str]] = []
         self.t_first: float | None = None
+        # Tokens the first token-bearing chunk brought: 1 (the prefill token) unless the server held
+        # tokens back, as vLLM's tool parser does until a call's name is complete (14 in the capture).
+        self.first_chunk_tokens = 1
         self.t_last: float | None = None  # arrival of the chunk that brought the last token so far
         self.final_tokens: int | None = None
         self.prompt_tokens: int | None = None
         self.finish_reason: str | None = None
+        self.calls: dict[int, ToolCall] = {}  # the answer's tool calls by index, their pieces joined
         self.spec_request: SpecPerRequest | None = None
         self.spec_delta: SpecStats | None = None
         self.done = False
@@ -162,6 +169,8 @@ class SideMeter:
             return
         if ev.finish_reason:
             self.finish_reason = ev.finish_reason
+        if ev.tool_calls:
+            self._add_tool_calls(ev.tool_calls)
         if ev.completion_tokens is not None:
             self.has_usage = True
             self._advance(ev, ev.completion_tokens, ev.text)
@@ -182,8 +191,21 @@ class SideMeter:
         self.tokens = running
         self.chunks.append((ev.t_s, n, text))
         if self.t_first is None:
-            self.t_first = ev.t_s
+            self.t_first, self.first_chunk_tokens = ev.t_s, n
         self.t_last = ev.t_s
+
+    def _add_tool_calls(self, pieces: Sequence[ToolCallDelta]) -> None:
+        """Join each piece to its call: the id and name when the server sends them, the arguments' text appended."""
+        for piece in pieces:
+            call = self.calls.setdefault(piece.index, ToolCall())
+            call.id = piece.id or call.id
+            call.name = piece.name or call.name
+            call.arguments += piece.arguments
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The answer's tool calls so far, by their index (copies: the meter keeps joining its own)."""
+        return [self.calls[i].model_copy() for i in sorted(self.calls)]
 
     def fail(self, message: str) -> None:
         """Mark the side failed with ``message`` (one line), at the time of the failure."""
@@ -210,7 +232,8 @@ class SideMeter:
             return None, "fewer than two tokens arrived"
         if self.t_last <= self.t_first:
             return None, "all tokens arrived in one chunk"
-        return (tokens - 1) / (self.t_last - self.t_first), None
+        # The tokens that arrived after the first chunk, over the time since it arrived.
+        return (tokens - self.first_chunk_tokens) / (self.t_last - self.t_first), None
 
     def snapshot(self) -> SideSnapshot:
         """The side as the page draws it now: status, tokens, elapsed time, rates, text, bursts (n/a with reasons)."""
@@ -228,6 +251,7 @@ class SideMeter:
             ttft_s=self.t_first,
             tokens_per_s=rate,
             bursts=[(t, n if n is not None else 1, txt) for t, n, txt in self.chunks],
+            tool_calls=self.tool_calls,
             done=self.done,
             error=self.error,
             status=self.status,
@@ -293,6 +317,7 @@ class SideMeter:
             tokens_per_chunk=dict(sorted(sizes.items())),
             finish_reason=self.finish_reason,
             text=self.text,
+            tool_calls=self.tool_calls,
             error=self.error,
             complete=self.done and self.error is None,
             spec=spec,
@@ -300,6 +325,29 @@ class SideMeter:
             events=list(self.events),
             na_reasons=na,
         )
+
+
+# --------------------------------------------------------------------------- tool calls
+
+def same_answer(a: SideResult, b: SideResult) -> bool:
+    """Two sides gave the same answer: the same text and the same tool calls (same_tool_calls)."""
+    return a.text == b.text and same_tool_calls(a.tool_calls, b.tool_calls)
+
+
+def same_tool_calls(a: Sequence[ToolCall], b: Sequence[ToolCall]) -> bool:
+    """Two answers made the same tool calls: as many, in the same order, each with the same name and
+    the same arguments, compared as parsed JSON (so spacing and key order do not count); arguments
+    that do not parse are compared as text."""
+    return len(a) == len(b) and all(x.name == y.name and _arguments(x) == _arguments(y)
+                                    for x, y in zip(a, b, strict=True))
+
+
+def _arguments(call: ToolCall) -> object:
+    """A call's arguments as parsed JSON, or its text when that is not JSON."""
+    try:
+        return json.loads(call.arguments)
+    except ValueError:
+        return call.arguments
 
 
 # --------------------------------------------------------------------------- copy-ness

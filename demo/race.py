@@ -23,7 +23,7 @@ from demo.client import (
     make_http_client,
     stream_completion,
 )
-from demo.measure import SideMeter
+from demo.measure import SideMeter, same_answer
 from demo.metrics import MetricsSample, scrape_metrics, spec_stats_from_delta
 from demo.results import FIRST_ARM, ArmResult, ArmSnapshot, RaceRequest, RaceResult, RaceSnapshot, SideResult
 from demo.settings import Endpoint, Settings
@@ -92,7 +92,8 @@ def compare_arm(name: str, base: SideResult, spec: SideResult, *, label: str | N
     else:
         arm.na_reasons["e2e_speedup"] = _why_missing(base, spec, "e2e_s", who)
     if base.complete and spec.complete:
-        arm.identical_text = base.text == spec.text
+        # The answer: its text and its tool calls (names and arguments, compared as parsed JSON).
+        arm.identical_text = same_answer(base, spec)
         arm.first_difference = first_difference(base.text, spec.text)
     else:
         arm.na_reasons["identical_text"] = "one side did not finish"

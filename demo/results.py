@@ -23,7 +23,7 @@ from pydantic import (
 
 from demo.limits import MaxTokens, Temperature
 from demo.sampling import SamplingFields
-from demo.tool_request import ToolCall, ToolFields
+from demo.tool_request import HistoryToolCall, ToolFields
 
 Side = Literal["baseline", "speculative"]
 # The sides of a race, in the order they are shown: the one spelling of the pair in demo/. servers/ has
@@ -61,7 +61,7 @@ class Message(BaseModel):
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str | None
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[HistoryToolCall] | None = None
     tool_call_id: str | None = Field(None, min_length=1, max_length=200)
 
     @model_validator(mode="after")
@@ -106,6 +106,38 @@ class SpecPerRequest(BaseModel):
     per_step_drafted: list[int] | None = None
 
 
+class ToolCallDelta(BaseModel):
+    """One piece of a streamed tool call (an item of ``choices[0].delta.tool_calls``): the server
+    names the call once and streams its JSON arguments in pieces, all under the call's ``index``."""
+
+    index: int = 0
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""  # a piece of the arguments' JSON text
+
+
+class ToolCall(BaseModel):
+    """One tool call of an answer, its pieces joined: the function's name and its arguments as the
+    JSON text the server sent (parsed only to compare two answers: demo.measure.same_tool_calls)."""
+
+    id: str | None = None
+    name: str = ""
+    arguments: str = ""
+
+    def signature(self) -> str:
+        """The call as one line of plain text, ``name(arguments)`` (escape it before HTML)."""
+        return f"{self.name}({self.arguments})"
+
+
+def answer_text(text: str, calls: list[ToolCall]) -> str:
+    """An answer as plain text: its text, then each tool call's signature on a line of its own."""
+    return "\n".join([text, *(c.signature() for c in calls)] if text else [c.signature() for c in calls])
+
+
+def _none(value: object) -> bool:
+    return value is None
+
+
 class ChunkEvent(BaseModel):
     """One SSE ``data:`` event as the client saw it."""
 
@@ -118,6 +150,8 @@ class ChunkEvent(BaseModel):
     final_usage: bool = False  # the closing "choices: []" usage chunk
     done: bool = False  # the "data: [DONE]" line
     spec: SpecPerRequest | None = None
+    # The tool-call pieces this chunk carried (None: none; left out of saved runs then).
+    tool_calls: list[ToolCallDelta] | None = Field(None, exclude_if=_none)
 
 
 class SpecStats(BaseModel):
@@ -161,7 +195,7 @@ class SideResult(BaseModel):
     completion_tokens: int | None = None  # from the server's usage, never from chunks
     prompt_tokens: int | None = None
     ttft_s: float | None = None
-    decode_tokens_per_s: float | None = None  # (tokens - 1) / (t_last - t_first)
+    decode_tokens_per_s: float | None = None  # (tokens - first chunk's tokens) / (t_last - t_first)
     e2e_s: float | None = None
     itl_p50_s: float | None = None  # inter-token latency, a multi-token chunk spread over its tokens
     itl_p95_s: float | None = None
@@ -172,6 +206,8 @@ class SideResult(BaseModel):
     tokens_per_chunk: dict[int, int] = Field(default_factory=dict)  # size -> count
     finish_reason: str | None = None
     text: str = ""
+    # The answer's tool calls, in the server's order (empty: the answer is prose only).
+    tool_calls: list[ToolCall] = Field(default_factory=list)
     error: str | None = None
     complete: bool = False  # the stream ended with [DONE]
     spec: SpecStats | None = None
@@ -342,6 +378,7 @@ class SideSnapshot(BaseModel):
     tokens_per_s: float | None = None  # live decode rate so far
     # (arrival seconds, tokens in chunk, chunk text) for burst shading and the token chart.
     bursts: list[tuple[float, int, str]] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)  # the answer's tool calls so far
     done: bool = False
     error: str | None = None
     status: str = "waiting"  # waiting | streaming | done | error | cancelled

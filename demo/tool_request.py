@@ -82,8 +82,10 @@ class FunctionCall(BaseModel):
     arguments: str | dict[str, Any] = "{}"  # kept as the file gave it: a text, or an object (some logs)
 
 
-class ToolCall(BaseModel):
-    """One call of an assistant's ``tool_calls``: its id (the ``role: tool`` answer names it), its function."""
+class HistoryToolCall(BaseModel):
+    """One call of an assistant's ``tool_calls`` in a request's history, in the OpenAI wire form: its
+    id (the ``role: tool`` answer names it), its function. (An answer's call, joined from its
+    stream, is demo.results.ToolCall.)"""
 
     model_config = {"extra": "forbid"}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel
@@ -30,6 +31,7 @@ from demo.results import (
     SideResult,
     SideSnapshot,
     StreamProgress,
+    ToolCall,
 )
 from demo.sampling import sampling_body
 from demo.server_info import ServerInfo, down_message
@@ -281,7 +283,18 @@ def text_html(side: Side, snap: SideSnapshot, shade: bool) -> str:
                 body.append(esc(chunk))
     elif snap.text:
         body.append(esc(snap.text))
+    body.append(tool_calls_html(snap.tool_calls))
     return f'<div class="sd-text" data-side="{esc(side)}"><div class="sd-text-body">{"".join(body)}'
+
+
+def tool_calls_html(calls: Sequence[ToolCall]) -> str:
+    """An answer's tool calls after its text, each a block: its function's name and its arguments'
+    JSON as the server streamed it, escaped. Append-only like the text: the last call's block is
+    left open, so while its arguments stream each frame only adds to the markup."""
+    blocks = [f'<div class="sd-tool-call" data-tool-call="{i}"><span class="sd-tool-call-label">tool call</span> '
+              f'<span class="sd-tool-name">{esc(c.name) or NA}</span><code class="sd-tool-args">{esc(c.arguments)}'
+              for i, c in enumerate(calls)]
+    return "</code></div>".join(blocks)
 
 
 def burst_legend_html() -> str:
@@ -485,7 +498,10 @@ def identical_badge_html(result: RaceResult | None, arm: str | None = None) -> s
     if identical:
         return (f'<div class="sd-badge sd-badge-ok" data-identical="true"{attr}>'
                 '✓ Identical outputs<div class="sd-badge-sub">lossless: only the speed changed</div></div>')
-    where = f" at character {at}" if at is not None else ""
+    if at is None:  # the same text: the tool calls differ (name or arguments)
+        return (f'<div class="sd-badge sd-badge-warn" data-identical="false"{attr}>'
+                f"✗ Tool calls differ{_calls_diff_html(result, arm)}</div>")
+    where = f" at character {at}"
     ctx = ""
     if at is not None:
         a = result.baseline.text[max(0, at - 12): at + 12]
@@ -494,6 +510,17 @@ def identical_badge_html(result: RaceResult | None, arm: str | None = None) -> s
                f'<span>{esc(arm or "speculative")}: “{esc(b)}”</span></div>')
     return (f'<div class="sd-badge sd-badge-warn" data-identical="false"{attr}>'
             f"✗ Outputs differ{esc(where)}{ctx}</div>")
+
+
+def _calls_diff_html(result: RaceResult, arm: str | None) -> str:
+    """The two sides' tool calls, one line each (name and arguments), escaped."""
+    spec = result.speculative if arm is None else result.arms[arm].side
+
+    def line(calls: Sequence[ToolCall]) -> str:
+        return "; ".join(c.signature() for c in calls) or "no call"
+
+    return (f'<div class="sd-diff"><span>baseline: “{esc(line(result.baseline.tool_calls))}”</span>'
+            f'<span>{esc(arm or "speculative")}: “{esc(line(spec.tool_calls))}”</span></div>')
 
 
 def spec_pane_title(method: str | None, k: int | None) -> str:

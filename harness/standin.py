@@ -53,6 +53,9 @@ from starlette.types import Receive, Scope, Send
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 FINGERPRINT = "vllm-0.32.0-5a7d1e00"
+# A hermes tool call streamed by vLLM 0.32 on the CPU default (get_weather {"city": "Paris"}):
+# StandinBehavior(replay_fixture=TOOL_CALL_FIXTURE) answers every request with it (tests/fixtures/README.md).
+TOOL_CALL_FIXTURE = FIXTURES / "stream-chat-tool-call.sse"
 # "hold": after fault_after_chunks, the stream waits until Standin.release() (in-process stand-ins only).
 Fault = Literal["too_long", "server_error", "refuse", "cut", "stall", "garbage", "hold"]
 
@@ -146,7 +149,7 @@ class Truth(BaseModel):
     queue_time_s: float = 0.0
     t_first_token_sent: float | None = None
     t_last_token_sent: float | None = None
-    decode_tokens_per_s: float | None = None  # (N-1)/(t_last - t_first), from real send times
+    decode_tokens_per_s: float | None = None  # (N - first chunk's)/(t_last - t_first), from real send times
     accepted: int = 0
     drafts: int = 0
     draft_tokens: int = 0
@@ -197,6 +200,21 @@ def _too_long(max_model_len: int) -> JSONResponse:
         "BadRequestError",
         "input_tokens",
     )
+
+
+def _tools_refused(body: dict[str, Any]) -> JSONResponse | None:
+    """vLLM 0.32's 400 for a request with tools on a server without a tool-call parser (its words,
+    tests/fixtures/error-tools-no-parser.txt); None when the request carries no tools or tool_choice none."""
+    choice = body.get("tool_choice", "auto")
+    if not body.get("tools") or choice in (None, "none"):
+        return None
+    if choice == "auto":
+        return _error(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+                      "BadRequestError", None)
+    function = choice.get("function") if isinstance(choice, dict) else None
+    named = function.get("name") if isinstance(function, dict) else None
+    what = f'function "{named}"' if named else f'"{choice}"'
+    return _error(400, f"tool_choice={what} requires --tool-call-parser to be set", "BadRequestError", None)
 
 
 def _prompt_words(body: dict[str, Any], chat: bool) -> int:
@@ -683,9 +701,8 @@ class Standin:
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
             return _error(400, f"max_tokens must be at least 1, got {max_tokens}. "
                                f"(parameter=max_tokens, value={max_tokens})", "BadRequestError", "max_tokens")
-        if chat and body.get("tools") and body.get("tool_choice", "auto") == "auto" and not b.tool_parser:
-            return _error(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
-                          "BadRequestError", None)
+        if not b.tool_parser and (refused := _tools_refused(body)) is not None:
+            return refused
         prompt_text = json.dumps(body.get("messages") if chat else body.get("prompt"))
         for marker, fields in b.by_marker.items():
             if marker in prompt_text:
@@ -770,7 +787,7 @@ class Standin:
             t1 = truth.t_first_token_sent
             assert t1 is not None  # set by the first burst, above
             if n > 1 and t > t1:
-                truth.decode_tokens_per_s = (n - 1) / (t - t1)
+                truth.decode_tokens_per_s = (n - truth.chunk_sizes_sent[0]) / (t - t1)
 
     def _finish(self, truth: Truth, outcome: Outcome, finish_reason: str | None = None) -> None:
         with self._lock:

@@ -106,6 +106,7 @@ def _profile_overrides(name: str) -> dict[str, Any]:
         "dtype": p.dtype,
         "max_model_len": p.max_model_len,
         "max_num_seqs": p.num_seqs,
+        "tool_call_parser": p.tool_call_parser,
     }
     if p.device == "gpu":
         overrides["model"] = p.model

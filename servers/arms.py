@@ -274,6 +274,7 @@ class MethodsSetup(BaseModel):
                 dtype=p.dtype, max_model_len=p.max_model_len, max_num_seqs=p.num_seqs,
                 speculative_config=None if arm is None else dict(arm.speculative_config),
                 gpu_memory_utilization=shares[name],
+                chat_template=p.chat_template, tool_call_parser=p.tool_call_parser,
             )
         return out
 

@@ -7,6 +7,7 @@ here (a test checks compose against ``vllm_args``), so the two paths cannot drif
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -20,6 +21,12 @@ NGRAM_CONFIG: dict[str, Any] = {
     "prompt_lookup_max": 4,
     "prompt_lookup_min": 2,
 }
+
+# The default model's chat template with tools (ChatML, vLLM's `hermes` tool-call form): its own
+# template renders neither tool definitions nor an assistant turn whose content is null.
+SMOLLM2_TOOLS_TEMPLATE = Path(__file__).resolve().parent / "templates" / "smollm2_tools.jinja"
+# The tool-call parser of the default model with that template.
+SMOLLM2_TOOL_PARSER = "hermes"
 
 
 class ServerConfig(BaseModel):
@@ -39,6 +46,11 @@ class ServerConfig(BaseModel):
     # Per-request acceptance numbers in the response (vLLM >= 0.32); None leaves it off.
     per_request_spec_metrics: Literal["summary", "detailed"] | None = "detailed"
     gpu_memory_utilization: float | None = None
+    # --chat-template: a Jinja file replacing the model's own (None: the model's own).
+    chat_template: str | None = None
+    # --enable-auto-tool-choice --tool-call-parser NAME: how vLLM reads tool calls out of the answer
+    # (None: the server refuses requests with tools).
+    tool_call_parser: str | None = None
     extra_args: list[str] = Field(default_factory=list)
 
     def vllm_args(self) -> list[str]:
@@ -59,6 +71,10 @@ class ServerConfig(BaseModel):
             args += ["--speculative-config", json.dumps(self.speculative_config, separators=(",", ":"))]
             if self.per_request_spec_metrics:
                 args += ["--per-request-spec-decode-metrics", self.per_request_spec_metrics]
+        if self.chat_template:
+            args += ["--chat-template", self.chat_template]
+        if self.tool_call_parser:
+            args += ["--enable-auto-tool-choice", "--tool-call-parser", self.tool_call_parser]
         return args + list(self.extra_args)
 
 

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from common.validation import validation_summary
 from servers import procs
 from servers.arms import ARCTIC_INFERENCE, cpu_arms, get_arm_config, needs_arctic_inference, refusal
-from servers.config import COMMON_ENV, Role, ServerConfig
+from servers.config import COMMON_ENV, SMOLLM2_TOOLS_TEMPLATE, Role, ServerConfig
 from servers.progress import Progress
 from servers.settings import ROOT, LauncherSettings, parse_cores
 from servers.state import LauncherState, ServerRecord, SupervisorRecord, clear_state, read_state, write_state
@@ -215,8 +215,18 @@ def server_config(s: LauncherSettings, role: Role, model: str, server: Server | 
         if role == "speculative" else None,
         per_request_spec_metrics=None if s.per_request_spec_metrics == "off" else s.per_request_spec_metrics,
         gpu_memory_utilization=s.gpu_share(role) if s.device == "gpu" else None,
+        chat_template=chat_template(s),
+        tool_call_parser=s.tool_call_parser or None,
         extra_args=shlex.split(s.extra_args),
     )
+
+
+def chat_template(s: LauncherSettings) -> str | None:
+    """The servers' --chat-template: the one set, else the default model's template with tools
+    (only when serving the default model), else None (the model's own)."""
+    if s.chat_template is not None:
+        return str(s.chat_template)
+    return str(SMOLLM2_TOOLS_TEMPLATE) if s.model is None else None
 
 
 def server_env(s: LauncherSettings, role: Role, cores: str | None = None,

@@ -23,7 +23,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from servers.config import COMMON_ENV, NGRAM_CONFIG, Role, ServerConfig
+from servers.config import COMMON_ENV, NGRAM_CONFIG, SMOLLM2_TOOL_PARSER, SMOLLM2_TOOLS_TEMPLATE, Role, ServerConfig
 
 Device = Literal["gpu", "cpu"]
 
@@ -67,6 +67,11 @@ class Profile(BaseModel):
     speculative_gpu_memory: float | None = None
     # Smallest GPU this split fits on (two bf16 targets + proposer + KV cache).
     min_gpu_memory_gib: int | None = None
+    # vLLM's tool-call parser for the target's family (docs.vllm.ai, "Tool Calling"): how each server
+    # reads tool calls out of an answer, with --enable-auto-tool-choice.
+    tool_call_parser: str
+    # A chat template replacing the model's own (None: the model's own renders tools already).
+    chat_template: str | None = None
 
     @model_validator(mode="after")
     def _fits_device(self) -> Profile:
@@ -121,9 +126,13 @@ class Profile(BaseModel):
         baseline_port: int = BASELINE_PORT,
         speculative_port: int = SPECULATIVE_PORT,
         model: str | None = None,
+        chat_template: str | None = None,
     ) -> ServerPair:
-        """The pair of servers; ``model`` replaces the target (e.g. a prepared local folder)."""
+        """The pair of servers; ``model`` replaces the target (e.g. a prepared local folder),
+        ``chat_template`` the profile's template file (e.g. its path inside a container)."""
         common: dict[str, Any] = {
+            "chat_template": chat_template or self.chat_template,
+            "tool_call_parser": self.tool_call_parser,
             "model": model or self.model,
             "served_model_name": self.served_model_name,
             "host": host,
@@ -160,6 +169,7 @@ class Profile(BaseModel):
             # Labels for the page ("Speculative (eagle3, k=3)"): compose cannot read them from JSON.
             "SPEC_METHOD": self.method,
             "SPEC_NUM_TOKENS": str(self.num_speculative_tokens),
+            "SPEC_TOOL_PARSER": self.tool_call_parser,
         }
 
 
@@ -181,6 +191,7 @@ PROFILES: dict[str, Profile] = {
             baseline_gpu_memory=0.44,
             speculative_gpu_memory=0.46,
             min_gpu_memory_gib=48,
+            tool_call_parser="llama3_json",
         ),
         Profile(
             name="llama-draft",
@@ -197,6 +208,7 @@ PROFILES: dict[str, Profile] = {
             baseline_gpu_memory=0.42,
             speculative_gpu_memory=0.48,
             min_gpu_memory_gib=48,
+            tool_call_parser="llama3_json",
         ),
         Profile(
             name="llama-ngram",
@@ -210,6 +222,7 @@ PROFILES: dict[str, Profile] = {
             baseline_gpu_memory=0.45,
             speculative_gpu_memory=0.45,
             min_gpu_memory_gib=48,
+            tool_call_parser="llama3_json",
         ),
         Profile(
             name="llama-whatif",
@@ -231,6 +244,7 @@ PROFILES: dict[str, Profile] = {
             baseline_gpu_memory=0.44,
             speculative_gpu_memory=0.46,
             min_gpu_memory_gib=48,
+            tool_call_parser="llama3_json",
         ),
         Profile(
             name="qwen3-draft",
@@ -247,6 +261,7 @@ PROFILES: dict[str, Profile] = {
             baseline_gpu_memory=0.43,
             speculative_gpu_memory=0.47,
             min_gpu_memory_gib=48,
+            tool_call_parser="hermes",
         ),
         Profile(
             name="cpu-smollm2",
@@ -257,6 +272,8 @@ PROFILES: dict[str, Profile] = {
             served_model_name="smollm2",
             speculative_config=dict(NGRAM_CONFIG),
             dtype="float32",
+            tool_call_parser=SMOLLM2_TOOL_PARSER,
+            chat_template=str(SMOLLM2_TOOLS_TEMPLATE),
         ),
     ]
 }

@@ -109,6 +109,14 @@ class LauncherSettings(BaseSettings):
     # page's most users (SPECDEMO_MAX_USERS) needs at least that many; GPU profiles set 64.
     max_num_seqs: int | None = Field(None, ge=1, description="sequences batched at once (vLLM's --max-num-seqs)",
                                      json_schema_extra=cli(UP))
+    # Tool calls: vLLM reads them out of each answer with this parser (--enable-auto-tool-choice
+    # --tool-call-parser NAME); empty: no parser, the servers refuse requests that carry tools. A
+    # profile sets its model family's parser. With the default model the servers also get
+    # chat_template (unset: servers/templates/smollm2_tools.jinja, which renders tools).
+    tool_call_parser: str = Field("hermes", description="vLLM's tool-call parser (hermes, llama3_json, ...); "
+                                  "empty: refuse tools", json_schema_extra=cli(UP))
+    chat_template: Path | None = Field(None, description="a Jinja chat template file (default: the model's own; "
+                                       "for the default model, one that renders tools)", json_schema_extra=cli(UP))
     # Extra vLLM flags for both servers, as one shell-like string ("--enforce-eager --seed 0").
     extra_args: str = Field("", description="more vLLM flags for both servers, one string", json_schema_extra=cli(UP))
 

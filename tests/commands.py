@@ -24,6 +24,7 @@ from servers.__main__ import _profile_overrides
 from servers.profiles import CONTAINER_HOST, PROFILES
 from servers.settings import LauncherSettings
 from tests.test_compose import (
+    CPU_CHAT_TEMPLATE,
     CPU_MODEL_DIR,
     CPU_SERVERS,
     ENV_EXAMPLE,
@@ -68,7 +69,11 @@ def launcher_commands() -> list[Command]:
     try:
         out: list[Command] = []
         for p in PROFILES.values():
-            s = LauncherSettings(_env_file=None, host=CONTAINER_HOST, **_profile_overrides(p.name))
+            # A CPU server in compose reads the tool template from its mount, the launcher from the checkout.
+            overrides = _profile_overrides(p.name)
+            if p.device == "cpu":
+                overrides["chat_template"] = CPU_CHAT_TEMPLATE
+            s = LauncherSettings(_env_file=None, host=CONTAINER_HOST, **overrides)
             model = p.model if p.device == "gpu" else CPU_MODEL_DIR
             for role in ("baseline", "speculative"):
                 argv = launcher.server_config(s, role, model).vllm_args()

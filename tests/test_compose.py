@@ -50,6 +50,8 @@ CPU_SERVERS: dict[Role, str] = {"baseline": "baseline-cpu", "speculative": "spec
 METHODS_SERVERS: dict[str, str] = {name: METHODS.compose_service(name) for name in METHODS.servers}
 GPU_SERVICES = [*GPU_SERVERS.values(), *METHODS_SERVERS.values()]
 CPU_MODEL_DIR = "/cache/models/smollm2"
+# The default model's chat template with tools, as the CPU services mount it.
+CPU_CHAT_TEMPLATE = "/templates/smollm2_tools.jinja"
 GPU_PROFILES = [p for p in PROFILES.values() if p.device == "gpu"]
 
 
@@ -576,9 +578,10 @@ def test_cpu_profile_serves_the_embedded_default_with_the_launchers_flags(monkey
 
     for key in [k for k in os.environ if k.startswith("SPECDEMO_SERVERS_")]:
         monkeypatch.delenv(key)
-    settings = LauncherSettings(_env_file=None, host=CONTAINER_HOST)
+    settings = LauncherSettings(_env_file=None, host=CONTAINER_HOST, chat_template=CPU_CHAT_TEMPLATE)
     doc = compose()
-    pair = PROFILES[DEFAULT_CPU_PROFILE].server_configs(host=CONTAINER_HOST, model=CPU_MODEL_DIR)
+    pair = PROFILES[DEFAULT_CPU_PROFILE].server_configs(host=CONTAINER_HOST, model=CPU_MODEL_DIR,
+                                                        chat_template=CPU_CHAT_TEMPLATE)
     for role, svc in CPU_SERVERS.items():
         command = doc["services"][svc]["command"]
         assert command == launcher.server_config(settings, role, CPU_MODEL_DIR).vllm_args()

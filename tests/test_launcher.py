@@ -548,6 +548,30 @@ def test_gpu_device_starts_the_speculative_server_after_the_baseline_is_healthy(
     assert env.wait_no_leftovers() == []
 
 
+def test_servers_read_tool_calls_with_the_models_parser_and_template() -> None:
+    """The default model: our template with tools and the hermes parser; another model: its own
+    template; a profile: its family's parser; an empty parser: no tool flags (vLLM then refuses tools)."""
+    from servers import launcher
+    from servers.__main__ import _parser, _settings
+    from servers.config import SMOLLM2_TOOLS_TEMPLATE
+
+    def args(*flags: str) -> list[str]:
+        return launcher.server_config(_settings(_parser().parse_args(["up", *flags])), "baseline", "/m").vllm_args()
+
+    default = args()
+    assert default[default.index("--chat-template") + 1] == str(SMOLLM2_TOOLS_TEMPLATE)
+    assert SMOLLM2_TOOLS_TEMPLATE.is_file()
+    assert default[-3:] == ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+    other = args("--model", "/models/other")
+    assert "--chat-template" not in other and other[-1] == "hermes"
+    assert args("--chat-template", "/t.jinja")[default.index("--chat-template") + 1] == "/t.jinja"
+    llama = args("--profile", "llama-ngram")
+    assert "--chat-template" not in llama and llama[-2:] == ["--tool-call-parser", "llama3_json"]
+    assert args("--profile", "qwen3-draft")[-1] == "hermes"
+    off = args("--tool-call-parser", "")
+    assert "--tool-call-parser" not in off and "--enable-auto-tool-choice" not in off
+
+
 def test_cli_flags_are_the_settings_fields_marked_for_the_cli() -> None:
     """The parser is built from LauncherSettings: every flag sets the field of its name (two keep a
     shorter spelling), and the spellings users and scripts know stay exactly these."""
@@ -564,7 +588,7 @@ def test_cli_flags_are_the_settings_fields_marked_for_the_cli() -> None:
         "--gpu-memory-utilization", "--extra-args", "--vllm-venv", "--vllm-python", "--cache-dir",
         "--startup-timeout", "--server-command", "--warmup", "--no-warmup", "--pin-processes", "--no-pin-processes",
         "--worker-in-engine-core", "--no-worker-in-engine-core", "--arms", "--share-arm-cores",
-        "--no-share-arm-cores", "--adaptive-schedule",
+        "--no-share-arm-cores", "--adaptive-schedule", "--tool-call-parser", "--chat-template",
     }
     s = _settings(_parser().parse_args(["up", "--kv-space", "3", "--startup-timeout", "7.5", "--baseline-port", "9001",
                                         "--per-request-spec-metrics", "off", "--run-dir", "/tmp/x"]))

@@ -14,8 +14,10 @@ import pytest
 
 from common.paths import ROOT
 from demo.sweep.schedule import Recommendation, ServerPoint, recommend
-from servers.config import NGRAM_CONFIG
+from servers.config import NGRAM_CONFIG, SMOLLM2_TOOLS_TEMPLATE
+from servers.profiles import PROFILES
 from tests.commands import Command, all_commands
+from tests.test_compose import CPU_CHAT_TEMPLATE
 
 pytestmark = pytest.mark.e2e
 
@@ -56,6 +58,8 @@ def planted(commands: list[Command]) -> dict[str, tuple[list[str], str]]:
         "planted/unknown-key": (with_config({**good, "num_speculative_tokenz": 3}), "num_speculative_tokenz"),
         "planted/unknown-method": (with_config({**good, "method": "eagle4"}), "eagle4"),
         "planted/bad-dtype": ([*spec, "--dtype", "float13"], "parser"),
+        "planted/unknown-tool-parser": ([*spec[:spec.index("--tool-call-parser") + 1], "hermess",
+                                         *spec[spec.index("--tool-call-parser") + 2:]], "hermess"),
         # The what-if keys (vLLM >= 0.32): checked as SpeculativeConfig would, not only by name.
         "planted/synthetic-length-out-of-range": (with_config({
             **good, "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 9.0}),
@@ -85,15 +89,21 @@ def recommended(commands: list[Command]) -> dict[str, list[str]]:
     return out
 
 
+def host_paths(argv: list[str]) -> list[str]:
+    """``argv`` with the CPU containers' mounted chat template at its place in the checkout: vLLM's
+    parser checks that a --chat-template file exists."""
+    return [str(SMOLLM2_TOOLS_TEMPLATE) if a == CPU_CHAT_TEMPLATE else a for a in argv]
+
+
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Command], dict[str, Any]]:
     if not VLLM_PYTHON.exists():
         pytest.skip(f"{VLLM_PYTHON} missing: bash scripts/setup_cpu_servers.sh installs the CPU vLLM venv")
     commands = all_commands()
     bad = planted(commands)
-    todo = [{"label": label(c), "argv": c["argv"]} for c in commands]
+    todo = [{"label": label(c), "argv": host_paths(c["argv"])} for c in commands]
     todo += [{"label": name, "argv": argv} for name, (argv, _) in bad.items()]
-    todo += [{"label": name, "argv": argv} for name, argv in recommended(commands).items()]
+    todo += [{"label": name, "argv": host_paths(argv)} for name, argv in recommended(commands).items()]
     tmp = tmp_path_factory.mktemp("vllm-args")
     # No HF_HUB_OFFLINE: with it set, EngineArgs resolves hub ids to local snapshots (none here).
     # Without it, building EngineArgs reads nothing from the hub; no engine, no weights.
@@ -123,6 +133,14 @@ def test_every_generated_command_parses_and_builds_engine_args(results: tuple[li
               if c["profile"] == "llama-whatif" and c["role"] != "baseline"]
     assert len(whatif) == 3 and all(w["rejection_sample_method"] == "synthetic"
                                     and w["synthetic_acceptance_length"] == 3.0 for w in whatif), whatif
+    # Tool calls: every server parses them with its model family's parser; the CPU pair also gets
+    # the default model's template with tools.
+    for c in commands:
+        engine = out[label(c)]["frontend"]
+        family = PROFILES["llama-ngram" if c["profile"] == "methods" else c["profile"]]
+        assert engine["enable_auto_tool_choice"] is True, label(c)
+        assert engine["tool_call_parser"] == family.tool_call_parser, label(c)
+        assert (engine["chat_template"] or "").endswith("smollm2_tools.jinja") == (family.device == "cpu"), label(c)
     methods = {c["role"]: out[label(c)]["engine_args"] for c in commands if c["profile"] == "methods"}
     assert set(methods) == {"baseline", "ngram", "eagle3", "draft", "adaptive", "suffix"}
     # vLLM's own parser takes the suffix arm's config (its server needs arctic-inference to run).

@@ -5,7 +5,8 @@
 COMMANDS.json: a list of {"label": str, "argv": [...]} (argv after `vllm serve`). For each, the
 serve parser (``make_arg_parser`` over ``FlexibleArgumentParser``, as `vllm serve` builds it)
 parses the argv, ``validate_parsed_serve_args`` checks it, and ``AsyncEngineArgs.from_cli_args``
-builds the engine arguments (no engine is created, nothing is downloaded). Every key of
+builds the engine arguments (no engine is created, nothing is downloaded); the API server's own
+start check (``validate_api_server_args``: the tool-call parser is a registered one) runs too. Every key of
 ``--speculative-config`` must be a field of ``vllm.config.SpeculativeConfig`` and its ``method``
 one of ``SpeculativeMethod``; ``rejection_sample_method`` one of ``RejectionSampleMethod``, and a
 synthetic-acceptance config (``"rejection_sample_method": "synthetic"``) is resolved with
@@ -89,6 +90,7 @@ def main(path: str, out_path: str) -> int:
     from vllm.config.speculative import RejectionSampleMethod, SpeculativeMethod
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+    from vllm.entrypoints.launchers.launcher import validate_api_server_args
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     spec_fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
@@ -112,6 +114,7 @@ def main(path: str, out_path: str) -> int:
             if getattr(args, "model_tag", None):
                 args.model = args.model_tag  # what `vllm serve MODEL` does (vllm/entrypoints/cli/serve.py)
             validate_parsed_serve_args(args)
+            validate_api_server_args(args)  # what the API server checks at start: the tool-call parser's name
             engine = AsyncEngineArgs.from_cli_args(args)
         except Exception as e:  # vLLM raises many kinds here; report whichever with its message
             result["error"] = f"engine args: {type(e).__name__}: {e}"
@@ -133,7 +136,8 @@ def main(path: str, out_path: str) -> int:
             continue
         result["ok"] = True
         result["engine_args"] = {f.name: _jsonable(getattr(engine, f.name)) for f in dataclasses.fields(engine)}
-        result["frontend"] = {k: _jsonable(getattr(args, k, None)) for k in ("host", "port", "served_model_name")}
+        result["frontend"] = {k: _jsonable(getattr(args, k, None)) for k in (
+            "host", "port", "served_model_name", "chat_template", "enable_auto_tool_choice", "tool_call_parser")}
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump(results, f)
     return 0

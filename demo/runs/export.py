@@ -64,7 +64,8 @@ class ExportTooLarge(ExportError):
 
 def side_timeline(saved: SideResult, cancelled: bool = False) -> dict[str, Any]:
     """One pane's playback: chunks ``[t_s, tokens brought, running tokens, burst class, text]``
-    (token counts None when the server sent no running usage), its end time and how it ended."""
+    (token counts None when the server sent no running usage), its end time and how it ended, and
+    the answer's tool calls ``[name, arguments]`` with the time their last piece arrived."""
     meter = SideMeter(saved.side, saved.url, t0=0.0)
     chunks: list[list[Any]] = []
     for ev in saved.events:
@@ -79,9 +80,13 @@ def side_timeline(saved: SideResult, cancelled: bool = False) -> dict[str, Any]:
         cls = view.burst_class(brought) if brought is not None and brought > 1 else ""
         chunks.append([ev.t_s, brought, running, cls, text])
     end_s = max((ev.t_s for ev in saved.events), default=0.0)
+    # The answer's tool calls, shown whole (name, arguments) once their last piece has arrived.
+    calls = [[c.name, c.arguments] for c in meter.tool_calls] or [[c.name, c.arguments] for c in saved.tool_calls]
+    calls_s = max((ev.t_s for ev in saved.events if ev.tool_calls), default=0.0)
     if not saved.events and saved.text:
         # No timeline was saved: the answer is shown whole, and the status says why it did not stream.
         return {"chunks": [[0.0, None, saved.completion_tokens, "", saved.text]], "end_s": 0.0,
+                "tool_calls": calls, "tool_calls_s": 0.0,
                 "end_state": "done" if saved.complete else "error",
                 "end_text": "no timeline was saved with this run: the answer is shown whole",
                 "tokens_known": saved.completion_tokens is not None}
@@ -94,7 +99,7 @@ def side_timeline(saved: SideResult, cancelled: bool = False) -> dict[str, Any]:
     else:
         state, text = "error", "the stream ended without finishing"
     return {"chunks": chunks, "end_s": end_s, "end_state": state, "end_text": text,
-            "tokens_known": any(c[2] is not None for c in chunks)}
+            "tool_calls": calls, "tool_calls_s": calls_s, "tokens_known": any(c[2] is not None for c in chunks)}
 
 
 def prompt_lines(result: RaceResult) -> list[list[str]]:

@@ -9,6 +9,7 @@
   const SIDES = player.panes;
   const $ = (id) => document.getElementById(id);
   const next = {};
+  const callsShown = {};
   let timer = 0, t0 = 0, run = 0;
 
   function seconds(s) {
@@ -25,6 +26,7 @@
     for (const side of SIDES) {
       $(`text-${side}`).replaceChildren();
       next[side] = 0;
+      callsShown[side] = false;
       $(`tokens-${side}`).textContent = player.sides[side].tokens_known ? "0" : "n/a";
       $(`elapsed-${side}`).textContent = seconds(0);
       status(side, "waiting", "waiting for the first token\u2026");
@@ -51,6 +53,27 @@
         }
         if (running !== null) $(`tokens-${side}`).textContent = String(running);
         i += 1;
+      }
+      if (!callsShown[side] && sd.tool_calls.length && now >= sd.tool_calls_s) {
+        // The answer's tool calls after its text, as the page shows them (demo/view.py tool_calls_html).
+        sd.tool_calls.forEach(([name, args], n) => {
+          const block = document.createElement("div");
+          block.className = "sd-tool-call";
+          block.dataset.toolCall = String(n);
+          const label = document.createElement("span");
+          label.className = "sd-tool-call-label";
+          label.textContent = "tool call";
+          const fn = document.createElement("span");
+          fn.className = "sd-tool-name";
+          fn.textContent = name || "n/a";
+          const code = document.createElement("code");
+          code.className = "sd-tool-args";
+          code.textContent = args;
+          block.append(label, document.createTextNode(" "), fn, code);
+          body.append(block);
+        });
+        callsShown[side] = true;
+        body.scrollTop = body.scrollHeight;
       }
       if (i > next[side]) body.scrollTop = body.scrollHeight;
       next[side] = i;

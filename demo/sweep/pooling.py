@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from demo.measure import Acceptance, acceptance, efficiency, percentile
 from demo.metrics import MetricsSample, spec_stats_from_delta
-from demo.results import FIRST_ARM, SIDES, Side, SideResult
+from demo.results import FIRST_ARM, SIDES, Side, SideResult, answer_text
 from demo.sweep.capacity import Capacity, MeasuredPoint, build_capacity
 from demo.sweep.models import (
     ArmCell,
@@ -88,7 +88,7 @@ def batch_stats(side: Side, results: list[SideResult], wall_s: float | None, kv_
     if not gaps:
         stats.na_reasons["itl_p95_s"] = next(
             (r.na_reasons["itl_p95_s"] for r in ok if "itl_p95_s" in r.na_reasons), "not measured")
-    stats.sample_text = ok[0].text[:SAMPLE_CHARS] if keep_text else ""
+    stats.sample_text = answer_text(ok[0].text, ok[0].tool_calls)[:SAMPLE_CHARS] if keep_text else ""
     if side == "speculative":
         _pool_acceptance(stats, ok, before, after)
     return stats

@@ -25,7 +25,7 @@ import httpx
 from pydantic import BaseModel
 
 from demo.client import StreamError, collector_paused, make_http_client
-from demo.measure import SideMeter
+from demo.measure import SideMeter, same_answer
 from demo.metrics import scrape_metrics
 from demo.presets import Preset
 from demo.results import FIRST_ARM, Message, RaceRequest, SideResult
@@ -249,15 +249,16 @@ def carried_sessions(requests: Sequence[WorkloadRequest]) -> list[list[int]]:
 
 def _identical(requests: list[WorkloadRequest], base: list[SideResult], spec: list[SideResult],
                workload: bool) -> bool | None:
-    """A preset: the first finished answers of the two sides are equal (meaningful at T=0 only).
+    """A preset: the first finished answers of the two sides are equal, text and tool calls
+    (demo.measure.same_answer; meaningful at T=0 only).
     A workload file: both answers are equal for every greedy (T=0) request that finished on both
     sides. None when there is nothing to compare."""
     if not workload:
-        first = [next((r.text for r in side if r.complete), None) for side in (base, spec)]
-        return None if None in first else first[0] == first[1]
+        first = [next((r for r in side if r.complete), None) for side in (base, spec)]
+        return None if first[0] is None or first[1] is None else same_answer(first[0], first[1])
     greedy = [(b, s) for q, b, s in zip(requests, base, spec, strict=True)
               if b.complete and s.complete and q.temperature == 0]
-    return all(b.text == s.text for b, s in greedy) if greedy else None
+    return all(same_answer(b, s) for b, s in greedy) if greedy else None
 
 
 async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers: Mapping[str, ServerHandle],
