@@ -120,6 +120,10 @@ def test_rate_sweep_matches_the_truth_below_around_and_above_saturation(capsys) 
                 step.rate_requests_per_s, side.name, side.completed_requests_per_s, truth_completed_per_s(tr, first))
             itl = percentile(truth_itl(tr), 50)
             assert itl is not None and within(side.itl_s["p50"], itl, 0.05), (side.name, side.itl_s, itl)
+            tpot = statistics.median((t.t_last_token_sent - t.t_first_token_sent) / (t.completion_tokens - 1)
+                                     for t in tr if t.outcome == "completed" and t.t_last_token_sent
+                                     and t.t_first_token_sent)
+            assert within(side.tpot_s["p50"], tpot, 0.05), (side.name, side.tpot_s, tpot)  # vllm bench serve's TPOT
             # Queueing: none on these stand-ins (no max_num_seqs), and the histogram says exactly that.
             assert side.queue_time_mean_s == 0.0 and side.queue_time_requests == side.finished
             saturated.append((step.rate_requests_per_s, side.name, side.saturated))

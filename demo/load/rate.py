@@ -13,8 +13,8 @@ The figures of one server at one step (``RateSide``), units in the names:
   finished requests over the time from the step's start to the last finish (as ``vllm bench
   serve``'s request throughput); output tokens/s: the finished requests' tokens from usage over
   the same time;
-- TTFT, ITL (every token of every finished request) and end-to-end latency p50/p95/p99
-  (demo.measure.percentile);
+- TTFT, ITL (every token of every finished request), end-to-end latency and TPOT (as ``vllm bench
+  serve`` computes it: (e2e - TTFT) / (tokens - 1) per request) p50/p95/p99 (demo.measure.percentile);
 - queueing time from the server's ``vllm:request_queue_time_seconds`` histogram: its delta
   between one /metrics scrape before the step and one after it (finished requests only; the mean
   is exact, the percentiles are estimates no finer than vLLM's buckets);
@@ -150,6 +150,8 @@ class RateSide(BaseModel):
     ttft_s: dict[str, float | None] = Field(default_factory=dict)  # "p50", "p95", "p99"
     itl_s: dict[str, float | None] = Field(default_factory=dict)  # over every token of the finished requests
     e2e_s: dict[str, float | None] = Field(default_factory=dict)
+    # Time per output token as vllm bench serve computes it, per finished request: (e2e - TTFT) / (tokens - 1)
+    tpot_s: dict[str, float | None] = Field(default_factory=dict)
     # Each SLO's figure at its own percentile, by figure ("ttft", "itl", "e2e"): what the SLO is checked on.
     slo_figures_s: dict[str, float | None] = Field(default_factory=dict)
     queue_time_mean_s: float | None = None  # QUEUE_SOURCE
@@ -294,6 +296,8 @@ def side_figures(name: str, schedule: ArrivalSchedule, results: Sequence[SideRes
     values = {"ttft": [r.ttft_s for r in ok if r.ttft_s is not None], "itl": [g for r in ok for g in r.itl_s],
               "e2e": [r.e2e_s for r in ok if r.e2e_s is not None]}
     out.ttft_s, out.itl_s, out.e2e_s = (_pcts(values[k]) for k in ("ttft", "itl", "e2e"))
+    out.tpot_s = _pcts([(r.e2e_s - r.ttft_s) / (n - 1) for r in ok if r.e2e_s is not None and r.ttft_s is not None
+                        and (n := r.completion_tokens or 0) > 1])
     out.slo_figures_s = {k: percentile(values[k], b.percentile) for k, b in slo.bounds().items()}
     _server_figures(out, before, after, running, kv)
     _saturation(out, schedule, [r for r in results if r is not None])
