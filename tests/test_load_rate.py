@@ -272,6 +272,8 @@ def test_queue_time_histogram_quantiles() -> None:
     (["--rate", "1", "--duration", "2", "--slo-ttft-p", "0"], "--slo-ttft-p must be"),
     (["--rate", "1"], "--rate needs --duration S or --requests N"),
     (["--users", "1", "--slo-e2e-ms", "900"], "--slo-e2e-ms is for open-loop load"),
+    (["--rate", "0.1", "--duration", "1"], "holds no request"),
+    (["--rate", "1", "--duration", "2", "--order", "simultaneous"], "--order is for --users"),
 ])
 def test_bad_input_is_one_line(flags: list[str], words: str, capsys) -> None:
     with pytest.raises(SystemExit) as e:

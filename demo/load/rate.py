@@ -288,7 +288,8 @@ def side_figures(name: str, schedule: ArrivalSchedule, results: Sequence[SideRes
         else:
             out.na_reasons["goodput_requests_per_s"] = "no SLO given (--slo-ttft-ms, --slo-itl-ms, --slo-e2e-ms)"
     else:
-        why = "no request finished" + (f": {out.errors[0]}" if out.errors else "")
+        why = ("no request arrived in the step's window" if not sent else
+               "no request finished" + (f": {out.errors[0]}" if out.errors else ""))
         for f in ("completed_requests_per_s", "output_tokens_per_s", "goodput_requests_per_s"):
             out.na_reasons[f] = why
     out.num_spec_tokens = next((r.spec.num_spec_tokens for r in ok if r.spec and r.spec.num_spec_tokens), None)
@@ -344,6 +345,9 @@ def _server_figures(out: RateSide, before: MetricsSample | None, after: MetricsS
 def _saturation(out: RateSide, schedule: ArrivalSchedule, ended: list[SideResult]) -> None:
     """Did the server keep up? Cut requests, or finishes spread over much longer than the arrivals."""
     offs = schedule.offsets_s
+    if not out.cut and len(ended) < MIN_TREND_REQUESTS:
+        out.na_reasons["saturated"] = (f"{len(ended)} requests: too few to tell falling behind from a burst (at least "
+                                       f"{MIN_TREND_REQUESTS}); only cut requests would say so")
     if out.cut:
         out.saturated = True
         out.saturation_note = (f"{out.cut} of {out.sent} requests still open at the step's bound "
