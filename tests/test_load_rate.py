@@ -343,3 +343,18 @@ def test_ctrl_c_keeps_the_rate_steps_measured_and_leaves_no_stream_open(tmp_path
     saved = LoadResult.model_validate_json((out / "load.json").read_text())
     assert saved.interrupted and len(saved.rate_steps) == 1 and saved.rate_steps[0].baseline.accounted
     assert "Interrupted" in (out / "load.html").read_text()
+
+
+def test_arrival_i_sends_request_i_of_a_list_wrapping_round() -> None:
+    reqs = [WorkloadRequest(id=w, api="chat", messages=[{"role": "user", "content": w}], max_tokens=4, temperature=0)
+            for w in ("ALPHA", "BRAVO", "CHARLIE")]
+    load = RateLoad(rates=[8], requests=7, arrivals="constant", drain_s=2)  # 125 ms apart: received in order
+    with Standin.pair(StandinBehavior(tokens_per_s=400, ttft_s=0.01)) as (base, spec):
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url)
+        spec_ = LoadSpec(rate=load, workload="prompt", max_tokens=4, temperature=0, baseline_url=base.url,
+                         speculative_url=spec.url)
+        result = asyncio.run(run_load(spec_, reqs, settings))
+        for server in (base, spec):
+            sent = [next(w for w in ("ALPHA", "BRAVO", "CHARLIE") if w in t.prompt) for t in server.truth]
+            assert sent == ["ALPHA", "BRAVO", "CHARLIE"] * 2 + ["ALPHA"]
+    assert all(side.finished == 7 for side in result.rate_steps[0].servers())

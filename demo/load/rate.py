@@ -370,12 +370,14 @@ def _saturation(out: RateSide, schedule: ArrivalSchedule, ended: list[SideResult
                                 f"{out.offered_requests_per_s:.2f} req/s offered")
 
 
-async def run_rate_side(server: ServerHandle, schedule: ArrivalSchedule, req: RaceRequest, settings: Settings,
-                        slo: RateSlo, drain_s: float, name: str) -> RateSide:
-    """Send ``schedule`` to ``server`` open-loop (each request at its time, whatever the others do),
+async def run_rate_side(server: ServerHandle, schedule: ArrivalSchedule, req: RaceRequest | Sequence[RaceRequest],
+                        settings: Settings, slo: RateSlo, drain_s: float, name: str) -> RateSide:
+    """Send ``schedule`` to ``server`` open-loop (each request at its time, whatever the others do; arrival
+    i sends ``req``, or of a list its request i, wrapping round: a trace's or a workload's requests),
     wait for every request or the bound (arrival window + ``drain_s``), cut what is still open, and
     measure. Never raises for a failing server: its requests fail with the error."""
     http = server.http
+    reqs = [req] if isinstance(req, RaceRequest) else list(req)
     bound_s = schedule.window_s + drain_s
     try:
         model = await server.ensure_model(http, settings)
@@ -407,7 +409,7 @@ async def run_rate_side(server: ServerHandle, schedule: ArrivalSchedule, req: Ra
                         f"not sent: {MAX_OPEN_STREAMS} streams already open (the client's cap)"))
                     tasks.append(None)
                     continue
-                task = asyncio.create_task(one_request(http, server, model, req, i))
+                task = asyncio.create_task(one_request(http, server, model, reqs[i % len(reqs)], i))
                 open_now.add(task)
                 task.add_done_callback(open_now.discard)
                 tasks.append(task)
@@ -470,8 +472,8 @@ StepFn = Callable[[RateStep], None]
 ProgressFn = Callable[[str], None]
 
 
-async def run_rate_sweep(load: RateLoad, servers: Mapping[str, ServerHandle], req: RaceRequest, settings: Settings,
-                         steps: list[RateStep], *, on_step: StepFn | None = None,
+async def run_rate_sweep(load: RateLoad, servers: Mapping[str, ServerHandle], req: RaceRequest | Sequence[RaceRequest],
+                         settings: Settings, steps: list[RateStep], *, on_step: StepFn | None = None,
                          on_progress: ProgressFn | None = None) -> RateSummary:
     """Every rate of ``load``, ascending: the step's one schedule to the baseline, then to each arm, each
     alone; each step appended to ``steps`` as it ends. Stops after a step at which every server saturated
