@@ -35,14 +35,17 @@ from tests.signals import interruptible
 from tests.waiting import wait_for
 
 TOKENS = 24
-# Unloaded: the baseline ~10 ms a token, the speculative side ~4 ms (chunks of 1, 3, 2 tokens). A
-# request arriving with r running is slowed by 1 + x r for its whole life: x = 0.5 on the baseline,
-# 2 on the speculative side, so the speculative side saturates first and its gain turns to a loss.
-BASE = StandinBehavior(tokens_per_s=100, ttft_s=0.02, slowdown_per_running=0.5)
-SPEC = StandinBehavior(tokens_per_s=250, ttft_s=0.02, slowdown_per_running=2.0, speculative=True,
-                       chunk_sizes=[1, 3, 2])
-RATES = [2, 5, 16]  # below both capacities (~8 and ~4.5 req/s), above the speculative side's, above both
-DURATION_S = 4.0  # with seed 0: 9, 22 and 51 requests
+# Unloaded: the baseline 20 ms a token, the speculative side 8 ms (chunks of 1, 3, 2 tokens): gaps long
+# against a busy machine's scheduling delay (a late read merges chunks and shortens the gaps seen). A
+# request arriving with r running is slowed by 1 + x r for its whole life: x = 0.3 on the baseline,
+# 2 on the speculative side, so the speculative side saturates first and its gain turns to a loss. Each
+# chunk is also slowed by 1 + 0.05 (n - 1) for the n streams in flight as it goes (slowdown_in_flight): a
+# request's gaps are not one plateau, so an ITL median never sits on the edge between two requests' plateaus.
+BASE = StandinBehavior(tokens_per_s=50, ttft_s=0.02, slowdown_per_running=0.3, slowdown_in_flight=0.05)
+SPEC = StandinBehavior(tokens_per_s=125, ttft_s=0.02, slowdown_per_running=2.0, slowdown_in_flight=0.05,
+                       speculative=True, chunk_sizes=[1, 3, 2])
+RATES = [1, 2.5, 8]  # below both capacities (~4 and ~2.5 req/s), around the speculative side's, above both
+DURATION_S = 7.0  # with seed 1: 9, 24 and 44 requests
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +102,7 @@ def test_rate_sweep_matches_the_truth_below_around_and_above_saturation(capsys) 
     with process_pair(BASE, SPEC) as (base, spec):
         assert main(["load", "--baseline-url", base.url, "--speculative-url", spec.url, "--prompt", "say something",
                      "--max-tokens", str(TOKENS), "--temperature", "0", "--rate", ",".join(map(str, RATES)),
-                     "--duration", str(DURATION_S), "--drain-s", "8", "--arrival-seed", "0", "--json",
+                     "--duration", str(DURATION_S), "--drain-s", "8", "--arrival-seed", "1", "--json",
                      "--no-progress"]) == 0
         out = json.loads(capsys.readouterr().out)
         truths = {"baseline": base.truth(), "speculative": spec.truth()}
@@ -117,12 +120,21 @@ def test_rate_sweep_matches_the_truth_below_around_and_above_saturation(capsys) 
                 step.rate_requests_per_s, side.name, side.completed_requests_per_s, truth_completed_per_s(tr, first))
             itl = percentile(truth_itl(tr), 50)
             assert itl is not None and within(side.itl_s["p50"], itl, 0.05), (side.name, side.itl_s, itl)
+            tpot = statistics.median((t.t_last_token_sent - t.t_first_token_sent) / (t.completion_tokens - 1)
+                                     for t in tr if t.outcome == "completed" and t.t_last_token_sent
+                                     and t.t_first_token_sent)
+            assert within(side.tpot_s["p50"], tpot, 0.05), (side.name, side.tpot_s, tpot)  # vllm bench serve's TPOT
             # Queueing: none on these stand-ins (no max_num_seqs), and the histogram says exactly that.
             assert side.queue_time_mean_s == 0.0 and side.queue_time_requests == side.finished
             saturated.append((step.rate_requests_per_s, side.name, side.saturated))
     # Below saturation, neither falls behind; far above it, both do (the truth: its finishes trail its arrivals).
     assert not any(sat for rate, _, sat in saturated if rate == RATES[0])
     assert all(sat for rate, _, sat in saturated if rate == RATES[-1])
+    # The stand-ins' step time grew with the running batch: the decode rate they sent falls as the rate rises.
+    for name, steps_truths in per.items():
+        rates_sent = [statistics.median(t.decode_tokens_per_s for t in tr if t.decode_tokens_per_s)
+                      for tr in steps_truths]
+        assert rates_sent[0] > rates_sent[1] > rates_sent[2], (name, rates_sent)
     # The crossover in req/s between the same two rates as the truth's gain crossing 1.
     gains = [truth_speedup(per["baseline"][k], per["speculative"][k]) for k in range(len(steps))]
     k = next(i for i, g in enumerate(gains) if g < 1)
@@ -260,6 +272,8 @@ def test_queue_time_histogram_quantiles() -> None:
     (["--rate", "1", "--duration", "2", "--slo-ttft-p", "0"], "--slo-ttft-p must be"),
     (["--rate", "1"], "--rate needs --duration S or --requests N"),
     (["--users", "1", "--slo-e2e-ms", "900"], "--slo-e2e-ms is for open-loop load"),
+    (["--rate", "0.1", "--duration", "1"], "holds no request"),
+    (["--rate", "1", "--duration", "2", "--order", "simultaneous"], "--order is for --users"),
 ])
 def test_bad_input_is_one_line(flags: list[str], words: str, capsys) -> None:
     with pytest.raises(SystemExit) as e:
@@ -329,3 +343,18 @@ def test_ctrl_c_keeps_the_rate_steps_measured_and_leaves_no_stream_open(tmp_path
     saved = LoadResult.model_validate_json((out / "load.json").read_text())
     assert saved.interrupted and len(saved.rate_steps) == 1 and saved.rate_steps[0].baseline.accounted
     assert "Interrupted" in (out / "load.html").read_text()
+
+
+def test_arrival_i_sends_request_i_of_a_list_wrapping_round() -> None:
+    reqs = [WorkloadRequest(id=w, api="chat", messages=[{"role": "user", "content": w}], max_tokens=4, temperature=0)
+            for w in ("ALPHA", "BRAVO", "CHARLIE")]
+    load = RateLoad(rates=[8], requests=7, arrivals="constant", drain_s=2)  # 125 ms apart: received in order
+    with Standin.pair(StandinBehavior(tokens_per_s=400, ttft_s=0.01)) as (base, spec):
+        settings = Settings(baseline_url=base.url, speculative_url=spec.url)
+        spec_ = LoadSpec(rate=load, workload="prompt", max_tokens=4, temperature=0, baseline_url=base.url,
+                         speculative_url=spec.url)
+        result = asyncio.run(run_load(spec_, reqs, settings))
+        for server in (base, spec):
+            sent = [next(w for w in ("ALPHA", "BRAVO", "CHARLIE") if w in t.prompt) for t in server.truth]
+            assert sent == ["ALPHA", "BRAVO", "CHARLIE"] * 2 + ["ALPHA"]
+    assert all(side.finished == 7 for side in result.rate_steps[0].servers())

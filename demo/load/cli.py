@@ -132,6 +132,9 @@ def rate_load(args: argparse.Namespace) -> RateLoad:
         raise UsageError(f"--{e}") from None
     if args.duration is None and args.requests is None:
         raise UsageError("--rate needs --duration S or --requests N (each step's length)")
+    if args.order != "sequential" or args.repeats != 1 or args.warmup != 0:
+        flag = "--order" if args.order != "sequential" else "--repeats" if args.repeats != 1 else "--warmup"
+        raise UsageError(f"{flag} is for --users: a rate step sends its schedule once to each server, each alone")
     bounds: dict[str, SloBound] = {}
     for name in ("ttft", "itl", "e2e"):
         p = getattr(args, f"slo_{name}_p")
@@ -146,8 +149,10 @@ def rate_load(args: argparse.Namespace) -> RateLoad:
         sweep = RateLoad(rates=rates, arrivals=args.arrivals, burstiness=args.burstiness, seed=args.arrival_seed,
                         duration_s=args.duration, requests=args.requests, normalized=args.normalize,
                         drain_s=args.drain_s, slo=RateSlo(**bounds))
-        for i in range(len(rates)):
-            sweep.schedule(i)  # a step past the time bound, found before anything is sent
+        for i, r in enumerate(rates):
+            if not sweep.schedule(i).offsets_s:  # also: a step past the time bound, found before anything is sent
+                raise UsageError(f"at {r:g} req/s, {args.duration:g} s of arrivals holds no request (arrival seed "
+                                 f"{args.arrival_seed}): lengthen --duration, or give --requests N")
     except ValidationError as e:
         raise UsageError(validation_summary(e)) from None
     except ValueError as e:

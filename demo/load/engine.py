@@ -497,7 +497,7 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadReque
     Cancelled, the result holds the finished steps (and the one in progress, as ``interrupted``).
     ``observe`` watches every stream of the measured batches (demo.sweep.runner.StreamObserver:
     the side, the user's index, its meter). With ``spec.rate``: the open-loop rate steps instead
-    (demo/load/rate.py; the first request of ``request`` is sent at every arrival), each handed to
+    (demo/load/rate.py; arrival i sends request i of ``request``, wrapping round), each handed to
     ``on_rate_step`` as it ends."""
     result = result if result is not None else LoadResult(spec=spec)
     servers = make_servers(settings, spec.baseline_url, spec.arm_list(), http)
@@ -513,7 +513,7 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadReque
 
     try:
         if spec.rate is not None:
-            one = reqs[0].to_race_request()
+            sent = [r.to_race_request() for r in reqs]
 
             def rate_step(step: RateStep) -> None:
                 finish(result)
@@ -521,7 +521,7 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadReque
                     on_rate_step(step)
 
             try:
-                summary = await run_rate_sweep(spec.rate, servers, one, settings, result.rate_steps,
+                summary = await run_rate_sweep(spec.rate, servers, sent, settings, result.rate_steps,
                                                on_step=rate_step, on_progress=on_progress)
             except asyncio.CancelledError:
                 result.interrupted = True

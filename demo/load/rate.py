@@ -13,8 +13,8 @@ The figures of one server at one step (``RateSide``), units in the names:
   finished requests over the time from the step's start to the last finish (as ``vllm bench
   serve``'s request throughput); output tokens/s: the finished requests' tokens from usage over
   the same time;
-- TTFT, ITL (every token of every finished request) and end-to-end latency p50/p95/p99
-  (demo.measure.percentile);
+- TTFT, ITL (every token of every finished request), end-to-end latency and TPOT (as ``vllm bench
+  serve`` computes it: (e2e - TTFT) / (tokens - 1) per request) p50/p95/p99 (demo.measure.percentile);
 - queueing time from the server's ``vllm:request_queue_time_seconds`` histogram: its delta
   between one /metrics scrape before the step and one after it (finished requests only; the mean
   is exact, the percentiles are estimates no finer than vLLM's buckets);
@@ -150,6 +150,8 @@ class RateSide(BaseModel):
     ttft_s: dict[str, float | None] = Field(default_factory=dict)  # "p50", "p95", "p99"
     itl_s: dict[str, float | None] = Field(default_factory=dict)  # over every token of the finished requests
     e2e_s: dict[str, float | None] = Field(default_factory=dict)
+    # Time per output token as vllm bench serve computes it, per finished request: (e2e - TTFT) / (tokens - 1)
+    tpot_s: dict[str, float | None] = Field(default_factory=dict)
     # Each SLO's figure at its own percentile, by figure ("ttft", "itl", "e2e"): what the SLO is checked on.
     slo_figures_s: dict[str, float | None] = Field(default_factory=dict)
     queue_time_mean_s: float | None = None  # QUEUE_SOURCE
@@ -286,7 +288,8 @@ def side_figures(name: str, schedule: ArrivalSchedule, results: Sequence[SideRes
         else:
             out.na_reasons["goodput_requests_per_s"] = "no SLO given (--slo-ttft-ms, --slo-itl-ms, --slo-e2e-ms)"
     else:
-        why = "no request finished" + (f": {out.errors[0]}" if out.errors else "")
+        why = ("no request arrived in the step's window" if not sent else
+               "no request finished" + (f": {out.errors[0]}" if out.errors else ""))
         for f in ("completed_requests_per_s", "output_tokens_per_s", "goodput_requests_per_s"):
             out.na_reasons[f] = why
     out.num_spec_tokens = next((r.spec.num_spec_tokens for r in ok if r.spec and r.spec.num_spec_tokens), None)
@@ -294,6 +297,8 @@ def side_figures(name: str, schedule: ArrivalSchedule, results: Sequence[SideRes
     values = {"ttft": [r.ttft_s for r in ok if r.ttft_s is not None], "itl": [g for r in ok for g in r.itl_s],
               "e2e": [r.e2e_s for r in ok if r.e2e_s is not None]}
     out.ttft_s, out.itl_s, out.e2e_s = (_pcts(values[k]) for k in ("ttft", "itl", "e2e"))
+    out.tpot_s = _pcts([(r.e2e_s - r.ttft_s) / (n - 1) for r in ok if r.e2e_s is not None and r.ttft_s is not None
+                        and (n := r.completion_tokens or 0) > 1])
     out.slo_figures_s = {k: percentile(values[k], b.percentile) for k, b in slo.bounds().items()}
     _server_figures(out, before, after, running, kv)
     _saturation(out, schedule, [r for r in results if r is not None])
@@ -340,6 +345,9 @@ def _server_figures(out: RateSide, before: MetricsSample | None, after: MetricsS
 def _saturation(out: RateSide, schedule: ArrivalSchedule, ended: list[SideResult]) -> None:
     """Did the server keep up? Cut requests, or finishes spread over much longer than the arrivals."""
     offs = schedule.offsets_s
+    if not out.cut and len(ended) < MIN_TREND_REQUESTS:
+        out.na_reasons["saturated"] = (f"{len(ended)} requests: too few to tell falling behind from a burst (at least "
+                                       f"{MIN_TREND_REQUESTS}); only cut requests would say so")
     if out.cut:
         out.saturated = True
         out.saturation_note = (f"{out.cut} of {out.sent} requests still open at the step's bound "
@@ -362,12 +370,14 @@ def _saturation(out: RateSide, schedule: ArrivalSchedule, ended: list[SideResult
                                 f"{out.offered_requests_per_s:.2f} req/s offered")
 
 
-async def run_rate_side(server: ServerHandle, schedule: ArrivalSchedule, req: RaceRequest, settings: Settings,
-                        slo: RateSlo, drain_s: float, name: str) -> RateSide:
-    """Send ``schedule`` to ``server`` open-loop (each request at its time, whatever the others do),
+async def run_rate_side(server: ServerHandle, schedule: ArrivalSchedule, req: RaceRequest | Sequence[RaceRequest],
+                        settings: Settings, slo: RateSlo, drain_s: float, name: str) -> RateSide:
+    """Send ``schedule`` to ``server`` open-loop (each request at its time, whatever the others do; arrival
+    i sends ``req``, or of a list its request i, wrapping round: a trace's or a workload's requests),
     wait for every request or the bound (arrival window + ``drain_s``), cut what is still open, and
     measure. Never raises for a failing server: its requests fail with the error."""
     http = server.http
+    reqs = [req] if isinstance(req, RaceRequest) else list(req)
     bound_s = schedule.window_s + drain_s
     try:
         model = await server.ensure_model(http, settings)
@@ -399,7 +409,7 @@ async def run_rate_side(server: ServerHandle, schedule: ArrivalSchedule, req: Ra
                         f"not sent: {MAX_OPEN_STREAMS} streams already open (the client's cap)"))
                     tasks.append(None)
                     continue
-                task = asyncio.create_task(one_request(http, server, model, req, i))
+                task = asyncio.create_task(one_request(http, server, model, reqs[i % len(reqs)], i))
                 open_now.add(task)
                 task.add_done_callback(open_now.discard)
                 tasks.append(task)
@@ -462,8 +472,8 @@ StepFn = Callable[[RateStep], None]
 ProgressFn = Callable[[str], None]
 
 
-async def run_rate_sweep(load: RateLoad, servers: Mapping[str, ServerHandle], req: RaceRequest, settings: Settings,
-                         steps: list[RateStep], *, on_step: StepFn | None = None,
+async def run_rate_sweep(load: RateLoad, servers: Mapping[str, ServerHandle], req: RaceRequest | Sequence[RaceRequest],
+                         settings: Settings, steps: list[RateStep], *, on_step: StepFn | None = None,
                          on_progress: ProgressFn | None = None) -> RateSummary:
     """Every rate of ``load``, ascending: the step's one schedule to the baseline, then to each arm, each
     alone; each step appended to ``steps`` as it ends. Stops after a step at which every server saturated
