@@ -165,8 +165,21 @@ class CanaryStage:
         self.traffic: Traffic | None = None
         self.timeline = Timeline()
         self._seen_firing: datetime | None = None
+        self._note: tuple[str, bool, float] | None = None  # the last action's line, failed, when
 
     # ------------------------------------------------------------ control
+
+    def line(self, frame: CanaryFrame, said: str | None = None, failed: bool = False) -> tuple[str, str]:
+        """The one line above the view and its state (ok, info, problem): an action's own line (``said``,
+        ``failed``) for NOTE_KEPT_S, a failed one before the canary's problem, then the frame's."""
+        if said is not None:
+            self._note = (said, failed, time.monotonic())
+        note = self._note if self._note and time.monotonic() - self._note[2] < NOTE_KEPT_S else None
+        if note is not None and note[1]:
+            return note[0], "problem"
+        if frame.problem or note is None or (frame.rollback is not None and frame.share_percent == 0):
+            return frame_line(frame)
+        return note[0], "info"
 
     def start(self, rate: object, max_tokens: int = DEFAULT_MAX_TOKENS) -> str:
         """Start the traffic at ``rate`` requests/s on the good preset (a running one is stopped
@@ -388,59 +401,72 @@ def status_html(text: str, state: str) -> str:
     return f'<div class="sd-canary-line" data-state="{html.escape(state)}">{html.escape(text)}</div>'
 
 
+def figure_text(value: object) -> str:
+    """A figure Prometheus gives as text ('9.27e-02') in 3 significant digits; other text as it is."""
+    try:
+        return f"{float(str(value)):.3g}"
+    except ValueError:
+        return str(value)
+
+
 def frame_html(frame: CanaryFrame) -> str:
-    """The canary view: the share, the traffic, each path's figures, the alerts, the timeline, the rollback."""
+    """The canary view, two columns: the share, the traffic and each path's figures; the rollback,
+    the timeline of the switch and the alerts. Every text from outside is escaped."""
     e = html.escape
     share = "n/a" if frame.share_percent is None else f"{frame.share_percent}%"
     data_share = "" if frame.share_percent is None else str(frame.share_percent)
-    parts = [f'<div class="sd-canary" data-share="{data_share}">',
-             f'<div class="sd-canary-share">share of eligible traffic to speculative: <b id="sd-canary-share">'
-             f'{e(share)}</b></div>']
+    left = [f'<div class="sd-canary-share">share of eligible traffic to speculative: <b id="sd-canary-share">'
+            f'{e(share)}</b></div>']
     t = frame.traffic
     if t is not None:
-        parts.append(f'<div class="sd-canary-traffic">traffic: {t.rate_requests_per_s:g} req/s of <b>{e(t.preset)}</b>'
-                     f' · sent {t.sent}, finished {t.finished}, failed {t.failed}, open {t.open}'
-                     + (f", dropped {t.dropped}" if t.dropped else "")
-                     + (f' · last error: {e(t.last_error)}' if t.last_error else "") + "</div>")
+        left.append(f'<div class="sd-canary-traffic">traffic: {t.rate_requests_per_s:g} req/s of <b>{e(t.preset)}</b>'
+                    f' · sent {t.sent}, finished {t.finished}, failed {t.failed}, open {t.open}'
+                    + (f", dropped {t.dropped}" if t.dropped else "")
+                    + (f' · last error: {e(t.last_error)}' if t.last_error else "") + "</div>")
     n = frame.requests
     if n:
-        parts.append(f'<div class="sd-canary-counts">router counts: baseline {n.get("baseline", 0)}, speculative '
-                     f'{n.get("speculative", 0)} (eligible {n.get("eligible", 0)}, ineligible '
-                     f'{n.get("ineligible", 0)})</div>')
+        left.append(f'<div class="sd-canary-counts">router counts: baseline {n.get("baseline", 0)}, speculative '
+                    f'{n.get("speculative", 0)} (eligible {n.get("eligible", 0)}, ineligible '
+                    f'{n.get("ineligible", 0)})</div>')
     if frame.paths:
         rows = "".join(
             f'<tr data-path="{p}"><td>{p}</td><td>{_fmt(f.requests_per_s, ".2f")}</td>'
             f'<td>{_fmt(f.itl_p95_ms, ".1f", " ms")}</td>'
             f'<td>{_fmt(None if f.acceptance is None else f.acceptance * 100, ".0f", "%")}</td></tr>'
             for p, f in frame.paths.items())
-        parts.append(f'<table class="sd-canary-paths"><thead><tr><th>path</th><th>requests/s</th>'
-                     f'<th>ITL p95</th><th>acceptance</th></tr></thead><tbody>{rows}</tbody></table>'
-                     f'<div class="sd-canary-note">from the canary\'s Prometheus over the last {e(frame.window)}; '
-                     'n/a: no data in the window</div>')
-    if frame.alerts:
-        parts.append('<div class="sd-canary-alerts">alerts: ' + "; ".join(
-            f'{e(a["name"])} {e(a["state"])} (value {e(a["value"])})' for a in frame.alerts) + "</div>")
+        left.append(f'<table class="sd-canary-paths"><thead><tr><th>path</th><th>requests/s</th>'
+                    f'<th>ITL p95</th><th>acceptance</th></tr></thead><tbody>{rows}</tbody></table>'
+                    f'<div class="sd-canary-note">from the canary\'s Prometheus over the last {e(frame.window)}; '
+                    'n/a: no data in the window</div>')
+    right = []
+    rb = frame.rollback
+    if rb is not None:
+        right.append(f'<div class="sd-canary-rollback" id="sd-canary-rollback">rollback: <b>{e(str(rb.get("alert")))}'
+                     f'</b> fired at value {e(figure_text(rb.get("value")))} '
+                     f'(threshold: {e(str(rb.get("threshold", "n/a")))}); share {e(str(rb.get("share_before")))}% '
+                     f'→ {e(str(rb.get("share_after")))}% at {e(str(rb.get("at", "")))[11:21]} UTC. '
+                     'Recovery is manual: set the share again.</div>')
     tl = frame.timeline
     if tl.switched_at is not None:
         a, b = tl.seconds(tl.switched_at, tl.fired_at), tl.seconds(tl.fired_at, tl.share_zero_at)
         total = tl.seconds(tl.switched_at, tl.share_zero_at)
-        parts.append(
+        right.append(
             '<ol class="sd-canary-timeline">'
             f'<li>switch to bad traffic: {_clock(tl.switched_at)}</li>'
             f'<li>alert firing: {_clock(tl.fired_at)}'
             + (f' (+{a:.1f} s; {e(tl.fired_source)})' if a is not None else "") + '</li>'
-            f'<li>share at 0: {_clock(tl.share_zero_at)}' + (f' (+{b:.1f} s after firing)' if b is not None else "")
+            f'<li>share at 0: {_clock(tl.share_zero_at)}' + (f' (+{b:.2f} s after firing)' if b is not None else "")
             + '</li></ol>'
             + (f'<div class="sd-canary-total" id="sd-canary-total">switch to share 0: {total:.1f} s</div>'
                if total is not None else ""))
-    rb = frame.rollback
-    if rb is not None:
-        parts.append(f'<div class="sd-canary-rollback" id="sd-canary-rollback">rollback: <b>{e(str(rb.get("alert")))}'
-                     f'</b> fired at value {e(str(rb.get("value")))} (threshold {e(str(rb.get("threshold", "n/a")))})'
-                     f', share {e(str(rb.get("share_before")))}% → {e(str(rb.get("share_after")))}% at '
-                     f'{e(str(rb.get("at", "")))[:19]} UTC. Recovery is manual: set the share again.</div>')
-    parts.append("</div>")
-    return "".join(parts)
+    if frame.alerts:
+        right.append('<div class="sd-canary-alerts">alerts: ' + "; ".join(
+            f'{e(a["name"])} {e(a["state"])} (value {e(figure_text(a["value"]))})' for a in frame.alerts) + "</div>")
+    return (f'<div class="sd-canary" data-share="{data_share}"><div class="sd-canary-col">{"".join(left)}</div>'
+            f'<div class="sd-canary-col">{"".join(right)}</div></div>')
+
+
+NOTE_KEPT_S = 15.0  # an action's own line stays this long above the view, then the poll's line
 
 
 def frame_line(frame: CanaryFrame) -> tuple[str, str]:
