@@ -26,7 +26,15 @@ from pathlib import Path
 import pytest
 
 from common.canary_rules import DEFAULT_HEADER, default_eligibility
-from demo.live.canary import BAD_PRESET, GOOD_PRESET, CanaryStage, frame_html, frame_line, parse_rate
+from demo.live.canary import (
+    BAD_PRESET,
+    GOOD_PRESET,
+    CanaryFrame,
+    CanaryStage,
+    frame_html,
+    frame_line,
+    parse_rate,
+)
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep.guardrails import guardrails, rules_text
@@ -94,6 +102,12 @@ def test_bad_input_is_one_line_each(tmp_path: Path) -> None:
         stage.switch()
     with pytest.raises(canary.CanaryError, match="outside 0-100"):
         stage.set_share(150)
+    # What the view draws from outside (Prometheus's alert names and values, the events file) is escaped.
+    frame = CanaryFrame(share_percent=0, rollback={"alert": "<script>x</script>", "value": "<b>", "threshold": "&",
+                                                   "share_before": 50, "share_after": 0, "at": "2026-12-04T19:00:00"},
+                        alerts=[{"name": "<img src=x>", "state": "firing", "value": "1e-2", "since": ""}])
+    page = frame_html(frame)
+    assert "<script>" not in page and "<img" not in page and "&lt;script&gt;" in page and "value 0.01" in page
 
 
 def test_the_view_drives_eligible_traffic_and_times_the_rollback(tmp_path: Path) -> None:

@@ -166,6 +166,7 @@ class CanaryStage:
         self.timeline = Timeline()
         self._seen_firing: datetime | None = None
         self._note: tuple[str, bool, float] | None = None  # the last action's line, failed, when
+        self._last: tuple[float, CanaryFrame] | None = None  # the last poll: when, its frame
 
     # ------------------------------------------------------------ control
 
@@ -300,8 +301,17 @@ class CanaryStage:
             raise canary.CanaryError(f"the canary's router does not answer on its admin socket ({e}): "
                                      "`python -m servers canary status`") from None
 
-    def poll(self) -> CanaryFrame:
-        """The view now: the share and counts, each path's figures, the alerts, the timeline."""
+    def poll(self, max_age_s: float = 0.0) -> CanaryFrame:
+        """The view now: the share and counts, each path's figures, the alerts, the timeline. With
+        ``max_age_s``, a frame polled that recently is given again (viewers' timers share one poll)."""
+        last = self._last
+        if max_age_s > 0 and last is not None and time.monotonic() - last[0] < max_age_s:
+            return last[1]
+        frame = self._poll()
+        self._last = (time.monotonic(), frame)
+        return frame
+
+    def _poll(self) -> CanaryFrame:
         frame = CanaryFrame(traffic=self.traffic, timeline=self.timeline)
         if self.traffic is not None and self.traffic.problem:
             frame.problem = self.traffic.problem

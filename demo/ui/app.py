@@ -53,19 +53,21 @@ def build_app(settings: Settings, registry: RaceRegistry | None = None,
         if settings.booth:
             caption, touch = booth_view.build_caption()
         with gr.Tabs():
-            with gr.Tab("Race", id="race"):
+            with gr.Tab("Race", id="race") as race_page:
                 race = race_tab.build(settings, registry, workload, budget)
                 load = load_panel.build(settings, budget, preset=race.preset, prompt=race.prompt,
                                         temperature=race.temperature, workload=workload)
-            with gr.Tab("Evaluate", id="evaluate"):
+            with gr.Tab("Evaluate", id="evaluate") as evaluate_page:
                 evaluate_tab.build(settings, workload, budget)
-            with gr.Tab("Replay", id="replay"):
+            with gr.Tab("Replay", id="replay") as replay_page:
                 replay_tab.build(settings)
             with gr.Tab("Canary", id="canary") as canary_page:
                 canary = CanaryStage(settings, race.presets, settings.canary_run_dir)
                 canary_timer = canary_tab.build(canary)
-        # The canary view polls only once its tab has been opened.
+        # The canary view polls only while its tab is open.
         canary_page.select(lambda: gr.Timer(active=True), outputs=canary_timer, show_progress="hidden")
+        for other in (race_page, evaluate_page, replay_page):
+            other.select(lambda: gr.Timer(active=False), outputs=canary_timer, show_progress="hidden")
         if settings.booth:  # the show: one per app, watched by every open page
             booth = Booth(settings, race.presets, budget=load.budget,
                           visitor_racing=lambda: registry.active() > 0 or load.registry.active() > 0)

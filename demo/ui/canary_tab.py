@@ -29,9 +29,10 @@ INTRO = (f"Eligible traffic (`x-specdemo-eligible: 1`) through the canary's rout
          "fires, the share goes to 0. **Recovery is manual.** The canary runs apart: `python -m servers canary up`.")
 
 
-def _view(stage: CanaryStage, said: str | None = None, failed: bool = False) -> tuple[str, str]:
-    """(the one line, the view) after an action that said ``said`` (a failure when ``failed``)."""
-    frame = stage.poll()
+def _view(stage: CanaryStage, said: str | None = None, failed: bool = False, max_age_s: float = 0.0) -> tuple[str, str]:
+    """(the one line, the view) after an action that said ``said`` (a failure when ``failed``); a
+    timer's tick takes a frame up to ``max_age_s`` old (another viewer's)."""
+    frame = stage.poll(max_age_s)
     text, state = stage.line(frame, said, failed)
     return status_html(text, state), frame_html(frame)
 
@@ -71,5 +72,5 @@ def build(stage: CanaryStage) -> gr.Timer:
     switch.click(lambda: act("switched", stage.switch), outputs=outputs, show_progress="hidden")
     set_share.click(lambda p: act("share set", stage.set_share, p), inputs=[share], outputs=outputs,
                     show_progress="hidden")
-    timer.tick(lambda: _view(stage), outputs=outputs, show_progress="hidden")
+    timer.tick(lambda: _view(stage, max_age_s=POLL_S / 2), outputs=outputs, show_progress="hidden")
     return timer
