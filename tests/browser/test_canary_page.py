@@ -3,7 +3,8 @@
 A real canary (`python -m servers canary up`, HAProxy, Prometheus, Alertmanager, the receiver) in
 front of two stand-ins, at share 50 with the short alert path of tests/test_canary_rollback.py
 (``--alert-for 2s --alert-window 5s``, 1 s scrapes); the app reads it through
-SPECDEMO_CANARY_RUN_DIR. On the page: a rate <= 0 is one line; Start sends eligible traffic through
+SPECDEMO_CANARY_RUN_DIR. On the page: before the canary is up, one line says so with the command
+that starts it; a rate <= 0 is one line; Start sends eligible traffic through
 the router and the view shows the live share (50%) and both paths' requests/s and ITL p95 from the
 canary's Prometheus; Switch sends poetry at T=1 (the speculative stand-in degrades with it: a
 stand-in's acceptance does not follow the prompt), and the view shows the share at 0, the rollback
@@ -42,7 +43,6 @@ def line(page) -> str:
 def test_the_canary_tab_shows_the_live_share_and_the_rollback(page, tmp_path: Path) -> None:
     with Standin(BASE) as base, Standin(SPEC) as spec:
         c = Canary(tmp_path / "run", base, spec, default_eligibility())
-        up_with_alert_path(c, alert_rules(tmp_path))
         app = AppProcess({"SPECDEMO_BASELINE_URL": base.url, "SPECDEMO_SPECULATIVE_URL": spec.url,
                           "SPECDEMO_SAVE_RUNS": "false", "SPECDEMO_READ_TIMEOUT_S": "10",
                           "SPECDEMO_PROBE_TIMEOUT_S": "2", "SPECDEMO_CANARY_RUN_DIR": str(c.run_dir)},
@@ -50,6 +50,10 @@ def test_the_canary_tab_shows_the_live_share_and_the_rollback(page, tmp_path: Pa
         try:
             page.goto(app.url, timeout=PAGE_LOAD_TIMEOUT_MS)
             page.get_by_role("tab", name="Canary").click(timeout=PAGE_LOAD_TIMEOUT_MS)
+            # No canary yet: one line, with the command that starts it.
+            page.wait_for_selector('#sd-canary-status .sd-canary-line[data-state="problem"]', timeout=30_000)
+            assert "no canary is running" in line(page) and "python -m servers canary up --share 50" in line(page)
+            up_with_alert_path(c, alert_rules(tmp_path))
             page.wait_for_selector('#sd-canary-view .sd-canary[data-share="50"]', timeout=30_000)  # the timer
 
             fill_field(page, "#sd-canary-rate input", "0")
