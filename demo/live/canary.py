@@ -57,6 +57,7 @@ TRAFFIC_WINDOW_S = 10.0  # arrivals are drawn this many seconds at a time (a rat
 MAX_RATE_REQUESTS_PER_S = 50.0
 MAX_OPEN_REQUESTS = 64  # a request due when this many are open is not sent (counted as dropped)
 DEFAULT_MAX_TOKENS = 128
+MAX_TOKENS_LIMIT = 4096
 DEFAULT_WINDOW = "30s"  # PromQL range when the canary has no --alert-window
 PROMETHEUS_TIMEOUT_S = 2.0
 START_COMMAND = ("python -m servers canary up --share 50 --rules DIR/guardrails.rules.yml "
@@ -67,6 +68,7 @@ ITL_P95 = 'histogram_quantile(0.95, sum by (le, arm) (rate(vllm:inter_token_late
 ACCEPTANCE = ('sum by (arm) (rate(vllm:spec_decode_num_accepted_tokens_total[{w}])) / '
               'sum by (arm) (rate(vllm:spec_decode_num_draft_tokens_total[{w}]))')
 PATHS = ("baseline", "speculative")
+PROMETHEUS_FIRED = "Prometheus's startsAt"  # where the firing time came from (Timeline.fired_source)
 _RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 
 
@@ -111,6 +113,7 @@ class Traffic:
     open: int = 0
     last_error: str | None = None
     problem: str | None = None  # the traffic stopped on this (one line)
+    ended_at: datetime | None = None  # stopped (Stop, a new Start, or its problem); None: running
 
 
 @dataclass
@@ -128,7 +131,7 @@ class Timeline:
 
     switched_at: datetime | None = None
     fired_at: datetime | None = None
-    fired_source: str = ""  # "Prometheus's startsAt" or "seen firing by the view's poll"
+    fired_source: str = ""  # PROMETHEUS_FIRED, or "seen firing by the view's poll"
     share_zero_at: datetime | None = None
 
     def seconds(self, a: datetime | None, b: datetime | None) -> float | None:
@@ -184,17 +187,22 @@ class CanaryStage:
 
     def start(self, rate: object, max_tokens: int = DEFAULT_MAX_TOKENS) -> str:
         """Start the traffic at ``rate`` requests/s on the good preset (a running one is stopped
-        first); a one-line answer. ValueError (one line) for a bad rate, no canary, a missing preset."""
+        first); a one-line answer. ValueError (one line) for a bad rate or max tokens, a missing
+        preset; CanaryError (one line, with the command) when no canary runs."""
         r = parse_rate(rate)
-        if not 1 <= int(max_tokens) <= 4096:
-            raise ValueError(f"max tokens: 1 to 4096, got {max_tokens}")
+        try:
+            tokens = int(max_tokens)
+        except (TypeError, ValueError, OverflowError):
+            tokens = 0
+        if not 1 <= tokens <= MAX_TOKENS_LIMIT:
+            raise ValueError(f"max tokens: a whole number from 1 to {MAX_TOKENS_LIMIT}, got {max_tokens}")
         for name in (GOOD_PRESET, BAD_PRESET):
             if name not in self.presets:
                 raise ValueError(f"preset {name!r} is not in {self.settings.presets_dir}: the canary view needs it")
         router_url = self._status()["router_url"]  # CanaryError when none runs
         self.stop()
         with self._lock:
-            self._preset, self._max_tokens = GOOD_PRESET, int(max_tokens)
+            self._preset, self._max_tokens = GOOD_PRESET, tokens
             self.timeline, self._seen_firing = Timeline(), None
             self.traffic = Traffic(rate_requests_per_s=r, preset=GOOD_PRESET, started_at=datetime.now(UTC))
             self._stop = threading.Event()
@@ -238,6 +246,8 @@ class CanaryStage:
             asyncio.run(self._send(router_url, rate, traffic, stop))
         except Exception as e:  # the thread's last word: the view shows it
             traffic.problem = f"traffic stopped: {type(e).__name__}: {str(e)[:160]}"
+        finally:
+            traffic.ended_at = datetime.now(UTC)
 
     async def _send(self, router_url: str, rate: float, traffic: Traffic, stop: threading.Event) -> None:
         http = make_http_client(self.settings, "baseline")
@@ -352,13 +362,15 @@ class CanaryStage:
             self.timeline.share_zero_at = at
 
     def _firing_time(self, frame: CanaryFrame) -> None:
+        # Prometheus's own time wins, when the rollback event brings it: a poll may see the alert
+        # firing before the event is written, later than it fired.
         t = self.timeline
-        if t.switched_at is None or t.fired_at is not None:
+        if t.switched_at is None or t.fired_source == PROMETHEUS_FIRED:
             return
         starts = parse_time((frame.rollback or {}).get("starts_at"))
         if starts is not None and starts >= t.switched_at:
-            t.fired_at, t.fired_source = starts, "Prometheus's startsAt"
-        elif self._seen_firing is not None:
+            t.fired_at, t.fired_source = starts, PROMETHEUS_FIRED
+        elif self._seen_firing is not None and t.fired_at is None:
             t.fired_at, t.fired_source = self._seen_firing, "seen firing by the view's poll"
 
     def _figures(self, frame: CanaryFrame, prom_url: str) -> None:
@@ -432,6 +444,7 @@ def frame_html(frame: CanaryFrame) -> str:
         left.append(f'<div class="sd-canary-traffic">traffic: {t.rate_requests_per_s:g} req/s of <b>{e(t.preset)}</b>'
                     f' · sent {t.sent}, finished {t.finished}, failed {t.failed}, open {t.open}'
                     + (f", dropped {t.dropped}" if t.dropped else "")
+                    + (f" · stopped at {_clock(t.ended_at)}" if t.ended_at is not None else "")
                     + (f' · last error: {e(t.last_error)}' if t.last_error else "") + "</div>")
     n = frame.requests
     if n:
