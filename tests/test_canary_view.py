@@ -109,9 +109,10 @@ def test_bad_input_is_one_line_each(tmp_path: Path) -> None:
     # What the view draws from outside (Prometheus's alert names and values, the events file) is escaped.
     frame = CanaryFrame(share_percent=0, rollback={"alert": "<script>x</script>", "value": "<b>", "threshold": "&",
                                                    "share_before": 50, "share_after": 0, "at": "2026-12-04T19:00:00"},
-                        alerts=[{"name": "<img src=x>", "state": "firing", "value": "1e-2", "since": ""}])
+                        alerts=[{"name": "<img src=x>", "state": "firing", "value": "1e-2", "threshold": "<i>"}])
     page = frame_html(frame)
-    assert "<script>" not in page and "<img" not in page and "&lt;script&gt;" in page and "value 0.01" in page
+    assert "<script>" not in page and "<img" not in page and "<i>" not in page and "&lt;script&gt;" in page
+    assert "firing at 0.01" in page
 
 
 def test_the_view_drives_eligible_traffic_and_times_the_rollback(tmp_path: Path) -> None:
@@ -141,6 +142,9 @@ def test_the_view_drives_eligible_traffic_and_times_the_rollback(tmp_path: Path)
             wait_for(adds_up, 30, f"both paths' requests/s add up to {RATE:g} req/s, within 50%", poll_s=1.0)
             frame = stage.poll()
             assert frame.share_percent == 50 and frame.paths["baseline"].acceptance is None  # no drafts
+            # The guardrail as Prometheus holds it: the evaluator's threshold, inactive while healthy.
+            assert [(a["name"], a["state"]) for a in frame.alerts] == [("SpecAcceptanceBelowFloor", "inactive")]
+            assert "0.4375" in frame.alerts[0]["threshold"]
             # ITL p95: the stand-ins' own histograms (base 200 tok/s: 5 ms a token; spec steps of
             # up to 5 tokens at 400 tok/s), within vLLM's buckets.
             assert 1 <= frame.paths["baseline"].itl_p95_ms <= 100, frame.paths  # type: ignore[operator]

@@ -60,6 +60,7 @@ DEFAULT_MAX_TOKENS = 128
 MAX_TOKENS_LIMIT = 4096
 DEFAULT_WINDOW = "30s"  # PromQL range when the canary has no --alert-window
 PROMETHEUS_TIMEOUT_S = 2.0
+MAX_RULES_SHOWN = 8  # guardrails listed per rule group
 START_COMMAND = ("python -m servers canary up --share 50 --rules DIR/guardrails.rules.yml "
                  "--alert-for 15s --alert-window 30s")
 ROUTER_RATE = ('sum by (server) (rate(haproxy_server_http_responses_total{{job="{job}", proxy="{backend}"}}'
@@ -148,7 +149,7 @@ class CanaryFrame:
     requests: dict[str, int] = field(default_factory=dict)  # the router's own counters
     paths: dict[str, PathFigures] = field(default_factory=dict)
     window: str = DEFAULT_WINDOW
-    alerts: list[dict[str, str]] = field(default_factory=list)  # name, state, value, since
+    alerts: list[dict[str, str]] = field(default_factory=list)  # each guardrail: name, state, threshold, value
     rollback: dict[str, Any] | None = None  # the last rollback event after the switch (or ever)
     timeline: Timeline = field(default_factory=Timeline)
     traffic: Traffic | None = None
@@ -394,14 +395,19 @@ class CanaryStage:
                 if (arm := row["metric"].get("arm")) in paths and (v := _number(row)) == v:
                     paths[arm].acceptance = v
             frame.paths = paths
-            r = client.get(f"{prom_url}/api/v1/alerts")
+            # The guardrails as Prometheus holds them: each rule's threshold (the evaluator's
+            # annotation), its state (inactive, pending, firing) and its alert's value.
+            r = client.get(f"{prom_url}/api/v1/rules", params={"type": "alert"})
             r.raise_for_status()
-            for a in r.json()["data"]["alerts"]:
-                name = str(a["labels"].get("alertname", "?"))
-                frame.alerts.append({"name": name, "state": str(a.get("state", "?")),
-                                     "value": str(a.get("value", "n/a"))[:40], "since": str(a.get("activeAt", ""))})
-                if a.get("state") == "firing" and self._seen_firing is None and self.timeline.switched_at:
-                    self._seen_firing = datetime.now(UTC)
+            for group in r.json()["data"]["groups"]:
+                for rule in group.get("rules", [])[:MAX_RULES_SHOWN]:
+                    active = (rule.get("alerts") or [{}])[0]
+                    state = str(rule.get("state", "?"))
+                    threshold = (rule.get("annotations") or {}).get("threshold", "n/a")
+                    frame.alerts.append({"name": str(rule.get("name", "?"))[:100], "state": state[:20],
+                                         "threshold": str(threshold)[:200], "value": str(active.get("value", ""))[:40]})
+                    if state == "firing" and self._seen_firing is None and self.timeline.switched_at:
+                        self._seen_firing = datetime.now(UTC)
 
 
 def _number(row: dict[str, Any]) -> float:
@@ -432,8 +438,8 @@ def figure_text(value: object) -> str:
 
 
 def frame_html(frame: CanaryFrame) -> str:
-    """The canary view, two columns: the share, the traffic and each path's figures; the rollback,
-    the timeline of the switch and the alerts. Every text from outside is escaped."""
+    """The canary view, two columns: the share, the traffic, each path's figures and the guardrails;
+    the rollback and the timeline of the switch. Every text from outside is escaped."""
     e = html.escape
     share = "n/a" if frame.share_percent is None else f"{frame.share_percent}%"
     data_share = "" if frame.share_percent is None else str(frame.share_percent)
@@ -461,6 +467,11 @@ def frame_html(frame: CanaryFrame) -> str:
                     f'<th>ITL p95</th><th>acceptance</th></tr></thead><tbody>{rows}</tbody></table>'
                     f'<div class="sd-canary-note">from the canary\'s Prometheus over the last {e(frame.window)}; '
                     'n/a: no data in the window</div>')
+    if frame.alerts:
+        left.append('<ul class="sd-canary-alerts">' + "".join(
+            f'<li data-state="{e(a["state"])}"><b>{e(a["name"])}</b> {e(a["state"])}'
+            + (f' at {e(figure_text(a["value"]))}' if a.get("value") else "")
+            + f' · fires when {e(a.get("threshold", "n/a"))}</li>' for a in frame.alerts) + "</ul>")
     right = []
     rb = frame.rollback
     if rb is not None:
@@ -482,9 +493,7 @@ def frame_html(frame: CanaryFrame) -> str:
             + '</li></ol>'
             + (f'<div class="sd-canary-total" id="sd-canary-total">switch to share 0: {total:.1f} s</div>'
                if total is not None else ""))
-    if frame.alerts:
-        right.append('<div class="sd-canary-alerts">alerts: ' + "; ".join(
-            f'{e(a["name"])} {e(a["state"])} (value {e(figure_text(a["value"]))})' for a in frame.alerts) + "</div>")
+
     return (f'<div class="sd-canary" data-share="{data_share}"><div class="sd-canary-col">{"".join(left)}</div>'
             f'<div class="sd-canary-col">{"".join(right)}</div></div>')
 
