@@ -157,6 +157,8 @@ class Settings(BaseSettings):
     ui_stall_notice_s: float = Field(15.0, ge=2)
 
     presets_dir: Path = ROOT / "presets"
+    # The canary's run dir (`python -m servers canary up --run-dir`, default logs/canary): the Canary tab reads it.
+    canary_run_dir: Path = ROOT / "logs" / "canary"
     runs_dir: Path = ROOT / "runs"
     save_runs: bool = True
     # A run whose record is larger is not saved (the reason is logged and shown).

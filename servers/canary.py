@@ -688,11 +688,12 @@ def status(run_dir: Path, as_json: bool, out: TextIO = sys.stdout) -> int:
     return 0
 
 
-def change_share(run_dir: Path, share: int, out: TextIO = sys.stdout) -> int:
-    """Set the share live; ``--share 0`` is the rollback, logged as a manual one."""
+def change_share(run_dir: Path, share: int, out: TextIO = sys.stdout, by: str = "cli") -> int:
+    """Set the share live; ``--share 0`` is the rollback, logged as a manual one; ``by`` names who
+    changed it in the event (``cli``, or ``page`` for the page's canary view)."""
     state = _running(run_dir)
     before = set_share(state.admin_socket, share)
-    append_event(state.events_path, {"kind": "share", "share_before": before, "share_after": share, "by": "cli"})
+    append_event(state.events_path, {"kind": "share", "share_before": before, "share_after": share, "by": by})
     print(f"share {before}% -> {share}% of eligible traffic to speculative (live, no restart)", file=out)
     return 0
 

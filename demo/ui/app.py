@@ -1,4 +1,4 @@
-"""Build the whole page: the Race, Evaluate and Replay tabs, and how it is launched.
+"""Build the whole page: the Race, Evaluate, Replay and Canary tabs, and how it is launched.
 
 A tab is a module ``demo.ui.<name>_tab`` whose ``build(settings, ...)`` lays out its content
 inside the current ``gr.Tab`` and wires its events; add one by importing it here.
@@ -13,9 +13,10 @@ import gradio as gr
 from demo.assets import static_text
 from demo.live.booth import Booth
 from demo.live.budget import StreamBudget
+from demo.live.canary import CanaryStage
 from demo.live.session import RaceRegistry
 from demo.settings import Settings
-from demo.ui import booth_view, evaluate_tab, load_panel, race_tab, replay_tab
+from demo.ui import booth_view, canary_tab, evaluate_tab, load_panel, race_tab, replay_tab
 from demo.ui.theme import CSS, make_theme
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ def launch_js(stall_notice_s: float = 15.0, booth: bool = False) -> str:
 
 def build_app(settings: Settings, registry: RaceRegistry | None = None,
               budget: StreamBudget | None = None) -> gr.Blocks:
-    """Build the whole page: the Race tab (with its load section), the Evaluate and Replay tabs.
+    """Build the whole page: the Race tab (with its load section), the Evaluate, Replay and Canary tabs.
 
     ``registry`` and ``budget`` are shared by every viewer of the app (new ones when not given). With
     ``settings.booth`` the booth show runs on the page; otherwise each page load probes the servers. Returns the
@@ -52,14 +53,21 @@ def build_app(settings: Settings, registry: RaceRegistry | None = None,
         if settings.booth:
             caption, touch = booth_view.build_caption()
         with gr.Tabs():
-            with gr.Tab("Race", id="race"):
+            with gr.Tab("Race", id="race") as race_page:
                 race = race_tab.build(settings, registry, workload, budget)
                 load = load_panel.build(settings, budget, preset=race.preset, prompt=race.prompt,
                                         temperature=race.temperature, workload=workload)
-            with gr.Tab("Evaluate", id="evaluate"):
+            with gr.Tab("Evaluate", id="evaluate") as evaluate_page:
                 evaluate_tab.build(settings, workload, budget)
-            with gr.Tab("Replay", id="replay"):
+            with gr.Tab("Replay", id="replay") as replay_page:
                 replay_tab.build(settings)
+            with gr.Tab("Canary", id="canary") as canary_page:
+                canary = CanaryStage(settings, race.presets, settings.canary_run_dir)
+                canary_timer = canary_tab.build(canary)
+        # The canary view polls only while its tab is open.
+        canary_page.select(lambda: gr.Timer(active=True), outputs=canary_timer, show_progress="hidden")
+        for other in (race_page, evaluate_page, replay_page):
+            other.select(lambda: gr.Timer(active=False), outputs=canary_timer, show_progress="hidden")
         if settings.booth:  # the show: one per app, watched by every open page
             booth = Booth(settings, race.presets, budget=load.budget,
                           visitor_racing=lambda: registry.active() > 0 or load.registry.active() > 0)

@@ -33,4 +33,4 @@ def make_theme() -> gr.themes.Base:
 
 
 # The page's stylesheet (demo/static/): the palette, the page, the burst shading.
-CSS = stylesheet("page.css", "burst.css", "load.css")
+CSS = stylesheet("page.css", "burst.css", "load.css", "canary.css")
