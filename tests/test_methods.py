@@ -34,6 +34,7 @@ from demo.sweep.figures import acceptance_figure, throughput_figure
 from demo.sweep.models import CellResult, SweepResult
 from harness.standin import Standin, StandinBehavior, Truth
 from harness.standin_process import StandinProcess, processes
+from harness.waiting import held_within_async
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MAX_TOKENS = 60
@@ -314,11 +315,8 @@ def test_a_stopped_race_stops_every_arm(race_servers) -> None:
 
 
 async def _wait_aborted(s: Standin) -> bool:
-    for _ in range(200):
-        if s.truth and all(t.outcome != "running" for t in s.truth):
-            return all(t.outcome == "aborted" for t in s.truth if t.stream)
-        await asyncio.sleep(0.05)
-    return False
+    ended = await held_within_async(lambda: bool(s.truth) and all(t.outcome != "running" for t in s.truth), 10)
+    return ended and all(t.outcome == "aborted" for t in s.truth if t.stream)
 
 
 # --------------------------------------------------------------------------- the one line
