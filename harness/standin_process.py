@@ -53,13 +53,14 @@ class StandinProcess:
 
     def spawn(self, taken: frozenset[int] = frozenset()) -> None:
         """Start the process on a free port not in ``taken`` (ports picked for stand-ins not yet
-        listening), without waiting for it to answer."""
+        listening), or on its port from before (a restart after stop()), without waiting for it to answer."""
         if self._log_path is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="standin-")
             self._log_path = Path(self._tmp.name) / "standin.log"
-        self.port = free_port()
-        while self.port in taken:
+        if not self.port:  # a restart keeps its port, as a restarted server does
             self.port = free_port()
+            while self.port in taken:
+                self.port = free_port()
         with open(self._log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "harness.standin", "--port", str(self.port),
