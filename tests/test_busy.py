@@ -28,8 +28,9 @@ def test_the_loop_runs_in_its_own_session_at_our_priority_and_stops_with_nothing
         assert os.getsid(pid) == pid and os.getpgid(pid) == pid  # a session and a group of its own
         assert os.getsid(pid) != os.getsid(0)
         assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)  # nice as ours
-        # It computes: CPU time grows while it runs (polled, a busy machine gives it less than a core).
-        wait_for(lambda: (busy.cpu_s(pid) or 0) >= 0.3, 30, "the loop using 0.3 CPU-s")
+        # It computes: CPU time grows while it runs (polled, a busy machine gives it less than a core;
+        # briefly, as the other xdist worker may be running a rate check).
+        wait_for(lambda: (busy.cpu_s(pid) or 0) >= 0.1, 30, "the loop using 0.1 CPU-s")
     finally:
         stopped = cli("stop", str(pid))
     assert stopped.returncode == 0, stopped.stderr
@@ -53,9 +54,9 @@ def test_an_exit_trap_stops_the_loop_however_the_script_ends() -> None:
 
 
 def test_the_loop_ends_by_itself_after_its_time_bound() -> None:
-    with busy.busy_core(max_s=1.0) as pid:
+    with busy.busy_core(max_s=0.5) as pid:
         assert busy.running(pid)
-        wait_for(lambda: not busy.running(pid), 30, "the loop ending by itself after 1 s")
+        wait_for(lambda: not busy.running(pid), 30, "the loop ending by itself after 0.5 s")
     assert not busy.is_loop(pid)
 
 
