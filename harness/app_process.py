@@ -13,6 +13,7 @@ import httpx
 
 from harness import ROOT
 from harness.ports import free_port
+from harness.waiting import held_within
 
 APP_READY_S = 90.0  # the longest an app.py may take to answer its first request
 
@@ -41,16 +42,16 @@ class AppProcess:
             self.wait_ready()
 
     def wait_ready(self, timeout_s: float = APP_READY_S) -> AppProcess:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def answers() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"app.py exited with {self.proc.returncode}:\n{self.output()}")
             try:
-                if httpx.get(self.url, timeout=2, trust_env=False).status_code == 200:
-                    return self
+                return httpx.get(self.url, timeout=2, trust_env=False).status_code == 200
             except httpx.HTTPError:
-                pass
-            time.sleep(0.3)
+                return False
+
+        if held_within(answers, timeout_s, poll_s=0.3):
+            return self
         self.stop()
         raise RuntimeError(f"app.py did not answer on {self.url} within {timeout_s:g} s:\n{self.output()}")
 

@@ -51,6 +51,8 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from harness.waiting import held_within
+
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 FINGERPRINT = "vllm-0.32.0-5a7d1e00"
 # A hermes tool call streamed by vLLM 0.32 on the CPU default (get_weather {"city": "Paris"}):
@@ -501,12 +503,15 @@ class Standin:
 
         self._thread = threading.Thread(target=serve, name=f"standin:{self.port}", daemon=True)
         self._thread.start()
-        deadline = time.monotonic() + 10
-        while not self._server.started:
-            if ready.is_set() or time.monotonic() > deadline:
-                raise RuntimeError(f"stand-in server did not start on {self.host}:{self.port} "
-                                   "(port in use?)")
-            time.sleep(0.005)
+        def serving() -> bool:
+            if server.started:
+                return True
+            if ready.is_set():  # serve() returned without starting
+                raise RuntimeError(f"stand-in server did not start on {self.host}:{self.port} (port in use?)")
+            return False
+
+        if not held_within(serving, 10, poll_s=0.005):
+            raise RuntimeError(f"stand-in server did not start on {self.host}:{self.port} within 10 s")
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
         return self
 
@@ -589,12 +594,7 @@ class Standin:
 
     def wait_idle(self, timeout_s: float = 5.0) -> bool:
         """Wait until no request is in flight (abort detection is asynchronous)."""
-        deadline = time.monotonic() + timeout_s
-        while self.open_streams:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.005)
-        return True
+        return held_within(lambda: not self.open_streams, timeout_s, poll_s=0.005)
 
     # ---- ASGI entry: remember the raw transport so faults can drop the connection
 

@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +27,7 @@ from harness import ROOT
 from harness.app_process import stop_process
 from harness.ports import free_port
 from harness.standin import StandinBehavior, Truth
+from harness.waiting import held_within
 
 READY_S = 30.0  # the longest the stand-in may take to answer /health (its imports, on a busy machine)
 TRUTH_TIMEOUT_S = 30.0  # a few MB of JSON after a big batch
@@ -53,13 +53,14 @@ class StandinProcess:
 
     def spawn(self, taken: frozenset[int] = frozenset()) -> None:
         """Start the process on a free port not in ``taken`` (ports picked for stand-ins not yet
-        listening), without waiting for it to answer."""
+        listening), or on its port from before (a restart after stop()), without waiting for it to answer."""
         if self._log_path is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="standin-")
             self._log_path = Path(self._tmp.name) / "standin.log"
-        self.port = free_port()
-        while self.port in taken:
+        if not self.port:  # a restart keeps its port, as a restarted server does
             self.port = free_port()
+            while self.port in taken:
+                self.port = free_port()
         with open(self._log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "harness.standin", "--port", str(self.port),
@@ -69,19 +70,20 @@ class StandinProcess:
     def wait_ready(self) -> StandinProcess:
         """Wait until the spawned process answers /health; stop it and raise if it does not."""
         assert self.proc is not None, "spawn() first"
-        deadline = time.monotonic() + READY_S
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the stand-in exited with {self.proc.returncode}:\n{self.output()}")
+        proc = self.proc
+
+        def answers() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the stand-in exited with {proc.returncode}:\n{self.output()}")
             try:
-                if httpx.get(f"{self.url}/health", timeout=2, trust_env=False).status_code == 200:
-                    return self
+                return httpx.get(f"{self.url}/health", timeout=2, trust_env=False).status_code == 200
             except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"the stand-in did not answer on {self.url} within {READY_S:g} s")
-            time.sleep(0.1)
+                return False
+
+        if not held_within(answers, READY_S):
+            self.stop()
+            raise RuntimeError(f"the stand-in did not answer on {self.url} within {READY_S:g} s")
+        return self
 
     def output(self) -> str:
         return self._log_path.read_text(encoding="utf-8", errors="replace") if self._log_path else ""

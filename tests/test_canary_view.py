@@ -42,9 +42,9 @@ from demo.sweep.guardrails import guardrails, rules_text
 from demo.sweep.measured import Measured
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
+from harness.waiting import wait_for
 from servers import canary, procs
 from tests.test_canary import Canary
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(
     any(shutil.which(b) is None for b in ("haproxy", "prometheus", "prometheus-alertmanager")),

@@ -37,6 +37,7 @@ from demo.sweep.guardrails import FILE_NAME, JOB, Margins, guardrails, rules_tex
 from demo.sweep.measured import Measured, measured_figures, read_results
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
+from harness.waiting import wait_for
 from servers import monitor
 from servers.config import Role
 
@@ -310,14 +311,6 @@ def alert_rules(url: str) -> dict[str, dict[str, Any]]:
     return {rule["name"]: rule for g in r.json()["data"]["groups"] for rule in g["rules"]} if r.is_success else {}
 
 
-def wait_for(what: str, ok: Any, timeout_s: float = 90) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not ok():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout_s:g} s")
-        time.sleep(0.5)
-
-
 def has_data(url: str, rule: dict[str, Any]) -> bool:
     """The rule's expression without its comparison gives a value: its series have data to judge."""
     expr = rule["query"].rsplit(" ", 2)[0]
@@ -331,9 +324,10 @@ def test_a_real_prometheus_keeps_the_measured_pair_quiet_and_flags_a_worse_accep
     base, spec = pair
     judged = {"SpecAcceptanceBelowFloor", "SpecTokenLatencyP95AboveBaseline", "SpecKvCacheAboveMeasured"}
     with Races(base, spec):
-        wait_for("every rule loaded, healthy and judging data", lambda: (
+        wait_for(lambda: (
             len(rules := alert_rules(prometheus)) == 4 and all(r["health"] == "ok" for r in rules.values())
-            and all(has_data(prometheus, rules[n]) for n in judged)))
+            and all(has_data(prometheus, rules[n]) for n in judged)), 90, "every rule loaded, healthy and judging data",
+            poll_s=0.5)
         time.sleep(3)  # a few more evaluations, every second
         states = {n: (r["state"], r["health"]) for n, r in alert_rules(prometheus).items()}
         # demo check reads the same counters from Prometheus: the 6 s just past, at once.
@@ -348,8 +342,8 @@ def test_a_real_prometheus_keeps_the_measured_pair_quiet_and_flags_a_worse_accep
     spec.restart()
     try:
         with Races(base, spec):
-            wait_for("the acceptance rule pending", lambda: alert_rules(prometheus)[
-                "SpecAcceptanceBelowFloor"]["state"] == "pending")
+            wait_for(lambda: alert_rules(prometheus)["SpecAcceptanceBelowFloor"]["state"] == "pending", 90,
+                     "the acceptance rule pending", poll_s=0.5)
             states = {n: r["state"] for n, r in alert_rules(prometheus).items()}
     finally:
         spec.behavior = SPEC

@@ -20,6 +20,7 @@ import pytest
 
 from common.paths import ROOT
 from harness.ports import free_port
+from harness.waiting import held_within, wait_for
 from tests.signals import interruptible
 
 # Answers /health and /v1/models like vLLM. Its behaviour per role comes from FAKE_<ROLE>:
@@ -134,10 +135,8 @@ class Env:
             return ""
 
     def wait_no_leftovers(self, timeout_s: float = 5.0) -> list[int]:
-        deadline = time.monotonic() + timeout_s
-        while (left := self.leftovers()) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        return left
+        held_within(lambda: not self.leftovers(), timeout_s)
+        return self.leftovers()
 
 
 @pytest.fixture
@@ -254,9 +253,7 @@ def test_health_answered_by_a_stranger_is_not_taken_for_ours(env: Env) -> None:
     stranger: list[http.server.HTTPServer] = []
 
     def squat() -> None:  # binds the baseline port once our launcher has spawned its servers
-        deadline = time.monotonic() + 20
-        while not (env.run_dir / "state.json").exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
+        held_within((env.run_dir / "state.json").exists, 20, poll_s=0.02)
         srv = http.server.HTTPServer(("127.0.0.1", env.ports[0]), Ok)
         stranger.append(srv)
         srv.serve_forever()
@@ -266,8 +263,7 @@ def test_health_answered_by_a_stranger_is_not_taken_for_ours(env: Env) -> None:
     try:
         up = env.run("up", "--detach", FAKE_BASELINE="never-healthy", FAKE_DELAY_S="1")
     finally:
-        while not stranger and t.is_alive():
-            time.sleep(0.05)
+        held_within(lambda: bool(stranger) or not t.is_alive(), 60, poll_s=0.05)
         if stranger:
             stranger[0].shutdown()
             stranger[0].server_close()
@@ -355,14 +351,8 @@ def test_foreground_up_stops_both_on_ctrl_c_or_sigterm(env: Env, sig: signal.Sig
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible,
     )
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            state = env.run_dir / "state.json"
-            if state.exists() and all(s["time_to_healthy_s"] for s in env.state()["servers"]):
-                break
-            time.sleep(0.2)
-        else:
-            pytest.fail("servers never became healthy")
+        wait_for(lambda: all(s["time_to_healthy_s"] for s in env.state()["servers"]), 30,
+                 "both servers healthy in the state file", poll_s=0.2)
         time.sleep(0.5)  # past the final state write, into the foreground wait
         p.send_signal(sig)
         out, _ = p.communicate(timeout=30)

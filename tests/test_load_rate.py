@@ -31,8 +31,8 @@ from demo.settings import ROOT, Settings
 from demo.workload import WorkloadRequest
 from harness.standin import Standin, StandinBehavior, Truth
 from harness.standin_process import process_pair
+from harness.waiting import wait_for
 from tests.signals import interruptible
-from tests.waiting import wait_for
 
 TOKENS = 24
 # Unloaded: the baseline 20 ms a token, the speculative side 8 ms (chunks of 1, 3, 2 tokens): gaps long
@@ -331,7 +331,7 @@ def test_ctrl_c_keeps_the_rate_steps_measured_and_leaves_no_stream_open(tmp_path
         try:
             wait_for(lambda: LoadResult.model_validate_json((out / "load.json").read_text()).rate_steps != [],
                      60, "the first rate step written")
-            time.sleep(0.5)  # into the second step, streams open
+            wait_for(lambda: base.open_streams + spec.open_streams > 0, 30, "a stream of the second step open")
             proc.send_signal(signal.SIGINT)
             _stdout, stderr = proc.communicate(timeout=30)
         finally:

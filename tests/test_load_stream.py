@@ -30,9 +30,9 @@ from demo.ui import load_panel
 from demo.workload import WorkloadRequest
 from harness.standin import Standin
 from harness.standin_process import StandinProcess
+from harness.waiting import wait_for
 from tests import test_load_sweep
 from tests.test_load_sweep import MAX_TOKENS, USERS
-from tests.waiting import wait_for
 
 # The load sweep's fixtures of its stand-ins: ``pair`` in this process, ``apart`` in their own.
 pair, apart = test_load_sweep.pair, test_load_sweep.apart

@@ -30,6 +30,7 @@ from demo.workload import WorkloadRequest
 from harness.chromium import CHROMIUM
 from harness.standin import Standin, StandinBehavior, Truth
 from harness.standin_process import StandinProcess, process_pair
+from harness.waiting import held_within, wait_for
 from tests.signals import interruptible
 
 MAX_TOKENS = 60
@@ -266,12 +267,11 @@ def test_ctrl_c_keeps_the_steps_measured(pair, tmp_path: Path) -> None:
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     try:
-        deadline = time.monotonic() + 60
-        while not ((out / "load.json").exists()
-                   and LoadResult.model_validate_json((out / "load.json").read_text()).steps):
+        def a_step_written() -> bool:
             assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no step written after 60 s"
-            time.sleep(0.05)
+            return bool(LoadResult.model_validate_json((out / "load.json").read_text()).steps)
+
+        wait_for(a_step_written, 60, "a step written to load.json", poll_s=0.05)
         time.sleep(0.3)  # into the second step
         proc.send_signal(signal.SIGINT)
         _stdout, stderr = proc.communicate(timeout=30)
@@ -300,9 +300,7 @@ def test_each_step_shows_the_servers_queue_and_preemptions(monkeypatch: pytest.M
         request = WorkloadRequest(id="prompt", api="chat", messages=[{"role": "user", "content": "hi"}])
 
         def preempt_mid_batch() -> None:  # the engine preempts 3 requests while the speculative batch runs
-            deadline = time.monotonic() + 30
-            while spec.open_streams == 0 and time.monotonic() < deadline:
-                time.sleep(0.005)
+            held_within(lambda: spec.open_streams > 0, 30, poll_s=0.005)
             spec.behavior.preemptions_total = 3
 
         watcher = threading.Thread(target=preempt_mid_batch, daemon=True)

@@ -21,6 +21,7 @@ import pytest
 
 from common.paths import ROOT
 from harness.chromium import CHROMIUM
+from harness.waiting import held_within
 from servers import procs
 from tests.signals import interruptible
 
@@ -63,10 +64,9 @@ def kill_leftovers(p: subprocess.Popen[str], out: Path) -> None:
 
 
 def gone(pids: list[int], timeout_s: float = 10.0) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while (alive := [p for p in pids if procs.is_running(p)]) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return alive
+    """The pids still running once they are all gone or timeout_s has passed."""
+    held_within(lambda: not any(procs.is_running(p) for p in pids), timeout_s)
+    return [p for p in pids if procs.is_running(p)]
 
 
 def test_two_minutes_of_booth_mode_with_a_speculative_kill(tmp_path: Path) -> None:

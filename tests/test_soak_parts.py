@@ -25,6 +25,7 @@ from benchmarks.soak.run import parse_args
 from benchmarks.soak.summary import GROWTH_LIMIT_MB_PER_H, Sighting, summarize
 from benchmarks.soak_standin import standin_args
 from harness.standin import Standin
+from harness.waiting import held_within
 from servers.config import Role
 
 LINE = ('booth-race {"n": 3, "preset": "json_reformat", "source": "live", "outcome": "done", "speedup": 1.95, '
@@ -118,9 +119,7 @@ def test_rss_is_summed_over_the_group_and_the_tree_and_none_when_gone(tmp_path: 
     finally:
         os.killpg(p.pid, signal.SIGKILL)
         p.wait(5)
-    deadline = time.monotonic() + 5
-    while group_rss_bytes(p.pid) is not None and time.monotonic() < deadline:
-        time.sleep(0.05)  # the child is reaped by init
+    held_within(lambda: group_rss_bytes(p.pid) is None, 5, poll_s=0.05)  # the child is reaped by init
     assert group_rss_bytes(p.pid) is None
     assert tree_rss_bytes(p.pid) is None
 

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
 from harness.standin import Standin, StandinBehavior, plan_chunks
-from tests.waiting import wait_for
+from harness.waiting import held_within, wait_for
 
 FIX = Path(__file__).parent / "fixtures"
 STREAM_OPTS = {"include_usage": True, "continuous_usage_stats": True}
@@ -410,14 +410,14 @@ def test_pair_and_cli(standin_pair) -> None:
                              "--chunk-sizes", "1,3,5", "--tokens-per-s", "2000"],
                             cwd=Path(__file__).parent.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 10
-        while True:
+        def answers() -> bool:
+            assert proc.poll() is None, "CLI stand-in exited"
             try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
+                return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
             except httpx.TransportError:
-                assert time.monotonic() < deadline and proc.poll() is None, "CLI stand-in did not start"
-                time.sleep(0.05)
+                return False
+
+        wait_for(answers, 10, "the CLI stand-in answering /health", poll_s=0.05)
         got = events(stream_lines(f"http://127.0.0.1:{port}", chat_body(max_tokens=10)))
         assert got[-1]["metrics"]["speculative_decoding"]["num_spec_steps"] == 3
     finally:
@@ -487,9 +487,7 @@ def test_max_num_seqs_queues_the_rest_and_reports_them_waiting(standin_factory) 
     s = standin_factory(tokens_per_s=100, ttft_s=0.01, max_num_seqs=2)
     with ThreadPoolExecutor(4) as pool:
         done = [pool.submit(stream_lines, s.url, chat_body(max_tokens=150)) for _ in range(4)]
-        deadline = time.monotonic() + 5
-        while s.open_streams < 4 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        held_within(lambda: s.open_streams >= 4, 5, poll_s=0.01)
         m = metric_samples(s.url)
         for f in done:
             f.result()

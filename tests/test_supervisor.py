@@ -20,10 +20,10 @@ from typing import Any
 import httpx
 import pytest
 
+from harness.waiting import wait_for
 from servers import procs
 from tests.signals import interruptible
 from tests.test_launcher import Env
-from tests.waiting import wait_for
 
 # Fast, but never a tight loop: the supervisor looks every 0.2 s, restarts after 0.5 s (doubling).
 FAST = {

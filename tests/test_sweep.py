@@ -24,6 +24,7 @@ from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
 from demo.sweep.runner import Progress, new_result, run_sweep
 from harness.standin import Standin, StandinBehavior, Truth
+from harness.waiting import wait_for
 from tests.signals import interruptible
 
 BASE = StandinBehavior(tokens_per_s=80, ttft_s=0.03)
@@ -201,11 +202,11 @@ def test_ctrl_c_writes_partial_results(tmp_path: Path) -> None:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                     preexec_fn=interruptible)
         try:
-            deadline = time.monotonic() + 60
-            while not (out / "results.json").exists():  # the first cell is done and written
+            def written() -> bool:  # the first cell is done and written
                 assert proc.poll() is None, proc.communicate()
-                assert time.monotonic() < deadline, "no results.json after 60 s"
-                time.sleep(0.05)
+                return (out / "results.json").exists()
+
+            wait_for(written, 60, "results.json written", poll_s=0.05)
             time.sleep(0.5)  # into the second cell
             proc.send_signal(signal.SIGINT)
             stdout, stderr = proc.communicate(timeout=30)

@@ -24,6 +24,7 @@ from demo.results import RaceSnapshot, SideSnapshot
 from demo.runs.store import list_runs
 from demo.settings import Settings
 from demo.workload import Workload, WorkloadRequest
+from harness.waiting import held_within_async
 
 
 def _settings(base, spec) -> Settings:
@@ -76,10 +77,7 @@ async def test_unread_race_is_aborted(standin_factory, monkeypatch) -> None:
     for _ in range(3):
         await gen.__anext__()
     # Nobody reads on (as when Gradio stops pulling for a closed tab) and nobody closes `gen`.
-    for _ in range(60):
-        await asyncio.sleep(0.1)
-        if base.aborted and spec.aborted:
-            break
+    await held_within_async(lambda: bool(base.aborted and spec.aborted), 6, poll_s=0.1)
     assert (base.aborted, spec.aborted) == (1, 1)
     # A page that was only slow reads on: it gets a final, stopped frame that says why,
     # never a page left on "Racing…".

@@ -35,6 +35,7 @@ from demo.workload import Workload, WorkloadRequest
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
 from harness.standin_process import StandinProcess, process_pair
+from harness.waiting import wait_for_async
 from tests.test_legacy_records import LEGACY_RUN
 from tests.test_load_sweep import BASE, MAX_TOKENS, SPEC, truth_speedups
 
@@ -377,9 +378,7 @@ async def test_an_evaluate_sweep_holds_its_streams_in_the_same_budget() -> None:
         assert "Concurrency 8 needs 8 streams at once" in out[0] and "budget of 4" in out[0] and b.started == 0
         held = budget.ask(4)  # a viewer's race holds every stream
         task = asyncio.create_task(sweep("2"))
-        async with asyncio.timeout(10):
-            while not any("waiting for 2 streams" in d for d in said):
-                await asyncio.sleep(0.05)
+        await wait_for_async(lambda: any("waiting for 2 streams" in d for d in said), 10, "the sweep waiting")
         assert b.started == s.started == 0  # the sweep waits, sending nothing
         held.release()
         out = await task

@@ -12,7 +12,6 @@ Speeds on a busy 2-core machine are not asserted; ratios are, against each stand
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess
 from harness.page_driver import choose, open_page, screenshot, start, wait_finished
 from harness.standin import Standin, StandinBehavior
+from harness.waiting import held_within
 from tests.browser.conftest import pair_app
 
 pytestmark = pytest.mark.browser
@@ -166,12 +166,8 @@ def test_three_arms_stream_on_one_screen_each_against_its_truth(page, app, serve
 
 def _aborted(s: Standin, deadline_s: float = 15.0) -> bool:
     """True once the stand-in's last stream has ended, aborted by the client (polled: never assume when)."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        if s.truth and s.last_truth.outcome != "running":
-            return s.last_truth.outcome == "aborted"
-        time.sleep(0.05)
-    return False
+    ended = held_within(lambda: bool(s.truth) and s.last_truth.outcome != "running", deadline_s, poll_s=0.05)
+    return ended and s.last_truth.outcome == "aborted"
 
 
 def test_stop_aborts_every_arm(page, app, servers) -> None:

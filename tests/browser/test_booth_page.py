@@ -20,6 +20,7 @@ from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess
 from harness.page_driver import screenshot
 from harness.standin import Standin, StandinBehavior
+from harness.waiting import held_within
 from tests.browser.conftest import standin_pair
 
 pytestmark = pytest.mark.browser
@@ -86,10 +87,8 @@ class Watch:
 
     def until(self, cond, timeout_s: float, what: str) -> float:
         t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout_s:
-            if cond(self.poll()):
-                return time.monotonic() - t0
-            time.sleep(0.2)
+        if held_within(lambda: cond(self.poll()), timeout_s, poll_s=0.2):
+            return time.monotonic() - t0
         screenshot(self.page, "booth-" + what.replace(" ", "-")[:40])
         pytest.fail(f"not within {timeout_s} s: {what}; seen {self.seen[-8:]}")
 
@@ -228,10 +227,11 @@ def test_a_load_turn_shows_the_curves_in_place_of_the_panes(servers: dict[str, S
         assert page.is_visible("#sd-load-per-user") and page.is_visible("#sd-load-total")
         assert not page.is_visible("#sd-pane-baseline") and not page.is_visible("#sd-load-controls")
         screenshot(page, "booth-load-turn")
-        deadline = time.monotonic() + 60
-        while "booth-load {" not in app.output() and time.monotonic() < deadline:
+        def logged() -> bool:
             watch.poll()
-            time.sleep(0.5)
+            return "booth-load {" in app.output()
+
+        held_within(logged, 60, poll_s=0.5)
         loads = [x.split("booth-load ", 1)[1] for x in app.output().splitlines() if "booth-load {" in x]
         assert loads, "no booth-load line in the app's log"
         line = json.loads(loads[0])

@@ -13,9 +13,9 @@ import pytest
 from harness.app_process import AppProcess
 from harness.page_driver import open_page, screenshot
 from harness.standin import Standin
+from harness.waiting import wait_for
 from tests.browser.conftest import pair_app
 from tests.test_load_sweep import BASE, SPEC
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.browser
 

@@ -33,7 +33,7 @@ from harness.page_driver import (
     wait_finished,
 )
 from harness.standin import Standin, StandinBehavior
-from tests.waiting import wait_for
+from harness.waiting import held_within, wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -341,9 +341,7 @@ def test_closing_the_tab_aborts_both_requests(chromium, app, servers) -> None:
         "() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10")
     t_close = time.monotonic()
     context.close()
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and (base.open_streams or spec.open_streams):
-        time.sleep(0.05)
+    held_within(lambda: not (base.open_streams or spec.open_streams), 20, poll_s=0.05)
     took = time.monotonic() - t_close
     print(f"\n[close-tab] both streams closed {took:.2f} s after the tab closed")
     assert (base.aborted, spec.aborted) == (aborted_before[0] + 1, aborted_before[1] + 1)

@@ -7,9 +7,6 @@ its own run dir logs/servers-e2e) and stops exactly those at the end of the sess
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from urllib.parse import urlparse
@@ -17,16 +14,14 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from common.paths import ROOT
 from demo.settings import Settings
+from harness import e2e_pair
+from harness.waiting import held_within
 from servers import procs
 from servers.settings import LauncherSettings
 from servers.state import read_state
 
-E2E_RUN_DIR = ROOT / "logs" / "servers-e2e"
-# The pair this session starts replaces a hung server after this long without /health (the
-# product's default is 30 s): test_supervisor_e2e.py's hang waits that long. As scripts/test.sh.
-HEALTH_TIMEOUT_S = "10"
+E2E_RUN_DIR = e2e_pair.RUN_DIR  # the pair's start, as scripts/test.sh starts it: harness/e2e_pair.py
 
 
 def _healthy(url: str) -> bool:
@@ -44,14 +39,11 @@ def _wait_for_a_starting_pair(urls: tuple[str, str], timeout_s: float = 900) -> 
     if not any(procs.is_running(r.pid, r.start_ticks) for r in records):
         return False
     print("\n[e2e] a server pair is starting (python -m servers up); waiting for it", flush=True)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if all(_healthy(u) for u in urls):
-            return True
-        if not any(procs.is_running(r.pid, r.start_ticks) for r in records):
-            return False
-        time.sleep(2)
-    return False
+
+    def settled() -> bool:  # healthy, or no longer starting
+        return all(_healthy(u) for u in urls) or not any(procs.is_running(r.pid, r.start_ticks) for r in records)
+
+    return held_within(settled, timeout_s, poll_s=2) and all(_healthy(u) for u in urls)
 
 
 @pytest.fixture(scope="session")
@@ -65,21 +57,17 @@ def real_servers() -> Iterator[Settings]:
     base, spec = (urlparse(u) for u in urls)
     if base.hostname not in ("127.0.0.1", "localhost") or spec.hostname != base.hostname:
         pytest.fail(f"servers at {urls} are not healthy and are not local, so they cannot be started here")
-    cmd = [sys.executable, "-m", "servers", "up", "--detach", "--host", "127.0.0.1",
-           "--baseline-port", str(base.port), "--speculative-port", str(spec.port), "--run-dir", str(E2E_RUN_DIR)]
-    print(f"\n[e2e] starting the servers: {' '.join(cmd[1:])}", flush=True)
+    print()
     t0 = time.monotonic()
     # Output goes straight to the terminal: the progress display shows what is happening.
-    up = subprocess.run(cmd, cwd=ROOT, timeout=1500,
-                        env={**os.environ, "SPECDEMO_SERVERS_HEALTH_TIMEOUT_S": HEALTH_TIMEOUT_S})
-    if up.returncode != 0:
-        pytest.fail(f"`python -m servers up` failed (exit {up.returncode}); see its message above")
+    code = e2e_pair.up(base.port or e2e_pair.BASELINE_PORT, spec.port or e2e_pair.SPECULATIVE_PORT)
+    if code != 0:
+        pytest.fail(f"`python -m servers up` failed (exit {code}); see its message above")
     print(f"[e2e] both servers healthy after {time.monotonic() - t0:.0f} s", flush=True)
     try:
         yield settings
     finally:
-        subprocess.run([sys.executable, "-m", "servers", "down", "--run-dir", str(E2E_RUN_DIR)],
-                       cwd=ROOT, timeout=120)
+        e2e_pair.down()
 
 
 @pytest.fixture(scope="session")

@@ -39,7 +39,7 @@ async def _scrape(http: httpx.AsyncClient, settings: Settings) -> dict[str, Metr
 
 async def _wait_idle(http: httpx.AsyncClient, settings: Settings, timeout_s: float) -> tuple[float, dict]:
     t0 = time.monotonic()
-    while True:
+    while True:  # each look is a scrape over HTTP, awaited: the poll cannot be a plain condition
         now = await _scrape(http, settings)
         if all(s.num_requests_running == 0 for s in now.values()):
             return time.monotonic() - t0, now

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import httpx
@@ -27,6 +28,7 @@ from demo.race import run_race
 from demo.results import Message, RaceRequest, RaceResult
 from demo.settings import Settings
 from harness.ports import free_port
+from harness.waiting import held_within, wait_for
 from servers import monitor
 from servers.config import Role
 from tests.promql import PROMETHEUS_SERIES, dashboard_queries, exposed_names, metric_names
@@ -62,13 +64,11 @@ class Prom:
 
     def wait_for_scrape_after(self, t: float, timeout_s: float = 60) -> None:
         """Until Prometheus holds a sample of the speculative server scraped after time ``t``."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def sampled() -> bool:
             ts = self.scalar(f'timestamp({DRAFTED}{{role="speculative"}})')
-            if ts is not None and ts > t:
-                return
-            time.sleep(0.3)
-        pytest.fail(f"Prometheus took no sample of the speculative server within {timeout_s} s")
+            return ts is not None and ts > t
+
+        wait_for(sampled, timeout_s, "a Prometheus sample of the speculative server", poll_s=0.3)
 
     def counters(self) -> dict[str, float]:
         out = {}
@@ -114,19 +114,16 @@ def prometheus(real_servers: Settings, guardrails_file: Path,
                              f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT)
     prom = Prom(f"http://127.0.0.1:{port}")
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        def both_up() -> bool:
             if proc.poll() is not None:
                 pytest.fail(f"prometheus exited ({proc.returncode}): {(tmp / 'prometheus.log').read_text()[-2000:]}")
             try:
                 up = prom.query('up{job="vllm"}')
-                if len(up) == 2 and all(r["value"][1] == "1" for r in up):
-                    break
             except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("Prometheus did not see both servers up within 60 s")
-            time.sleep(0.5)
+                return False
+            return len(up) == 2 and all(r["value"][1] == "1" for r in up)
+
+        wait_for(both_up, 60, "Prometheus seeing both servers up", poll_s=0.5)
         yield prom
     finally:
         proc.terminate()
@@ -168,17 +165,18 @@ def test_prometheus_loads_the_generated_guardrails_and_evaluates_them_healthy(
     (group,) = yaml.safe_load(guardrails_file.read_text())["groups"]
     want = {r["alert"] for r in group["rules"]}
     assert "SpecAcceptanceBelowFloor" in want and "SpecTokenLatencyP95AboveBaseline" in want, want
-    deadline = time.monotonic() + 60
-    while True:  # health is "unknown" until a rule's first evaluation (every INTERVAL_S here)
+    loaded: dict[str, Any] = {}
+
+    def healthy() -> bool:  # health is "unknown" until a rule's first evaluation (every INTERVAL_S here)
+        nonlocal loaded
         r = httpx.get(f"{prometheus.url}/api/v1/rules", params={"type": "alert"}, timeout=10)
         r.raise_for_status()
         loaded = {rule["name"]: rule for g in r.json()["data"]["groups"] for rule in g["rules"]}
-        if set(loaded) == want and all(rule["health"] == "ok" for rule in loaded.values()):
-            break
-        if time.monotonic() > deadline:
-            pytest.fail(f"rules not loaded and healthy within 60 s: "
-                        f"{ {n: (x['health'], x.get('lastError')) for n, x in loaded.items()} }, want {sorted(want)}")
-        time.sleep(0.5)
+        return set(loaded) == want and all(rule["health"] == "ok" for rule in loaded.values())
+
+    if not held_within(healthy, 60, poll_s=0.5):
+        pytest.fail(f"rules not loaded and healthy within 60 s: "
+                    f"{ {n: (x['health'], x.get('lastError')) for n, x in loaded.items()} }, want {sorted(want)}")
     print(f"\n[e2e] guardrails loaded, healthy: {sorted(loaded)} "
           f"(states: { {n: x['state'] for n, x in loaded.items()} })")
     for rule in loaded.values():

@@ -24,11 +24,11 @@ import pytest
 from demo.race import run_race
 from demo.results import Message, RaceRequest
 from demo.settings import Settings
+from harness.waiting import wait_for
 from servers import procs
 from servers.settings import LauncherSettings, parse_cores
 from servers.state import LauncherState, ServerRecord, read_state
 from tests.e2e.conftest import E2E_RUN_DIR
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 DISRUPTIVE = True  # tests/e2e/conftest.py runs this module last
