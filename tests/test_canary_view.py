@@ -57,12 +57,15 @@ BASE = StandinBehavior(tokens_per_s=200, ttft_s=0.01)
 DEGRADED = [1]  # every step accepts none of its 4 drafts: acceptance 0
 RATE = 5.0
 MAX_TOKENS = 24
+ARM = "ngram"
 ROLLBACK_BOUND_S = 60.0  # 5 s window, 2 s for, 1 s scrapes and evaluations
 
 
 def alert_rules(tmp_path: Path) -> Path:
     """The evaluator's guardrails for the stand-in's measured acceptance (the acceptance rule)."""
-    measured = Measured(source="results.json", measured_on="2026-12-04", arm="speculative", cells=1,
+    # A named arm, as `servers up --arms ngram` starts it: its series carry arm="ngram" and
+    # role="speculative", and the view must find the speculative path by its role.
+    measured = Measured(source="results.json", measured_on="2026-12-04", arm=ARM, cells=1,
                         acceptance_rate=7 / 16, users=1, top_users=1)
     rules = tmp_path / "guardrails.rules.yml"
     rules.write_text(rules_text([guardrails(measured)]))
@@ -72,7 +75,7 @@ def alert_rules(tmp_path: Path) -> Path:
 def up_with_alert_path(c: Canary, rules: Path) -> str:
     """`canary up` at share 50 with the short alert path; its Prometheus URL."""
     prom_port = free_port()
-    done = c.up("--share", "50", "--rules", str(rules), "--alert-for", "2s", "--alert-window", "5s",
+    done = c.up("--share", "50", "--arm", ARM, "--rules", str(rules), "--alert-for", "2s", "--alert-window", "5s",
                 "--prometheus-port", str(prom_port), "--alertmanager-port", str(free_port()))
     assert done.returncode == 0, done.stderr
     return f"http://127.0.0.1:{prom_port}"

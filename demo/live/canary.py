@@ -65,9 +65,11 @@ START_COMMAND = ("python -m servers canary up --share 50 --rules DIR/guardrails.
                  "--alert-for 15s --alert-window 30s")
 ROUTER_RATE = ('sum by (server) (rate(haproxy_server_http_responses_total{{job="{job}", proxy="{backend}"}}'
                '[{w}]))')
-ITL_P95 = 'histogram_quantile(0.95, sum by (le, arm) (rate(vllm:inter_token_latency_seconds_bucket[{w}])))'
-ACCEPTANCE = ('sum by (arm) (rate(vllm:spec_decode_num_accepted_tokens_total[{w}])) / '
-              'sum by (arm) (rate(vllm:spec_decode_num_draft_tokens_total[{w}]))')
+# By the path's role (baseline or speculative), which the canary's Prometheus sets on each server
+# whatever its arm's name (servers/canary.py).
+ITL_P95 = 'histogram_quantile(0.95, sum by (le, role) (rate(vllm:inter_token_latency_seconds_bucket[{w}])))'
+ACCEPTANCE = ('sum by (role) (rate(vllm:spec_decode_num_accepted_tokens_total[{w}])) / '
+              'sum by (role) (rate(vllm:spec_decode_num_draft_tokens_total[{w}]))')
 PATHS = ("baseline", "speculative")
 PROMETHEUS_FIRED = "Prometheus's startsAt"  # where the firing time came from (Timeline.fired_source)
 _RFC3339 = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
@@ -389,11 +391,11 @@ class CanaryStage:
                 if path in paths:
                     paths[path].requests_per_s = (paths[path].requests_per_s or 0.0) + _number(row)
             for row in query(ITL_P95.format(w=w)):
-                if (arm := row["metric"].get("arm")) in paths and (v := _number(row)) == v:  # NaN: no tokens
-                    paths[arm].itl_p95_ms = v * 1000
+                if (role := row["metric"].get("role")) in paths and (v := _number(row)) == v:  # NaN: no tokens
+                    paths[role].itl_p95_ms = v * 1000
             for row in query(ACCEPTANCE.format(w=w)):
-                if (arm := row["metric"].get("arm")) in paths and (v := _number(row)) == v:
-                    paths[arm].acceptance = v
+                if (role := row["metric"].get("role")) in paths and (v := _number(row)) == v:
+                    paths[role].acceptance = v
             frame.paths = paths
             # The guardrails as Prometheus holds them: each rule's threshold (the evaluator's
             # annotation), its state (inactive, pending, firing) and its alert's value.
