@@ -86,8 +86,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args()
     settings = Settings(save_runs=False)
-    preset = load_presets(settings.presets_dir)[0][a.preset]
-    prompt = next(m.text for m in preset.messages or [] if m.role == "user")
+    prompt = user_prompt(settings, a.preset)
     rows: dict[tuple[str, Side], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         dataset = Path(tmp) / "dataset.jsonl"
@@ -123,6 +122,12 @@ def main() -> None:
                 continue
             mo, mb = statistics.median(o), statistics.median(b)
             print(f"{side:>11} {key:>20} {mo:>8.3f} {mb:>11.3f} {(mo - mb) / mb * 100:>+7.1f}")
+
+
+def user_prompt(settings: Settings, preset: str) -> str:
+    """The preset's user prompt: what both tools send (the bench's custom dataset has no system turn)."""
+    p = load_presets(settings.presets_dir)[0][preset]
+    return next(m.text for m in p.messages or [] if m.role == "user")
 
 
 def _served_model(url: str) -> tuple[str, str]:

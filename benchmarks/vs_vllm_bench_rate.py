@@ -30,9 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.vllm_bench import bench_command
-from benchmarks.vs_vllm_bench import _served_model
+from benchmarks.vs_vllm_bench import _served_model, user_prompt
 from demo.load.arrivals import parse_rates
-from demo.presets import load_presets
 from demo.results import SIDES, Side
 from demo.settings import Settings
 
@@ -97,8 +96,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args()
     settings = Settings(save_runs=False)
-    preset = load_presets(settings.presets_dir)[0][a.preset]
-    prompt = next(m.text for m in preset.messages or [] if m.role == "user")
+    prompt = user_prompt(settings, a.preset)
     rows: dict[tuple[float, str, Side], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         dataset = Path(tmp) / "dataset.jsonl"

@@ -29,10 +29,12 @@ from harness.standin import Standin, StandinBehavior
 from harness.waiting import wait_for
 from tests.test_canary import GREEDY_OR_HEADER, Canary
 
-pytestmark = pytest.mark.skipif(
+# The canary's whole alert path on this machine, or the module is skipped with the reason (the view's too).
+NEEDS_ALERT_PATH = pytest.mark.skipif(
     any(shutil.which(b) is None for b in ("haproxy", "prometheus", "prometheus-alertmanager")),
     reason="haproxy, prometheus or prometheus-alertmanager not installed "
            "(bash scripts/install_prometheus.sh; bash scripts/install_canary.sh)")
+pytestmark = NEEDS_ALERT_PATH
 
 # k = 4; steps of 1, 3, 5, 2 tokens accept 0, 2, 4, 1 drafts: acceptance 7/16.
 SPEC = StandinBehavior(tokens_per_s=400, ttft_s=0.01, speculative=True, chunk_sizes=[1, 3, 5, 2])

@@ -20,7 +20,6 @@ fast stage (~30 s).
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -41,20 +40,13 @@ from demo.settings import Settings
 from demo.sweep.guardrails import guardrails, rules_text
 from demo.sweep.measured import Measured
 from harness.ports import free_port
-from harness.standin import Standin, StandinBehavior
+from harness.standin import Standin
 from harness.waiting import wait_for
 from servers import canary, procs
 from tests.test_canary import Canary
+from tests.test_canary_rollback import BASE, DEGRADED, NEEDS_ALERT_PATH, SPEC
 
-pytestmark = pytest.mark.skipif(
-    any(shutil.which(b) is None for b in ("haproxy", "prometheus", "prometheus-alertmanager")),
-    reason="haproxy, prometheus or prometheus-alertmanager not installed "
-           "(bash scripts/install_prometheus.sh; bash scripts/install_canary.sh)")
-
-# k = 4; steps of 1, 3, 5, 2 tokens accept 0, 2, 4, 1 drafts: acceptance 7/16.
-SPEC = StandinBehavior(tokens_per_s=400, ttft_s=0.01, speculative=True, chunk_sizes=[1, 3, 5, 2])
-BASE = StandinBehavior(tokens_per_s=200, ttft_s=0.01)
-DEGRADED = [1]  # every step accepts none of its 4 drafts: acceptance 0
+pytestmark = NEEDS_ALERT_PATH
 RATE = 5.0
 MAX_TOKENS = 24
 ARM = "ngram"
