@@ -457,6 +457,20 @@ class Segment(BaseModel):
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
+class SessionReplay(BaseModel):
+    """How the workload's sessions were replayed turn by turn (demo/sweep/segments.py session_replay),
+    for the per-turn table: the history mode in words and, when each side carried its own answers,
+    how many turns followed a call other than the one the log recorded, per side."""
+
+    history: History  # logged: each turn's history as the file gives it; own: each side carried its own answers
+    how: str  # the history mode in one sentence
+    # Per side ("baseline", "speculative": the first arm): the measured turns that followed a call the log
+    # recorded, and of them those where that side's own call differed (the logged result followed it anyway).
+    after_logged_call: dict[str, int] = Field(default_factory=dict)
+    other_call: dict[str, int] = Field(default_factory=dict)
+    differed: str | None = None  # "n of m turns followed a call that differed from the logged one"; None: no such turn
+
+
 # The recommended schedule: demo/sweep/schedule.py builds it; load.json and results.json hold it.
 
 class ScheduleSlo(BaseModel):
@@ -562,6 +576,8 @@ class SweepResult(BaseModel):
     # (demo/sweep/segments.py); empty and None with no workload file, or in a results file without segments.
     segments: list[Segment] = Field(default_factory=list)
     routing: str | None = None
+    # How a workload with sessions was replayed (the per-turn table's heading); None: no sessions.
+    sessions: SessionReplay | None = None
     # The schedule of k per concurrency band (demo/sweep/schedule.py), from one workload's concurrency cells.
     recommendation: Recommendation | NoRecommendation | None = None
 

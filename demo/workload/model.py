@@ -174,6 +174,10 @@ class WorkloadRequest(SamplingFields, ToolFields):
     # True: ``messages`` are only this turn's new ones; each side sends them after what it sent for the
     # session's turn before and its own answer to it (demo/sweep/runner.py). False: the whole history.
     carry: bool = False
+    # A delta turn's head: the answer the log recorded for the session's turn before (an assistant
+    # message, its tool calls). Never sent: each side's own answer takes its place, and its calls are
+    # compared with these (a turn that follows a call other than the logged one is counted).
+    logged_answer: Message | None = None
 
     @property
     def prompt_text(self) -> str:
