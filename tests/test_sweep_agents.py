@@ -21,7 +21,7 @@ from demo.results import SideResult
 from demo.sweep.profile import RequestOutcome, answer_kind
 from demo.sweep.segments import group_outcomes, routing_sentence, segments_of
 from demo.workload import load_workload
-from harness.standin import Standin, StandinBehavior
+from harness.standin import TOOL_CALL_FIXTURE, Standin, StandinBehavior
 
 FIX = ROOT / "tests" / "fixtures" / "workloads"
 CARRIED = ("messages", "prompt", "tools", "tool_choice", "parallel_tool_calls", "max_tokens", "temperature", "top_p")
@@ -201,3 +201,130 @@ def test_a_gateway_logs_own_figures_are_shown_beside_ours(pair: tuple[Standin, S
     assert w["profile"]["logged_output_tokens"]["p50"] == 30
     html = (tmp_path / "out" / "report.html").read_text()
     assert "end to end, as logged by the gateway (not measured here)" in html
+
+
+# --------------------------------------------------------------------------- delta sessions with tool calls
+# Each side carries its own answer, tool calls included, into its next turn, followed by the logged tool
+# results with their ids rewritten to that side's calls; a logged call at the head of a delta turn is
+# replaced by the side's own and compared with it.
+
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+FIXTURE_CALL = {"id": "chatcmpl-tool-b870873c530fd019", "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}  # what the replay calls
+
+
+def logged_call(cid: str, city: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": cid, "type": "function", "function": {"name": "get_weather", "arguments": json.dumps({"city": city})}}]}
+
+
+def delta_session(path: Path, later: list[list[dict[str, Any]]], first: str = "What is the weather in Paris?",
+                  max_tokens: int = 61) -> Path:
+    """A trace in message_mode "delta": the first turn (system, user, tools), then each later turn's new messages."""
+    head = [{"role": "system", "content": "You are a weather agent."}, {"role": "user", "content": first}]
+    rows = [{"session_id": "w", "message_mode": "delta", "tools": WEATHER, "output_length": max_tokens,
+             "messages": m} for m in [head, *later]]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+WEATHER_TURNS = [
+    [logged_call("call_1", "Paris"), {"role": "tool", "tool_call_id": "call_1", "content": "18 C, sunny"}],  # same
+    [logged_call("call_2", "Berlin"), {"role": "tool", "tool_call_id": "call_2", "content": "12 C, rain"}],  # differs
+    [{"role": "tool", "tool_call_id": "t-9", "content": "no logged call before me"}],  # nothing to compare
+]
+
+
+def test_each_side_carries_its_own_tool_call_then_the_logged_result_with_its_id(tmp_path: Path) -> None:
+    replay = StandinBehavior(replay_fixture=TOOL_CALL_FIXTURE, replay_speed=50)
+    with Standin.pair(replay, replay) as (base, spec):
+        done = sweep(base, spec, tmp_path / "out", delta_session(tmp_path / "w.jsonl", WEATHER_TURNS))
+        assert done.returncode == 0, done.stderr
+        bodies = {side: [r.body for r in s.requests] for side, s in (("baseline", base), ("speculative", spec))}
+    assert bodies["baseline"] == bodies["speculative"]  # identical answers: identical histories, turn by turn
+    sent = bodies["baseline"]
+    assert [len(b["messages"]) for b in sent] == [2, 4, 6, 8]
+    for n in range(1, 4):
+        new = sent[n]["messages"][len(sent[n - 1]["messages"]):]
+        # this side's own answer (the replayed call, content null, its id kept), then the logged result
+        assert new[0] == {"role": "assistant", "content": None, "tool_calls": [FIXTURE_CALL]}
+        assert new[1]["role"] == "tool" and new[1]["tool_call_id"] == FIXTURE_CALL["id"]  # rewritten from call_n
+        assert new[1]["content"] == WEATHER_TURNS[n - 1][-1]["content"]
+        assert sent[n]["tools"] == WEATHER
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert (data["spec"]["workload"]["history"], data["spec"]["workload"]["turns"]) == ("own", 4)
+    (cell,) = data["cells"]
+    other = {o["turn"]: o["other_call"] for o in cell["requests"]}
+    assert other == {1: {}, 2: {"baseline": False, "speculative": False},
+                     3: {"baseline": True, "speculative": True}, 4: {}}
+    assert data["sessions"]["after_logged_call"] == {"baseline": 2, "speculative": 2}
+    assert data["sessions"]["other_call"] == {"baseline": 1, "speculative": 1}
+    said = "1 of 2 turns followed a call that differed from the logged one (each side)"
+    assert data["sessions"]["differed"] == said
+    assert all(o["answer_kind"] == "tool_call" for o in cell["requests"])
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert 'data-history="own"' in html and said in html and html.count('<tr data-turn="turn ') == 4
+
+
+def test_a_pair_whose_calls_differ_from_the_logged_ones_is_counted_per_side(tmp_path: Path) -> None:
+    # the baseline calls as the log did on turn 1; the speculative side answers in prose every time
+    with Standin(StandinBehavior(replay_fixture=TOOL_CALL_FIXTURE, replay_speed=50)) as base, \
+            Standin(StandinBehavior(tokens_per_s=2000, ttft_s=0.0, speculative=True, chunk_sizes=[3])) as spec:
+        done = sweep(base, spec, tmp_path / "out", delta_session(tmp_path / "w.jsonl", WEATHER_TURNS[:2], max_tokens=8))
+        assert done.returncode == 0, done.stderr
+        prose = [r.body for r in spec.requests]
+        spec_text = spec.truth[0].text
+    # the prose answer carried (no calls), the logged result after it keeps its logged id: nothing to rewrite to
+    assert prose[1]["messages"][2] == {"role": "assistant", "content": spec_text}
+    assert prose[1]["messages"][3]["tool_call_id"] == "call_1"
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert data["sessions"]["after_logged_call"] == {"baseline": 2, "speculative": 2}
+    assert data["sessions"]["other_call"] == {"baseline": 1, "speculative": 2}
+    assert data["sessions"]["differed"] == ("baseline: 1 of 2 turns; speculative: 2 of 2 turns followed a call that "
+                                            "differed from the logged one")
+    assert data["cells"][0]["identical_text"] is False  # the answers differ: so do the histories
+
+
+# Session truth with tool calls: turn 1 is a tool call (the captured hermes stream, on both sides), then the
+# logged result and two user turns; the speculative stand-in's acceptance grows with the turn (TOOL_TURN_STEPS).
+TOOL_TURN_STEPS = {2: 2, 3: 3, 4: 5}
+
+
+def test_session_truth_with_tool_calls_per_turn_speedups_match_the_stand_ins(tmp_path: Path) -> None:
+    later = [[logged_call("call_1", "Paris"),
+              {"role": "tool", "tool_call_id": "call_1", "content": "TURN-2: 18 C, sunny. Now write the forecast."}],
+             [{"role": "user", "content": "TURN-3: and for tomorrow?"}],
+             [{"role": "user", "content": "TURN-4: and in Fahrenheit?"}]]
+    f = delta_session(tmp_path / "w.jsonl", later, first="TURN-1: What is the weather in Paris?", max_tokens=MAX_TOKENS)
+    # the captured stream of a server without speculation, on both sides (its chunks are no steps of k=4)
+    tool_turn = {"TURN-1": {"replay_fixture": TOOL_CALL_FIXTURE, "replay_speed": 50, "speculative": False}}
+    base_marks = {**{f"TURN-{n}": {} for n in sorted(TOOL_TURN_STEPS, reverse=True)}, **tool_turn}
+    spec_marks = {**{f"TURN-{n}": {"chunk_sizes": [steps], "tokens_per_s": BASE_RATE * (1 + steps) / 2}
+                     for n, steps in sorted(TOOL_TURN_STEPS.items(), reverse=True)}, **tool_turn}
+    with Standin(StandinBehavior(tokens_per_s=BASE_RATE, ttft_s=0.02, by_marker=base_marks)) as base, \
+            Standin(StandinBehavior(tokens_per_s=BASE_RATE, ttft_s=0.02, speculative=True, num_spec_tokens=4,
+                                    by_marker=spec_marks)) as spec:
+        done = sweep(base, spec, tmp_path / "out", f)
+        assert done.returncode == 0, done.stderr
+        truths = {side: list(s.truth) for side, s in (("baseline", base), ("speculative", spec))}
+        bodies = {side: [r.body for r in s.requests] for side, s in (("baseline", base), ("speculative", spec))}
+    for side in ("baseline", "speculative"):
+        sent, truth = bodies[side], truths[side]
+        assert sent[1]["messages"][2]["tool_calls"] == [FIXTURE_CALL]  # its own call carried into turn 2
+        for n in (3, 4):  # its own prose answer to the turn before, then the next user turn
+            assert sent[n - 1]["messages"][:len(sent[n - 2]["messages"])] == sent[n - 2]["messages"]
+            assert sent[n - 1]["messages"][-2] == {"role": "assistant", "content": truth[n - 2].text}
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    (cell,) = data["cells"]
+    outcomes = {o["turn"]: o for o in cell["requests"]}
+    assert outcomes[1]["answer_kind"] == "tool_call" and outcomes[2]["other_call"] == {
+        "baseline": False, "speculative": False}
+    for n, steps in TOOL_TURN_STEPS.items():
+        b, s = truths["baseline"][n - 1], truths["speculative"][n - 1]
+        assert b.decode_tokens_per_s is not None and s.decode_tokens_per_s is not None
+        assert outcomes[n]["speedup"] == pytest.approx(s.decode_tokens_per_s / b.decode_tokens_per_s, rel=0.05), n
+        assert outcomes[n]["tokens_per_step"] == pytest.approx(steps, abs=1e-12), n
+    segs = {s["label"]: s for s in data["segments"] if s["dimension"] == "turn"}
+    gains = [segs[f"turn {n}"]["speedup"] for n in TOOL_TURN_STEPS]
+    assert gains[0] < gains[1] < gains[2]  # speculation gains as the history grows
