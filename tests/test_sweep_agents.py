@@ -142,6 +142,10 @@ def test_the_agent_session_swept_has_a_segment_per_turn(pair: tuple[Standin, Sta
     (cell,) = data["cells"]
     turns_measured = sorted((o["session"], o["turn"]) for o in cell["requests"])
     assert turns_measured == [("fix-cart-discount", n) for n in range(1, 8)]
+    # the per-turn table says the history was the log's: no own call, so nothing is counted as differing
+    assert data["sessions"]["history"] == "logged" and data["sessions"]["differed"] is None
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert 'data-history="logged"' in html and html.count('<tr data-turn="turn ') == 7
 
 
 # Session truth: a speculative stand-in whose acceptance grows with the turn (the history's length):
@@ -265,6 +269,7 @@ def test_each_side_carries_its_own_tool_call_then_the_logged_result_with_its_id(
     assert all(o["answer_kind"] == "tool_call" for o in cell["requests"])
     html = (tmp_path / "out" / "report.html").read_text()
     assert 'data-history="own"' in html and said in html and html.count('<tr data-turn="turn ') == 4
+    assert "per turn (own history), decode speedup: turn 1 " in done.stdout and said in done.stdout
 
 
 def test_a_pair_whose_calls_differ_from_the_logged_ones_is_counted_per_side(tmp_path: Path) -> None:

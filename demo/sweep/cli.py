@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_from_args, usage_error
 from demo.errors import BadInput
-from demo.fmt import validation_summary
+from demo.fmt import fmt_speedup, validation_summary
 from demo.limits import CONCURRENCY_LIMIT, TEMPERATURE_MAX, TEMPERATURE_MIN
 from demo.presets import load_presets
 from demo.settings import Settings
@@ -262,6 +262,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"  capacity: {result.capacity.saving.text}")
     if result.routing:
         print(f"  by segment: {result.routing}")
+    if result.sessions is not None:
+        turns = [s for s in result.segments if s.dimension == "turn"]
+        per = ", ".join(f"{s.label} {fmt_speedup(s.speedup) or 'n/a'}" for s in turns)
+        differed = f"; {result.sessions.differed}" if result.sessions.differed else ""
+        print(f"  per turn ({result.sessions.history} history), decode speedup: {per}{differed}")
     print(guardrails_note(result, out))
     print(f"wrote {paths['json']}, {paths['csv'].name}, {paths['html'].name}")
     failed = [c for c in result.cells if c.status == "failed"]
