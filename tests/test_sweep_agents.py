@@ -18,8 +18,10 @@ import pytest
 from common.paths import ROOT
 from demo.client import request_body
 from demo.results import SideResult
+from demo.sweep.models import SweepResult
 from demo.sweep.profile import RequestOutcome, answer_kind
 from demo.sweep.segments import group_outcomes, routing_sentence, segments_of
+from demo.ui.evaluate_tab import workload_html
 from demo.workload import load_workload
 from harness.standin import TOOL_CALL_FIXTURE, Standin, StandinBehavior
 
@@ -270,6 +272,8 @@ def test_each_side_carries_its_own_tool_call_then_the_logged_result_with_its_id(
     html = (tmp_path / "out" / "report.html").read_text()
     assert 'data-history="own"' in html and said in html and html.count('<tr data-turn="turn ') == 4
     assert "per turn (own history), decode speedup: turn 1 " in done.stdout and said in done.stdout
+    tab = workload_html(SweepResult.model_validate(data))  # the Evaluate tab's workload section: the same table
+    assert 'data-history="own"' in tab and said in tab and tab.count('<tr data-turn="turn ') == 4
 
 
 def test_a_pair_whose_calls_differ_from_the_logged_ones_is_counted_per_side(tmp_path: Path) -> None:
