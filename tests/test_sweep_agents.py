@@ -30,6 +30,7 @@ CARRIED = ("messages", "prompt", "tools", "tool_choice", "parallel_tool_calls", 
 # file -> (form, sessions, turns, requests with tools)
 FORMS: dict[str, tuple[str, int, int, int]] = {
     "aiperf-trace.jsonl": ("aiperf-trace", 1, 2, 2),
+    "aiperf-trace-delta.jsonl": ("aiperf-trace", 1, 3, 3),
     "aiperf-multi-turn.jsonl": ("aiperf-multi-turn", 2, 3, 0),
     "aiperf-single-turn.jsonl": ("aiperf-single-turn", 3, 3, 0),
     "guidellm.jsonl": ("guidellm", 2, 2, 0),
@@ -74,8 +75,9 @@ def test_each_form_arrives_identical_on_both_sides_as_the_file_gave_it(
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     w = data["spec"]["workload"]
     assert (w["format"], w["sessions"], w["turns"], w["requests"]) == (form, sessions, turns, turns)
-    history = {"aiperf-trace": "logged", "litellm-payload": "logged", "litellm-spendlogs": "logged",
-               "aiperf-multi-turn": "own"}.get(form)
+    history = "own" if name == "aiperf-trace-delta.jsonl" else {
+        "aiperf-trace": "logged", "litellm-payload": "logged", "litellm-spendlogs": "logged",
+        "aiperf-multi-turn": "own"}.get(form)
     assert w["history"] == history
     # The stand-ins' own records: both sides got the same requests, each as the file gave it.
     on_base = Counter(carried(r.body) for r in base.requests)
