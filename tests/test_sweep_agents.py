@@ -17,7 +17,8 @@ import pytest
 
 from common.paths import ROOT
 from demo.client import request_body
-from demo.results import SideResult
+from demo.results import Message, RaceRequest, SideResult, ToolCall
+from demo.sweep import runner
 from demo.sweep.models import SweepResult
 from demo.sweep.profile import RequestOutcome, answer_kind
 from demo.sweep.segments import group_outcomes, routing_sentence, segments_of
@@ -339,3 +340,29 @@ def test_session_truth_with_tool_calls_per_turn_speedups_match_the_stand_ins(tmp
     segs = {s["label"]: s for s in data["segments"] if s["dimension"] == "turn"}
     gains = [segs[f"turn {n}"]["speedup"] for n in TOOL_TURN_STEPS]
     assert gains[0] < gains[1] < gains[2]  # speculation gains as the history grows
+
+
+def test_carried_makes_missing_ids_rewrites_results_in_order_and_compares_parsed_arguments() -> None:
+    calls = [ToolCall(id=None, name="read_file", arguments='{"path":"a.py"}'),
+             ToolCall(id="srv-2", name="read_file", arguments='{"path": "b.py"}')]
+    answer = SideResult(side="baseline", url="u", complete=True, text="", tool_calls=calls)
+    results = [Message(role="tool", tool_call_id=f"log-{k}", content=f"r{k}") for k in (1, 2, 3)]
+    before = RaceRequest(messages=[Message(role="user", content="go")])
+    turn = runner.carried(RaceRequest(messages=[*results, Message(role="user", content="next")]), before, answer, 4)
+    assert turn is not None
+    sent = request_body(turn, "m")["messages"]
+    assert sent[1] == {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call-4-1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a.py"}'}},
+        {"id": "srv-2", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "b.py"}'}}]}
+    # the k-th result answers the side's k-th call; one beyond its calls keeps the logged id
+    assert [m.get("tool_call_id") for m in sent[2:]] == ["call-4-1", "srv-2", "log-3", None]
+    # the logged call, arguments an object (some logs): compared as parsed JSON, so spacing does not count
+    logged = Message.model_validate({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "function": {"name": "read_file", "arguments": {"path": "a.py"}}},
+        {"id": "c2", "function": {"name": "read_file", "arguments": '{"path":"b.py"}'}}]})
+    assert runner.followed_other_call(answer, logged) is False
+    assert runner.followed_other_call(answer.model_copy(update={"tool_calls": calls[:1]}), logged) is True
+    assert runner.followed_other_call(answer, Message(role="assistant", content="prose")) is None
+    assert runner.followed_other_call(answer, None) is None
+    failed = answer.model_copy(update={"complete": False})
+    assert runner.carried(RaceRequest(messages=results[:1]), before, failed, 4) is None
