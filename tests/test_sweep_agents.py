@@ -42,6 +42,7 @@ FORMS: dict[str, tuple[str, int, int, int]] = {
     "bodies": ("folder", 2, 2, 2),
     "batch-repeated-ids.jsonl": ("openai-batch", 3, 3, 0),
     "../../../workloads/agent-session.jsonl": ("aiperf-trace", 1, 7, 7),
+    "../../../workloads/agent-session-delta.jsonl": ("aiperf-trace", 1, 7, 7),
 }
 
 
@@ -76,7 +77,7 @@ def test_each_form_arrives_identical_on_both_sides_as_the_file_gave_it(
     data = json.loads((tmp_path / "out" / "results.json").read_text())
     w = data["spec"]["workload"]
     assert (w["format"], w["sessions"], w["turns"], w["requests"]) == (form, sessions, turns, turns)
-    history = "own" if name == "aiperf-trace-delta.jsonl" else {
+    history = "own" if "delta" in name else {
         "aiperf-trace": "logged", "litellm-payload": "logged", "litellm-spendlogs": "logged",
         "aiperf-multi-turn": "own"}.get(form)
     assert w["history"] == history

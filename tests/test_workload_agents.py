@@ -246,6 +246,20 @@ def test_the_agent_session_workload_grows_turn_by_turn_within_the_cpu_pairs_reac
     assert max(len(r.prompt_text) for r in w.requests) < 6500
 
 
+def test_the_agent_session_in_delta_mode_is_the_logged_one_when_the_answers_are_the_logged_ones() -> None:
+    logged = load(FIX.parents[2] / "workloads" / "agent-session.jsonl")
+    delta = load(FIX.parents[2] / "workloads" / "agent-session-delta.jsonl")
+    assert (delta.format, delta.history, delta.turns, delta.issues) == ("aiperf-trace", "own", 7, [])
+    assert delta.requests[0].messages == logged.requests[0].messages
+    for n in range(1, 7):
+        turn = delta.requests[n]
+        assert turn.carry and turn.logged_answer is not None and turn.logged_answer.tool_calls
+        # had each side answered as the log did, its history would be the logged one
+        assert logged.requests[n].messages == [*(logged.requests[n - 1].messages or []), turn.logged_answer,
+                                               *(turn.messages or [])]
+        assert turn.tools == logged.requests[n].tools and turn.max_tokens == logged.requests[n].max_tokens
+
+
 def test_a_trace_in_delta_mode_is_played_turn_by_turn(tmp_path: Path) -> None:
     first = {"session_id": "d", "message_mode": "delta", "timestamp": 0,
              "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]}
