@@ -367,3 +367,18 @@ def test_carried_makes_missing_ids_rewrites_results_in_order_and_compares_parsed
     assert runner.followed_other_call(answer, None) is None
     failed = answer.model_copy(update={"complete": False})
     assert runner.carried(RaceRequest(messages=results[:1]), before, failed, 4) is None
+
+
+def test_the_warm_up_sends_whole_turns_only(pair: tuple[Standin, Standin], tmp_path: Path) -> None:
+    base, spec = pair
+    base.requests.clear()
+    cmd = [sys.executable, "-m", "demo", "sweep", "--baseline-url", base.url, "--speculative-url", spec.url,
+           "--out", str(tmp_path / "out"), "--no-progress", "--warmup", "1", "--workload",
+           str(FIX / "aiperf-trace-delta.jsonl"), "--concurrency", "2", "--repeats", "1"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "SPECDEMO_SAVE_RUNS": "false"})
+    assert done.returncode == 0, done.stderr
+    bodies = [r.body for r in base.requests]
+    assert len(bodies) == 1 + 3  # the first turn warmed up once, then the session's 3 turns
+    assert bodies[0]["max_tokens"] == 16 and bodies[0]["messages"] == bodies[1]["messages"]
+    assert all(b["messages"][0]["role"] == "system" for b in bodies)  # no turn opens with a lone tool result

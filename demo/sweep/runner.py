@@ -311,6 +311,8 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
     batch = list(requests) if sessions else batch_requests(requests, cell.concurrency)
     reqs = [q.to_race_request() for q in batch]
     logged = [q.logged_answer for q in batch] if sessions else None
+    # A carried turn alone is no request (its new messages answer a turn before): warm up on whole ones.
+    warm = [r for q, r in zip(batch, reqs, strict=True) if not q.carry] or reqs
     names = list(servers)  # "baseline" first, then the arms
     arms = [n for n in names if n != "baseline"]
     stats: dict[str, list[BatchStats]] = {n: [] for n in names}
@@ -325,7 +327,7 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
         for name in names:
             if cell.warmup:
                 step(f"{cell_label(cell)}: warm-up {shown(name)}", False)
-                await _warm_up(servers[name], reqs, cell.concurrency, settings, cell.warmup)
+                await _warm_up(servers[name], warm, cell.concurrency, settings, cell.warmup)
 
         async def one(name: str, r: int) -> None:
             label = f"{cell_label(cell)}: {shown(name)}, repeat {r + 1}/{cell.repeats}"
