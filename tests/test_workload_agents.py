@@ -250,6 +250,9 @@ def test_the_agent_session_in_delta_mode_is_the_logged_one_when_the_answers_are_
     logged = load(FIX.parents[2] / "workloads" / "agent-session.jsonl")
     delta = load(FIX.parents[2] / "workloads" / "agent-session-delta.jsonl")
     assert (delta.format, delta.history, delta.turns, delta.issues) == ("aiperf-trace", "own", 7, [])
+    assert delta.summary_lines()[1] == (
+        "1 session, 7 turns; played turn by turn, each side carrying its own answer into its next turn; 6 turns "
+        "follow a logged tool call, replaced by each side's own (the turns whose call differs are counted)")
     assert delta.requests[0].messages == logged.requests[0].messages
     for n in range(1, 7):
         turn = delta.requests[n]

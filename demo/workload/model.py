@@ -254,6 +254,10 @@ class Workload(BaseModel):
             sessions, turns = self.sessions, self.turns
             how = ("played turn by turn, each side carrying its own answer into its next turn" if self.history == "own"
                    else "each turn's history as logged in the file (the same on both sides)")
+            calls = sum(1 for r in self.requests if r.logged_answer is not None and r.logged_answer.tool_calls)
+            if calls:
+                how += (f"; {calls} turn{' follows' if calls == 1 else 's follow'} a logged tool call, replaced by "
+                        "each side's own (the turns whose call differs are counted)")
             lines.append(f"{sessions} session{'' if sessions == 1 else 's'}, {turns} turn{'' if turns == 1 else 's'}; "
                          + how)
         if self.repeated_ids:
