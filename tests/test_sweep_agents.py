@@ -275,7 +275,7 @@ def test_each_side_carries_its_own_tool_call_then_the_logged_result_with_its_id(
     assert all(o["answer_kind"] == "tool_call" for o in cell["requests"])
     html = (tmp_path / "out" / "report.html").read_text()
     assert 'data-history="own"' in html and said in html and html.count('<tr data-turn="turn ') == 4
-    assert "per turn (own history), decode speedup: turn 1 " in done.stdout and said in done.stdout
+    assert "per turn (own history), decode speedup: turn 1 " in done.stdout and f"  {said}\n" in done.stdout
     tab = workload_html(SweepResult.model_validate(data))  # the Evaluate tab's workload section: the same table
     assert 'data-history="own"' in tab and said in tab and tab.count('<tr data-turn="turn ') == 4
 
@@ -382,3 +382,28 @@ def test_the_warm_up_sends_whole_turns_only(pair: tuple[Standin, Standin], tmp_p
     assert len(bodies) == 1 + 3  # the first turn warmed up once, then the session's 3 turns
     assert bodies[0]["max_tokens"] == 16 and bodies[0]["messages"] == bodies[1]["messages"]
     assert all(b["messages"][0]["role"] == "system" for b in bodies)  # no turn opens with a lone tool result
+
+
+def test_several_arms_each_get_their_per_turn_column_and_their_own_count(tmp_path: Path) -> None:
+    base_b = StandinBehavior(tokens_per_s=400, ttft_s=0.0, replay_fixture=TOOL_CALL_FIXTURE, replay_speed=50)
+    prose = StandinBehavior(tokens_per_s=1000, ttft_s=0.0, speculative=True, chunk_sizes=[4])
+    with Standin(base_b) as base, Standin(base_b) as ngram, Standin(prose) as suffix:
+        cmd = [sys.executable, "-m", "demo", "sweep", "--baseline-url", base.url, "--arm", f"ngram={ngram.url}",
+               "--arm", f"suffix={suffix.url}", "--out", str(tmp_path / "out"), "--no-progress", "--warmup", "0",
+               "--workload", str(delta_session(tmp_path / "w.jsonl", WEATHER_TURNS[:2], max_tokens=9)),
+               "--concurrency", "1", "--repeats", "1"]
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240,
+                              env={**os.environ, "SPECDEMO_SAVE_RUNS": "false"})
+    assert done.returncode == 0, done.stderr
+    data = json.loads((tmp_path / "out" / "results.json").read_text())
+    replay = data["sessions"]
+    assert replay["arms"] == ["ngram", "suffix"] and list(replay["arm_turns"]) == ["suffix"]
+    # the baseline and ngram call as the log did on turn 1 (not on turn 2); suffix answers in prose every time
+    assert replay["after_logged_call"] == {"baseline": 2, "ngram": 2, "suffix": 2}
+    assert replay["other_call"] == {"baseline": 1, "ngram": 1, "suffix": 2}
+    suffix_turns = {s["label"]: s for s in replay["arm_turns"]["suffix"]}
+    assert [suffix_turns[f"turn {n}"]["tokens_per_step"] for n in (1, 2, 3)] == [4, 4, 4]
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "<th>ngram: decode speedup</th>" in html and "<th>suffix: decode speedup</th>" in html
+    assert "decode speedup (suffix): turn 1 " in done.stdout
+    assert "baseline: 1 of 2 turns; ngram: 1 of 2 turns; suffix: 2 of 2 turns followed a call" in done.stdout

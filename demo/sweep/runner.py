@@ -362,6 +362,11 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
     pairs = list(zip(base_answers, answers[arms[0]], strict=True))
     result.requests = pool_outcomes([request_outcome(q, b, s, redact=redact)
                                      for bs, ss in pairs for q, b, s in zip(batch, bs, ss, strict=True)])
+    if any(q.turn for q in batch):  # sessions: each other arm's per-request figures too, for its per-turn column
+        result.arm_requests = {a: pool_outcomes([request_outcome(q, b, s, redact=True)
+                                                 for bs, ss in zip(base_answers, answers[a], strict=True)
+                                                 for q, b, s in zip(batch, bs, ss, strict=True)])
+                               for a in arms[1:]}
     result.duration_s = time.perf_counter() - t0
     return result
 

@@ -294,12 +294,21 @@ def session_replay(result: SweepResult) -> SessionReplay | None:
         return None
     after: dict[str, int] = {}
     other: dict[str, int] = {}
-    for o in cell.requests:
-        for side, differed in o.other_call.items():
-            after[side] = after.get(side, 0) + 1
-            other[side] = other.get(side, 0) + differed
+    first = next(iter(cell.arms), "speculative") if len(cell.arms) > 1 else "speculative"
+    # the first arm's outcomes hold the baseline's and its own; each other arm's, its own ("speculative")
+    for outcomes, sides in ((cell.requests, {"baseline": "baseline", "speculative": first}),
+                            *((o, {"speculative": a}) for a, o in cell.arm_requests.items())):
+        for o in outcomes:
+            for side, differed in o.other_call.items():
+                if (who := sides.get(side)) is not None:
+                    after[who] = after.get(who, 0) + 1
+                    other[who] = other.get(who, 0) + differed
+    arm_turns = {a: [build_segment(dim, label, group, cell.settings.concurrency)
+                     for dim, label, group in group_outcomes(o) if dim == "turn"]
+                 for a, o in cell.arm_requests.items()}
     return SessionReplay(history=w.history, how=HOW_HISTORY[w.history], after_logged_call=after, other_call=other,
-                         differed=differed_sentence(after, other))
+                         differed=differed_sentence(after, other), arm_turns=arm_turns,
+                         arms=list(cell.arms) if len(cell.arms) > 1 else [])
 
 
 def workload_routing(result: SweepResult) -> tuple[list[Segment], str | None]:
