@@ -8,7 +8,9 @@ per request: ``RequestOutcome.speedup``), the median acceptance and tokens per s
 verdict with the evaluator's own thresholds (``GAIN_WORTH``, ``GAIN_NONE``, ``ACCEPT_LOW`` and
 the noise bound of demo/sweep/verdict.py). A segment with fewer than ``MIN_SEGMENT_REQUESTS``
 measured requests is "too few" (verdict n/a). One sentence then says which segments to send to
-the speculative server and which to keep on the baseline.
+the speculative server and which to keep on the baseline. A workload with sessions also gets how its
+turns were replayed (``session_replay``: the history mode, each other arm's per-turn segments, and
+per side the turns that followed a call other than the logged one), for the per-turn table.
 
 Dimensions and buckets (stated in the report through ``buckets_text``):
 - tag: the file's own label per request, when any request has one;
