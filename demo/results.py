@@ -23,7 +23,7 @@ from pydantic import (
 
 from demo.limits import MaxTokens, Temperature
 from demo.sampling import SamplingFields
-from demo.tool_request import HistoryToolCall, ToolFields
+from demo.tool_request import FunctionCall, HistoryToolCall, ToolFields
 
 Side = Literal["baseline", "speculative"]
 # The sides of a race, in the order they are shown: the one spelling of the pair in demo/. servers/ has
@@ -128,6 +128,19 @@ class ToolCall(BaseModel):
         """The call as one line of plain text, ``name(arguments)`` (escape it before HTML)."""
         return f"{self.name}({self.arguments})"
 
+    @classmethod
+    def of_history(cls, call: HistoryToolCall) -> ToolCall:
+        """A call of a request's history (e.g. one a log recorded) as an answer's call, to compare the two."""
+        args = call.function.arguments
+        return cls(id=call.id, name=call.function.name, arguments=args if isinstance(args, str) else json.dumps(args))
+
+    def to_history(self, made_id: str) -> HistoryToolCall:
+        """This call in the OpenAI wire form a next turn's history carries: the server's id (``made_id``
+        when it gave none), its name and arguments exactly as the server sent them (not re-checked: the
+        model's words are carried as they came)."""
+        function = FunctionCall.model_construct(name=self.name, arguments=self.arguments)
+        return HistoryToolCall.model_construct(id=self.id or made_id, type="function", function=function)
+
 
 def answer_text(text: str, calls: list[ToolCall]) -> str:
     """An answer as plain text: its text, then each tool call's signature on a line of its own."""
@@ -210,6 +223,11 @@ class SideResult(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     error: str | None = None
     complete: bool = False  # the stream ended with [DONE]
+    # A session's turn carried on from this side's own answer to the turn before, where the log recorded
+    # a tool call: True when this side's calls differed from the logged ones (names or arguments, as
+    # parsed JSON; the logged result followed all the same), False when they were the same. None: the
+    # turn followed no logged call (left out of saved runs then).
+    followed_other_call: bool | None = Field(None, exclude_if=_none)
     spec: SpecStats | None = None
     repetition: Repetition | None = None  # the answer ends in a loop (None: it does not, or no text)
     events: list[ChunkEvent] = Field(default_factory=list)

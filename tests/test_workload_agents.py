@@ -246,6 +246,23 @@ def test_the_agent_session_workload_grows_turn_by_turn_within_the_cpu_pairs_reac
     assert max(len(r.prompt_text) for r in w.requests) < 6500
 
 
+def test_the_agent_session_in_delta_mode_is_the_logged_one_when_the_answers_are_the_logged_ones() -> None:
+    logged = load(FIX.parents[2] / "workloads" / "agent-session.jsonl")
+    delta = load(FIX.parents[2] / "workloads" / "agent-session-delta.jsonl")
+    assert (delta.format, delta.history, delta.turns, delta.issues) == ("aiperf-trace", "own", 7, [])
+    assert delta.summary_lines()[1] == (
+        "1 session, 7 turns; played turn by turn, each side carrying its own answer into its next turn; 6 turns "
+        "follow a logged tool call, replaced by each side's own (the turns whose call differs are counted)")
+    assert delta.requests[0].messages == logged.requests[0].messages
+    for n in range(1, 7):
+        turn = delta.requests[n]
+        assert turn.carry and turn.logged_answer is not None and turn.logged_answer.tool_calls
+        # had each side answered as the log did, its history would be the logged one
+        assert logged.requests[n].messages == [*(logged.requests[n - 1].messages or []), turn.logged_answer,
+                                               *(turn.messages or [])]
+        assert turn.tools == logged.requests[n].tools and turn.max_tokens == logged.requests[n].max_tokens
+
+
 def test_a_trace_in_delta_mode_is_played_turn_by_turn(tmp_path: Path) -> None:
     first = {"session_id": "d", "message_mode": "delta", "timestamp": 0,
              "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]}
@@ -253,13 +270,34 @@ def test_a_trace_in_delta_mode_is_played_turn_by_turn(tmp_path: Path) -> None:
              "messages": [{"role": "user", "content": "How are you?"}]}
     w = load(write_lines(tmp_path / "d.jsonl", [
         first, later,
-        {**later, "messages": HISTORY[2:]},  # 3: a tool result would follow each side's own tool call
-        {"message_mode": "delta", "messages": HISTORY[:1]},  # 4: no session
+        {**later, "messages": HISTORY[1:]},  # 3: the logged call, then its result: the call set aside
+        {**later, "messages": HISTORY[2:]},  # 4: a result alone answers the side's own call of turn 3
+        {"message_mode": "delta", "messages": HISTORY[:1]},  # 5: no session
+        {**later, "messages": HISTORY[1:2]},  # 6: only the logged answer: nothing follows it
+        {**later, "session_id": "e", "messages": HISTORY[2:]},  # 7: a first turn has no call before it
+        {**later, "session_id": "e", "messages": HISTORY[:1]},  # 8: so this is session e's first turn
     ]))
-    assert [(r.turn, r.carry) for r in w.requests] == [(1, False), (2, True)] and w.history == "own"
+    assert [(r.session, r.turn, r.carry) for r in w.requests] == [
+        ("d", 1, False), ("d", 2, True), ("d", 3, True), ("d", 4, True), ("e", 1, False)]
+    assert w.history == "own"
+    third, fourth = w.requests[2], w.requests[3]
+    assert third.logged_answer is not None and third.logged_answer.tool_calls is not None
+    assert third.logged_answer.tool_calls[0].function.name == "read_file"
+    assert [m.role for m in third.messages or []] == ["tool"] and fourth.logged_answer is None
     messages = {i.line: i.message for i in w.issues}
-    assert messages[3].startswith('message_mode "delta" with a tool result: it would follow each side\'s own')
-    assert messages[4] == 'message_mode "delta" needs a session_id: its turns follow each other'
+    assert messages[5] == 'message_mode "delta" needs a session_id: its turns follow each other'
+    assert messages[6].startswith('message_mode "delta": the line holds only the logged answer')
+    assert messages[7].startswith("messages.0: a role: tool message with no assistant tool_calls before it (the "
+                                  "first turn of session 'e'")
+    assert all("\n" not in m for m in messages.values()) and len(messages) == 3
+
+
+def test_a_delta_first_turn_with_a_logged_call_is_sent_as_given(tmp_path: Path) -> None:
+    w = load(write_lines(tmp_path / "d.jsonl", [{"session_id": "d", "message_mode": "delta",
+                                                 "messages": HISTORY[1:]}]))
+    (req,) = w.requests
+    assert (req.turn, req.carry, req.logged_answer) == (1, False, None)
+    assert [m.role for m in req.messages or []] == ["assistant", "tool"]  # no turn before it to replace
 
 
 def test_a_folder_file_that_is_a_token_trace_skips_that_file_only(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_from_args, usage_error
 from demo.errors import BadInput
-from demo.fmt import validation_summary
+from demo.fmt import fmt_speedup, validation_summary
 from demo.limits import CONCURRENCY_LIMIT, TEMPERATURE_MAX, TEMPERATURE_MIN
 from demo.presets import load_presets
 from demo.settings import Settings
@@ -262,6 +262,15 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"  capacity: {result.capacity.saving.text}")
     if result.routing:
         print(f"  by segment: {result.routing}")
+    if (replay := result.sessions) is not None:
+        names = replay.arms or [""]
+        first = [s for s in result.segments if s.dimension == "turn"]
+        columns = [first, *(replay.arm_turns.get(a, []) for a in names[1:])]
+        for name, turns in zip(names, columns, strict=True):
+            per = ", ".join(f"{s.label} {fmt_speedup(s.speedup) or 'n/a'}" for s in turns)
+            print(f"  per turn ({replay.history} history), decode speedup{f' ({name})' if name else ''}: {per}")
+        if replay.differed:
+            print(f"  {replay.differed}")
     print(guardrails_note(result, out))
     print(f"wrote {paths['json']}, {paths['csv'].name}, {paths['html'].name}")
     failed = [c for c in result.cells if c.status == "failed"]

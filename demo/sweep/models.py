@@ -270,6 +270,9 @@ class CellResult(BaseModel):
     baseline: SideCell
     # Per request of the workload (both sides, pooled over the repeats): speedup, acceptance, copy-ness.
     requests: list[RequestOutcome] = Field(default_factory=list)
+    # A workload with sessions and several arms: each arm after the first against the baseline, per request
+    # (pooled as ``requests``, no prompt text), for the per-turn table's column of that arm.
+    arm_requests: dict[str, list[RequestOutcome]] = Field(default_factory=dict)
     # The cell's errors, prefixed by side: "baseline: ", then "speculative: " with one arm, else the arm's name.
     errors: list[str] = Field(default_factory=list)
     na_reasons: dict[str, str] = Field(default_factory=dict)  # the cell's own (its arms' are in each arm)
@@ -457,6 +460,25 @@ class Segment(BaseModel):
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
+class SessionReplay(BaseModel):
+    """How the workload's sessions were replayed turn by turn (demo/sweep/segments.py session_replay),
+    for the per-turn table: the history mode in words and, when each side carried its own answers,
+    how many turns followed a call other than the one the log recorded, per side."""
+
+    history: History  # logged: each turn's history as the file gives it; own: each side carried its own answers
+    how: str  # the history mode in one sentence
+    # Per side ("baseline", then each arm by name; "speculative" with one arm): the measured turns that
+    # followed a call the log recorded, and of them those where that side's own call differed (the
+    # logged result followed it anyway).
+    after_logged_call: dict[str, int] = Field(default_factory=dict)
+    other_call: dict[str, int] = Field(default_factory=dict)
+    differed: str | None = None  # "n of m turns followed a call that differed from the logged one"; None: no such turn
+    # Several arms: each arm after the first by name -> its per-turn segments (the first arm's are the
+    # sweep's ``segments`` of dimension turn).
+    arm_turns: dict[str, list[Segment]] = Field(default_factory=dict)
+    arms: list[str] = Field(default_factory=list)  # several arms: every arm's name in order (the first's first)
+
+
 # The recommended schedule: demo/sweep/schedule.py builds it; load.json and results.json hold it.
 
 class ScheduleSlo(BaseModel):
@@ -562,6 +584,8 @@ class SweepResult(BaseModel):
     # (demo/sweep/segments.py); empty and None with no workload file, or in a results file without segments.
     segments: list[Segment] = Field(default_factory=list)
     routing: str | None = None
+    # How a workload with sessions was replayed (the per-turn table's heading); None: no sessions.
+    sessions: SessionReplay | None = None
     # The schedule of k per concurrency band (demo/sweep/schedule.py), from one workload's concurrency cells.
     recommendation: Recommendation | NoRecommendation | None = None
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from demo.measure import copyness, efficiency, percentile
 from demo.race import compare
-from demo.results import SideResult
+from demo.results import SIDES, SideResult
 from demo.workload import LoggedAnswer, WorkloadRequest
 
 AnswerKind = Literal["tool_call", "prose"]
@@ -39,6 +39,10 @@ class RequestOutcome(BaseModel):
     turn: int | None = None  # its turn in the session, from 1
     # What the baseline answered: a tool call (finish_reason "tool_calls") or prose; None: not finished.
     answer_kind: AnswerKind | None = None
+    # A session turn after a call the log recorded, per side ("baseline", "speculative": the first arm):
+    # True when that side's own call, carried into this turn, differed from the logged one (the logged
+    # result followed it all the same). Empty: the turn followed no logged call.
+    other_call: dict[str, bool] = Field(default_factory=dict)
     logged: LoggedAnswer | None = None  # a gateway log's own figures for it, as logged (never pooled into ours)
     prompt_tokens: int | None = None  # baseline usage.prompt_tokens
     output_tokens: int | None = None  # baseline usage.completion_tokens
@@ -124,7 +128,9 @@ def request_outcome(req: WorkloadRequest, base: SideResult, spec: SideResult, *,
                          session=req.session, turn=req.turn, answer_kind=answer_kind(base), logged=req.logged,
                          prompt_tokens=base.prompt_tokens, output_tokens=base.completion_tokens,
                          speedup=race.speedup, loop=base.repetition is not None or spec.repetition is not None,
-                         error=base.error or spec.error)
+                         error=base.error or spec.error,
+                         other_call={side: r.followed_other_call for side, r in zip(SIDES, (base, spec), strict=True)
+                                     if r.followed_other_call is not None})
     if race.speedup is None:
         out.na_reasons["speedup"] = race.na_reasons.get("speedup", "not measured")
     if base.ttft_s is not None and base.e2e_s:
@@ -163,7 +169,9 @@ def pool_outcomes(outcomes: Sequence[RequestOutcome]) -> list[RequestOutcome]:
                              temperature=first.temperature, structured=first.structured, tag=first.tag,
                              session=first.session, turn=first.turn, logged=first.logged,
                              answer_kind=next((g.answer_kind for g in group if g.answer_kind), None),
-                             loop=any(g.loop for g in group), error=next((g.error for g in group if g.error), None))
+                             loop=any(g.loop for g in group), error=next((g.error for g in group if g.error), None),
+                             other_call={side: any(g.other_call.get(side, False) for g in group)
+                                         for side in dict.fromkeys(k for g in group for k in g.other_call)})
         for f in ("prompt_tokens", "output_tokens", "prefill_share", "speedup", "acceptance_rate", "tokens_per_step",
                   "efficiency", "copyness"):
             known = [getattr(g, f) for g in group if getattr(g, f) is not None]

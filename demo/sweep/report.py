@@ -21,7 +21,7 @@ from demo.sweep.models import CellResult, CellSettings, SideCell, Spread, SweepR
 from demo.sweep.pooling import assemble_cell, summarize_workloads
 from demo.sweep.report_workload import summary_paragraph, workload_sections
 from demo.sweep.schedule import sweep_recommendation
-from demo.sweep.segments import workload_routing
+from demo.sweep.segments import session_replay, workload_routing
 from demo.sweep.tables import ms_td, num_td, pct_td, schedule_html
 from demo.sweep.verdict import VERDICT_BASIS, verdicts
 
@@ -34,6 +34,7 @@ def finalize(result: SweepResult) -> SweepResult:
     result.verdicts = verdicts(result)
     result.workloads = summarize_workloads(result)
     result.segments, result.routing = workload_routing(result)
+    result.sessions = session_replay(result)
     result.recommendation = sweep_recommendation(result)
     result.finished_at = datetime.now(UTC)
     return result

@@ -229,4 +229,36 @@ def segments_html(result: SweepResult) -> str:
             f'<p class="muted">Per request, decode speedup = speculative decode tokens/s over the baseline\'s; '
             f"each segment's median and range over its requests (the first arm, at concurrency {c}). "
             f"Buckets: {_e(buckets_text())}</p>"
-            f'<div class="scroll"><table class="segments">{head}{rows}</table></div></section>')
+            f'<div class="scroll"><table class="segments">{head}{rows}</table></div>{turns_html(result)}</section>')
+
+
+def _turn_cells(s: Segment | None) -> str:
+    if s is None:
+        return '<td class="na" colspan="3">n/a</td>'
+    speedup = ('<td class="na">n/a</td>' if s.speedup is None else
+               f'<td data-value="{_e(repr(s.speedup))}">{s.speedup:.2f}{TIMES}</td>')
+    return (speedup + _num(None if s.acceptance_rate is None else s.acceptance_rate * 100, ".0f", "%")
+            + _num(s.tokens_per_step, ".2f"))
+
+
+def turns_html(result: SweepResult) -> str:
+    """The "Per turn" table of a workload with sessions: per turn index, the median decode speedup,
+    acceptance and tokens per step (the turn segments; with several arms, a column group per arm),
+    under the history mode it was replayed in and, when each side carried its own answers, how many
+    turns followed a call other than the logged one. Empty without sessions."""
+    turns = [s for s in result.segments if s.dimension == "turn"]
+    replay = result.sessions
+    if not turns or replay is None:
+        return ""
+    arms = replay.arms or [""]
+    by_arm = [{s.label: s for s in turns}, *({s.label: s for s in replay.arm_turns.get(a, [])} for a in arms[1:])]
+    figures = "<th>decode speedup</th><th>acceptance</th><th>tokens/step</th>"
+    head = ('<tr><th class="l">turn</th><th>requests (measured)</th>'
+            + "".join(figures if not a else figures.replace("<th>", f"<th>{_e(a)}: ", 1) for a in arms) + "</tr>")
+    rows = "".join(f'<tr data-turn="{_e(s.label)}"><td class="l">{_e(s.label)}</td><td>{s.measured}/{s.requests}</td>'
+                   + "".join(_turn_cells(one.get(s.label)) for one in by_arm) + "</tr>" for s in turns)
+    differed = f' <span class="differed">{_e(replay.differed)}.</span>' if replay.differed else ""
+    return (f'<h3 id="per-turn">Per turn: does speculation gain as the history grows?</h3>'
+            f'<p class="history" data-history="{_e(replay.history)}">History: <b>{_e(replay.history)}</b>: '
+            f"{_e(replay.how)}.{differed}</p>"
+            f'<div class="scroll"><table class="turns">{head}{rows}</table></div>')

@@ -25,10 +25,10 @@ import httpx
 from pydantic import BaseModel
 
 from demo.client import StreamError, collector_paused, make_http_client
-from demo.measure import SideMeter, same_answer
+from demo.measure import SideMeter, same_answer, same_tool_calls
 from demo.metrics import scrape_metrics
 from demo.presets import Preset
-from demo.results import FIRST_ARM, Message, RaceRequest, SideResult
+from demo.results import FIRST_ARM, Message, RaceRequest, SideResult, ToolCall
 from demo.server_info import probe_server
 from demo.settings import Endpoint, Settings
 from demo.streaming import ServerHandle, stream_into
@@ -137,23 +137,55 @@ async def kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, peak
             running.append(m.num_requests_running)
 
 
-def carried(req: RaceRequest, before: RaceRequest, answer: SideResult) -> RaceRequest | None:
-    """A session's turn as one side sends it: what that side sent for the turn before, its own answer
-    to it, then this turn's new messages (``req.messages``). None when the turn before has no answer
-    to carry (it failed)."""
+def own_answer(answer: SideResult, turn: int) -> Message:
+    """A side's answer to a session's turn ``turn`` as its next turn's history holds it: its text (null
+    when the answer is tool calls only) and its tool calls in the OpenAI wire form, each with the id the
+    server gave it (``call-<turn>-<k>`` made when it gave none), as an agent would send it back."""
+    calls = [c.to_history(f"call-{turn}-{k}") for k, c in enumerate(answer.tool_calls, 1)]
+    return Message.model_construct(role="assistant", content=answer.text or (None if calls else ""),
+                                   tool_calls=calls or None, tool_call_id=None)
+
+
+def carried(req: RaceRequest, before: RaceRequest, answer: SideResult, turn: int = 1) -> RaceRequest | None:
+    """A session's turn as one side sends it: what that side sent for the turn before (``turn``), its own
+    answer to it (own_answer: text and tool calls), then this turn's new messages (``req.messages``).
+    The ``role: tool`` results that open the new messages answer this side's calls: the k-th result's
+    ``tool_call_id`` becomes the id of this side's k-th call (a result beyond its calls keeps the logged
+    id), so the history is consistent whatever the side called. None when the turn before has no
+    answer to carry (it failed)."""
     if answer.error or not answer.complete:
         return None
-    history = [*(before.messages or []), Message(role="assistant", content=answer.text), *(req.messages or [])]
-    return req.model_copy(update={"messages": history})
+    own = own_answer(answer, turn)
+    ids = [c.id for c in own.tool_calls or []]
+    new = list(req.messages or [])
+    for k, m in enumerate(new):
+        if m.role != "tool":
+            break
+        if k < len(ids):
+            new[k] = m.model_copy(update={"tool_call_id": ids[k]})
+    return req.model_copy(update={"messages": [*(before.messages or []), own, *new]})
+
+
+def followed_other_call(answer: SideResult, logged: Message | None) -> bool | None:
+    """Whether a side's answer (carried into the next turn) called other than the log recorded: True
+    when its tool calls differ from ``logged``'s (demo.measure.same_tool_calls: names and arguments,
+    as parsed JSON); None when the log recorded no call there (nothing to compare)."""
+    if logged is None or not logged.tool_calls:
+        return None
+    return not same_tool_calls(answer.tool_calls, [ToolCall.of_history(c) for c in logged.tool_calls])
 
 
 async def _stream_all(http: httpx.AsyncClient, server: ServerHandle, model: str, reqs: list[RaceRequest],
                       concurrency: int, observe: StreamObserver | None = None,
-                      sessions: Sequence[Sequence[int]] | None = None) -> list[SideResult]:
+                      sessions: Sequence[Sequence[int]] | None = None,
+                      logged: Sequence[Message | None] | None = None) -> list[SideResult]:
     """``concurrency`` streams at once, each taking the next request as it finishes one: a slice of
     real traffic. Results in request order. With ``sessions`` (the indices of each session's turns,
     in order; every other request alone), a stream takes a whole session and plays its turns one
-    after another, each carried on from its own answer to the turn before (``carried``)."""
+    after another, each carried on from its own answer to the turn before (``carried``). ``logged``:
+    per request, the answer the log recorded for the turn before (WorkloadRequest.logged_answer),
+    which the side's own replaces; a turn after a logged call says whether the side's call differed
+    (SideResult.followed_other_call)."""
     results: list[SideResult | None] = [None] * len(reqs)
     in_session = {i for unit in sessions or [] for i in unit}
     units = [*(list(u) for u in sessions or []), *([i] for i in range(len(reqs)) if i not in in_session)]
@@ -165,14 +197,17 @@ async def _stream_all(http: httpx.AsyncClient, server: ServerHandle, model: str,
             sent: RaceRequest | None = None
             for n, i in enumerate(unit):
                 req: RaceRequest | None = reqs[i]
+                prev: SideResult | None = None
                 if n > 0 and sent is not None:
                     prev = results[unit[n - 1]]
-                    req = carried(reqs[i], sent, prev) if prev is not None else None
+                    req = carried(reqs[i], sent, prev, n) if prev is not None else None
                 if req is None:
                     results[i] = SideResult(side=server.side, url=server.url,
                                             error="not sent: the session's turn before has no answer to carry on from")
                     continue
-                results[i] = await one_request(http, server, model, req, i, observe)
+                results[i] = result = await one_request(http, server, model, req, i, observe)
+                if prev is not None:
+                    result.followed_other_call = followed_other_call(prev, logged[i] if logged else None)
                 sent = req
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(reqs)))))
@@ -181,10 +216,12 @@ async def _stream_all(http: httpx.AsyncClient, server: ServerHandle, model: str,
 
 async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[RaceRequest], concurrency: int,
                     settings: Settings, *, keep_text: bool = True, observe: StreamObserver | None = None,
-                    sessions: Sequence[Sequence[int]] | None = None) -> tuple[BatchStats, list[SideResult]]:
+                    sessions: Sequence[Sequence[int]] | None = None, logged: Sequence[Message | None] | None = None,
+                    ) -> tuple[BatchStats, list[SideResult]]:
     """Every request of ``reqs`` through ``concurrency`` streams; the batch figures and each request's
     result (in order). ``observe`` watches every stream as it goes (StreamObserver); ``sessions``:
-    sessions played turn by turn, each side carrying its own answers (_stream_all)."""
+    sessions played turn by turn, each side carrying its own answers in place of the ``logged`` ones
+    (_stream_all)."""
     try:
         model = await server.ensure_model(http, settings)
     except StreamError as e:
@@ -201,7 +238,7 @@ async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[Ra
     try:
         async with probe:  # is the client keeping up? (its loop lag and CPU, not the server's)
             with collector_paused():  # no collector pause at a measured token
-                results = await _stream_all(http, server, model, reqs, concurrency, observe, sessions)
+                results = await _stream_all(http, server, model, reqs, concurrency, observe, sessions, logged)
         wall_s = time.perf_counter() - t_start
     finally:
         stop.set()
@@ -273,6 +310,9 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
     sessions = carried_sessions(requests)
     batch = list(requests) if sessions else batch_requests(requests, cell.concurrency)
     reqs = [q.to_race_request() for q in batch]
+    logged = [q.logged_answer for q in batch] if sessions else None
+    # A carried turn alone is no request (its new messages answer a turn before): warm up on whole ones.
+    warm = [r for q, r in zip(batch, reqs, strict=True) if not q.carry] or reqs
     names = list(servers)  # "baseline" first, then the arms
     arms = [n for n in names if n != "baseline"]
     stats: dict[str, list[BatchStats]] = {n: [] for n in names}
@@ -287,7 +327,7 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
         for name in names:
             if cell.warmup:
                 step(f"{cell_label(cell)}: warm-up {shown(name)}", False)
-                await _warm_up(servers[name], reqs, cell.concurrency, settings, cell.warmup)
+                await _warm_up(servers[name], warm, cell.concurrency, settings, cell.warmup)
 
         async def one(name: str, r: int) -> None:
             label = f"{cell_label(cell)}: {shown(name)}, repeat {r + 1}/{cell.repeats}"
@@ -295,7 +335,7 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
             # The observer is told each stream's server: the baseline and every arm by its name.
             batch_stats_, results = await run_batch(servers[name].http, servers[name], reqs, cell.concurrency,
                                                     settings, keep_text=not redact, observe=observe,
-                                                    sessions=sessions)
+                                                    sessions=sessions, logged=logged)
             stats[name].append(batch_stats_)
             answers[name].append(results)
             step(label, True)
@@ -322,6 +362,11 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
     pairs = list(zip(base_answers, answers[arms[0]], strict=True))
     result.requests = pool_outcomes([request_outcome(q, b, s, redact=redact)
                                      for bs, ss in pairs for q, b, s in zip(batch, bs, ss, strict=True)])
+    if any(q.turn for q in batch):  # sessions: each other arm's per-request figures too, for its per-turn column
+        result.arm_requests = {a: pool_outcomes([request_outcome(q, b, s, redact=True)
+                                                 for bs, ss in zip(base_answers, answers[a], strict=True)
+                                                 for q, b, s in zip(batch, bs, ss, strict=True)])
+                               for a in arms[1:]}
     result.duration_s = time.perf_counter() - t0
     return result
 

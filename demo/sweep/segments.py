@@ -8,7 +8,9 @@ per request: ``RequestOutcome.speedup``), the median acceptance and tokens per s
 verdict with the evaluator's own thresholds (``GAIN_WORTH``, ``GAIN_NONE``, ``ACCEPT_LOW`` and
 the noise bound of demo/sweep/verdict.py). A segment with fewer than ``MIN_SEGMENT_REQUESTS``
 measured requests is "too few" (verdict n/a). One sentence then says which segments to send to
-the speculative server and which to keep on the baseline.
+the speculative server and which to keep on the baseline. A workload with sessions also gets how its
+turns were replayed (``session_replay``: the history mode, each other arm's per-turn segments, and
+per side the turns that followed a call other than the logged one), for the per-turn table.
 
 Dimensions and buckets (stated in the report through ``buckets_text``):
 - tag: the file's own label per request, when any request has one;
@@ -27,7 +29,7 @@ import statistics
 from collections.abc import Callable, Sequence
 
 from demo.fmt import fmt_percent, fmt_speedup
-from demo.sweep.models import Segment, SegmentDimension, SegmentVerdict, SweepResult
+from demo.sweep.models import CellResult, Segment, SegmentDimension, SegmentVerdict, SessionReplay, SweepResult
 from demo.sweep.profile import RequestOutcome
 from demo.sweep.verdict import ACCEPT_LOW, GAIN_NONE, GAIN_WORTH, bounded_gain
 
@@ -181,12 +183,8 @@ def segments_of(outcomes: Sequence[RequestOutcome], concurrency: int) -> list[Se
 def workload_segments(result: SweepResult) -> list[Segment]:
     """The customer's workload file by segment, from its cell at the lowest measured concurrency
     (the profile's); empty without a workload file."""
-    cells = [c for c in result.cells if c.settings.kind == "workload"]
-    measured = [c for c in cells if c.status != "interrupted"] or cells
-    if not measured:
-        return []
-    lowest = min(measured, key=lambda c: c.settings.concurrency)
-    return segments_of(lowest.requests, lowest.settings.concurrency)
+    lowest = _workload_cell(result)
+    return [] if lowest is None else segments_of(lowest.requests, lowest.settings.concurrency)
 
 
 # --------------------------------------------------------------------------- the routing sentence
@@ -258,6 +256,61 @@ def routing_sentence(segments: Sequence[Segment]) -> str:
         sentence += (f" Too few requests to tell: {_listed(too_few[:MAX_TOO_FEW_NAMED])}"
                      + (f" and {more} more segment(s)." if more > 0 else "."))
     return sentence
+
+
+HOW_HISTORY = {
+    "own": ("each side carried its own answer (its text and tool calls) into its next turn, followed by the "
+            "turn's logged tool results (their ids rewritten to that side's calls), as an agent would"),
+    "logged": ("each turn's history as logged in the file, the same on both sides: the answers the log "
+               "recorded, not the servers' own"),
+}
+
+
+def _workload_cell(result: SweepResult) -> CellResult | None:
+    """The workload file's cell at the lowest measured concurrency (the profile's); None without one."""
+    cells = [c for c in result.cells if c.settings.kind == "workload"]
+    measured = [c for c in cells if c.status != "interrupted"] or cells
+    return min(measured, key=lambda c: c.settings.concurrency) if measured else None
+
+
+def differed_sentence(after: dict[str, int], other: dict[str, int]) -> str | None:
+    """'n of m turns followed a call that differed from the logged one' per side (said once when the
+    sides agree); None when no turn followed a logged call."""
+    if not any(after.values()):
+        return None
+    counts = {side: (other.get(side, 0), m) for side, m in after.items()}
+    if len(set(counts.values())) == 1:
+        n, m = next(iter(counts.values()))
+        return f"{n} of {m} turn{'' if m == 1 else 's'} followed a call that differed from the logged one (each side)"
+    parts = [f"{side}: {n} of {m} turn{'' if m == 1 else 's'}" for side, (n, m) in counts.items()]
+    return "; ".join(parts) + " followed a call that differed from the logged one"
+
+
+def session_replay(result: SweepResult) -> SessionReplay | None:
+    """How the workload's sessions were replayed, and (own history) per side how many of its measured
+    turns followed a logged call and of them how many followed a different own call; None without
+    sessions."""
+    w = result.spec.workload
+    cell = _workload_cell(result)
+    if w is None or w.history is None or cell is None:
+        return None
+    after: dict[str, int] = {}
+    other: dict[str, int] = {}
+    first = next(iter(cell.arms), "speculative") if len(cell.arms) > 1 else "speculative"
+    # the first arm's outcomes hold the baseline's and its own; each other arm's, its own ("speculative")
+    for outcomes, sides in ((cell.requests, {"baseline": "baseline", "speculative": first}),
+                            *((o, {"speculative": a}) for a, o in cell.arm_requests.items())):
+        for o in outcomes:
+            for side, differed in o.other_call.items():
+                if (who := sides.get(side)) is not None:
+                    after[who] = after.get(who, 0) + 1
+                    other[who] = other.get(who, 0) + differed
+    arm_turns = {a: [build_segment(dim, label, group, cell.settings.concurrency)
+                     for dim, label, group in group_outcomes(o) if dim == "turn"]
+                 for a, o in cell.arm_requests.items()}
+    return SessionReplay(history=w.history, how=HOW_HISTORY[w.history], after_logged_call=after, other_call=other,
+                         differed=differed_sentence(after, other), arm_turns=arm_turns,
+                         arms=list(cell.arms) if len(cell.arms) > 1 else [])
 
 
 def workload_routing(result: SweepResult) -> tuple[list[Segment], str | None]:

@@ -108,6 +108,15 @@ def _collect(items: list[_Item], name: str, fmt: Format
             update["turn"] = turns[req.session]
         if req.carry and update.get("turn", req.turn) == 1:
             update["carry"] = False  # a session's first turn has no turn before it: its messages are all
+            if req.logged_answer is not None:  # ... the logged answer included, sent as given
+                update["messages"], update["logged_answer"] = [req.logged_answer, *(req.messages or [])], None
+            first = req.logged_answer or next(iter(req.messages or []), None)
+            if first is not None and first.role == "tool":
+                issues.append(LoadIssue(file=name, line=req.line, message=(
+                    "messages.0: a role: tool message with no assistant tool_calls before it (the first turn of "
+                    f"session {req.session!r} has no turn before it); give the assistant turn that made the call")))
+                turns[req.session or ""] -= "turn" in update  # the session's next line is its first turn
+                continue
         requests.append(req.model_copy(update=update) if update else req)
         ignored.update(set(item.ignored))
     return requests, issues, ignored, repeated

@@ -136,6 +136,7 @@ def _request(rid: str, no: int | None, text: list[Message] | str, fields: _LineF
 
 MEDIA_PARTS = ("image_url", "input_image", "image", "input_audio", "audio", "video_url", "file")
 MESSAGE_KEYS = {"role", "content", "name", "tool_calls", "tool_call_id"}
+ANY_CALL = "\0"  # a delta turn's leading tool answers answer the call the turn before made (not in the file)
 
 
 def _content(value: Any, where: str) -> str:
@@ -152,15 +153,18 @@ def _content(value: Any, where: str) -> str:
     raise _Skip(f"{where}.content: only text is measured (give a string or a list of text parts)")
 
 
-def _messages(value: Any) -> tuple[list[Message], list[str]]:
+def _messages(value: Any, *, delta: bool = False) -> tuple[list[Message], list[str]]:
     """Chat messages (OpenAI's: ``developer`` is a system message) and the fields ignored in them. An
     agent's turns are kept as given: an assistant's ``tool_calls`` (its content may be null) and the
-    ``role: tool`` answers, each after the call it answers."""
+    ``role: tool`` answers, each after the call it answers. ``delta``: a session turn's new messages
+    only, whose leading ``role: tool`` answers may answer the turn before's call (each side's own,
+    their ids rewritten to its calls' when sent: demo/sweep/runner.py)."""
     if not isinstance(value, list) or not value:
         raise _Skip("messages: give a list of at least one message")
     out: list[Message] = []
     ignored: list[str] = []
-    calls: set[str] | None = None  # the ids of the last assistant turn's calls; None: no call made yet
+    # The ids of the last assistant turn's calls; None: no call made yet; ANY_CALL: the turn before's.
+    calls: set[str] | None = {ANY_CALL} if delta else None
     for i, m in enumerate(value):
         if not isinstance(m, dict):
             raise _Skip(f"messages.{i}: expected an object with role and content")
@@ -186,7 +190,7 @@ def _messages(value: Any) -> tuple[list[Message], list[str]]:
             if calls is None:
                 raise _Skip(f"messages.{i}: a role: tool message with no assistant tool_calls before it; give the "
                             "assistant turn that made the call")
-            if msg.tool_call_id is not None and msg.tool_call_id not in calls:
+            if msg.tool_call_id is not None and msg.tool_call_id not in calls and ANY_CALL not in calls:
                 raise _Skip(f"messages.{i}: tool_call_id names no call of the assistant turn before it")
         else:
             calls = None
@@ -205,12 +209,13 @@ def _prompt(value: Any) -> str:
 
 def _request_line(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int, rid: str | None = None, *,
                   ignored: tuple[str, ...] = (), max_tokens: int = DEFAULT_MAX_TOKENS, tolerant: bool = False,
-                  **where: Any) -> _Read:
+                  delta: bool = False, **where: Any) -> _Read:
     """Our JSONL line or an OpenAI request body (chat or completions) on line ``no``, the ``nth``
     object of its file (its id when it gives none); ``rid``: the Batch line's (or a log's) id.
     ``ignored``: fields the caller already set aside (counted); ``max_tokens``: the default when the
     line gives none; ``tolerant``: a log's unknown fields are ignored (counted), not refused;
-    ``where``: the session, turn and logged figures of the request."""
+    ``delta``: the messages are a session turn's new ones (``_messages``); ``where``: the session,
+    turn and logged figures of the request."""
     screened = _screen(data, REQUEST_FIELDS, tolerant=tolerant)
     if rid is not None and "id" in data and not tolerant:
         raise _Skip("body.id: the Batch line's custom_id is its id")
@@ -219,7 +224,7 @@ def _request_line(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int
         raise _Skip('give exactly one of "messages" (chat) or "prompt" (completions)')
     text: list[Message] | str
     if has_messages:
-        text, in_messages = _messages(data["messages"])
+        text, in_messages = _messages(data["messages"], delta=delta)
         screened += in_messages
     else:
         text = _prompt(data["prompt"])

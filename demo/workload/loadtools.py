@@ -141,9 +141,6 @@ def _trace_line(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) 
     if mode not in ("history", "delta"):
         raise _Skip('message_mode must be "history" (the whole history each line) or "delta" (new messages only)')
     delta = mode == "delta"
-    if delta and any(isinstance(m, dict) and m.get("role") == "tool" for m in data["messages"] or []):
-        raise _Skip('message_mode "delta" with a tool result: it would follow each side\'s own tool call, which the '
-                    'client does not keep yet; give each line its whole history (message_mode "history")')
     ignored: list[str] = [k for k in ("timestamp", "delay", "input_length", "hash_ids") if k in data]
     fields = _extra(data)
     ignored += _screen_extra(fields, "")
@@ -154,7 +151,22 @@ def _trace_line(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) 
         where["session"] = _id(data["session_id"], nth)
     elif delta:
         raise _Skip('message_mode "delta" needs a session_id: its turns follow each other')
-    return _request_line(body, no, nth, max_prompt_chars, ignored=tuple(ignored), **where)
+    read = _request_line(body, no, nth, max_prompt_chars, ignored=tuple(ignored), delta=delta, **where)
+    return _logged_head(read) if delta else read
+
+
+def _logged_head(read: _Read) -> _Read:
+    """A delta turn whose new messages open with the answer the log recorded for the turn before (an
+    assistant message, e.g. the agent's tool call): that answer set aside as ``logged_answer``, to be
+    replaced by each side's own and compared with it (demo/sweep/runner.py); the rest is the turn's."""
+    req = read.request
+    messages = req.messages or []
+    if not messages or messages[0].role != "assistant":
+        return read
+    if len(messages) == 1:
+        raise _Skip('message_mode "delta": the line holds only the logged answer, which each side\'s own replaces; '
+                    "give the messages that follow it (the tool result, the next user turn)")
+    return read._replace(request=req.model_copy(update={"messages": messages[1:], "logged_answer": messages[0]}))
 
 
 def _guidellm_line(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) -> _Read:

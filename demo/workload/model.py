@@ -174,6 +174,10 @@ class WorkloadRequest(SamplingFields, ToolFields):
     # True: ``messages`` are only this turn's new ones; each side sends them after what it sent for the
     # session's turn before and its own answer to it (demo/sweep/runner.py). False: the whole history.
     carry: bool = False
+    # A delta turn's head: the answer the log recorded for the session's turn before (an assistant
+    # message, its tool calls). Never sent: each side's own answer takes its place, and its calls are
+    # compared with these (a turn that follows a call other than the logged one is counted).
+    logged_answer: Message | None = None
 
     @property
     def prompt_text(self) -> str:
@@ -250,6 +254,10 @@ class Workload(BaseModel):
             sessions, turns = self.sessions, self.turns
             how = ("played turn by turn, each side carrying its own answer into its next turn" if self.history == "own"
                    else "each turn's history as logged in the file (the same on both sides)")
+            calls = sum(1 for r in self.requests if r.logged_answer is not None and r.logged_answer.tool_calls)
+            if calls:
+                how += (f"; {calls} turn{' follows' if calls == 1 else 's follow'} a logged tool call, replaced by "
+                        "each side's own (the turns whose call differs are counted)")
             lines.append(f"{sessions} session{'' if sessions == 1 else 's'}, {turns} turn{'' if turns == 1 else 's'}; "
                          + how)
         if self.repeated_ids:
