@@ -35,6 +35,7 @@ from demo.results import (
 )
 from demo.sampling import sampling_body
 from demo.server_info import ServerInfo, down_message
+from demo.turns import ArmSession, SessionResult
 
 PENDING = "…"
 
@@ -398,6 +399,73 @@ def arm_speedup_html(name: str, arm: ArmSnapshot | None, result: ArmResult | Non
     return (f'<div {head()} data-state="{state}">'
             f'<div class="sd-speedup-value">{esc(PENDING if running else "—")}</div>'
             f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
+
+
+def session_speedup_html(name: str | None, arm: ArmSession | None, landed: int, total: int) -> str:
+    """The headline of a session (a multi-turn preset), an arm's (``name``) or the pair's (None): its
+    decode speedup over every turn landed so far, labelled "N of M turns"; final (exact figure in
+    data-value) once every turn has landed; n/a with the reason."""
+    arm_attr = f' data-arm="{esc(name)}"' if name is not None else ""
+    cls = "sd-speedup sd-arm-speedup" if name is not None else "sd-speedup"
+    state = "final" if landed == total else "running"
+    turns = f"{landed} of {total} turns"
+    if arm is None or arm.speedup is None:
+        reason = (arm.na_reasons.get("speedup") if arm is not None else None) or "no turn landed yet"
+        return (f'<div class="{cls}"{arm_attr} data-state="na" data-session="{landed}">'
+                f'<div class="sd-speedup-value sd-na">{esc(NA)}</div>'
+                f'<div class="sd-speedup-label">{esc(f"session, {turns}: {reason}")}</div></div>')
+    return (f'<div class="{cls} {speedup_class(arm.speedup)}"{arm_attr} data-state="{state}" '
+            f'data-session="{landed}" data-value="{esc(repr(arm.speedup))}">'
+            f'<div class="sd-speedup-value">{esc(fmt_speedup(arm.speedup))}</div>'
+            f'<div class="sd-speedup-label">{esc(f"session decode speedup · {turns}")}</div></div>')
+
+
+def session_status_text(session: SessionResult) -> str:
+    """A session's words in its final status line: the turns that landed, and that the saved run is the last's."""
+    return f"session: {len(session.turns)} of {session.turns_total} turns"
+
+
+def turns_strip_html(session: SessionResult | None, racing: int | None = None,
+                     labels: dict[str, str] | None = None) -> str:
+    """A session's per-turn strip under the headline: a column per turn (its number and label), a
+    row per arm: the turn's decode speedup, acceptance and tokens per step as each turn lands (exact
+    speedup in data-value), "≠" where its answer differs from the baseline's; the turn ``racing``
+    marked. Empty for a race that is not a session."""
+    if session is None:
+        return '<div class="sd-turns" data-turns="0"></div>'
+    labels = labels or {}
+    landed = {t.index: t for t in session.turns}
+    names = list(session.turns[0].race.arms) if session.turns else list(labels)
+    marked = ' data-racing="true"'
+    head = "".join(
+        f'<th data-turn="{i}"{marked if i == racing and i not in landed else ""}>'
+        f"{i}{esc(' · ' + label) if (label := (session.labels[i - 1:i] or [''])[0]) else ''}</th>"
+        for i in range(1, session.turns_total + 1))
+    rows = []
+    for name in names:
+        cells = []
+        for i in range(1, session.turns_total + 1):
+            turn = landed.get(i)
+            arm = turn.race.arms.get(name) if turn is not None else None
+            if arm is None:
+                text = PENDING if i == racing else ""
+                cells.append(f'<td data-turn="{i}" data-state="{"running" if i == racing else "pending"}">'
+                             f"{esc(text)}</td>")
+                continue
+            spec = arm.side.spec
+            speed = fmt_speedup(arm.speedup) or na_label(arm.na_reasons.get("speedup"))
+            value = f' data-value="{esc(repr(arm.speedup))}"' if arm.speedup is not None else ""
+            acc = fmt_percent(spec.acceptance_rate if spec else None) or NA
+            steps = fmt_length(spec.mean_acceptance_length if spec else None) or NA
+            differs = ('<span class="sd-turn-differs" title="the answer differs from the baseline&#x27;s">≠</span>'
+                       if arm.identical_text is False else "")
+            cells.append(f'<td data-turn="{i}" data-state="landed"{value} data-identical="{arm.identical_text}">'
+                         f'<span class="sd-turn-speedup">{esc(speed)}</span>{differs}'
+                         f'<span class="sd-turn-acc">{esc(acc)} · {esc(steps)}/step</span></td>')
+        rows.append(f'<tr data-arm="{esc(name)}"><th>{esc(labels.get(name, name))}</th>{"".join(cells)}</tr>')
+    return (f'<div class="sd-turns" data-turns="{len(session.turns)}" data-total="{session.turns_total}">'
+            f'<table><thead><tr><th>turn</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            '<div class="sd-turns-legend">per turn: decode speedup, acceptance · tokens per step</div></div>')
 
 
 def reference_speedup_html() -> str:
