@@ -26,7 +26,6 @@ from demo.results import Api, Message, RaceRequest
 from demo.sampling import SAMPLING_FIELDS, SamplingFields
 from demo.tool_request import ToolFields, tool_body
 
-
 MAX_TURNS = 8  # a session preset's turns after the first: each is a race on the stage
 
 

@@ -157,6 +157,9 @@ class Settings(BaseSettings):
     ui_stall_notice_s: float = Field(15.0, ge=2)
 
     presets_dir: Path = ROOT / "presets"
+    # The preset the Race tab opens on (app.py --preset; scripts/demo.sh --agents: agent_session);
+    # None: json_reformat, the copy-heavy one. A name that is no preset is said in the page's banner.
+    ui_preset: str | None = None
     runs_dir: Path = ROOT / "runs"
     save_runs: bool = True
     # A run whose record is larger is not saved (the reason is logged and shown).

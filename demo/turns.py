@@ -72,7 +72,8 @@ def session_figures(races: Sequence[RaceResult]) -> dict[str, ArmSession]:
     out: dict[str, ArmSession] = {}
     for name in races[0].arms:
         sides = [r.arms[name].side for r in races if name in r.arms]
-        arm = ArmSession(name=name, identical_turns=sum(1 for r in races if name in r.arms and r.arms[name].identical_text))
+        same = sum(1 for r in races if name in r.arms and r.arms[name].identical_text)
+        arm = ArmSession(name=name, identical_turns=same)
         rate, why = pooled_decode_rate(sides)
         if base_rate and rate:
             arm.speedup = rate / base_rate
@@ -88,13 +89,15 @@ def side_names(settings: Settings) -> list[str]:
 
 
 async def stream_session(req: RaceRequest, turns: Sequence[Turn], settings: Settings, *, first_label: str = "",
-                         interval_s: float = 0.05, stop: asyncio.Event | None = None) -> AsyncGenerator[SessionSnapshot, None]:
+                         interval_s: float = 0.05,
+                         stop: asyncio.Event | None = None) -> AsyncGenerator[SessionSnapshot, None]:
     """Race the session: ``req`` is its first turn (its messages, tools, sampling, order), ``turns``
     the rest. Yields a SessionSnapshot per race snapshot; a turn's last one has its result and the
     session with that turn landed. ``stop`` (an asyncio.Event) ends the turn racing and the session."""
     names = side_names(settings)
     histories = {name: list(req.messages or []) for name in names}
-    session = SessionResult(preset=req.preset, turns_total=1 + len(turns), labels=[first_label, *(t.label for t in turns)])
+    session = SessionResult(preset=req.preset, turns_total=1 + len(turns),
+                            labels=[first_label, *(t.label for t in turns)])
     last: RaceResult | None = None
     for index in range(1, session.turns_total + 1):
         if last is not None:

@@ -351,8 +351,13 @@ def build(settings: Settings, registry: RaceRegistry, workload: gr.State | None 
     page's shared uploaded workload (the Evaluate tab sets it); its requests join the dropdown.
     ``budget`` is the page's one budget of streams (its own when none is given)."""
     presets, preset_errors = load_presets(settings.presets_dir)
-    # The copy-heavy JSON preset shows the effect best: open on it when it is there.
-    first = presets.get("json_reformat") or next(iter(presets.values()), None)
+    # The copy-heavy JSON preset shows the effect best: open on it when it is there (or on the one asked for).
+    first = presets.get(settings.ui_preset or "") or presets.get("json_reformat") or next(iter(presets.values()), None)
+    if settings.ui_preset and settings.ui_preset not in presets:
+        opens = first.name if first else "none"
+        preset_errors = [*preset_errors, PresetProblem(
+            file="SPECDEMO_UI_PRESET", message=f"no preset is named {settings.ui_preset!r}; known presets: "
+                                               f"{', '.join(presets) or 'none'} (the page opens on {opens})")]
     if preset_errors:
         gr.HTML(_preset_errors_html(preset_errors))
     with gr.Row(equal_height=False):
@@ -525,7 +530,8 @@ def _workload(dump: dict | None) -> Workload | None:
 
 def _preset_errors_html(errors: list[PresetProblem]) -> str:
     return '<div class="sd-banner" role="alert"><ul>' + "".join(
-        f"<li>Preset file {view.esc(e.file)} skipped: {view.esc(e.message)}</li>" for e in errors
+        (f"<li>{view.esc(e.file)}: {view.esc(e.message)}</li>" if e.file == "SPECDEMO_UI_PRESET"
+         else f"<li>Preset file {view.esc(e.file)} skipped: {view.esc(e.message)}</li>") for e in errors
     ) + "</ul></div>"
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.app_process import AppProcess
-from harness.page_driver import open_page, screenshot, select_preset, start, wait_finished
+from harness.page_driver import open_page, screenshot, start, wait_finished
 from harness.standin import FIXTURES, TOOL_CALL_FIXTURE, Standin, StandinBehavior
 from tests.browser.conftest import pair_app
 from tests.test_tool_calls import replay_offline
@@ -58,7 +58,8 @@ def app(servers: tuple[Standin, dict[str, Standin]], tmp_path_factory: pytest.Te
     base, arms = servers
     tmp: Path = tmp_path_factory.mktemp("agents")
     entries = [{"name": n, "url": s.url, "method": n} for n, s in arms.items()]
-    proc = pair_app(base, arms["ngram"], tmp, SPECDEMO_ARMS=json.dumps(entries))
+    # As scripts/demo.sh --agents opens it (app.py --preset agent_session): on the session.
+    proc = pair_app(base, arms["ngram"], tmp, SPECDEMO_ARMS=json.dumps(entries), SPECDEMO_UI_PRESET="agent_session")
     yield proc
     proc.stop()
 
@@ -80,7 +81,7 @@ WATCH_STRIP_JS = """
 def test_three_panes_play_the_agent_session_turn_by_turn(page, app: AppProcess, servers) -> None:
     base, arms = servers
     open_page(page, app)
-    select_preset(page, PRESET_TITLE)
+    assert page.input_value("#sd-preset input") == PRESET_TITLE  # opened on the session
     page.evaluate(WATCH_STRIP_JS)
     start(page)
     page.wait_for_selector('#sd-turns .sd-turns[data-turns="2"]', timeout=60_000)
