@@ -42,13 +42,19 @@ class ArmSession(BaseModel):
 
 
 class SessionResult(BaseModel):
-    """A session so far: the turns that landed, out of ``turns_total``, and each arm's session figure."""
+    """A session so far: the turns raced (a stopped or failed one last), out of ``turns_total``, and
+    each arm's session figure over the turns every side finished (``landed``)."""
 
     preset: str | None = None
     turns_total: int
     labels: list[str] = Field(default_factory=list)  # every turn's label, in order ("" when it has none)
     turns: list[TurnResult] = Field(default_factory=list)
     arms: dict[str, ArmSession] = Field(default_factory=dict)
+
+    @property
+    def landed(self) -> int:
+        """How many turns every side finished: the turns the session's figures are over."""
+        return sum(1 for t in self.turns if t.race.outcome == "done")
 
     @property
     def complete(self) -> bool:
@@ -113,7 +119,7 @@ async def stream_session(req: RaceRequest, turns: Sequence[Turn], settings: Sett
                 last = snap.result
                 session = session.model_copy(update={
                     "turns": [*session.turns, TurnResult(index=index, label=session.labels[index - 1], race=last)]})
-                session.arms = session_figures([t.race for t in session.turns])
+                session.arms = session_figures([t.race for t in session.turns if t.race.outcome == "done"])
             yield SessionSnapshot(turn=index, snapshot=snap, session=session)
         if last is None or last.outcome != "done":
             return  # stopped, or a side failed: it has no answer to carry into the next turn

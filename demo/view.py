@@ -422,7 +422,7 @@ def session_speedup_html(name: str | None, arm: ArmSession | None, landed: int, 
 
 def session_status_text(session: SessionResult) -> str:
     """A session's words in its final status line: the turns that landed, and that the saved run is the last's."""
-    return f"session: {len(session.turns)} of {session.turns_total} turns"
+    return f"session: {session.landed} of {session.turns_total} turns"
 
 
 def turns_strip_html(session: SessionResult | None, racing: int | None = None,
@@ -452,6 +452,12 @@ def turns_strip_html(session: SessionResult | None, racing: int | None = None,
                 cells.append(f'<td data-turn="{i}" data-state="{"running" if i == racing else "pending"}">'
                              f"{esc(text)}</td>")
                 continue
+            if turn is not None and turn.race.outcome != "done":  # stopped, or a side failed: no figures
+                word = "stopped" if turn.race.outcome == "stopped" else "failed"
+                why = arm.side.error or turn.race.baseline.error or word
+                cells.append(f'<td data-turn="{i}" data-state="{turn.race.outcome}" title="{esc(why)}">'
+                             f"{esc(word)}</td>")
+                continue
             spec = arm.side.spec
             speed = fmt_speedup(arm.speedup) or na_label(arm.na_reasons.get("speedup"))
             value = f' data-value="{esc(repr(arm.speedup))}"' if arm.speedup is not None else ""
@@ -463,7 +469,7 @@ def turns_strip_html(session: SessionResult | None, racing: int | None = None,
                          f'<span class="sd-turn-speedup">{esc(speed)}</span>{differs}'
                          f'<span class="sd-turn-acc">{esc(acc)} · {esc(steps)}/step</span></td>')
         rows.append(f'<tr data-arm="{esc(name)}"><th>{esc(labels.get(name, name))}</th>{"".join(cells)}</tr>')
-    return (f'<div class="sd-turns" data-turns="{len(session.turns)}" data-total="{session.turns_total}">'
+    return (f'<div class="sd-turns" data-turns="{session.landed}" data-total="{session.turns_total}">'
             f'<table><thead><tr><th>turn</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
             '<div class="sd-turns-legend">per turn: decode speedup, acceptance · tokens per step</div></div>')
 

@@ -169,3 +169,21 @@ def test_each_turns_speedup_and_the_sessions_match_the_truth_with_each_side_carr
             assert third[1]["content"].startswith(word) and third[3]["content"].startswith(word)
             assert [third[2]["content"], third[4]["content"], third[5]["content"]] == [
                 "result two", "result three", "and now?"]
+
+
+def test_a_side_failing_ends_the_session_after_that_turn_and_its_figures_leave_it_out() -> None:
+    turns = [Turn(messages=[Message(role="tool", tool_call_id="call_1", content="BREAK the stream")]),
+             Turn(messages=[Message(role="user", content="never sent")])]
+    preset = Preset(name="s", title="t", expect="e", booth=False, max_tokens=12, turns=turns,
+                    messages=[Message(role="user", content="start")])
+    arm_breaks = ARM.model_copy(update={"tokens_per_s": 400.0, "by_marker": {"BREAK": {"fault": "server_error"}}})
+    with Standin(BASE.model_copy(update={"tokens_per_s": 200.0})) as base, Standin(arm_breaks) as arm:
+        settings = Settings(baseline_url=base.url, speculative_url=arm.url, spec_method="ngram", save_runs=False)
+
+        async def play() -> list[SessionSnapshot]:
+            return [s async for s in stream_session(preset.to_request(order="sequential"), turns, settings)]
+
+        session = asyncio.run(play())[-1].session
+        assert [t.race.outcome for t in session.turns] == ["done", "error"] and session.landed == 1
+        assert not session.complete and session.arms["ngram"].speedup is not None  # over the first turn only
+        assert [len(s.requests) for s in (base, arm)] == [2, 2]  # no third turn was sent

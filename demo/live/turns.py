@@ -59,7 +59,7 @@ class SessionFrames(RaceFrames):
 
     def _dress(self, frame: Frame) -> Frame:
         session = self.session
-        landed = len(session.turns) if session is not None else 0
+        landed = session.landed if session is not None else 0
         frame.turns = view.turns_strip_html(session, racing=self.turn, labels=self._labels())
         frame.session = session
         if session is None or not landed:

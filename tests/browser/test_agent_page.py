@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.app_process import AppProcess
-from harness.page_driver import open_page, screenshot, start, wait_finished
+from harness.page_driver import open_page, press_stop, screenshot, set_users, start, wait_finished
 from harness.standin import FIXTURES, TOOL_CALL_FIXTURE, Standin, StandinBehavior
 from tests.browser.conftest import pair_app
 from tests.test_tool_calls import replay_offline
@@ -126,4 +126,29 @@ def test_three_panes_play_the_agent_session_turn_by_turn(page, app: AppProcess, 
         for call, result in zip(calls, results, strict=True):
             assert call["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
             assert result["tool_call_id"] == call["tool_calls"][0]["id"]
+    assert page.console_errors == []
+
+
+def test_stop_ends_the_session_and_more_users_are_refused_in_one_line(page, app: AppProcess, servers) -> None:
+    base, arms = servers
+    open_page(page, app)
+    set_users(page, 2)
+    start(page)
+    assert wait_finished(page, 30_000, app) == "error"
+    status = page.inner_text("#sd-run-status")
+    assert "is a session of 5 turns: it races one user. Set Users to 1." in status and "\n" not in status.strip()
+    set_users(page, 1)
+    sent = [len(s.requests) for s in (base, *arms.values())]
+    start(page)
+    page.wait_for_selector('#sd-turns .sd-turns[data-turns="1"]', timeout=60_000)
+    press_stop(page)
+    assert wait_finished(page, 30_000, app) == "stopped"
+    # Stop ended the session in its second turn: no third turn was sent, the first stays in the strip.
+    page.wait_for_timeout(1_000)
+    after = [len(s.requests) - n for s, n in zip((base, *arms.values()), sent, strict=True)]
+    assert max(after) <= 2 and after[0] >= 1, after  # a side's generation requests: turn 1 and, at most, turn 2
+    row = page.locator('#sd-turns tr[data-arm="suffix"]')
+    assert row.locator('td[data-state="landed"]').count() == 1
+    assert row.locator('td[data-turn="2"]').get_attribute("data-state") == "stopped"
+    assert "session: 1 of 5 turns" in page.inner_text("#sd-run-status")
     assert page.console_errors == []
