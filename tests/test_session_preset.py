@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from demo.live.frames import Frame
+from demo.live.session import RaceControl
+from demo.live.turns import session_frames
 from demo.presets import MAX_TURNS, Preset, Turn, load_presets
 from demo.results import Message, ToolCall, answer_message, next_turn
 from demo.settings import Settings
@@ -187,3 +190,32 @@ def test_a_side_failing_ends_the_session_after_that_turn_and_its_figures_leave_i
         assert [t.race.outcome for t in session.turns] == ["done", "error"] and session.landed == 1
         assert not session.complete and session.arms["ngram"].speedup is not None  # over the first turn only
         assert [len(s.requests) for s in (base, arm)] == [2, 2]  # no third turn was sent
+
+
+# --------------------------------------------------------------------------- the page, without a browser
+
+def test_the_pages_frames_fill_the_strip_turn_by_turn_and_end_on_the_sessions_headline() -> None:
+    """One arm (the pair's layout): the pair's headline is the session's once a turn has landed."""
+    preset = Preset(name="s", title="t", expect="e", booth=False, max_tokens=12, turns=TURNS[:1],
+                    first_label="<b>one</b>", messages=[Message(role="user", content="start")])
+    with Standin(BASE.model_copy(update={"tokens_per_s": 200.0})) as base, \
+            Standin(ARM.model_copy(update={"tokens_per_s": 400.0})) as arm:
+        settings = Settings(baseline_url=base.url, speculative_url=arm.url, spec_method="ngram", save_runs=False)
+
+        async def frames() -> list[Frame]:
+            req = preset.to_request(order="sequential")
+            return [f async for f in session_frames(req, preset, settings, RaceControl())]
+
+        shown = asyncio.run(frames())
+    strips = [f.turns for f in shown if f.turns is not None]
+    landed = [int(s.split('data-turns="')[1].split('"')[0]) for s in strips]
+    assert landed[0] == 0 and landed[-1] == 2 and landed == sorted(landed) and 1 in landed
+    assert "&lt;b&gt;one&lt;/b&gt;" in strips[-1] and "<b>one" not in strips[-1]  # a label is escaped
+    assert 'data-turn="1" data-state="landed"' in strips[-1] and 'data-turn="2" data-state="landed"' in strips[-1]
+    final = next(f for f in reversed(shown) if f.speedup is not None).speedup or ""
+    assert 'data-session="2"' in final and 'data-state="final"' in final and "2 of 2 turns" in final
+    session = next(f.session for f in reversed(shown) if f.session is not None)
+    assert session is not None and session.arms["ngram"].speedup is not None
+    assert f'data-value="{session.arms["ngram"].speedup!r}"' in final
+    statuses = [f.run_status or "" for f in shown]
+    assert any("turn 2 of 2" in s for s in statuses)
