@@ -113,6 +113,11 @@ def test_three_panes_play_the_agent_session_turn_by_turn(page, app: AppProcess, 
         assert call.locator(".sd-tool-name").inner_text() == "get_weather"
         assert call.locator(".sd-tool-args").inner_text() == '{"city": "Paris"}'
     assert "session: 5 of 5 turns" in page.inner_text("#sd-run-status")
+    # The strip, the three panes and their answers on one 1280x720 screen (the answers give up its height).
+    page.evaluate("window.scrollTo(0, 0)")
+    for key in ("baseline", *(k for k, _s in ARMS.values())):
+        box = page.locator(f"#sd-text-{key}").bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 720, (key, box)
     # Each side carried its own answer: its fifth request holds its four calls, each answered by
     # the logged tool result under that call's own id, and every side was offered the same tools.
     for server in (base, *arms.values()):
