@@ -586,6 +586,23 @@ def identical_badge_html(result: RaceResult | None, arm: str | None = None) -> s
             f"✗ Outputs differ{esc(where)}{ctx}</div>")
 
 
+def session_badge_html(session: SessionResult, arm: str | None = None) -> str:
+    """A session's identical-output badge (``arm``: an arm's, in a race of several; None: the first
+    arm's): which turns' answers differed from the baseline's, when any did (the per-turn strip marks
+    them ≠); else the last turn's badge (identical, sampled, or n/a), as a race's."""
+    last = session.turns[-1].race if session.turns else None
+    name = arm if arm is not None else (next(iter(last.arms)) if last is not None else None)
+    differ = [t.index for t in session.turns
+              if name in t.race.arms and t.race.arms[name].identical_text is False]
+    if last is None or not differ or last.request.temperature > 0:
+        return identical_badge_html(last, arm)
+    attr = f' data-arm="{esc(arm)}"' if arm is not None else ""
+    which = ", ".join(str(i) for i in differ)
+    return (f'<div class="sd-badge sd-badge-warn" data-identical="false" data-turns="{esc(which)}"{attr}>'
+            f"✗ Outputs differ in turn{'s' if len(differ) > 1 else ''} {esc(which)}"
+            '<div class="sd-badge-sub">each side carried its own answer on (≠ in the strip)</div></div>')
+
+
 def _calls_diff_html(result: RaceResult, arm: str | None) -> str:
     """The two sides' tool calls, one line each (name and arguments), escaped."""
     spec = result.speculative if arm is None else result.arms[arm].side

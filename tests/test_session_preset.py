@@ -22,6 +22,7 @@ from demo.presets import MAX_TURNS, Preset, Turn, load_presets
 from demo.results import Message, ToolCall, answer_message, next_turn
 from demo.settings import Settings
 from demo.turns import SessionSnapshot, stream_session
+from demo.view import session_badge_html
 from harness.standin import Standin, StandinBehavior, Truth
 
 PRESETS = Path(__file__).resolve().parents[1] / "presets"
@@ -163,6 +164,9 @@ def test_each_turns_speedup_and_the_sessions_match_the_truth_with_each_side_carr
             assert measured is not None
             assert abs(measured / (ta.decode_tokens_per_s / tb.decode_tokens_per_s) - 1) < 0.05
             assert turn.race.arms["ngram"].identical_text is False  # the stand-ins answer different words
+        # The session's badge names every turn whose answer differed, not only the last turn's.
+        badge = session_badge_html(session)
+        assert 'data-identical="false"' in badge and "Outputs differ in turns 1, 2, 3" in badge
         overall = session.arms["ngram"].speedup
         assert overall is not None and abs(overall / (pooled_truth(truth_a) / pooled_truth(truth_b)) - 1) < 0.05
         # Each side's third request: the first turn, its own two answers, each followed by the logged messages.

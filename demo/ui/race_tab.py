@@ -71,6 +71,7 @@ class Finished(NamedTuple):
 
     result: Run  # a race, or an N-user race (its user 1's race, and the step)
     status: str
+    session: SessionResult | None = None  # a session's turns (``result`` is its last turn's race)
 
 
 @dataclass(frozen=True, eq=False)
@@ -283,7 +284,7 @@ class RaceTab:
                 # The final status goes up with the rest (on_finish): "done" means all is drawn.
                 status = final_status(result, saved.name, control.stopped_because, saved.note, users,
                                       lead=view.session_status_text(played) if played is not None else None)
-                self.registry.hand_over(session, Finished(record or result, status))
+                self.registry.hand_over(session, Finished(record or result, status, played))
             except Exception as e:  # a bug, not a server fault: say so where the presenter looks
                 log.exception("the race failed")
                 yield {self.run_status: view.run_status_html("error", internal_error_text(e))}
@@ -304,6 +305,8 @@ class RaceTab:
         result = race_of(run)  # an N-user race's badge and charts are its user 1's
         try:
             shown = result_view(result)
+            if end.session is not None:  # the badge speaks for every turn of the session
+                shown.badge = view.session_badge_html(end.session)
             row = view.users_history_row(run) if isinstance(run, UsersRace) else view.history_row(result)
             rows = [*rows, row.model_dump()]
             titles = arm_titles(self.settings, [ServerInfo(**i) for i in infos], result)
@@ -320,7 +323,9 @@ class RaceTab:
             first = next(iter(result.arms), None)  # an N-user race's one arm is named "speculative"
             for i, p in enumerate(self.arm_panes.values()):
                 if p.badge is not None:
-                    out[p.badge] = view.identical_badge_html(result, arm=first if i == 0 else p.arm)
+                    name = first if i == 0 else p.arm
+                    out[p.badge] = (view.session_badge_html(end.session, arm=name) if end.session is not None
+                                    else view.identical_badge_html(result, arm=name))
             if result.baseline.error or result.speculative.error or any(a.side.error for a in result.arms.values()):
                 # A side failed: re-probe so the banner says which server is down and what to do.
                 banner_html, servers_html, *_titles, infos_dump = await self.on_probe()

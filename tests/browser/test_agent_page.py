@@ -140,7 +140,7 @@ def test_stop_ends_the_session_and_more_users_are_refused_in_one_line(page, app:
     set_users(page, 2)
     start(page)
     assert wait_finished(page, 30_000, app) == "error"
-    status = page.inner_text("#sd-run-status")
+    status = page.inner_text("#sd-run-status .sd-run-status")  # (not Gradio's timer beside it)
     assert "is a session of 5 turns: it races one user. Set Users to 1." in status and "\n" not in status.strip()
     set_users(page, 1)
     sent = [len(s.requests) for s in (base, *arms.values())]
