@@ -252,9 +252,9 @@ class RaceTab:
                 req = build_request(self.presets, preset_name, prompt_text, temp, max_tok, order_value,
                                     _workload(workload))
                 validate_request(req, self.settings)  # what the race would refuse, said before "racing"
-                turns = session_preset(self.presets, req)
-                if turns is not None and users > 1:
-                    raise ValueError(f"{turns.title} is a session of {1 + len(turns.turns)} turns: it races "
+                multi_turn = session_preset(self.presets, req)  # a session preset: its turns one after another
+                if multi_turn is not None and users > 1:
+                    raise ValueError(f"{multi_turn.title} is a session of {1 + len(multi_turn.turns)} turns: it races "
                                      "one user. Set Users to 1.")
                 # More than the whole budget could never start: said at once, in one line.
                 # One user races the baseline and every arm; N users the baseline and the first arm.
@@ -266,7 +266,7 @@ class RaceTab:
             try:
                 result: RaceResult | None = None
                 record: UsersRace | None = None
-                frames = (session_frames(req, turns, self.settings, control, ticket) if turns is not None
+                frames = (session_frames(req, multi_turn, self.settings, control, ticket) if multi_turn is not None
                           else race_frames(req, self.settings, control, ticket) if users == 1
                           else users_frames(req, users, self.settings, control, ticket, _workload(workload)))
                 played: SessionResult | None = None
