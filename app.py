@@ -21,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--booth", action="store_true",
                         help="booth mode: race a rotation of presets by itself while the page is open "
                              "(also SPECDEMO_BOOTH=true; docs/booth.md)")
+    parser.add_argument("--preset", metavar="NAME",
+                        help="the preset the Race tab opens on, e.g. agent_session (also SPECDEMO_UI_PRESET)")
     args = parser.parse_args(argv)
     # Warnings from everything; our own notes too (booth mode's one `booth-race {json}` line a turn).
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -29,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = Settings()
         if args.booth:
             settings.booth = True
+        if args.preset:
+            settings.ui_preset = args.preset
     except ValidationError as e:
         loc, msg = validation_errors(e)[0]
         name = "SPECDEMO_" + loc.replace(".", "_").upper()

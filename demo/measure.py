@@ -327,6 +327,37 @@ class SideMeter:
         )
 
 
+def decode_window(result: SideResult) -> tuple[int, float] | None:
+    """A finished answer's decode tokens and decode seconds (the tokens after its first chunk, the
+    time since that chunk): the two terms of its ``decode_tokens_per_s``, from its events through the
+    meter. None when that rate is unknown."""
+    if result.decode_tokens_per_s is None or result.error:
+        return None
+    meter = SideMeter(result.side, result.url, t0=0.0)
+    for ev in result.events:
+        meter.feed(ev)
+    tokens = meter.final_tokens if meter.final_tokens is not None else meter.tokens
+    if meter.t_first is None or meter.t_last is None or meter.t_last <= meter.t_first:
+        return None
+    return tokens - meter.first_chunk_tokens, meter.t_last - meter.t_first
+
+
+def pooled_decode_rate(results: Sequence[SideResult]) -> tuple[float | None, str | None]:
+    """One side's decode tokens/s over several answers (a session's turns): every answer's decode
+    tokens over every answer's decode seconds, so a long turn weighs as much as its tokens. (None, why)
+    when an answer's rate is unknown: a session figure over some of its turns would be another number."""
+    tokens, seconds = 0, 0.0
+    for i, r in enumerate(results):
+        window = decode_window(r)
+        if window is None:
+            why = r.error or r.na_reasons.get("decode_tokens_per_s") or "not measured"
+            return None, f"turn {i + 1}: {why}"
+        tokens, seconds = tokens + window[0], seconds + window[1]
+    if not results or seconds <= 0:
+        return None, "no turn measured"
+    return tokens / seconds, None
+
+
 # --------------------------------------------------------------------------- tool calls
 
 def same_answer(a: SideResult, b: SideResult) -> bool:

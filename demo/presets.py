@@ -1,8 +1,14 @@
 """Presets: prompts that make the lesson visible, loaded from presets/*.yaml.
 
 A preset may set the sampling vocabulary (demo/sampling.py: top_p, top_k, min_p, stop, the
-penalties, response_format) and a seed; they reach both sides of a race alike through
-``Preset.to_request``."""
+penalties, response_format), a seed and the tool vocabulary (demo/tool_request.py: tools,
+tool_choice, parallel_tool_calls); they reach every side of a race alike through
+``Preset.to_request``.
+
+A multi-turn preset (a session) adds ``turns``: after each answer, the messages the session adds
+(the logged tool result, a user's reply). The page plays the turns one after another, each side
+carrying its own answer into its next turn (demo.turns).
+"""
 
 from __future__ import annotations
 
@@ -11,18 +17,47 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from demo.errors import NotFound
 from demo.fmt import validation_summary
 from demo.limits import MaxTokens, Temperature
 from demo.results import Api, Message, RaceRequest
 from demo.sampling import SAMPLING_FIELDS, SamplingFields
+from demo.tool_request import ToolFields, tool_body
+
+MAX_TURNS = 8  # a session preset's turns after the first: each is a race on the stage
 
 
-class Preset(SamplingFields):
+class Turn(BaseModel):
+    """One turn of a session preset after its first: a short label for the per-turn strip, and the
+    messages the session adds after each side's own answer (its logged tool results first, each
+    ``role: tool`` with the logged call's id, then optionally a user's reply)."""
+
+    model_config = {"extra": "forbid"}
+
+    label: str = Field("", max_length=24)
+    messages: list[Message] = Field(min_length=1, max_length=16)
+
+    @field_validator("messages")
+    @classmethod
+    def _logged_turns_only(cls, messages: list[Message]) -> list[Message]:
+        # The assistant's turn is each side's own answer: a turn adds only what answers it.
+        roles = [m.role for m in messages]
+        if any(r not in ("tool", "user") for r in roles):
+            raise ValueError("a turn adds only tool results and user messages (the answer is each side's own)")
+        if "user" in roles and "tool" in roles[roles.index("user"):]:
+            raise ValueError("a turn's tool results come before its user message")
+        for m in messages:
+            if m.role == "tool" and m.tool_call_id is None:
+                raise ValueError("a tool result needs the logged call's tool_call_id")
+        return messages
+
+
+class Preset(SamplingFields, ToolFields):
     """One preset file: its prompt, what to expect, and how it is sampled (the sampling fields:
-    demo/sampling.py, each left out of the file not sent)."""
+    demo/sampling.py, each left out of the file not sent); the tools it offers (demo/tool_request.py);
+    a session's further turns."""
 
     model_config = {"extra": "forbid"}
 
@@ -38,6 +73,22 @@ class Preset(SamplingFields):
     include: dict[str, str] = Field(default_factory=dict)
     # In booth mode's default rotation (demo.live.booth); SPECDEMO_BOOTH_PRESETS can still name it.
     booth: bool = True
+    # A session: the turns after the first, played one after another (demo.turns). Empty: one race.
+    turns: list[Turn] = Field(default_factory=list, max_length=MAX_TURNS)
+    first_label: str = Field("", max_length=24)  # the first turn's label in the per-turn strip
+
+    @model_validator(mode="after")
+    def _a_session_is_chat(self) -> Preset:
+        if self.turns and self.api != "chat":
+            raise ValueError("turns: a session preset uses the chat API (api: chat)")
+        if self.turns and self.booth:
+            raise ValueError("turns: a session preset is not in booth mode's rotation: set booth: false")
+        return self
+
+    @property
+    def session(self) -> bool:
+        """Whether the preset is a multi-turn session (it has turns after its first)."""
+        return bool(self.turns)
 
     def to_request(self, **changes: Any) -> RaceRequest:
         """This preset as one race's request: its name, messages, API, temperature, max tokens, seed
@@ -47,7 +98,7 @@ class Preset(SamplingFields):
         sampling = {name: getattr(self, name) for name in SAMPLING_FIELDS}
         return RaceRequest(**{"preset": self.name, "messages": self.messages, "api": self.api,
                               "temperature": self.temperature, "max_tokens": self.max_tokens, "seed": self.seed,
-                              **sampling, **changes})
+                              **sampling, **tool_body(self), **changes})
 
 
 class PresetProblem(BaseModel):
@@ -67,8 +118,9 @@ def _load_one(path: Path) -> Preset:
     preset = Preset.model_validate(data)
     for key, rel in preset.include.items():
         text = (path.parent / rel).read_text(encoding="utf-8")
-        for m in preset.messages:
-            m.content = m.text.replace("{{" + key + "}}", text)
+        for m in [*preset.messages, *(m for turn in preset.turns for m in turn.messages)]:
+            if m.content is not None:  # an assistant's tool calls stay as written
+                m.content = m.content.replace("{{" + key + "}}", text)
     return preset
 
 
@@ -102,6 +154,13 @@ def load_presets(folder: Path) -> tuple[dict[str, Preset], list[PresetProblem]]:
             continue
         presets[preset.name] = preset
     return presets, errors
+
+
+def session_preset(presets: dict[str, Preset], req: RaceRequest) -> Preset | None:
+    """The session preset ``req`` races, when it is one and unchanged (its own request: an edited
+    prompt is a free prompt, one race); None otherwise."""
+    preset = presets.get(req.preset or "")
+    return preset if preset is not None and preset.session else None
 
 
 class UnknownPresetError(NotFound):

@@ -189,14 +189,20 @@ async def stream_race(
     http: httpx.AsyncClient | None = None,
     interval_s: float = 0.05,
     stop: asyncio.Event | None = None,
+    side_requests: Mapping[str, RaceRequest] | None = None,
 ) -> AsyncGenerator[RaceSnapshot, None]:
     """Run a race and yield snapshots at most every ``interval_s``; the last holds ``.result``.
+
+    ``side_requests`` (by "baseline" and arm name) sends a side its own request instead of ``req``:
+    in a session each side carries its own answers (demo.turns). ``req`` is the one the record keeps.
 
     Setting ``stop`` (or cancelling the consumer) closes every stream, so the servers abort
     the requests; with ``stop`` a final snapshot with a cancelled result still comes out.
     Use ``contextlib.aclosing`` when breaking out of the loop early.
     """
     validate_request(req, settings)
+    for own in (side_requests or {}).values():
+        validate_request(own, settings)
     changed = asyncio.Event()
     arm_endpoints = settings.arm_endpoints()
     # Each server gets its own client (its own key and headers) unless the caller shares one.
@@ -212,7 +218,7 @@ async def stream_race(
 
     try:
         yield _snapshot(req, sides)
-        task = asyncio.create_task(_drive(req, sides))
+        task = asyncio.create_task(_drive({name: (side_requests or {}).get(name, req) for name in sides}, sides))
         stop_wait = asyncio.create_task(stop.wait()) if stop else None
         while not task.done():
             await _next_change(task, changed, stop_wait)
@@ -261,19 +267,19 @@ def _snapshot(req: RaceRequest, sides: dict[str, _SideRun], result: RaceResult |
                         result=result, arms=arms)
 
 
-async def _drive(req: RaceRequest, sides: dict[str, _SideRun]) -> None:
-    """Every side's request, in the race's order: all at once from one start line, or one after the
-    other (the baseline, then each arm in its order)."""
-    await asyncio.gather(*(s.prepare(req) for s in sides.values()))
+async def _drive(reqs: Mapping[str, RaceRequest], sides: dict[str, _SideRun]) -> None:
+    """Every side's request (``reqs`` by side name), in the race's order: all at once from one start
+    line, or one after the other (the baseline, then each arm in its order)."""
+    await asyncio.gather(*(s.prepare(reqs[name]) for name, s in sides.items()))
     with collector_paused():  # no collector pause at a measured token
-        if req.order == "simultaneous":
+        if reqs["baseline"].order == "simultaneous":
             await asyncio.gather(*(s.scrape_before() for s in sides.values()))
             t0 = time.perf_counter()
-            await asyncio.gather(*(s.run(req, t0) for s in sides.values()))
+            await asyncio.gather(*(s.run(reqs[name], t0) for name, s in sides.items()))
         else:
-            for s in sides.values():
+            for name, s in sides.items():
                 await s.scrape_before()
-                await s.run(req, time.perf_counter())
+                await s.run(reqs[name], time.perf_counter())
 
 
 async def _next_change(task: asyncio.Task[None], changed: asyncio.Event, stop_wait: asyncio.Task[bool] | None) -> None:

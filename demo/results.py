@@ -147,6 +147,40 @@ def answer_text(text: str, calls: list[ToolCall]) -> str:
     return "\n".join([text, *(c.signature() for c in calls)] if text else [c.signature() for c in calls])
 
 
+def answer_message(text: str, calls: list[ToolCall]) -> Message:
+    """An answer as the assistant message of its next turn (an agent carries its own answer forward):
+    its text, and its tool calls in the OpenAI history form with the ids the server gave them. A call
+    the next request could not carry (a name outside OpenAI's, arguments that are not a JSON object)
+    is carried as text instead (``answer_text``): model output is untrusted."""
+    history: list[HistoryToolCall] = []
+    for i, call in enumerate(calls):
+        try:
+            args = json.loads(call.arguments or "{}")
+            if not isinstance(args, dict):
+                raise ValueError("the arguments are not a JSON object")
+            history.append(HistoryToolCall(id=call.id or f"call_{i}",
+                                           function=FunctionCall(name=call.name, arguments=call.arguments or "{}")))
+        except ValueError:  # pydantic's ValidationError and json's JSONDecodeError are ValueErrors
+            return Message(role="assistant", content=answer_text(text, calls))
+    return Message(role="assistant", content=text or (None if history else ""), tool_calls=history or None)
+
+
+def next_turn(history: list[Message], answer: Message, turn: list[Message]) -> list[Message]:
+    """The history of a session's next turn: the history so far, this side's own ``answer``, then the
+    turn's logged messages (tool results, a user's reply). The i-th tool result answers the answer's
+    i-th call, so it takes that call's id (the logged id stays when the answer made fewer calls)."""
+    ids = [c.id for c in answer.tool_calls or []]
+    carried: list[Message] = []
+    tools = 0
+    for m in turn:
+        if m.role == "tool":
+            if tools < len(ids):
+                m = m.model_copy(update={"tool_call_id": ids[tools]})
+            tools += 1
+        carried.append(m)
+    return [*history, answer, *carried]
+
+
 def _none(value: object) -> bool:
     return value is None
 

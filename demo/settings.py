@@ -159,6 +159,9 @@ class Settings(BaseSettings):
     presets_dir: Path = ROOT / "presets"
     # The canary's run dir (`python -m servers canary up --run-dir`, default logs/canary): the Canary tab reads it.
     canary_run_dir: Path = ROOT / "logs" / "canary"
+    # The preset the Race tab opens on (app.py --preset; scripts/demo.sh --agents: agent_session);
+    # None: json_reformat, the copy-heavy one. A name that is no preset is said in the page's banner.
+    ui_preset: str | None = None
     runs_dir: Path = ROOT / "runs"
     save_runs: bool = True
     # A run whose record is larger is not saved (the reason is logged and shown).

@@ -35,6 +35,7 @@ from demo.results import (
 )
 from demo.sampling import sampling_body
 from demo.server_info import ServerInfo, down_message
+from demo.turns import ArmSession, SessionResult
 
 PENDING = "…"
 
@@ -400,6 +401,79 @@ def arm_speedup_html(name: str, arm: ArmSnapshot | None, result: ArmResult | Non
             f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
 
 
+def session_speedup_html(name: str | None, arm: ArmSession | None, landed: int, total: int) -> str:
+    """The headline of a session (a multi-turn preset), an arm's (``name``) or the pair's (None): its
+    decode speedup over every turn landed so far, labelled "N of M turns"; final (exact figure in
+    data-value) once every turn has landed; n/a with the reason."""
+    arm_attr = f' data-arm="{esc(name)}"' if name is not None else ""
+    cls = "sd-speedup sd-arm-speedup" if name is not None else "sd-speedup"
+    state = "final" if landed == total else "running"
+    turns = f"{landed} of {total} turns"
+    if arm is None or arm.speedup is None:
+        reason = (arm.na_reasons.get("speedup") if arm is not None else None) or "no turn landed yet"
+        return (f'<div class="{cls}"{arm_attr} data-state="na" data-session="{landed}">'
+                f'<div class="sd-speedup-value sd-na">{esc(NA)}</div>'
+                f'<div class="sd-speedup-label">{esc(f"session, {turns}: {reason}")}</div></div>')
+    return (f'<div class="{cls} {speedup_class(arm.speedup)}"{arm_attr} data-state="{state}" '
+            f'data-session="{landed}" data-value="{esc(repr(arm.speedup))}">'
+            f'<div class="sd-speedup-value">{esc(fmt_speedup(arm.speedup))}</div>'
+            f'<div class="sd-speedup-label">{esc(f"session decode speedup · {turns}")}</div></div>')
+
+
+def session_status_text(session: SessionResult) -> str:
+    """A session's words in its final status line: the turns that landed, and that the saved run is the last's."""
+    return f"session: {session.landed} of {session.turns_total} turns"
+
+
+def turns_strip_html(session: SessionResult | None, racing: int | None = None,
+                     labels: dict[str, str] | None = None) -> str:
+    """A session's per-turn strip under the headline: a column per turn (its number and label), a
+    row per arm: the turn's decode speedup, acceptance and tokens per step as each turn lands (exact
+    speedup in data-value), "≠" where its answer differs from the baseline's; the turn ``racing``
+    marked. Empty for a race that is not a session."""
+    if session is None:
+        return '<div class="sd-turns" data-turns="0"></div>'
+    labels = labels or {}
+    landed = {t.index: t for t in session.turns}
+    names = list(session.turns[0].race.arms) if session.turns else list(labels)
+    marked = ' data-racing="true"'
+    head = "".join(
+        f'<th data-turn="{i}"{marked if i == racing and i not in landed else ""}>'
+        f"{i}{esc(' · ' + label) if (label := (session.labels[i - 1:i] or [''])[0]) else ''}</th>"
+        for i in range(1, session.turns_total + 1))
+    rows = []
+    for name in names:
+        cells = []
+        for i in range(1, session.turns_total + 1):
+            turn = landed.get(i)
+            arm = turn.race.arms.get(name) if turn is not None else None
+            if arm is None:
+                text = PENDING if i == racing else ""
+                cells.append(f'<td data-turn="{i}" data-state="{"running" if i == racing else "pending"}">'
+                             f"{esc(text)}</td>")
+                continue
+            if turn is not None and turn.race.outcome != "done":  # stopped, or a side failed: no figures
+                word = "stopped" if turn.race.outcome == "stopped" else "failed"
+                why = arm.side.error or turn.race.baseline.error or word
+                cells.append(f'<td data-turn="{i}" data-state="{turn.race.outcome}" title="{esc(why)}">'
+                             f"{esc(word)}</td>")
+                continue
+            spec = arm.side.spec
+            speed = fmt_speedup(arm.speedup) or na_label(arm.na_reasons.get("speedup"))
+            value = f' data-value="{esc(repr(arm.speedup))}"' if arm.speedup is not None else ""
+            acc = fmt_percent(spec.acceptance_rate if spec else None) or NA
+            steps = fmt_length(spec.mean_acceptance_length if spec else None) or NA
+            differs = ('<span class="sd-turn-differs" title="the answer differs from the baseline&#x27;s">≠</span>'
+                       if arm.identical_text is False else "")
+            cells.append(f'<td data-turn="{i}" data-state="landed"{value} data-identical="{arm.identical_text}">'
+                         f'<span class="sd-turn-speedup">{esc(speed)}</span>{differs}'
+                         f'<span class="sd-turn-acc">{esc(acc)} · {esc(steps)}/step</span></td>')
+        rows.append(f'<tr data-arm="{esc(name)}"><th>{esc(labels.get(name, name))}</th>{"".join(cells)}</tr>')
+    return (f'<div class="sd-turns" data-turns="{session.landed}" data-total="{session.turns_total}">'
+            f'<table><thead><tr><th>turn</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            '<div class="sd-turns-legend">per turn: decode speedup, acceptance · tokens per step</div></div>')
+
+
 def reference_speedup_html() -> str:
     """The baseline pane's line in a race of several arms, where each arm's pane has its headline:
     "1×, the reference", so the panes stay aligned."""
@@ -510,6 +584,23 @@ def identical_badge_html(result: RaceResult | None, arm: str | None = None) -> s
                f'<span>{esc(arm or "speculative")}: “{esc(b)}”</span></div>')
     return (f'<div class="sd-badge sd-badge-warn" data-identical="false"{attr}>'
             f"✗ Outputs differ{esc(where)}{ctx}</div>")
+
+
+def session_badge_html(session: SessionResult, arm: str | None = None) -> str:
+    """A session's identical-output badge (``arm``: an arm's, in a race of several; None: the first
+    arm's): which turns' answers differed from the baseline's, when any did (the per-turn strip marks
+    them ≠); else the last turn's badge (identical, sampled, or n/a), as a race's."""
+    last = session.turns[-1].race if session.turns else None
+    name = arm if arm is not None else (next(iter(last.arms)) if last is not None else None)
+    differ = [t.index for t in session.turns
+              if name in t.race.arms and t.race.arms[name].identical_text is False]
+    if last is None or not differ or last.request.temperature > 0:
+        return identical_badge_html(last, arm)
+    attr = f' data-arm="{esc(arm)}"' if arm is not None else ""
+    which = ", ".join(str(i) for i in differ)
+    return (f'<div class="sd-badge sd-badge-warn" data-identical="false" data-turns="{esc(which)}"{attr}>'
+            f"✗ Outputs differ in turn{'s' if len(differ) > 1 else ''} {esc(which)}"
+            '<div class="sd-badge-sub">each side carried its own answer on (≠ in the strip)</div></div>')
 
 
 def _calls_diff_html(result: RaceResult, arm: str | None) -> str:

@@ -14,10 +14,11 @@ import pytest
 
 from demo.presets import Preset, load_presets
 from demo.sampling import sampling_body
+from demo.tool_request import tool_body
 
 PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
 EXPECTED_NAMES = {"json_reformat", "json_reformat_schema", "sql", "code_edit", "poetry", "rag_long", "summarization",
-                  "agent_loop"}
+                  "agent_loop", "agent_session"}
 
 # The GPL v3 is shipped verbatim (its licence forbids changing it); docs/SOURCES.md records this hash.
 GPL_SHA256 = "3972dc9744f6499f0f9b2dbf76696f2ae7ad8af9b23dde66d6af86c9dfb36986"
@@ -60,7 +61,9 @@ def test_preset_is_complete_for_the_audience(shipped: dict[str, Preset], name: s
     assert roles[1:] == ["user", "assistant"] * (len(roles) // 2 - 1) + ["user"], roles
     assert all(m.text.strip() for m in preset.messages)
     assert preset.api == "chat"
-    assert 200 <= preset.max_tokens <= 512, "decode long enough to show the effect, short enough to wait for"
+    # A session's turns add up (agent_session: five turns), so each is shorter.
+    low, high = (120, 160) if preset.session else (200, 512)
+    assert low <= preset.max_tokens <= high, "decode long enough to show the effect, short enough to wait for"
     # Every {{placeholder}} was filled from its include file.
     assert all("{{" not in m.text for m in preset.messages)
     for rel in preset.include.values():
@@ -77,8 +80,10 @@ def test_only_two_presets_set_sampling_fields(shipped: dict[str, Preset]) -> Non
     # Every other preset sends what it always sent: temperature and max tokens, the server's defaults.
     # The schema preset sends its response_format; summarization a frequency penalty (without it the
     # CPU model's summary ended in one sentence repeated: presets/summarization.yaml).
-    assert {n for n, p in shipped.items() if sampling_body(p) or p.seed is not None} == {
+    # (The tool fields are not sampling: agent_session offers tools, demo/tool_request.py.)
+    assert {n for n, p in shipped.items() if sampling_body(p).keys() - tool_body(p).keys() or p.seed is not None} == {
         "json_reformat_schema", "summarization"}
+    assert {n for n, p in shipped.items() if tool_body(p)} == {"agent_session"}
     assert sampling_body(shipped["summarization"]) == {"frequency_penalty": 0.4}
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from demo import charts, view
 from demo.load.engine import UsersRace
 from demo.results import SIDES, RaceResult, RaceSnapshot, SideSnapshot
+from demo.turns import SessionResult
 
 # Each frame costs the browser ~30 ms of a core whatever it changes (Gradio's per-message work),
 # taken on a CPU laptop from the servers being measured (docs/benchmarks.md, the page's cost).
@@ -38,6 +39,8 @@ class Frame(BaseModel):
     result: RaceResult | None = None  # set once, on the final frame (an N-user race: user 1's)
     users: UsersRace | None = None  # an N-user race's record, on its final frame (demo.live.users)
     failed: list[str] = []  # the sides whose stream failed (the booth switches to a recording)
+    turns: str | None = None  # a session's per-turn strip (demo.live.turns); None: not a session
+    session: SessionResult | None = None  # a session's turns landed so far (demo.live.turns)
 
 
 class ResultView(BaseModel):

@@ -15,10 +15,12 @@ def internal_error_text(exc: BaseException) -> str:
 
 
 def final_status(result: RaceResult, saved: str | None, stopped_because: str | None = None,
-                 save_note: str | None = None, users: int = 1) -> str:
-    """``users`` > 1: an N-user race, whose ``result`` is user 1's."""
+                 save_note: str | None = None, users: int = 1, lead: str | None = None) -> str:
+    """``users`` > 1: an N-user race, whose ``result`` is user 1's. ``lead``: what opens the detail (a
+    session's turns, whose ``result`` is its last turn's)."""
     state = result.outcome
     who = f"{users} users · " if users > 1 else ""
+    who = f"{lead} · {who}" if lead else who
     detail = f"{who}{view.ORDER_LABELS[result.order]} · {view.sampling_text(result.request)}" + (
         " · run saved" if saved else "")
     if save_note:

@@ -17,6 +17,7 @@ from typing import Any
 
 import gradio as gr
 
+from demo import view
 from demo.live.frames import Frame
 from demo.results import SIDES
 
@@ -42,15 +43,17 @@ class StreamOutputs:
 
 
 def frame_updates(frame: Frame, panes: Mapping[str, Sequence[Any]], speedup: Any, race_plot: Any,
-                  run_status: Any = None) -> dict[Any, Any]:
+                  run_status: Any = None, turns: Any = None) -> dict[Any, Any]:
     """A Frame as {component: new value or None}, for StreamOutputs.values. ``panes`` maps a pane
     key ("baseline", "speculative": the first arm, then each other arm's, demo.view.pane_key) to its
     (status, tiles, text) components, and an arm's headline fourth in a race of several; a pane
     the frame has and the page does not (a replay of more arms than it shows) is left out. A
-    quiet-server notice wins over the status line."""
+    quiet-server notice wins over the status line. ``turns``: the session's per-turn strip."""
     out: dict[Any, Any] = {speedup: frame.speedup, race_plot: frame.race_figure}
     if run_status is not None:
         out[run_status] = frame.run_status
+    if turns is not None:  # every frame sets it: a race that is not a session clears the strip
+        out[turns] = frame.turns if frame.turns is not None else view.turns_strip_html(None)
     shown: dict[str, Any] = {side: getattr(frame, side) for side in SIDES}
     shown.update(frame.arms or {})
     for key, pane in shown.items():

@@ -48,15 +48,17 @@ from demo.live.request import (
 from demo.live.saving import save
 from demo.live.session import RaceRegistry
 from demo.live.status import final_status, internal_error_text
+from demo.live.turns import session_frames
 from demo.live.users import users_frames, users_from_input
 from demo.load.engine import UsersRace
-from demo.presets import Preset, PresetProblem, load_presets
+from demo.presets import Preset, PresetProblem, load_presets, session_preset
 from demo.race import validate_request
 from demo.results import SIDES, Order, RaceResult
 from demo.runs.export import export_to_temp
 from demo.runs.store import Run, race_of, record_from_dump
 from demo.server_info import ServerInfo, probe_arms, probe_servers
 from demo.settings import Settings
+from demo.turns import SessionResult
 from demo.ui.outputs import StreamOutputs, frame_updates
 from demo.workload import Workload, WorkloadRequest
 
@@ -69,6 +71,7 @@ class Finished(NamedTuple):
 
     result: Run  # a race, or an N-user race (its user 1's race, and the step)
     status: str
+    session: SessionResult | None = None  # a session's turns (``result`` is its last turn's race)
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,6 +117,7 @@ class RaceTab:
     order_label: gr.HTML
     run_status: gr.HTML
     badge: gr.HTML
+    turns: gr.HTML  # a session's per-turn strip (demo.live.turns), under the headline; empty otherwise
     panes: dict[str, Pane]  # by pane key: "baseline", "speculative" (the first arm), then each other arm
     # below the fold
     race_plot: gr.Plot
@@ -168,6 +172,11 @@ class RaceTab:
         """What every frame of a race sets (demo.ui.outputs): the status, the speedup, each pane, the race chart."""
         return [self.run_status, self.speedup, *[c for comps in self.live_panes.values() for c in comps],
                 self.race_plot]
+
+    @property
+    def race_outputs(self) -> list[Any]:
+        """What every frame of the Race tab's own race sets: ``live_outputs`` and the session's strip."""
+        return [*self.live_outputs, self.turns]
 
     @property
     def finish_outputs(self) -> list[Any]:
@@ -232,7 +241,7 @@ class RaceTab:
         control = self.registry.claim(session)
         if control is None:  # Start pressed again while this page's race waits or runs
             return
-        stream = StreamOutputs(self.live_outputs)
+        stream = StreamOutputs(self.race_outputs)
         ticket: Ticket | None = None
         try:
             if control.stop.is_set():  # Stop was pressed while this race waited in the queue
@@ -243,6 +252,10 @@ class RaceTab:
                 req = build_request(self.presets, preset_name, prompt_text, temp, max_tok, order_value,
                                     _workload(workload))
                 validate_request(req, self.settings)  # what the race would refuse, said before "racing"
+                multi_turn = session_preset(self.presets, req)  # a session preset: its turns one after another
+                if multi_turn is not None and users > 1:
+                    raise ValueError(f"{multi_turn.title} is a session of {1 + len(multi_turn.turns)} turns: it races "
+                                     "one user. Set Users to 1.")
                 # More than the whole budget could never start: said at once, in one line.
                 # One user races the baseline and every arm; N users the baseline and the first arm.
                 servers = 1 + len(self.arm_panes) if users == 1 else len(SIDES)
@@ -253,20 +266,25 @@ class RaceTab:
             try:
                 result: RaceResult | None = None
                 record: UsersRace | None = None
-                frames = (race_frames(req, self.settings, control, ticket) if users == 1
+                frames = (session_frames(req, multi_turn, self.settings, control, ticket) if multi_turn is not None
+                          else race_frames(req, self.settings, control, ticket) if users == 1
                           else users_frames(req, users, self.settings, control, ticket, _workload(workload)))
+                played: SessionResult | None = None
                 async for frame in frames:
                     if frame.result is not None:
                         result = frame.result
                     record = frame.users or record
-                    updates = frame_updates(frame, self.live_panes, self.speedup, self.race_plot, self.run_status)
+                    played = frame.session or played
+                    updates = frame_updates(frame, self.live_panes, self.speedup, self.race_plot, self.run_status,
+                                            self.turns)
                     yield stream.values(updates)
                 if result is None:  # the frames have said why, in a final status
                     return
                 saved = await save(record or result, self.settings)
                 # The final status goes up with the rest (on_finish): "done" means all is drawn.
-                status = final_status(result, saved.name, control.stopped_because, saved.note, users)
-                self.registry.hand_over(session, Finished(record or result, status))
+                status = final_status(result, saved.name, control.stopped_because, saved.note, users,
+                                      lead=view.session_status_text(played) if played is not None else None)
+                self.registry.hand_over(session, Finished(record or result, status, played))
             except Exception as e:  # a bug, not a server fault: say so where the presenter looks
                 log.exception("the race failed")
                 yield {self.run_status: view.run_status_html("error", internal_error_text(e))}
@@ -287,6 +305,8 @@ class RaceTab:
         result = race_of(run)  # an N-user race's badge and charts are its user 1's
         try:
             shown = result_view(result)
+            if end.session is not None:  # the badge speaks for every turn of the session
+                shown.badge = view.session_badge_html(end.session)
             row = view.users_history_row(run) if isinstance(run, UsersRace) else view.history_row(result)
             rows = [*rows, row.model_dump()]
             titles = arm_titles(self.settings, [ServerInfo(**i) for i in infos], result)
@@ -303,7 +323,9 @@ class RaceTab:
             first = next(iter(result.arms), None)  # an N-user race's one arm is named "speculative"
             for i, p in enumerate(self.arm_panes.values()):
                 if p.badge is not None:
-                    out[p.badge] = view.identical_badge_html(result, arm=first if i == 0 else p.arm)
+                    name = first if i == 0 else p.arm
+                    out[p.badge] = (view.session_badge_html(end.session, arm=name) if end.session is not None
+                                    else view.identical_badge_html(result, arm=name))
             if result.baseline.error or result.speculative.error or any(a.side.error for a in result.arms.values()):
                 # A side failed: re-probe so the banner says which server is down and what to do.
                 banner_html, servers_html, *_titles, infos_dump = await self.on_probe()
@@ -334,8 +356,13 @@ def build(settings: Settings, registry: RaceRegistry, workload: gr.State | None 
     page's shared uploaded workload (the Evaluate tab sets it); its requests join the dropdown.
     ``budget`` is the page's one budget of streams (its own when none is given)."""
     presets, preset_errors = load_presets(settings.presets_dir)
-    # The copy-heavy JSON preset shows the effect best: open on it when it is there.
-    first = presets.get("json_reformat") or next(iter(presets.values()), None)
+    # The copy-heavy JSON preset shows the effect best: open on it when it is there (or on the one asked for).
+    first = presets.get(settings.ui_preset or "") or presets.get("json_reformat") or next(iter(presets.values()), None)
+    if settings.ui_preset and settings.ui_preset not in presets:
+        opens = first.name if first else "none"
+        preset_errors = [*preset_errors, PresetProblem(
+            file="SPECDEMO_UI_PRESET", message=f"no preset is named {settings.ui_preset!r}; known presets: "
+                                               f"{', '.join(presets) or 'none'} (the page opens on {opens})")]
     if preset_errors:
         gr.HTML(_preset_errors_html(preset_errors))
     with gr.Row(equal_height=False):
@@ -398,6 +425,7 @@ def _race_area(settings: Settings) -> dict[str, Any]:
             a["run_status"] = gr.HTML(view.run_status_html("idle"), elem_id="sd-run-status")
         with gr.Column(scale=0, min_width=230, elem_classes=["sd-pair-only"]):
             a["badge"] = gr.HTML(view.identical_badge_html(None), elem_id="sd-badge")
+    a["turns"] = gr.HTML(view.turns_strip_html(None), elem_id="sd-turns")
     titles = arm_titles(settings, None, None)
     with gr.Row(equal_height=True):
         panes = {"baseline": _pane("baseline", None, view.pane_title_html("Baseline"), several)}
@@ -473,7 +501,7 @@ def wire(tab: RaceTab) -> None:
                      outputs=tab.arm_outputs, queue=False, show_progress="hidden")
         .then(tab.on_race, inputs=[tab.preset, tab.prompt, tab.temperature, tab.max_tokens, tab.order, tab.workload,
                                    tab.users],
-              outputs=tab.live_outputs,
+              outputs=tab.race_outputs,
               concurrency_limit=tab.settings.max_concurrent_races, concurrency_id="race",
               # Our own status line says "waiting" / "racing": Gradio's overlay would dim it.
               show_progress="hidden")
@@ -507,7 +535,8 @@ def _workload(dump: dict | None) -> Workload | None:
 
 def _preset_errors_html(errors: list[PresetProblem]) -> str:
     return '<div class="sd-banner" role="alert"><ul>' + "".join(
-        f"<li>Preset file {view.esc(e.file)} skipped: {view.esc(e.message)}</li>" for e in errors
+        (f"<li>{view.esc(e.file)}: {view.esc(e.message)}</li>" if e.file == "SPECDEMO_UI_PRESET"
+         else f"<li>Preset file {view.esc(e.file)} skipped: {view.esc(e.message)}</li>") for e in errors
     ) + "</ul></div>"
 
 
