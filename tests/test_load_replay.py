@@ -22,7 +22,7 @@ from harness.standin import Standin, StandinBehavior
 
 FIX = Path(__file__).parent / "fixtures" / "workloads"
 # The trace's arrival times in ms (AIPerf's timestamp), not from 0: the replay keeps the gaps, not the clock.
-TIMES_MS = [5000, 5400, 5550, 6200, 6300, 6900, 7000]
+TIMES_MS: list[float] = [5000, 5400, 5550, 6200, 6300, 6900, 7000]
 TOLERANCE_S = 0.05  # the bound on a gap kept at --speed 1
 
 

@@ -377,6 +377,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     Raises UsageError on bad options or an ``--out`` folder that cannot be written."""
     settings = settings_from_args(args)
     requests: list[WorkloadRequest] | None = None
+    rate: RateLoad | None
     if args.replay:
         rate, requests, name = replay_load(args, settings)
     else:

@@ -73,7 +73,7 @@ def _screen_extra(fields: dict[str, Any], where: str) -> list[str]:
         raise _Skip(f"{where}extra: {e}") from None
 
 
-def _arrival(data: dict[str, Any], where: str = "") -> dict[str, float]:
+def _arrival(data: dict[str, Any], where: str = "") -> dict[str, Any]:
     """AIPerf's ``timestamp`` (milliseconds) as the request's ``arrival_s``; none given: nothing."""
     ms = data.get("timestamp")
     if ms is None:
