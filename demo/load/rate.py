@@ -495,7 +495,7 @@ async def run_rate_sweep(load: RateLoad, servers: Mapping[str, ServerHandle], re
         for name, server in servers.items():
             if on_progress is not None:
                 on_progress(f"{label or f'{rate:g} req/s'}: {name}, {len(schedule.offsets_s)} requests over "
-                            f"{schedule.window_s:.0f} s (bound {schedule.window_s + load.drain_s:.0f} s)")
+                            f"{schedule.window_s:.3g} s (bound {schedule.window_s + load.drain_s:.3g} s)")
             sides[name] = await run_rate_side(server, schedule, req, settings, load.slo, load.drain_s, name)
         base = sides.pop("baseline")
         step = RateStep(rate_requests_per_s=rate, schedule=schedule, label=label, baseline=base,
