@@ -2,8 +2,8 @@
 
 A schedule is a list of send offsets in seconds (``ArrivalSchedule.offsets_s``), drawn once per
 rate step and sent unchanged to the baseline and to every arm, so the servers see the same traffic.
-It is built here from an arrival law, or (later) from a trace's own timestamps
-(``ArrivalSchedule.from_offsets``): the engine only reads the offsets.
+It is built here from an arrival law, or from a trace's own timestamps (``Replay``, from a workload
+whose requests carry ``arrival_s``; ``ArrivalSchedule.from_offsets``): the engine only reads the offsets.
 
 The laws, as ``vllm bench serve`` draws them (vllm/benchmarks/serve.py ``get_request``): the gaps
 between arrivals are independent, with mean 1/rate:
@@ -24,9 +24,12 @@ then rescales them so that N requests span exactly N/rate seconds; ``normalized`
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, Field
+
+from demo.workload import WorkloadRequest
 
 Arrivals = Literal["poisson", "constant", "gamma"]
 ARRIVALS: tuple[Arrivals, ...] = ("poisson", "constant", "gamma")
@@ -139,3 +142,58 @@ def parse_rates(text: str) -> list[float]:
             raise ValueError(f"rate must be requests per second above 0, got {p}")
         values.append(v)
     return sorted(set(values))
+
+
+class Replay(BaseModel):
+    """A trace replayed on its own clock: each request sent at its offset from the trace's first arrival,
+    divided by ``speed`` (2: twice as fast), one step, the same send times to every server."""
+
+    file: str  # the workload's name, as the label shows it
+    speed: float = Field(1.0, gt=0)
+    trace_offsets_s: list[float] = Field(min_length=1)  # as logged, from the first arrival, before --speed
+
+    @property
+    def label(self) -> str:
+        """'replay of agents at speed 2': what a step's row says instead of a rate."""
+        return f"replay of {self.file} at speed {self.speed:g}"
+
+    def schedule(self) -> ArrivalSchedule:
+        """The send times: the trace's offsets over the speed (its window: the last one)."""
+        return ArrivalSchedule.from_offsets([o / self.speed for o in self.trace_offsets_s])
+
+
+def replay_of(file: str, requests: Sequence[WorkloadRequest], speed: float = 1.0) -> Replay:
+    """The replay of a workload's requests, in file order, at ``speed``; ValueError (one line) when a
+    request has no arrival time, a session's turn needs its side's answer, the times go backwards, or
+    the replay would send past the sweep's time bound."""
+    if not speed > 0 or speed == float("inf"):
+        raise ValueError(f"--speed must be above 0 (2 replays twice as fast), got {speed:g}")
+    if not requests:
+        raise ValueError(f"{file} has no requests to replay")
+    if carried := next((r for r in requests if r.carry), None):
+        raise ValueError(f"{file}: session turns that carry each side's own answer (the first: {_where(carried)}) "
+                         "are not replayed: a turn would have to wait for its side's answer to the turn before, "
+                         "and a replay sends every request at its time; measure them with sweep --workload")
+    untimed = [r for r in requests if r.arrival_s is None]
+    if len(untimed) == len(requests):
+        raise ValueError(f"{file} has no arrival times (AIPerf timestamp, LiteLLM startTime): use --rate")
+    if untimed:
+        r = untimed[0]
+        raise ValueError(f"{file}: {len(untimed)} of {len(requests)} requests carry no arrival time (the first: "
+                         f"{_where(r)}): give every request a timestamp, or use --rate")
+    times = [r.arrival_s or 0.0 for r in requests]
+    if back := next((i for i in range(1, len(times)) if times[i] < times[i - 1]), None):
+        raise ValueError(f"{file}: the timestamps go backwards at {_where(requests[back])} ({times[back]:g} s, "
+                         f"after {times[back - 1]:g} s): sort the trace by time")
+    if len(requests) > MAX_STEP_REQUESTS:
+        raise ValueError(f"{file}: {len(requests)} requests, more than {MAX_STEP_REQUESTS} per step")
+    span = (times[-1] - times[0]) / speed
+    if span > MAX_ARRIVAL_WINDOW_S:
+        raise ValueError(f"{file} spans {times[-1] - times[0]:g} s: at speed {speed:g} it would send for "
+                         f"{span:g} s, past the sweep's time bound of {MAX_ARRIVAL_WINDOW_S:g} s of arrivals per "
+                         f"step; raise --speed to at least {(times[-1] - times[0]) / MAX_ARRIVAL_WINDOW_S:.3g}")
+    return Replay(file=file, speed=speed, trace_offsets_s=[t - times[0] for t in times])
+
+
+def _where(r: WorkloadRequest) -> str:
+    return f"request {r.id}" + (f" (line {r.line})" if r.line is not None else "")

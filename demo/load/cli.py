@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args, usage_error
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
 from demo.load import engine as load
-from demo.load.arrivals import ARRIVALS, parse_rates
+from demo.load.arrivals import ARRIVALS, parse_rates, replay_of
 from demo.load.engine import (
     SIDES,
     ArmStep,
@@ -38,6 +38,7 @@ from demo.results import RaceRequest
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
 from demo.sweep.schedule import recommendation_json, recommendation_lines
+from demo.workload import WorkloadError, WorkloadRequest, open_workload
 
 # A step's own keys in --json (the evaluator's cell stays out: it is in --out's load.json).
 STEP_KEYS = ("users", "status", "speedup", "throughput_ratio", "errors", "na_reasons")
@@ -57,6 +58,11 @@ def add_load_parser(sub: argparse._SubParsersAction) -> None:
                       "(each from 1 to SPECDEMO_MAX_USERS, default 32)")
     kind.add_argument("--rate", help="open loop: requests per second, comma-separated, e.g. 0.5,1,2,4; each "
                       "request is sent at its time whether or not earlier ones finished (docs/load.md)")
+    kind.add_argument("--replay", action="store_true", help="open loop on the trace's own clock: --workload's "
+                      "requests, each sent at its offset from the first arrival time (one step; docs/load.md)")
+    rp = p.add_argument_group("trace replay (--replay)")
+    rp.add_argument("--speed", type=float, metavar="X", help="divide the trace's gaps by X: 2 replays twice as "
+                    "fast, 0.5 half as fast (default 1)")
     r = p.add_argument_group("open loop (--rate)")
     r.add_argument("--arrivals", choices=list(ARRIVALS), default="poisson",
                    help="the gaps between arrivals: poisson (default), constant, or gamma (see --burstiness)")
@@ -79,6 +85,8 @@ def add_load_parser(sub: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--preset", help="a preset name from presets/")
     src.add_argument("--prompt", help="a free prompt")
+    src.add_argument("--workload", type=Path, metavar="FILE", help="with --replay: a workload whose requests carry "
+                     "arrival times (AIPerf timestamp, LiteLLM startTime; docs/workloads.md)")
     p.add_argument("--order", choices=["sequential", "simultaneous"], default="sequential",
                    help="sequential (default): baseline batch, then speculative, each server alone (the fair "
                         "A/B); simultaneous: both at once")
@@ -135,6 +143,23 @@ def rate_load(args: argparse.Namespace) -> RateLoad:
     if args.order != "sequential" or args.repeats != 1 or args.warmup != 0:
         flag = "--order" if args.order != "sequential" else "--repeats" if args.repeats != 1 else "--warmup"
         raise UsageError(f"{flag} is for --users: a rate step sends its schedule once to each server, each alone")
+    try:
+        sweep = RateLoad(rates=rates, arrivals=args.arrivals, burstiness=args.burstiness, seed=args.arrival_seed,
+                        duration_s=args.duration, requests=args.requests, normalized=args.normalize,
+                        drain_s=args.drain_s, slo=rate_slo(args))
+        for i, r in enumerate(rates):
+            if not sweep.schedule(i).offsets_s:  # also: a step past the time bound, found before anything is sent
+                raise UsageError(f"at {r:g} req/s, {args.duration:g} s of arrivals holds no request (arrival seed "
+                                 f"{args.arrival_seed}): lengthen --duration, or give --requests N")
+    except ValidationError as e:
+        raise UsageError(validation_summary(e)) from None
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return sweep
+
+
+def rate_slo(args: argparse.Namespace) -> RateSlo:
+    """The open-loop SLOs from ``--slo-*-ms`` and ``--slo-*-p``; UsageError (one line) on a bad one."""
     bounds: dict[str, SloBound] = {}
     for name in ("ttft", "itl", "e2e"):
         p = getattr(args, f"slo_{name}_p")
@@ -145,19 +170,44 @@ def rate_load(args: argparse.Namespace) -> RateLoad:
             if not ms > 0:
                 raise UsageError(f"--slo-{name}-ms must be above 0, got {ms:g}")
             bounds[name] = SloBound(ms=ms, percentile=p)
+    return RateSlo(**bounds)
+
+
+def replay_load(args: argparse.Namespace, settings: Settings) -> tuple[RateLoad, list[WorkloadRequest], str]:
+    """``--replay``: the workload's requests (``--max-tokens`` and ``--temperature`` on top of each line's),
+    the one-step sweep at their own times over ``--speed``, and the workload's name; UsageError (one line)
+    on bad input, before anything is sent."""
+    if args.workload is None:
+        raise UsageError("--replay needs --workload FILE (a workload whose requests carry arrival times)")
+    drawn = [f for f, v in (("--duration", args.duration), ("--requests", args.requests)) if v is not None]
+    drawn += [f for f, off in (("--arrivals", args.arrivals != "poisson"), ("--burstiness", args.burstiness != 1.0),
+                               ("--arrival-seed", args.arrival_seed != 0), ("--normalize", args.normalize)) if off]
+    if drawn:
+        raise UsageError(f"{drawn[0]} is for --rate: a replay sends the trace's own times (--speed scales them)")
+    if args.order != "sequential" or args.repeats != 1 or args.warmup != 0:
+        flag = "--order" if args.order != "sequential" else "--repeats" if args.repeats != 1 else "--warmup"
+        raise UsageError(f"{flag} is for --users: a replay sends its schedule once to each server, each alone")
+    if args.api is not None:
+        raise UsageError("--api is each line's own with --workload (chat messages or a completions prompt)")
+    speed = 1.0 if args.speed is None else args.speed
     try:
-        sweep = RateLoad(rates=rates, arrivals=args.arrivals, burstiness=args.burstiness, seed=args.arrival_seed,
-                        duration_s=args.duration, requests=args.requests, normalized=args.normalize,
-                        drain_s=args.drain_s, slo=RateSlo(**bounds))
-        for i, r in enumerate(rates):
-            if not sweep.schedule(i).offsets_s:  # also: a step past the time bound, found before anything is sent
-                raise UsageError(f"at {r:g} req/s, {args.duration:g} s of arrivals holds no request (arrival seed "
-                                 f"{args.arrival_seed}): lengthen --duration, or give --requests N")
+        workload = open_workload(args.workload, settings)
+    except WorkloadError as e:
+        raise UsageError(str(e)) from None
+    for issue in workload.issues:
+        print(f"skipped {issue}", file=sys.stderr)
+    changes = {k: v for k, v in (("max_tokens", args.max_tokens), ("temperature", args.temperature)) if v is not None}
+    try:
+        reqs = [r.model_validate({**r.model_dump(), **changes}) for r in workload.requests] if changes else \
+            workload.requests
+        replay = replay_of(Path(args.workload).name, reqs, speed)
+        sweep = RateLoad(rates=[replay.schedule().rate_requests_per_s], replay=replay, drain_s=args.drain_s,
+                         slo=rate_slo(args))
     except ValidationError as e:
         raise UsageError(validation_summary(e)) from None
     except ValueError as e:
         raise UsageError(str(e)) from None
-    return sweep
+    return sweep, reqs, workload.name
 
 
 def closed_loop_only(args: argparse.Namespace) -> None:
@@ -170,9 +220,11 @@ def closed_loop_only(args: argparse.Namespace) -> None:
 
 
 def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, result: LoadResult | None = None,
-        out: Path | None = None, observe: StreamWatch | None = None) -> LoadResult:
+        out: Path | None = None, observe: StreamWatch | None = None,
+        requests: list[WorkloadRequest] | None = None) -> LoadResult:
     """The sweep, with progress on stderr; ``out``: its files rewritten after every step;
-    ``observe``: watches the streams (user 1's answers, for a saved race)."""
+    ``observe``: watches the streams (user 1's answers, for a saved race); ``requests``: a workload's
+    requests sent instead of ``req`` (a replay)."""
     def say(label: str) -> None:
         if progress:
             print(f"  {label}", file=sys.stderr, flush=True)
@@ -194,7 +246,8 @@ def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, re
         if out is not None and result is not None:
             write_out(result, out)
 
-    return asyncio.run(run_load(spec, request_from_race(req), settings, on_step=done, on_progress=say,
+    sent = request_from_race(req) if requests is None else requests
+    return asyncio.run(run_load(spec, sent, settings, on_step=done, on_progress=say,
                                 result=result, observe=observe, on_rate_step=rate_done))
 
 
@@ -323,17 +376,27 @@ def cmd_load(args: argparse.Namespace) -> int:
     Returns 0 when some step measured a speedup, 1 when none did, 130 on Ctrl-C (the steps so far are written).
     Raises UsageError on bad options or an ``--out`` folder that cannot be written."""
     settings = settings_from_args(args)
-    rate = rate_load(args) if args.rate is not None else None
+    requests: list[WorkloadRequest] | None = None
+    rate: RateLoad | None
+    if args.replay:
+        rate, requests, name = replay_load(args, settings)
+    else:
+        if args.speed is not None or args.workload is not None:
+            raise UsageError(f"{'--speed' if args.speed is not None else '--workload'} is for --replay (a trace "
+                             "on its own clock)")
+        rate = rate_load(args) if args.rate is not None else None
     if rate is None:
         closed_loop_only(args)
     users = users_arg(args.users, settings) if rate is None else []
-    req = load_request(args, settings)
+    req = load_request(args, settings) if requests is None else requests[0].to_race_request()
     try:
         slo = (Slo(ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms)
                if rate is None and (args.slo_ttft_ms is not None or args.slo_itl_ms is not None) else None)
     except ValidationError as e:
         raise UsageError(validation_summary(e)) from None
     spec = make_spec(settings, req, users, args.order, args.repeats, args.warmup, slo, rate=rate)
+    if requests is not None:  # each request's own length: the spec says the longest
+        spec = spec.model_copy(update={"workload": name, "max_tokens": max(r.max_tokens for r in requests)})
     result = LoadResult(spec=spec)
     out: Path | None = args.out
     if out is not None:
@@ -342,7 +405,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         except OSError as e:
             raise UsageError(f"--out {out}: cannot write there ({e.strerror or e})") from None
     try:
-        run(spec, req, settings, progress=not args.no_progress, result=result, out=out)
+        run(spec, req, settings, progress=not args.no_progress, result=result, out=out, requests=requests)
     except KeyboardInterrupt:
         result.interrupted = True
         if out is not None:

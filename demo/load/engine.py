@@ -498,11 +498,12 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadReque
     ``observe`` watches every stream of the measured batches (demo.sweep.runner.StreamObserver:
     the side, the user's index, its meter). With ``spec.rate``: the open-loop rate steps instead
     (demo/load/rate.py; arrival i sends request i of ``request``, wrapping round), each handed to
-    ``on_rate_step`` as it ends."""
+    ``on_rate_step`` as it ends; a replay (``spec.rate.replay``) sends each request as the file gave it."""
     result = result if result is not None else LoadResult(spec=spec)
     servers = make_servers(settings, spec.baseline_url, spec.arm_list(), http)
-    reqs = [r.model_copy(update={"max_tokens": spec.max_tokens, "temperature": spec.temperature})
-            for r in (request if isinstance(request, list) else [request])]
+    reqs = request if isinstance(request, list) else [request]
+    if spec.rate is None or spec.rate.replay is None:  # a replay sends each request's own length and sampling
+        reqs = [r.model_copy(update={"max_tokens": spec.max_tokens, "temperature": spec.temperature}) for r in reqs]
 
     def progress(label: str, done: bool) -> None:
         if on_progress is not None and not done:

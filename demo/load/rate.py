@@ -46,7 +46,7 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from demo.client import StreamError, collector_paused
-from demo.load.arrivals import Arrivals, ArrivalSchedule, draw_schedule, step_seed
+from demo.load.arrivals import Arrivals, ArrivalSchedule, Replay, draw_schedule, step_seed
 from demo.measure import percentile
 from demo.metrics import MetricsSample, histogram_quantile, scrape_metrics
 from demo.results import RaceRequest, SideResult
@@ -101,7 +101,7 @@ class RateSlo(BaseModel):
 class RateLoad(BaseModel):
     """What a rate sweep asks: the rates, the arrival law, each step's length and bound, the SLOs."""
 
-    rates: list[float] = Field(min_length=1)  # requests/s, ascending, each > 0
+    rates: list[float] = Field(min_length=1)  # requests/s, ascending, each > 0 (a replay: its mean rate)
     arrivals: Arrivals = "poisson"
     burstiness: float = Field(1.0, gt=0)  # gamma's shape (arrivals "gamma")
     seed: int = 0
@@ -110,19 +110,27 @@ class RateLoad(BaseModel):
     normalized: bool = False  # with requests: rescale the gaps so N requests span N/rate s (vllm bench serve)
     drain_s: float = Field(DEFAULT_DRAIN_S, gt=0)  # a step's bound: its arrival window plus this
     slo: RateSlo = Field(default_factory=RateSlo)
+    # A trace on its own clock instead of drawn arrivals: one step, its send times (rates: its mean rate).
+    replay: Replay | None = None
     # Stop the sweep after a step at which every server saturated (the higher rates would only saturate more).
     stop_when_all_saturated: bool = True
 
     @model_validator(mode="after")
     def _one_length(self) -> RateLoad:
-        if (self.duration_s is None) == (self.requests is None):
+        if self.replay is not None:
+            if self.duration_s is not None or self.requests is not None or len(self.rates) != 1:
+                raise ValueError("a replay is one step at the trace's own times: no duration, requests or rates")
+        elif (self.duration_s is None) == (self.requests is None):
             raise ValueError("give each step a duration or a number of requests (one of the two)")
         if any(r <= 0 for r in self.rates):
             raise ValueError("every rate must be above 0 requests/s")
         return self
 
     def schedule(self, index: int) -> ArrivalSchedule:
-        """Step ``index``'s schedule (its rate, this sweep's law, the seed of the sweep and the step)."""
+        """Step ``index``'s schedule (its rate, this sweep's law, the seed of the sweep and the step); a
+        replay's: the trace's own times over its speed."""
+        if self.replay is not None:
+            return self.replay.schedule()
         return draw_schedule(self.rates[index], self.arrivals, burstiness=self.burstiness,
                              seed=step_seed(self.seed, index), duration_s=self.duration_s, requests=self.requests,
                              normalized=self.normalized)
@@ -190,6 +198,7 @@ class RateStep(BaseModel):
 
     rate_requests_per_s: float
     schedule: ArrivalSchedule
+    label: str | None = None  # "replay of FILE at speed X" (shown instead of the rate); None: a rate step
     baseline: RateSide
     arms: dict[str, RateArm] = Field(default_factory=dict)
 
@@ -482,13 +491,14 @@ async def run_rate_sweep(load: RateLoad, servers: Mapping[str, ServerHandle], re
     for i, rate in enumerate(load.rates):
         schedule = load.schedule(i)
         sides: dict[str, RateSide] = {}
+        label = load.replay.label if load.replay is not None else None
         for name, server in servers.items():
             if on_progress is not None:
-                on_progress(f"{rate:g} req/s: {name}, {len(schedule.offsets_s)} requests over "
-                            f"{schedule.window_s:.0f} s (bound {schedule.window_s + load.drain_s:.0f} s)")
+                on_progress(f"{label or f'{rate:g} req/s'}: {name}, {len(schedule.offsets_s)} requests over "
+                            f"{schedule.window_s:.3g} s (bound {schedule.window_s + load.drain_s:.3g} s)")
             sides[name] = await run_rate_side(server, schedule, req, settings, load.slo, load.drain_s, name)
         base = sides.pop("baseline")
-        step = RateStep(rate_requests_per_s=rate, schedule=schedule, baseline=base,
+        step = RateStep(rate_requests_per_s=rate, schedule=schedule, label=label, baseline=base,
                         arms={n: arm_step(s, base) for n, s in sides.items()})
         steps.append(step)
         if on_step is not None:
@@ -591,6 +601,10 @@ def rate_summary(load: RateLoad, steps: Sequence[RateStep],
     """Every server's capacity under the SLO, every arm's crossover, and the capacity sentence."""
     out = RateSummary()
     names = list(dict.fromkeys(n for s in steps for n in s.arms))
+    if load.replay is not None:  # one step at the trace's own times: nothing to search between
+        out.capacity_text = (f"no capacity: a {load.replay.label} is one step at the trace's own times; "
+                             "search it with --rate")
+        return out
     out.capacity["baseline"] = capacity_of("baseline", [s.baseline for s in steps], load.slo)
     for n in names:
         out.capacity[n] = capacity_of(n, [s.arms[n].side for s in steps if n in s.arms], load.slo)

@@ -117,7 +117,8 @@ def rate_table_html(result: LoadResult) -> str:
     width = len(HEAD)
     for step in result.rate_steps:
         for i, side in enumerate(step.servers()):
-            cells = [f"{step.rate_requests_per_s:g}" if i == 0 else "", side.name, *side_cells(side)]
+            first = f"{step.rate_requests_per_s:g}" if step.label is None else step.label
+            cells = [first if i == 0 else "", side.name, *side_cells(side)]
             rows.append("<tr>" + "".join(f'<td{" class=l" if j == 1 else ""}>{esc(c)}</td>'
                                          for j, c in enumerate(cells)) + "</tr>")
         notes = [f"{n}: speedup {or_na(fmt_speedup(a.speedup))}, throughput ratio "
@@ -150,6 +151,10 @@ def rate_html(result: LoadResult) -> str:
         if s.stopped_note:
             more += f"<p>{esc(s.stopped_note)}.</p>"
     length = f"{rate.duration_s:g} s of arrivals" if rate.duration_s else f"{rate.requests} requests"
+    what = (f"{esc(', '.join(f'{r:g}' for r in rate.rates))} req/s, {esc(rate.arrivals)} arrivals (seed {rate.seed}), "
+            f"{esc(length)} per step" if rate.replay is None else
+            f"{esc(rate.replay.label)} ({len(rate.replay.trace_offsets_s)} requests at the trace's own times, mean "
+            f"{rate.rates[0]:.2f} req/s)")
     banner = '<p class="banner">Interrupted: the steps below are those measured.</p>' if result.interrupted else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -162,8 +167,7 @@ def rate_html(result: LoadResult) -> str:
 <h1>Requests per second each server holds: {esc(result.spec.workload)}</h1>
 {lead}
 {more}
-<p class="muted">Open-loop load of {esc(when)}: {esc(", ".join(f"{r:g}" for r in rate.rates))} req/s,
-{esc(rate.arrivals)} arrivals (seed {rate.seed}), {esc(length)} per step, each step bounded at its window
+<p class="muted">Open-loop load of {esc(when)}: {what}, each step bounded at its window
 plus {rate.drain_s:g} s;
 {result.spec.max_tokens} tokens; each server alone, the same schedule. Queue: {esc(QUEUE_SOURCE)}. Running:
 {esc(RUNNING_SOURCE)}.</p>

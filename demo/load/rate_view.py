@@ -47,7 +47,8 @@ def rate_step_line(step: RateStep) -> str:
     parts = [f"{s.name} {_n(s.completed_requests_per_s, 2)} req/s" + (" (saturated)" if s.saturated else "")
              for s in step.servers()]
     gains = [f"{n} speedup {or_na(fmt_speedup(a.speedup))}" for n, a in step.arms.items()]
-    return f"{step.rate_requests_per_s:g} req/s offered: " + ", ".join(parts + gains)
+    head = step.label or f"{step.rate_requests_per_s:g} req/s offered"
+    return f"{head}: " + ", ".join(parts + gains)
 
 
 def rate_table(r: LoadResult) -> str:
@@ -57,12 +58,21 @@ def rate_table(r: LoadResult) -> str:
     assert rate is not None  # only a rate sweep is shown so
     length = f"{rate.duration_s:g} s of arrivals" if rate.duration_s else f"{rate.requests} requests"
     law = rate.arrivals + (f" (burstiness {rate.burstiness:g})" if rate.arrivals == "gamma" else "")
-    lines = [f"Open-loop load: {spec.workload}, {spec.max_tokens} tokens, {law} arrivals (seed {rate.seed}), "
-             f"{length} per step, bound: window + {rate.drain_s:g} s drain; each server alone, the same schedule", ""]
+    if rate.replay is not None:
+        sched = rate.replay.schedule()
+        lines = [f"Open-loop load: {rate.replay.label}: {len(sched.offsets_s)} requests at the trace's own times "
+                 f"over {sched.window_s:.1f} s (mean {sched.offered_requests_per_s:.2f} req/s), each line's own "
+                 f"max_tokens (up to {spec.max_tokens}); bound: window + {rate.drain_s:g} s drain; each server "
+                 "alone, the same send times", ""]
+    else:
+        lines = [f"Open-loop load: {spec.workload}, {spec.max_tokens} tokens, {law} arrivals (seed {rate.seed}), "
+                 f"{length} per step, bound: window + {rate.drain_s:g} s drain; each server alone, the same "
+                 "schedule", ""]
     lines.append("  ".join(h.rjust(w) for h, w in zip(HEAD, WIDTHS, strict=True)))
     for step in r.rate_steps:
         for i, side in enumerate(step.servers()):
-            cells = [f"{step.rate_requests_per_s:g}" if i == 0 else "", side.name, *side_cells(side)]
+            first = f"{step.rate_requests_per_s:g}" if step.label is None else f"{step.rate_requests_per_s:.2f}*"
+            cells = [first if i == 0 else "", side.name, *side_cells(side)]
             lines.append("  ".join(c.rjust(w) for c, w in zip(cells, WIDTHS, strict=True)))
         for n, a in step.arms.items():
             lines.append(f"{'':8}{n}: speedup (per-request decode) {or_na(fmt_speedup(a.speedup))}, throughput "
@@ -72,6 +82,8 @@ def rate_table(r: LoadResult) -> str:
             if side.saturated:
                 lines.append(f"{'':8}saturated ({side.name}): {side.saturation_note}")
             lines += [f"{'':8}error ({side.name}): {e}" for e in side.errors]
+    if rate.replay is not None:
+        lines.append(f"*: the {rate.replay.label}; req/s: the trace's mean rate at that speed.")
     lines += ["", "!: saturated, the server did not keep up (its note says how).",
               f"queue: {QUEUE_SOURCE}; running: {RUNNING_SOURCE} (mean/p95).",
               "completed req/s and tokens/s: over the time from the step's start to its last finish."]

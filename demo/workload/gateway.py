@@ -127,7 +127,8 @@ def _litellm_row(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int)
     default = min(logged.completion_tokens, ANSWER_MAX_TOKENS_CAP) if logged.completion_tokens else DEFAULT_MAX_TOKENS
     rid = _id(row.get("request_id") if spend else row.get("id"), nth)
     session = row.get("session_id") if spend else row.get("trace_id")
-    where: dict[str, Any] = {"logged": logged}
+    start = _seconds(row.get("startTime"))
+    where: dict[str, Any] = {"logged": logged, **({"arrival_s": start} if start is not None and start >= 0 else {})}
     if isinstance(session, str) and session.strip():
         where["session"] = session.strip()[:200]
     return _request_line(body, no, nth, max_prompt_chars, rid=rid, ignored=tuple(ignored), max_tokens=default,

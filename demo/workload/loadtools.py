@@ -73,6 +73,16 @@ def _screen_extra(fields: dict[str, Any], where: str) -> list[str]:
         raise _Skip(f"{where}extra: {e}") from None
 
 
+def _arrival(data: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """AIPerf's ``timestamp`` (milliseconds) as the request's ``arrival_s``; none given: nothing."""
+    ms = data.get("timestamp")
+    if ms is None:
+        return {}
+    if isinstance(ms, bool) or not isinstance(ms, int | float) or not 0 <= ms < float("inf"):
+        raise _Skip(f"{where}timestamp must be milliseconds, a number of at least 0")
+    return {"arrival_s": ms / 1000}
+
+
 def _single_turn(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) -> _Read:
     """An AIPerf ``single_turn`` line: one user message from ``text``/``texts``."""
     _media(data)
@@ -81,7 +91,7 @@ def _single_turn(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int)
     ignored = _screen_extra(fields, "")
     body: dict[str, Any] = {**fields, "messages": [{"role": "user", "content": _text(data)}],
             **{k: data[k] for k in ("id", "tag", "category") if k in data}}
-    return _request_line(body, no, nth, max_prompt_chars, ignored=(*pacing, *ignored))
+    return _request_line(body, no, nth, max_prompt_chars, ignored=(*pacing, *ignored), **_arrival(data))
 
 
 def _multi_turn(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) -> list[_Read]:
@@ -125,7 +135,7 @@ def _multi_turn(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) 
             body["tag"] = data.get("tag", data.get("category"))
         n = len(out) + 1
         out.append(_request_line(body, no, nth, max_prompt_chars, rid=f"{session}#{n}", ignored=tuple(ignored),
-                                 session=session, turn=n, carry=n > 1))
+                                 session=session, turn=n, carry=n > 1, **_arrival(turn, where)))
         pending = []
     if not out:
         raise _Skip(f"session {session!r} has no user turn, so there is no prompt to send")
@@ -146,7 +156,7 @@ def _trace_line(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) 
     ignored += _screen_extra(fields, "")
     own = ("messages", "tools", "id", "tag", "category")
     body: dict[str, Any] = {**fields, **{k: data[k] for k in own if k in data}}
-    where: dict[str, Any] = {"carry": True} if delta else {}
+    where: dict[str, Any] = {"carry": True, **_arrival(data)} if delta else _arrival(data)
     if data.get("session_id") is not None:
         where["session"] = _id(data["session_id"], nth)
     elif delta:

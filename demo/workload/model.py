@@ -66,8 +66,8 @@ IGNORED_FIELDS: dict[str, str] = {
     "prompt_cache_key": "a cache hint for billing; not sent",
     "safety_identifier": "an end-user id for safety checks; not sent",
     "function_call": "no functions are sent",
-    "timestamp": "arrival times are not replayed: the evaluator paces requests by its concurrency",
-    "delay": "arrival times are not replayed: the evaluator paces requests by its concurrency",
+    "timestamp": "kept as the arrival time for `load --replay`; the sweep paces requests by its concurrency",
+    "delay": "a wait after the turn before: not replayed; the sweep paces requests by its concurrency",
     "input_length": "a token count: the server counts the prompt itself",
     "prompt_tokens_count": "a token count: the server counts the prompt itself",
     "hash_ids": "block hashes of a synthetic prompt: the text is sent instead",
@@ -178,6 +178,9 @@ class WorkloadRequest(SamplingFields, ToolFields):
     # message, its tool calls). Never sent: each side's own answer takes its place, and its calls are
     # compared with these (a turn that follows a call other than the logged one is counted).
     logged_answer: Message | None = None
+    # When it arrived, in seconds on the file's own clock (AIPerf ``timestamp`` ms / 1000, LiteLLM's
+    # ``startTime``); ``load --replay`` sends it at its offset from the first. None: the file gives none.
+    arrival_s: float | None = Field(None, ge=0)
 
     @property
     def prompt_text(self) -> str:
