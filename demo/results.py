@@ -147,18 +147,20 @@ def answer_text(text: str, calls: list[ToolCall]) -> str:
     return "\n".join([text, *(c.signature() for c in calls)] if text else [c.signature() for c in calls])
 
 
-def answer_message(text: str, calls: list[ToolCall]) -> Message:
-    """An answer as the assistant message of its next turn (an agent carries its own answer forward):
-    its text, and its tool calls in the OpenAI history form with the ids the server gave them. A call
-    the next request could not carry (a name outside OpenAI's, arguments that are not a JSON object)
-    is carried as text instead (``answer_text``): model output is untrusted."""
+def answer_message(text: str, calls: list[ToolCall], turn: int = 1) -> Message:
+    """An answer to a session's turn ``turn`` as the assistant message of its next turn (an agent
+    carries its own answer forward; the page's session race and the evaluator's sessions alike): its
+    text (null when it is tool calls only), and its tool calls in the OpenAI history form with the ids
+    the server gave them (``call-<turn>-<k>`` made where it gave none). A call the next request could
+    not carry (a name outside OpenAI's, arguments that are not a JSON object) is carried as text
+    instead (``answer_text``): model output is untrusted."""
     history: list[HistoryToolCall] = []
-    for i, call in enumerate(calls):
+    for k, call in enumerate(calls, 1):
         try:
             args = json.loads(call.arguments or "{}")
             if not isinstance(args, dict):
                 raise ValueError("the arguments are not a JSON object")
-            history.append(HistoryToolCall(id=call.id or f"call_{i}",
+            history.append(HistoryToolCall(id=call.id or f"call-{turn}-{k}",
                                            function=FunctionCall(name=call.name, arguments=call.arguments or "{}")))
         except ValueError:  # pydantic's ValidationError and json's JSONDecodeError are ValueErrors
             return Message(role="assistant", content=answer_text(text, calls))

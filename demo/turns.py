@@ -110,7 +110,8 @@ async def stream_session(req: RaceRequest, turns: Sequence[Turn], settings: Sett
             logged = turns[index - 2].messages
             for name in names:
                 side = last.baseline if name == "baseline" else last.arms[name].side
-                histories[name] = next_turn(histories[name], answer_message(side.text, side.tool_calls), logged)
+                histories[name] = next_turn(histories[name], answer_message(side.text, side.tool_calls, index - 1),
+                                             logged)
         own = {name: req.model_copy(update={"messages": histories[name]}) for name in names}
         last = None
         async for snap in stream_race(own["baseline"], settings, interval_s=interval_s, stop=stop,

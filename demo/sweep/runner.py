@@ -28,7 +28,7 @@ from demo.client import StreamError, collector_paused, make_http_client
 from demo.measure import SideMeter, same_answer, same_tool_calls
 from demo.metrics import scrape_metrics
 from demo.presets import Preset
-from demo.results import FIRST_ARM, Message, RaceRequest, SideResult, ToolCall
+from demo.results import FIRST_ARM, Message, RaceRequest, SideResult, ToolCall, answer_message, next_turn
 from demo.server_info import probe_server
 from demo.settings import Endpoint, Settings
 from demo.streaming import ServerHandle, stream_into
@@ -137,33 +137,17 @@ async def kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, peak
             running.append(m.num_requests_running)
 
 
-def own_answer(answer: SideResult, turn: int) -> Message:
-    """A side's answer to a session's turn ``turn`` as its next turn's history holds it: its text (null
-    when the answer is tool calls only) and its tool calls in the OpenAI wire form, each with the id the
-    server gave it (``call-<turn>-<k>`` made when it gave none), as an agent would send it back."""
-    calls = [c.to_history(f"call-{turn}-{k}") for k, c in enumerate(answer.tool_calls, 1)]
-    return Message.model_construct(role="assistant", content=answer.text or (None if calls else ""),
-                                   tool_calls=calls or None, tool_call_id=None)
-
-
 def carried(req: RaceRequest, before: RaceRequest, answer: SideResult, turn: int = 1) -> RaceRequest | None:
     """A session's turn as one side sends it: what that side sent for the turn before (``turn``), its own
-    answer to it (own_answer: text and tool calls), then this turn's new messages (``req.messages``).
-    The ``role: tool`` results that open the new messages answer this side's calls: the k-th result's
-    ``tool_call_id`` becomes the id of this side's k-th call (a result beyond its calls keeps the logged
+    answer to it (demo.results.answer_message: text and tool calls), then this turn's new messages
+    (``req.messages``), whose ``role: tool`` results answer this side's calls (demo.results.next_turn:
+    the k-th result takes the id of this side's k-th call; a result beyond its calls keeps the logged
     id), so the history is consistent whatever the side called. None when the turn before has no
     answer to carry (it failed)."""
     if answer.error or not answer.complete:
         return None
-    own = own_answer(answer, turn)
-    ids = [c.id for c in own.tool_calls or []]
-    new = list(req.messages or [])
-    for k, m in enumerate(new):
-        if m.role != "tool":
-            break
-        if k < len(ids):
-            new[k] = m.model_copy(update={"tool_call_id": ids[k]})
-    return req.model_copy(update={"messages": [*(before.messages or []), own, *new]})
+    own = answer_message(answer.text, answer.tool_calls, turn)
+    return req.model_copy(update={"messages": next_turn(list(before.messages or []), own, list(req.messages or []))})
 
 
 def followed_other_call(answer: SideResult, logged: Message | None) -> bool | None:
