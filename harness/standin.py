@@ -151,6 +151,7 @@ class Truth(BaseModel):
     queue_time_s: float = 0.0
     t_first_token_sent: float | None = None
     t_last_token_sent: float | None = None
+    t_end: float | None = None  # when the stand-in saw it end: completed, or aborted (the client cut it)
     decode_tokens_per_s: float | None = None  # (N - first chunk's)/(t_last - t_first), from real send times
     accepted: int = 0
     drafts: int = 0
@@ -795,6 +796,7 @@ class Standin:
                 return
             truth.outcome = outcome
             truth.finish_reason = finish_reason
+            truth.t_end = time.perf_counter()
             self._running.pop(id(truth), None)
             self._admitted.discard(id(truth))
             if outcome == "completed":

@@ -23,8 +23,10 @@ def run_cli(*args: str, runs_dir: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_json_output_is_one_object_with_the_documented_keys(tmp_path: Path) -> None:
-    spec_b = StandinBehavior(tokens_per_s=300, ttft_s=0.01, speculative=True, chunk_sizes=[1, 3, 5])
-    with Standin.pair(StandinBehavior(tokens_per_s=150, ttft_s=0.01), spec_b) as (base, spec):
+    # Streams of 0.5 s and 1 s (50 tokens at 100 and 50 tokens/s): at 300 and 150 the speculative one
+    # lasted 0.17 s, and one late wake-up of a busy runner's stand-in thread read 0.85x (CI, 2026-12-04).
+    spec_b = StandinBehavior(tokens_per_s=100, ttft_s=0.01, speculative=True, chunk_sizes=[1, 3, 5])
+    with Standin.pair(StandinBehavior(tokens_per_s=50, ttft_s=0.01), spec_b) as (base, spec):
         p = run_cli("--baseline-url", base.url, "--speculative-url", spec.url, "--preset", "json_reformat",
                     "--max-tokens", "50", "--order", "sequential", "--json", runs_dir=tmp_path)
         truth = spec.last_truth

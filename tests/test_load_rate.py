@@ -69,11 +69,15 @@ def truth_itl(truths: list[Truth]) -> list[float]:
 
 
 def truth_completed_per_s(truths: list[Truth], first_offset_s: float) -> float:
-    """Completed requests over the step's time: from its start (the first request's arrival less its
-    scheduled offset) to the last token sent."""
+    """Completed requests over the step's time, as the product defines it (demo/load/rate.py
+    RateSide.duration_s): from its start (the first request's arrival less its scheduled offset) to
+    the last token sent, or, where the step cut requests, to the cut (when the stand-in saw the last
+    of them end)."""
     done = [t for t in truths if t.outcome == "completed"]
     start = min(t.t_request for t in truths) - first_offset_s
-    return len(done) / (max(t.t_last_token_sent or 0 for t in done) - start)
+    cut = [t.t_end for t in truths if t.outcome == "aborted" and t.t_end is not None]
+    end = max(cut) if cut else max(t.t_last_token_sent or 0 for t in done)
+    return len(done) / (end - start)
 
 
 def truth_speedup(base: list[Truth], spec: list[Truth]) -> float:
