@@ -6,9 +6,11 @@ tokens-over-time line.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import accumulate
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from demo import palette
 from demo.fmt import fmt_percent
@@ -139,3 +141,12 @@ def chunk_figure(result: RaceResult | None) -> go.Figure:
         return empty_figure(title, "n/a (no chunk carried a token count)")
     return _figure(bars, dict(_LAYOUT, title=dict(text=title), barmode="group",
                               **_axes("tokens in the chunk", "chunks")))
+
+
+def figures_html(figures: Iterable[tuple[str, go.Figure]]) -> str:
+    """Figures for a self-contained page (report.html, load.html), each in its ``<div class="chart">``
+    with the id ``chart-KEY``; the page carries plotly.js once, in its head."""
+    config = {"displaylogo": False, "responsive": True}
+    return "".join('<div class="chart">' + pio.to_html(fig, full_html=False, include_plotlyjs=False,
+                                                       div_id=f"chart-{key}", config=config) + "</div>"
+                   for key, fig in figures)

@@ -21,19 +21,23 @@ class WaitTimeout(AssertionError):
     failed test, with what it waited for)."""
 
 
+def _holds(cond: Callable[[], bool]) -> bool:
+    """cond() now; one that raises one of NOT_YET has not held yet (any other error is raised)."""
+    try:
+        return bool(cond())
+    except NOT_YET:
+        return False
+
+
 def held_within(cond: Callable[[], bool], timeout_s: float, poll_s: float = 0.1) -> bool:
     """True as soon as cond() holds, False if it still does not after timeout_s (checked once more
     at the deadline). A cond that raises one of NOT_YET has not held yet; any other error is raised."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if cond():
-                return True
-        except NOT_YET:
-            pass
+    while not _holds(cond):
         if time.monotonic() >= deadline:
             return False
         time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+    return True
 
 
 def wait_for(cond: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.1) -> float:
@@ -49,15 +53,11 @@ async def held_within_async(cond: Callable[[], bool], timeout_s: float, poll_s: 
     """held_within for a coroutine: polls without blocking the event loop (the streams it waits on
     run in that loop)."""
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if cond():
-                return True
-        except NOT_YET:
-            pass
+    while not _holds(cond):
         if time.monotonic() >= deadline:
             return False
         await asyncio.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+    return True
 
 
 async def wait_for_async(cond: Callable[[], bool], timeout_s: float, what: str, poll_s: float = 0.05) -> float:

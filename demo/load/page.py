@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
-import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from common.files import atomic_write
+from demo.charts import figures_html
 from demo.fmt import esc, fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load.engine import SIDES, LoadResult, LoadSide
 from demo.load.figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX, per_user_figure, slide_figure, total_figure
@@ -90,10 +90,7 @@ def steps_table(result: LoadResult) -> str:
 
 def load_html(result: LoadResult) -> str:
     """The saved load sweep's page (load.html): figures, steps table, crossover and settings, self-contained."""
-    config = {"displaylogo": False, "responsive": True}
-    figs = "".join('<div class="chart">' + pio.to_html(fig, full_html=False, include_plotlyjs=False,
-                                                       div_id=f"chart-{key}", config=config) + "</div>"
-                   for key, fig in (("per-user", per_user_figure(result)), ("total", total_figure(result))))
+    figs = figures_html((("per-user", per_user_figure(result)), ("total", total_figure(result))))
     sp = result.spec
     when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")
     order = ("sequential A/B: baseline batch, then speculative, each server alone" if sp.order == "sequential"

@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import plotly.graph_objects as go
-import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from demo import palette
-from demo.charts import COLORS, empty_figure, layout
+from demo.charts import COLORS, empty_figure, figures_html, layout
 from demo.fmt import esc, fmt_speedup, or_na
 from demo.load.rate import QUEUE_SOURCE, RUNNING_SOURCE, RateSide
 from demo.load.rate_view import HEAD, side_cells
@@ -135,10 +134,7 @@ def rate_html(result: LoadResult) -> str:
     """load.html of an open-loop sweep: the capacity sentence, the crossovers, both figures and every step."""
     rate = result.spec.rate
     assert rate is not None
-    config = {"displaylogo": False, "responsive": True}
-    figs = "".join('<div class="chart">' + pio.to_html(fig, full_html=False, include_plotlyjs=False,
-                                                       div_id=f"chart-{key}", config=config) + "</div>"
-                   for key, fig in (("latency", latency_figure(result)), ("goodput", goodput_figure(result))))
+    figs = figures_html((("latency", latency_figure(result)), ("goodput", goodput_figure(result))))
     s = result.rate_summary
     when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")
     lead = f'<p class="lead" id="capacity">{esc(s.capacity_text if s else "no step measured yet")}.</p>'

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from common.files import atomic_write
 from demo.assets import stylesheet
+from demo.charts import figures_html
 from demo.fmt import TIMES, csv_cell, esc, fmt_speedup, fmt_temperature
 from demo.sweep.figures import all_figures
 from demo.sweep.models import CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadVerdict
@@ -308,11 +308,7 @@ def settings_html(result: SweepResult) -> str:
 
 def report_html(result: SweepResult) -> str:
     """The whole report.html: one self-contained page with verdicts, figures, tables and settings."""
-    config = {"displaylogo": False, "responsive": True}
-    figs = "".join(
-        '<div class="chart">'
-        + pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id="chart-" + key, config=config)
-        + "</div>" for key, fig in all_figures(result))
+    figs = figures_html(all_figures(result))
     when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")
     banner = ""
     if result.interrupted:
