@@ -25,8 +25,9 @@ The figures of one server at one step (``RateSide``), units in the names:
 - goodput: finished requests that met every SLO given, per second. A request meets an SLO on its
   own figures: its TTFT, its end-to-end latency, and the SLO's percentile of its own ITLs.
 - saturation: the server did not keep up when requests were cut, or when its finishes spread
-  over more than 1/SATURATED_SHARE times its arrival span plus one early request's latency (the
-  queue grew while requests arrived).
+  over more than 1/SATURATED_SHARE times its arrival span plus one early request's latency, or when
+  its latency grew over the step faster than 1/SATURATED_SHARE - 1 seconds per second of arrivals
+  (``latency_growth``; the same bound without the allowance): the queue grew while requests arrived.
 
 Per arm: the per-request decode speedup (median decode tokens/s over the baseline's, the meaning
 docs/measurement.md gives ``speedup``) and the throughput ratio, per step. Over the steps
@@ -369,14 +370,39 @@ def _saturation(out: RateSide, schedule: ArrivalSchedule, ended: list[SideResult
         # A server that keeps up finishes its requests over the arrivals' span give or take one request's
         # latency (the first third's median: before any backlog); one that falls behind, ever later.
         slack = statistics.median(e for _, e in done[:max(1, len(done) // 3)])
+        growth = latency_growth(done)
         if arrivals_span > 0 and finish_span > arrivals_span / SATURATED_SHARE + slack:
             out.saturated = True
             out.saturation_note = (f"fell behind: {out.finished} finishes spread over {finish_span:.1f} s against "
                                    f"{arrivals_span:.1f} s of arrivals, more than {1 / SATURATED_SHARE:.2f}x plus one "
                                    f"early request's latency ({slack:.1f} s): the queue grew while requests arrived")
+        elif growth is not None and growth > 1 / SATURATED_SHARE - 1:
+            # A short step whose early latency is long against its arrivals hides a growing queue from the
+            # span rule's allowance; the latency's own trend does not: a server that keeps up finishes
+            # later requests as fast as earlier ones, once its batch has filled.
+            out.saturated = True
+            out.saturation_note = (f"fell behind: latency grew {growth:.2f} s per second of arrivals (the last "
+                                   f"third's median against the first third's), so finishes came {1 + growth:.2f}x "
+                                   f"as spread as arrivals, more than {1 / SATURATED_SHARE:.2f}x: the queue grew "
+                                   "while requests arrived")
     if out.completed_requests_per_s is not None and out.saturated:
         out.saturation_note += (f"; completed {out.completed_requests_per_s:.2f} of "
                                 f"{out.offered_requests_per_s:.2f} req/s offered")
+
+
+def latency_growth(done: Sequence[tuple[float, float]]) -> float | None:
+    """How fast end-to-end latency grew over a step's arrivals, in seconds per second of arrivals: the last
+    third's median latency less the first third's, over the gap between their median arrival times (a
+    two-group slope: one burst or one slow request moves it little). ``done``: (arrival offset, latency)
+    in arrival order. None with fewer than MIN_TREND_REQUESTS or no spread of arrivals."""
+    if len(done) < MIN_TREND_REQUESTS:
+        return None
+    third = len(done) // 3
+    first, last = done[:third], done[-third:]
+    gap = statistics.median(o for o, _ in last) - statistics.median(o for o, _ in first)
+    if gap <= 0:
+        return None
+    return (statistics.median(e for _, e in last) - statistics.median(e for _, e in first)) / gap
 
 
 async def run_rate_side(server: ServerHandle, schedule: ArrivalSchedule, req: RaceRequest | Sequence[RaceRequest],
