@@ -15,6 +15,22 @@ baseline, one token a chunk, the two are one figure.
 
     python -m benchmarks.vs_vllm_bench_rate [--preset json_reformat] [--rates 0.25,0.5,1,2]
         [--requests 16] [--max-tokens 160] [--runs 3]
+
+With ``--slo-e2e-ms MS``, the capacity check instead, over ``--rates``: `vllm bench serve
+--request-rate R --goodput e2el:MS` at each rate gives the share of requests within the SLO, and its
+capacity is the rate at which that share crosses 95%, interpolated linearly. Ours, twice: (1) our
+step at each rate replaying vLLM's own arrival draws (numpy seeded with its ``--seed``, gamma gaps,
+rescaled to N/R: ``vllm_offsets_s``) through ``demo load --workload --replay``, and our capacity rule
+(demo/load/rate.py ``capacity_of``: p95/bound crossing 1, interpolated) over those steps; (2) our own
+sweep with our own seeded draws (``demo load --rate R1,R2,... --normalize``). And our rule over
+vLLM's own p95s, which isolates the rule from the measurement: the share of requests within the SLO
+falls as a cliff (a step's requests have nearly one latency), so its linear crossing sits near the
+last rate that met it, where the p95's ratio grows smoothly and crosses mid-way. With N requests a step,
+"p95 within the bound" and "at least 95% within it" are one statement when N is a multiple of 20
+(the 19th of 20 within), so use ``--requests 20``. With 20 requests, which draw of the same law a
+step gets moves its p95 by 10-20%: (1) is the measurement check, (2) what a user's sweep gives.
+
+    python -m benchmarks.vs_vllm_bench_rate --slo-e2e-ms 10000 --rates 0.5,1,1.5,2 --requests 20
 """
 
 from __future__ import annotations
@@ -32,6 +48,7 @@ from typing import Any
 from benchmarks.vllm_bench import bench_command
 from benchmarks.vs_vllm_bench import _served_model, user_prompt
 from demo.load.arrivals import parse_rates
+from demo.load.rate import RateSide, RateSlo, capacity_of
 from demo.results import SIDES, Side
 from demo.settings import Settings
 
@@ -83,6 +100,128 @@ def bench(url: str, dataset: Path, rate: float, n: int, max_tokens: int, out_dir
             "ok": data.get("completed"), "sent": n}
 
 
+def our_capacity(settings: Settings, prompt: str, rates: str, n: int, max_tokens: int,
+                 slo_e2e_ms: float, save: Path | None = None) -> dict[Side, dict[str, Any]]:
+    """Our sweep over every rate with the end-to-end SLO (p95): each server's capacity and its steps
+    (its load.json saved to ``save`` when given)."""
+    cmd = [sys.executable, "-m", "demo", "load", "--rate", rates, "--requests", str(n), "--normalize",
+           "--arrivals", "poisson", "--prompt", prompt, "--max-tokens", str(max_tokens), "--temperature", "0",
+           "--slo-e2e-ms", f"{slo_e2e_ms:g}", "--baseline-url", settings.baseline_url,
+           "--speculative-url", settings.speculative_url, "--json", "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise SystemExit(f"demo load failed ({done.returncode}): {done.stderr.strip()[-800:]}")
+    data = json.loads(done.stdout)
+    if save:
+        save.write_text(done.stdout)
+    caps = data["summary"]["capacity"]
+    arm = next(n for n in caps if n != "baseline")
+    out: dict[Side, dict[str, Any]] = {}
+    pairs: tuple[tuple[Side, str], ...] = (("baseline", "baseline"), ("speculative", arm))
+    for side, name in pairs:
+        steps = [(s["rate_requests_per_s"], s["baseline"] if side == "baseline" else s["arms"][arm]["side"])
+                 for s in data["rate_steps"]]
+        cap = caps[name]
+        out[side] = {"capacity": cap["requests_per_s"], "method": cap["method"] or cap["na_reason"],
+                     "steps": {r: {"within": st["good"], "finished": st["finished"], "sent": st["sent"],
+                                   "e2e_p95_s": st["e2e_s"].get("p95")} for r, st in steps}}
+    print("ours: " + data["summary"]["capacity_text"], flush=True)
+    return out
+
+
+def share_crossing(points: list[tuple[float, float]], share: float) -> tuple[float | None, str]:
+    """The rate at which the share of requests within the SLO falls below ``share``: linear between the
+    last rate at or above it and the next one (never beyond the rates measured)."""
+    pts = sorted(points)
+    if not pts or pts[0][1] < share:
+        return None, "not even the lowest rate met it"
+    k = next((i for i, (_, v) in enumerate(pts) if v < share), None)
+    if k is None:
+        return pts[-1][0], f"every rate met it: at least {pts[-1][0]:g} req/s"
+    (r0, v0), (r1, v1) = pts[k - 1], pts[k]
+    return r0 + (v0 - share) * (r1 - r0) / (v0 - v1), f"interpolated between {r0:g} (met) and {r1:g} req/s"
+
+
+def vllm_offsets_s(rate: float, n: int, seed: int = 0) -> list[float]:
+    """The send offsets `vllm bench serve --request-rate R --seed K --num-prompts N` draws (its
+    ``get_request``: numpy's global generator seeded with K, gamma gaps of shape 1 (Poisson) and scale
+    1/R, summed, rescaled so the last is N/R)."""
+    import numpy as np  # noqa: PLC0415 (the check's only numpy use)
+
+    np.random.seed(seed)
+    delays = np.cumsum(np.random.gamma(shape=1.0, scale=1.0 / rate, size=n))
+    return [float(d) for d in delays * (n / rate) / delays[-1]]
+
+
+def replay_step(settings: Settings, prompt: str, rate: float, n: int, max_tokens: int, slo_e2e_ms: float,
+                tmp: Path) -> dict[str, Any]:
+    """Our step on vLLM's own arrival draws at ``rate``: the trace replayed (``demo load --replay``)."""
+    trace = tmp / f"vllm-draws-{rate:g}.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": t * 1000, "messages": [{"role": "user", "content": prompt}],
+                                         "output_length": max_tokens}) + "\n" for t in vllm_offsets_s(rate, n)))
+    cmd = [sys.executable, "-m", "demo", "load", "--workload", str(trace), "--replay", "--max-tokens",
+           str(max_tokens), "--temperature", "0", "--slo-e2e-ms", f"{slo_e2e_ms:g}", "--baseline-url",
+           settings.baseline_url, "--speculative-url", settings.speculative_url, "--json", "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise SystemExit(f"demo load --replay failed ({done.returncode}): {done.stderr.strip()[-800:]}")
+    data = json.loads(done.stdout)
+    (step,) = data["rate_steps"]
+    return {"slo": data["rate"]["slo"], "baseline": step["baseline"],
+            "speculative": next(iter(step["arms"].values()))["side"]}
+
+
+def capacity_check(a: argparse.Namespace, settings: Settings, prompt: str, dataset: Path, tmp: Path) -> None:
+    """Ours against `vllm bench serve --goodput` over the same rates: each server's capacity under the SLO."""
+    rates = parse_rates(a.rates)
+    on_their_draws = {r: replay_step(settings, prompt, r, a.requests, a.max_tokens, a.slo_e2e_ms, tmp) for r in rates}
+    slo = RateSlo.model_validate(on_their_draws[rates[0]]["slo"])
+    ours_caps = our_capacity(settings, prompt, a.rates, a.requests, a.max_tokens, a.slo_e2e_ms, a.save_ours)
+    print(f"\ncapacity within e2e p95 <= {a.slo_e2e_ms:g} ms: {a.requests} x {a.preset} user prompt, "
+          f"{a.max_tokens} tokens, Poisson normalized to N/R, rates {a.rates}")
+    for side in SIDES:
+        model, tokenizer = _served_model(settings.endpoint(side).url)
+        shares: list[tuple[float, float]] = []
+        p95s: list[tuple[float, float]] = []
+        for rate in rates:
+            result = tmp / f"goodput-{side}-{rate:g}.json"
+            cmd = bench_command(settings.endpoint(side).url, model, tokenizer, dataset, a.requests, a.requests,
+                                a.max_tokens, result, "--request-rate", f"{rate:g}", "--seed", "0",
+                                "--goodput", f"e2el:{a.slo_e2e_ms:g}", "--percentile-metrics", "e2el",
+                                "--metric-percentiles", "95")
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
+                                  env={**os.environ, "HF_HUB_OFFLINE": "1"})
+            if done.returncode != 0 or not result.is_file():
+                raise SystemExit(f"vllm bench serve failed ({done.returncode}): {(done.stderr or '')[-800:]}")
+            data = json.loads(result.read_text())
+            share = data["request_goodput"] / data["request_throughput"]
+            shares.append((rate, share))
+            if data.get("completed") == a.requests and data.get("p95_e2el_ms") is not None:
+                p95s.append((rate, data["p95_e2el_ms"]))
+            theirs_draws = on_their_draws[rate][side]
+            own = ours_caps[side]["steps"].get(rate, {})
+            print(f"{side:>11} {rate:>4g} req/s: vllm bench {share * 100:5.1f}% within, e2el p95 "
+                  f"{data.get('p95_e2el_ms', float('nan')) / 1000:.2f} s ({data['completed']}/{a.requests}); ours on "
+                  f"its draws {theirs_draws['good']}/{theirs_draws['sent']} within, e2e p95 "
+                  f"{_fmt(theirs_draws['e2e_s'].get('p95'))} s; ours on our draws {own.get('within')}/"
+                  f"{own.get('sent')}, e2e p95 {_fmt(own.get('e2e_p95_s'))} s", flush=True)
+        theirs, how = share_crossing(shares, 0.95)
+        # The replayed trace's own mean rate runs from its first arrival: its step is the nominal rate's.
+        same = capacity_of(side, [RateSide.model_validate({**on_their_draws[r][side], "rate_requests_per_s": r})
+                                  for r in rates], slo)
+        their_p95 = capacity_of(side, [RateSide(name=side, rate_requests_per_s=r, sent=a.requests, finished=a.requests,
+                                                slo_figures_s={"e2e": p95 / 1000})
+                                       for r, p95 in p95s], slo)
+        own_cap = ours_caps[side]["capacity"]
+        print(f"{side:>11}: vllm bench's p95 by our rule {_fmt(their_p95.requests_per_s)} req/s "
+              f"({their_p95.method or their_p95.na_reason})", flush=True)
+        for label, mine, method in (("ours on its draws", same.requests_per_s, same.method or same.na_reason),
+                                    ("ours on our draws", own_cap, ours_caps[side]["method"])):
+            diff = "n/a" if mine is None or theirs is None else f"{(mine - theirs) / theirs * 100:+.1f}%"
+            print(f"{side:>11}: {label} {_fmt(mine)} req/s ({method}); vllm bench --goodput {_fmt(theirs)} "
+                  f"req/s ({how}); difference {diff}", flush=True)
+
+
 def _fmt(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.3f}"
 
@@ -94,6 +233,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--slo-e2e-ms", type=float, default=None,
+                    help="the capacity check: ours and vllm bench --goodput e2el:MS over --rates, once")
+    ap.add_argument("--save-ours", type=Path, default=None, help="the capacity check: save our sweep's JSON here")
     a = ap.parse_args()
     settings = Settings(save_runs=False)
     prompt = user_prompt(settings, a.preset)
@@ -102,6 +244,9 @@ def main() -> None:
         dataset = Path(tmp) / "dataset.jsonl"
         dataset.write_text("".join(json.dumps({"prompt": prompt}) + "\n" for _ in range(a.requests)))
         ours(settings, prompt, 1.0, 1, 8)  # one untimed request per server: the prefix cache, as the bench's own
+        if a.slo_e2e_ms is not None:
+            capacity_check(a, settings, prompt, dataset, Path(tmp))
+            return
         for run in range(a.runs):
             for rate in parse_rates(a.rates):
                 order = ("ours", "bench") if run % 2 == 0 else ("bench", "ours")
