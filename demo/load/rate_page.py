@@ -130,6 +130,33 @@ def rate_table_html(result: LoadResult) -> str:
     return f'<div class="scroll"><table><tr>{header}</tr>{"".join(rows)}</table></div>'
 
 
+MIN_STEPS_FOR_CAPACITY = 2  # the panel states capacity and crossovers once this many rates are measured
+
+
+def rate_capacity_html(result: LoadResult | None) -> str:
+    """The load panel's lines for an open-loop sweep (escaped HTML): the capacity sentence and each arm's
+    crossover in req/s once two rates are measured, the sweep's stop note; what is missing, before."""
+    steps = result.rate_steps if result is not None else []
+    s = result.rate_summary if result is not None else None
+    if result is None or not steps:
+        lines = ["Press Run sweep: the capacity and the crossover in requests/s are read off the rate steps as "
+                 "they end."]
+        state = "idle"
+    elif len(steps) < MIN_STEPS_FOR_CAPACITY or s is None:
+        lines = [f"{len(steps)} rate measured: the capacity and the crossover need {MIN_STEPS_FOR_CAPACITY}."]
+        state = "so-far"
+    else:
+        rate = result.spec.rate
+        running = rate is not None and len(steps) < len(rate.rates) and not result.interrupted and not s.stopped_note
+        lines = [("So far: " if running else "Capacity: ") + s.capacity_text + "."]
+        lines += [f"{n}: {c.text}." for n, c in s.crossovers.items()]
+        state = "so-far" if running else "final"
+    if s is not None and s.stopped_note:
+        lines.append(s.stopped_note[0].upper() + s.stopped_note[1:] + ".")
+    body = "".join(f'<div class="sd-load-sentence">{esc(line)}</div>' for line in lines)
+    return f'<div class="sd-load-crossover" data-state="{state}" data-mode="rate">{body}</div>'
+
+
 def rate_html(result: LoadResult) -> str:
     """load.html of an open-loop sweep: the capacity sentence, the crossovers, both figures and every step."""
     rate = result.spec.rate
