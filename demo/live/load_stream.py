@@ -43,7 +43,7 @@ from demo.load.engine import LoadResult, LoadSpec, LoadStep, finish, run_load
 from demo.load.figures import per_user_figure, total_figure
 from demo.load.rate import RateStep
 from demo.load.rate_page import goodput_figure, latency_figure, rate_capacity_html
-from demo.load.rate_view import RATE_HEADERS, rate_rows
+from demo.load.rate_view import RATE_HEADERS, rate_finished_text, rate_rows
 from demo.load.view import STEP_HEADERS, crossover_html, finished_text, order_words, step_label, step_rows
 from demo.settings import Settings
 from demo.workload import WorkloadRequest
@@ -81,6 +81,14 @@ def start_frame(result: LoadResult | None = None) -> LoadFrame:
                          crossover=rate_capacity_html(result), table=[], headers=RATE_HEADERS, rate_steps=[])
     return LoadFrame(per_user_figure=per_user_figure(result), total_figure=total_figure(result),
                      crossover=crossover_html(result), table=[], headers=STEP_HEADERS, steps=[])
+
+
+def idle_frame(mode: str) -> LoadFrame:
+    """The panel before a sweep of the load chosen ("users" or "rate"): its empty charts, sentence and table."""
+    if mode == "rate":
+        return LoadFrame(per_user_figure=latency_figure(None), total_figure=goodput_figure(None),
+                         crossover=rate_capacity_html(None), table=[], headers=RATE_HEADERS)
+    return start_frame(None)
 
 
 def rate_streams(spec: LoadSpec) -> int:
@@ -256,6 +264,11 @@ class LoadFrames:
         self.stepped = True
         self._say(f"{step.users} users measured")
 
+    def _rate_progress(self, label: str) -> None:
+        # run_rate_sweep's labels: "<rate> req/s: <server>, N requests over W s (bound B s)", one per server.
+        self.step_started = time.monotonic()
+        self._say(label)
+
     def _rate_stepped(self, step: RateStep) -> None:
         self.stepped = True
         self._say(f"{step.rate_requests_per_s:g} req/s measured")
@@ -273,7 +286,7 @@ class LoadFrames:
                          "may all be in flight)")
             self.step_started = time.monotonic()
             self._say("starting")
-            await run_load(self.spec, self.request, self.settings, on_progress=self._say,
+            await run_load(self.spec, self.request, self.settings, on_progress=self._rate_progress,
                            on_rate_step=self._rate_stepped, result=self.result)
         finally:
             ticket.release()
@@ -322,18 +335,6 @@ def idle_status_html(max_users: int) -> str:
     """The load panel's status line before a sweep (HTML): the user counts it takes, or rates."""
     return view.run_status_html("idle", text=f"Ready: user counts from 1 to {max_users}, or requests per second, "
                                              "then Run sweep")
-
-
-def rate_finished_text(result: LoadResult) -> str:
-    """The status line for a finished open-loop sweep: the steps measured, why it stopped early, and saturation."""
-    assert result.spec.rate is not None
-    out = f"{len(result.rate_steps)} of {len(result.spec.rate.rates)} rate step(s), each server alone"
-    saturated = [f"{s.name} at {st.rate_requests_per_s:g} req/s" for st in result.rate_steps for s in st.servers()
-                 if s.saturated]
-    if saturated:
-        out += f"; saturated: {', '.join(saturated)} (see the table)"
-    s = result.rate_summary
-    return out + (f"; {s.stopped_note}" if s is not None and s.stopped_note else "")
 
 
 def error_frame(text: str) -> LoadFrame:

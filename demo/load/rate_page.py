@@ -74,10 +74,10 @@ def _goodput_traces(result: LoadResult, axes: str = "") -> list[go.Scatter]:
     return traces
 
 
-def latency_figure(result: LoadResult) -> go.Figure:
-    """ITL p50, p95 and p99 (ms) against the offered rate, per server."""
+def latency_figure(result: LoadResult | None) -> go.Figure:
+    """ITL p50, p95 and p99 (ms) against the offered rate, per server (None: the empty chart, before a sweep)."""
     title = "Inter-token latency against the offered rate"
-    if not result.rate_steps:
+    if result is None or not result.rate_steps:
         return empty_figure(title, "each step's point appears here as it ends", _LAYOUT)
     return go.Figure(data=_latency_traces(result), layout=dict(
         _LAYOUT, title=dict(text=title, x=0.01, xanchor="left",
@@ -85,12 +85,13 @@ def latency_figure(result: LoadResult) -> go.Figure:
         xaxis=_x_axis(result), yaxis=dict(title=dict(text="ITL (ms)"), rangemode="tozero")))
 
 
-def goodput_figure(result: LoadResult) -> go.Figure:
-    """Goodput (or completed req/s) against the offered rate, per server, with the offered line."""
-    _, y_title = _good_field(result)
+def goodput_figure(result: LoadResult | None) -> go.Figure:
+    """Goodput (or completed req/s) against the offered rate, per server, with the offered line (None: the
+    empty chart, before a sweep)."""
     title = "What the servers delivered"
-    if not result.rate_steps:
+    if result is None or not result.rate_steps:
         return empty_figure(title, "each step's point appears here as it ends", _LAYOUT)
+    _, y_title = _good_field(result)
     return go.Figure(data=_goodput_traces(result), layout=dict(
         _LAYOUT, title=dict(text=title, x=0.01, xanchor="left"), xaxis=_x_axis(result),
         yaxis=dict(title=dict(text=y_title), rangemode="tozero")))

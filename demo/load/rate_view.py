@@ -69,6 +69,18 @@ def rate_rows(r: LoadResult) -> list[list[str]]:
     return rows
 
 
+def rate_finished_text(result: LoadResult) -> str:
+    """The status line for a finished open-loop sweep: the steps measured, why it stopped early, and saturation."""
+    assert result.spec.rate is not None
+    out = f"{len(result.rate_steps)} of {len(result.spec.rate.rates)} rate step(s), each server alone"
+    saturated = [f"{s.name} at {st.rate_requests_per_s:g} req/s" for st in result.rate_steps for s in st.servers()
+                 if s.saturated]
+    if saturated:
+        out += f"; saturated: {', '.join(saturated)} (see the table)"
+    summary = result.rate_summary
+    return out + (f"; {summary.stopped_note}" if summary is not None and summary.stopped_note else "")
+
+
 def rate_step_line(step: RateStep) -> str:
     """One line per finished step (progress on stderr): completed req/s per server and each arm's speedup."""
     parts = [f"{s.name} {_n(s.completed_requests_per_s, 2)} req/s" + (" (saturated)" if s.saturated else "")

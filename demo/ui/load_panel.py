@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from demo import view
 from demo.fmt import validation_summary
 from demo.live.budget import StreamBudget
-from demo.live.load_stream import LoadFrame, error_frame, idle_status_html, load_frames, start_frame
+from demo.live.load_stream import LoadFrame, error_frame, idle_frame, idle_status_html, load_frames, start_frame
 from demo.live.request import FREE_PROMPT, build_request, preset_user_text
 from demo.live.session import RaceRegistry
 from demo.live.status import internal_error_text
@@ -179,6 +179,20 @@ class LoadPanel:
         """Stop pressed: stop this page's load sweep."""
         self.registry.stop(_session(request))
 
+    def on_mode(self, mode: str) -> list[Any]:
+        """The load chosen: its controls shown, the other's hidden (users, order; rates, requests, SLO), and
+        the panel's charts, sentence and table cleared to that load's (the last sweep stays downloadable)."""
+        rate = mode == "rate"
+        shown = [gr.update(visible=v) for v in (not rate, not rate, rate, rate, rate)]
+        idle = self.updates(idle_frame(mode))
+        return shown + [idle[c] for c in self.mode_outputs[5:]]
+
+    @property
+    def mode_outputs(self) -> list[Any]:
+        """What a change of the load sets, in ``on_mode``'s order."""
+        return [self.users, self.order, self.rates, self.rate_requests, self.slo_itl_ms,
+                self.crossover, self.per_user_plot, self.total_plot, self.table]
+
     async def on_export(self, last_load: dict | None) -> tuple[Any, Any]:
         """The last sweep as load.html (self-contained) and load.png (the slide), to download."""
         if not last_load:
@@ -291,17 +305,10 @@ def build(settings: Settings, budget: StreamBudget | None = None, *, preset: gr.
     return panel
 
 
-def mode_visibility(mode: str) -> tuple[Any, ...]:
-    """The controls of the load chosen shown, the other's hidden: users, order, rates, requests, SLO."""
-    rate = mode == "rate"
-    return (gr.update(visible=not rate), gr.update(visible=not rate), gr.update(visible=rate),
-            gr.update(visible=rate), gr.update(visible=rate))
-
-
 def wire(panel: LoadPanel) -> None:
     """Wire the section's load choice, Run, Stop and Download buttons to their handlers."""
-    panel.mode.change(mode_visibility, inputs=[panel.mode], queue=False, show_progress="hidden",
-                      outputs=[panel.users, panel.order, panel.rates, panel.rate_requests, panel.slo_itl_ms])
+    panel.mode.change(panel.on_mode, inputs=[panel.mode], outputs=panel.mode_outputs, queue=False,
+                      show_progress="hidden")
     panel.run.click(panel.on_run, inputs=panel.run_inputs, outputs=panel.live_outputs,
                     # Streams are limited by the page's budget (each step waits its turn there),
                     # not by Gradio's race slots: a waiting sweep says why on its status line.
