@@ -217,7 +217,7 @@ def rate_load(rates_text: str, requests: float | None, slo_itl_ms: float | None)
     if len(rates) > RATE_STEPS_MAX:
         raise ValueError(f"{len(rates)} rates: the page measures at most {RATE_STEPS_MAX} per sweep (the CLI, "
                          "python -m demo load --rate, takes more)")
-    if requests is None or requests != int(requests) or not 1 <= requests <= RATE_REQUESTS_MAX:
+    if requests is None or not 1 <= requests <= RATE_REQUESTS_MAX or requests != int(requests):  # NaN, inf too
         raise ValueError(f"requests per step must be a whole number from 1 to {RATE_REQUESTS_MAX}, got "
                          f"{'nothing' if requests is None else f'{requests:g}'}")
     if slo_itl_ms is not None and not slo_itl_ms > 0:
