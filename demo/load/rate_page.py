@@ -20,8 +20,9 @@ from demo.sweep.report import CSP, CSS
 if TYPE_CHECKING:
     from demo.load.engine import LoadResult
 
-_LAYOUT = layout(margin=dict(l=70, r=20, t=90, b=60), height=420,
-                 legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0))
+# The legend below the axis: six ITL lines wrap to three rows in the page's half-width panel, over the title.
+_LAYOUT = layout(margin=dict(l=70, r=20, t=80, b=150), height=490,
+                 legend=dict(orientation="h", yanchor="top", y=-0.3, xanchor="left", x=0.0))
 X_TITLE = "offered load (requests/s)"
 DASHES = {"p50": "solid", "p95": "dash", "p99": "dot"}
 
