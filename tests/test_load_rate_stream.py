@@ -16,6 +16,8 @@ import pytest
 from demo.live.budget import StreamBudget
 from demo.live.load_stream import LoadFrame, load_frames
 from demo.live.session import RaceControl
+from demo.load.engine import LoadResult
+from demo.load.page import write_files
 from demo.load.rate import RateStep
 from demo.load.rate_view import RATE_HEADERS, side_cells
 from demo.settings import Settings
@@ -74,6 +76,12 @@ def test_rate_frames_draw_each_step_from_its_records_and_match_the_truth(tmp_pat
     assert max(in_use) == REQUESTS and budget.in_use == 0
     assert any(f"holding {REQUESTS} of the page's 64 streams" in (f.progress or "") for f in frames)
     assert end.progress and end.progress.startswith("finished: 2 of 2 rate step(s)")
+    # The download: the page keeps the result as JSON (last_load) and writes load.json and load.html from it.
+    kept = LoadResult.model_validate(panel.updates(end)[panel.last_load])
+    written = write_files(kept, tmp_path / "out", png=False)
+    page = (tmp_path / "out" / "load.html").read_text()
+    assert [p.name for p in written.paths] == ["load.json", "load.html"] and end.crossover_text
+    assert html.escape(end.crossover_text) in page and page.count("<tr>") == 1 + 2 * 2 + 2  # + each arm's note
     # Every request accounted for, and completed req/s within 5% of what the stand-ins recorded.
     per = {name: split(t, steps) for name, t in truths.items()}
     for k, step in enumerate(steps):
