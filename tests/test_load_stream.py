@@ -182,8 +182,8 @@ def test_bad_user_counts_are_one_line_on_the_panel(bad: str, words: str, tmp_pat
         panel = load_panel.build(settings, StreamBudget(64))
 
     async def run() -> list[list]:
-        return [v async for v in panel.on_run(bad, "sequential", 60, "json_reformat", None, None, None,
-                                             None)]  # type: ignore[arg-type]  # no browser: no gr.Request
+        return [v async for v in panel.on_run(bad, "sequential", 60, "json_reformat", None, None, None, "users",
+                                             "1", 8, None, None)]  # type: ignore[arg-type]  # no gr.Request
 
     (values,) = asyncio.run(run())  # one update: the status line, nothing sent
     status = values[panel.live_outputs.index(panel.status)]

@@ -11,6 +11,15 @@ between steps the progress label, refreshed every second. Stop (the control's ``
 that reads no frame for CONSUMER_TIMEOUT_S (the tab closed), cancels the pump: every stream of
 the step in progress is closed and its HTTP clients with it, and the last frame says so and
 carries what was measured.
+
+In requests per second (``spec.rate``, open loop: demo/load/rate.py) the sweep is one run of the
+same engine over every rate, each rate step handed back as it ends (``on_rate_step``): a frame per
+step carries the rate table (a row per server, demo.load.rate_view.rate_rows), the latency and
+goodput figures against the rate (demo.load.rate_page) and, from the second step, the capacity
+sentence and the crossovers. An open-loop step sends its requests whether or not earlier ones have
+ended, so any of them may be in flight at once: the sweep holds its largest step's requests from
+the budget for the whole sweep (one server at a time, so that many streams), and the status line
+says so.
 """
 
 from __future__ import annotations
@@ -32,7 +41,10 @@ from demo.live.session import RaceControl
 from demo.live.status import internal_error_text
 from demo.load.engine import LoadResult, LoadSpec, LoadStep, finish, run_load
 from demo.load.figures import per_user_figure, total_figure
-from demo.load.view import crossover_html, finished_text, order_words, step_label, step_rows
+from demo.load.rate import RateStep
+from demo.load.rate_page import goodput_figure, latency_figure, rate_capacity_html
+from demo.load.rate_view import RATE_HEADERS, rate_finished_text, rate_rows
+from demo.load.view import STEP_HEADERS, crossover_html, finished_text, order_words, step_label, step_rows
 from demo.settings import Settings
 from demo.workload import WorkloadRequest
 
@@ -50,22 +62,52 @@ class LoadFrame(BaseModel):
     status: str | None = None  # HTML: the run status line (waiting, running with the step, done, stopped)
     progress: str | None = None  # the same in plain words (tests, logs, the booth's caption)
     steps: list[LoadStep] | None = None  # the steps so far, set when a step ends
-    per_user_figure: go.Figure | None = None  # redrawn when a step ends
+    rate_steps: list[RateStep] | None = None  # requests per second: the rate steps so far, set when one ends
+    # Redrawn when a step ends. Users: per-user decode and total output against users (demo.load.figures);
+    # requests per second: ITL percentiles and goodput against the rate (demo.load.rate_page).
+    per_user_figure: go.Figure | None = None
     total_figure: go.Figure | None = None
-    crossover: str | None = None  # HTML: the crossover's sentence, and the thresholds
-    crossover_text: str | None = None  # the sentence itself (demo/sweep/crossover.py)
-    table: list[list[str]] | None = None  # a row per step (demo.load.view.STEP_HEADERS)
+    crossover: str | None = None  # HTML: the crossover's sentence, and the thresholds (rate: the capacity's too)
+    crossover_text: str | None = None  # the sentence itself (demo/sweep/crossover.py; rate: the capacity's)
+    table: list[list[str]] | None = None  # users: a row per step; rate: a row per server per step
+    headers: list[str] | None = None  # the table's headers (STEP_HEADERS or RATE_HEADERS), set with a new table
     result: LoadResult | None = None  # set once, on the final frame (stopped or done)
 
 
 def start_frame(result: LoadResult | None = None) -> LoadFrame:
     """The panel cleared for a sweep (None: its idle state): empty curves, no steps."""
+    if result is not None and result.spec.rate is not None:
+        return LoadFrame(per_user_figure=latency_figure(result), total_figure=goodput_figure(result),
+                         crossover=rate_capacity_html(result), table=[], headers=RATE_HEADERS, rate_steps=[])
     return LoadFrame(per_user_figure=per_user_figure(result), total_figure=total_figure(result),
-                     crossover=crossover_html(result), table=[], steps=[])
+                     crossover=crossover_html(result), table=[], headers=STEP_HEADERS, steps=[])
+
+
+def idle_frame(mode: str) -> LoadFrame:
+    """The panel before a sweep of the load chosen ("users" or "rate"): its empty charts, sentence and table."""
+    if mode == "rate":
+        return LoadFrame(per_user_figure=latency_figure(None), total_figure=goodput_figure(None),
+                         crossover=rate_capacity_html(None), table=[], headers=RATE_HEADERS)
+    return start_frame(None)
+
+
+def rate_streams(spec: LoadSpec) -> int:
+    """Streams an open-loop sweep holds: its largest step's requests, since every one of them may be in
+    flight at once (its servers one at a time); 0 for a users sweep."""
+    if spec.rate is None:
+        return 0
+    return max(len(spec.rate.schedule(i).offsets_s) for i in range(len(spec.rate.rates)))
 
 
 def check_budget(spec: LoadSpec, budget: StreamBudget) -> None:
     """ValueError (one line) when the sweep's largest step can never fit the page's budget."""
+    if spec.rate is not None:
+        needed = rate_streams(spec)
+        if needed > budget.total:
+            raise ValueError(f"a rate step of {needed} requests may have all {needed} in flight at once, over the "
+                             f"page's budget of {budget.total} streams (SPECDEMO_MAX_STREAMS): ask for fewer "
+                             "requests per step")
+        return
     needed = streams_needed(max(spec.users), SERVERS, spec.order)
     if needed > budget.total:
         raise ValueError(f"{max(spec.users)} users in {spec.order} order need {needed} streams at once, over the "
@@ -85,7 +127,8 @@ class LoadFrames:
     def __init__(self, spec: LoadSpec, request: WorkloadRequest, settings: Settings, control: RaceControl,
                  budget: StreamBudget | None, save: bool = True) -> None:
         self.spec, self.request, self.settings, self.control = spec, request, settings, control
-        own = StreamBudget(streams_needed(max(spec.users), SERVERS, "simultaneous"))  # never waits
+        own = StreamBudget(max(rate_streams(spec), 1) if spec.rate is not None  # never waits
+                           else streams_needed(max(spec.users), SERVERS, "simultaneous"))
         self.budget = budget if budget is not None else own
         self.keep = save
         self.result = LoadResult(spec=spec)
@@ -94,6 +137,7 @@ class LoadFrames:
         self.label = "starting"
         self.state = "running"
         self.step_users: int | None = None
+        self.held = ""  # requests per second: the streams the sweep holds, in words
         self.step_started = time.monotonic()
         self.unread_since: float | None = None
 
@@ -131,7 +175,13 @@ class LoadFrames:
 
     def _frame(self) -> LoadFrame:
         frame = LoadFrame(status=self._status(), progress=self._words())
-        if self.stepped:
+        if self.stepped and self.spec.rate is not None:
+            self.stepped = False
+            frame.rate_steps = list(self.result.rate_steps)
+            frame.per_user_figure, frame.total_figure = latency_figure(self.result), goodput_figure(self.result)
+            frame.crossover, frame.crossover_text = rate_capacity_html(self.result), self._capacity_text()
+            frame.table, frame.headers = rate_rows(self.result), RATE_HEADERS
+        elif self.stepped:
             self.stepped = False
             frame.steps = list(self.result.steps)
             frame.per_user_figure, frame.total_figure = per_user_figure(self.result), total_figure(self.result)
@@ -139,7 +189,15 @@ class LoadFrames:
             frame.table = step_rows(self.result)
         return frame
 
+    def _capacity_text(self) -> str | None:
+        s = self.result.rate_summary
+        return s.capacity_text if s is not None and len(self.result.rate_steps) >= 2 else None
+
     def _words(self) -> str:
+        if self.spec.rate is not None and self.step_users is not None:
+            elapsed = time.monotonic() - self.step_started
+            n = min(len(self.result.rate_steps) + 1, len(self.spec.rate.rates))
+            return f"step {n} of {len(self.spec.rate.rates)}: {self.label} · {elapsed:.0f} s · {self.held}"
         if self.step_users is None:
             return self.label
         elapsed = time.monotonic() - self.step_started
@@ -148,15 +206,24 @@ class LoadFrames:
     def _status(self) -> str:
         if self.state == "waiting":
             return view.run_status_html("waiting", text=f"Waiting: {self.label}")
-        return view.run_status_html("running", order_words(self.result), text=f"Load sweep: {self._words()}")
+        order = ("open loop, each server alone, the same arrivals" if self.spec.rate is not None
+                 else order_words(self.result))
+        return view.run_status_html("running", order, text=f"Load sweep: {self._words()}")
 
     async def _end_frame(self, pump: asyncio.Task[None]) -> LoadFrame:
         """The last frame: every step, the status in words; the sweep saved (a failure to save is a note)."""
         result = finish(self.result)
         exc = pump.exception() if not pump.cancelled() else None
-        end = LoadFrame(steps=list(result.steps), per_user_figure=per_user_figure(result),
-                        total_figure=total_figure(result), crossover=crossover_html(result),
-                        crossover_text=result.crossover.text, table=step_rows(result), result=result)
+        if result.spec.rate is not None:
+            end = LoadFrame(rate_steps=list(result.rate_steps), per_user_figure=latency_figure(result),
+                            total_figure=goodput_figure(result), crossover=rate_capacity_html(result),
+                            crossover_text=self._capacity_text(), table=rate_rows(result), headers=RATE_HEADERS,
+                            result=result)
+        else:
+            end = LoadFrame(steps=list(result.steps), per_user_figure=per_user_figure(result),
+                            total_figure=total_figure(result), crossover=crossover_html(result),
+                            crossover_text=result.crossover.text, table=step_rows(result), headers=STEP_HEADERS,
+                            result=result)
         if exc is not None:  # a bug, not a server fault (run_load records those in the step)
             log.error("the load sweep failed", exc_info=exc)
             end.progress = internal_error_text(exc)
@@ -165,17 +232,20 @@ class LoadFrames:
         elif pump.cancelled() or result.interrupted:
             result.interrupted = True
             why = self.control.stopped_because or "Stop was pressed"
-            end.progress = (f"stopped after {sum(s.status != 'interrupted' for s in result.steps)} of "
-                            f"{len(result.spec.users)} steps ({why}): every stream was closed")
+            done, asked = ((len(result.rate_steps), len(result.spec.rate.rates)) if result.spec.rate is not None
+                           else (sum(s.status != "interrupted" for s in result.steps), len(result.spec.users)))
+            end.progress = f"stopped after {done} of {asked} steps ({why}): every stream was closed"
+            if result.spec.rate is not None:
+                end.progress += "; the step in progress is not kept (its requests were cut)"
             end.status = view.run_status_html("stopped", await self._saved(result), text=f"Load sweep {end.progress}")
         else:
-            end.progress = f"finished: {finished_text(result)}"
+            end.progress = f"finished: {rate_finished_text(result) if result.spec.rate else finished_text(result)}"
             end.status = view.run_status_html("done", await self._saved(result), text=f"Load sweep {end.progress}")
         return end
 
     async def _saved(self, result: LoadResult) -> str:
         """The sweep saved beside the races (demo/runs/store.py, kind "load"); the status line's note."""
-        if not result.steps or not self.keep:
+        if not (result.steps or result.rate_steps) or not self.keep:
             return ""
         saved = await save(result, self.settings)
         return "run saved" if saved.name else (saved.note or "")
@@ -194,7 +264,37 @@ class LoadFrames:
         self.stepped = True
         self._say(f"{step.users} users measured")
 
+    def _rate_progress(self, label: str) -> None:
+        # run_rate_sweep's labels: "<rate> req/s: <server>, N requests over W s (bound B s)", one per server.
+        self.step_started = time.monotonic()
+        self._say(label)
+
+    def _rate_stepped(self, step: RateStep) -> None:
+        self.stepped = True
+        self._say(f"{step.rate_requests_per_s:g} req/s measured")
+
+    async def _rate_pump(self) -> None:
+        """Requests per second: the whole sweep in one run of the engine, holding its largest step's streams."""
+        assert self.spec.rate is not None
+        streams = rate_streams(self.spec)
+        self.step_users, self.step_started = 0, time.monotonic()  # not None: the status line shows the step
+        ticket = self.budget.ask(streams)
+        try:
+            while not await ticket.wait(TICK_S):
+                self._say(waiting_text(ticket), state="waiting")
+            self.held = (f"holding {streams} of the page's {self.budget.total} streams (a step's {streams} requests "
+                         "may all be in flight)")
+            self.step_started = time.monotonic()
+            self._say("starting")
+            await run_load(self.spec, self.request, self.settings, on_progress=self._rate_progress,
+                           on_rate_step=self._rate_stepped, result=self.result)
+        finally:
+            ticket.release()
+
     async def _pump(self) -> None:
+        if self.spec.rate is not None:
+            await self._rate_pump()
+            return
         for users in self.spec.users:
             self.step_users, self.step_started = users, time.monotonic()
             ticket: Ticket = self.budget.ask(streams_needed(users, SERVERS, self.spec.order))
@@ -232,8 +332,9 @@ class LoadFrames:
 
 
 def idle_status_html(max_users: int) -> str:
-    """The load panel's status line before a sweep (HTML): the user counts it takes."""
-    return view.run_status_html("idle", text=f"Ready: user counts from 1 to {max_users}, then Run sweep")
+    """The load panel's status line before a sweep (HTML): the user counts it takes, or rates."""
+    return view.run_status_html("idle", text=f"Ready: user counts from 1 to {max_users}, or requests per second, "
+                                             "then Run sweep")
 
 
 def error_frame(text: str) -> LoadFrame:

@@ -20,8 +20,9 @@ from demo.sweep.report import CSP, CSS
 if TYPE_CHECKING:
     from demo.load.engine import LoadResult
 
-_LAYOUT = layout(margin=dict(l=70, r=20, t=90, b=60), height=420,
-                 legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1.0))
+# The legend below the axis: six ITL lines wrap to three rows in the page's half-width panel, over the title.
+_LAYOUT = layout(margin=dict(l=70, r=20, t=80, b=150), height=490,
+                 legend=dict(orientation="h", yanchor="top", y=-0.3, xanchor="left", x=0.0))
 X_TITLE = "offered load (requests/s)"
 DASHES = {"p50": "solid", "p95": "dash", "p99": "dot"}
 
@@ -74,10 +75,10 @@ def _goodput_traces(result: LoadResult, axes: str = "") -> list[go.Scatter]:
     return traces
 
 
-def latency_figure(result: LoadResult) -> go.Figure:
-    """ITL p50, p95 and p99 (ms) against the offered rate, per server."""
+def latency_figure(result: LoadResult | None) -> go.Figure:
+    """ITL p50, p95 and p99 (ms) against the offered rate, per server (None: the empty chart, before a sweep)."""
     title = "Inter-token latency against the offered rate"
-    if not result.rate_steps:
+    if result is None or not result.rate_steps:
         return empty_figure(title, "each step's point appears here as it ends", _LAYOUT)
     return go.Figure(data=_latency_traces(result), layout=dict(
         _LAYOUT, title=dict(text=title, x=0.01, xanchor="left",
@@ -85,12 +86,13 @@ def latency_figure(result: LoadResult) -> go.Figure:
         xaxis=_x_axis(result), yaxis=dict(title=dict(text="ITL (ms)"), rangemode="tozero")))
 
 
-def goodput_figure(result: LoadResult) -> go.Figure:
-    """Goodput (or completed req/s) against the offered rate, per server, with the offered line."""
-    _, y_title = _good_field(result)
+def goodput_figure(result: LoadResult | None) -> go.Figure:
+    """Goodput (or completed req/s) against the offered rate, per server, with the offered line (None: the
+    empty chart, before a sweep)."""
     title = "What the servers delivered"
-    if not result.rate_steps:
+    if result is None or not result.rate_steps:
         return empty_figure(title, "each step's point appears here as it ends", _LAYOUT)
+    _, y_title = _good_field(result)
     return go.Figure(data=_goodput_traces(result), layout=dict(
         _LAYOUT, title=dict(text=title, x=0.01, xanchor="left"), xaxis=_x_axis(result),
         yaxis=dict(title=dict(text=y_title), rangemode="tozero")))
@@ -128,6 +130,33 @@ def rate_table_html(result: LoadResult) -> str:
         rows += [f'<tr><td></td><td class="l" colspan="{width - 1}">{esc(n)}</td></tr>' for n in notes]
     header = "".join(f"<th>{esc(h)}</th>" for h in HEAD)
     return f'<div class="scroll"><table><tr>{header}</tr>{"".join(rows)}</table></div>'
+
+
+MIN_STEPS_FOR_CAPACITY = 2  # the panel states capacity and crossovers once this many rates are measured
+
+
+def rate_capacity_html(result: LoadResult | None) -> str:
+    """The load panel's lines for an open-loop sweep (escaped HTML): the capacity sentence and each arm's
+    crossover in req/s once two rates are measured, the sweep's stop note; what is missing, before."""
+    steps = result.rate_steps if result is not None else []
+    s = result.rate_summary if result is not None else None
+    if result is None or not steps:
+        lines = ["Press Run sweep: the capacity and the crossover in requests/s are read off the rate steps as "
+                 "they end."]
+        state = "idle"
+    elif len(steps) < MIN_STEPS_FOR_CAPACITY or s is None:
+        lines = [f"{len(steps)} rate measured: the capacity and the crossover need {MIN_STEPS_FOR_CAPACITY}."]
+        state = "so-far"
+    else:
+        rate = result.spec.rate
+        running = rate is not None and len(steps) < len(rate.rates) and not result.interrupted and not s.stopped_note
+        lines = [("So far: " if running else "Capacity: ") + s.capacity_text + "."]
+        lines += [f"{n}: {c.text}." for n, c in s.crossovers.items()]
+        state = "so-far" if running else "final"
+    if s is not None and s.stopped_note:
+        lines.append(s.stopped_note[0].upper() + s.stopped_note[1:] + ".")
+    body = "".join(f'<div class="sd-load-sentence">{esc(line)}</div>' for line in lines)
+    return f'<div class="sd-load-crossover" data-state="{state}" data-mode="rate">{body}</div>'
 
 
 def rate_html(result: LoadResult) -> str:

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 HEAD = ("req/s", "server", "sent", "ok/fail/cut", "offered", "completed", "out tok/s", "goodput",
         "TTFT p50/95/99 ms", "ITL p50/95/99 ms", "e2e p50/95/99 s", "queue ms", "running", "KV", "preempt")
 WIDTHS = (6, 12, 5, 11, 7, 9, 9, 7, 17, 16, 15, 8, 9, 4, 7)
+# The page's rate table (demo/ui/load_panel.py): HEAD and the row's notes (ratios, saturation, errors).
+RATE_HEADERS = [*HEAD, "notes"]
 
 
 def _n(v: float | None, digits: int = 1) -> str:
@@ -40,6 +42,43 @@ def side_cells(s: RateSide) -> list[str]:
             _n(s.completed_requests_per_s, 2) + ("!" if s.saturated else ""), _n(s.output_tokens_per_s),
             _n(s.goodput_requests_per_s, 2), _ms3(s.ttft_s), _ms3(s.itl_s), _s3(s.e2e_s), queue, running,
             or_na(fmt_percent(s.kv_cache_usage_peak_perc, 0)), _n(s.num_preemptions, 0)]
+
+
+def side_notes(step: RateStep, side: RateSide) -> str:
+    """A server's notes at a step: an arm's ratios to the baseline, its saturation, its errors ("; ")."""
+    notes = []
+    arm = step.arms.get(side.name) if side is not step.baseline else None
+    if arm is not None:
+        notes.append(f"speedup (per-request decode) {or_na(fmt_speedup(arm.speedup))}, throughput ratio "
+                     f"{or_na(fmt_speedup(arm.throughput_ratio))}, goodput ratio "
+                     f"{or_na(fmt_speedup(arm.goodput_ratio))}")
+    if side.saturated:
+        notes.append(f"saturated: {side.saturation_note}")
+    notes += [f"error: {e}" for e in side.errors]
+    return "; ".join(notes)
+
+
+def rate_rows(r: LoadResult) -> list[list[str]]:
+    """Every step as the page's table rows (RATE_HEADERS): a row per server, the baseline first, the step's
+    rate (or its replay's label) on its first row."""
+    rows = []
+    for step in r.rate_steps:
+        first = f"{step.rate_requests_per_s:g}" if step.label is None else step.label
+        rows += [[first if i == 0 else "", side.name, *side_cells(side), side_notes(step, side)]
+                 for i, side in enumerate(step.servers())]
+    return rows
+
+
+def rate_finished_text(result: LoadResult) -> str:
+    """The status line for a finished open-loop sweep: the steps measured, why it stopped early, and saturation."""
+    assert result.spec.rate is not None
+    out = f"{len(result.rate_steps)} of {len(result.spec.rate.rates)} rate step(s), each server alone"
+    saturated = [f"{s.name} at {st.rate_requests_per_s:g} req/s" for st in result.rate_steps for s in st.servers()
+                 if s.saturated]
+    if saturated:
+        out += f"; saturated: {', '.join(saturated)} (see the table)"
+    summary = result.rate_summary
+    return out + (f"; {summary.stopped_note}" if summary is not None and summary.stopped_note else "")
 
 
 def rate_step_line(step: RateStep) -> str:

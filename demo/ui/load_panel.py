@@ -6,6 +6,11 @@ demo.live.load_stream (one step at a time through demo.load.engine.run_load, eac
 from the page's one stream budget); this module maps its frames onto components and computes
 nothing. The prompt is the Race tab's (its preset, prompt and temperature components, when the
 tab passes them in), else the section's own preset dropdown.
+
+The load is users (closed loop: each user sends its next request when its last one ends) or
+requests per second (open loop, demo/load/rate.py: a seeded Poisson schedule of a few requests per
+rate, sent to each server alone); the rate mode's inputs are capped here so a sweep stays short on
+stage (RATE_STEPS_MAX rates, RATE_REQUESTS_MAX requests per step, RATE_WINDOW_MAX_S of arrivals per step).
 """
 
 from __future__ import annotations
@@ -19,15 +24,19 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from pydantic import ValidationError
 
 from demo import view
+from demo.fmt import validation_summary
 from demo.live.budget import StreamBudget
-from demo.live.load_stream import LoadFrame, error_frame, idle_status_html, load_frames, start_frame
+from demo.live.load_stream import LoadFrame, error_frame, idle_frame, idle_status_html, load_frames, start_frame
 from demo.live.request import FREE_PROMPT, build_request, preset_user_text
 from demo.live.session import RaceRegistry
 from demo.live.status import internal_error_text
+from demo.load.arrivals import parse_rates
 from demo.load.engine import LoadResult, LoadSpec, make_spec, parse_users, request_from_race
 from demo.load.page import write_files
+from demo.load.rate import RateLoad, RateSlo, SloBound
 from demo.load.view import STEP_HEADERS
 from demo.presets import Preset, load_presets
 from demo.race import validate_request
@@ -40,6 +49,13 @@ log = logging.getLogger(__name__)
 DEFAULT_USERS = "1,2,4,8,16"
 # Short answers keep a sweep to minutes on a CPU pair (the issue's measurements used 160).
 DEFAULT_MAX_TOKENS = 160
+MODES = [("Users", "users"), ("Requests per second", "rate")]
+DEFAULT_RATES = "0.5,1,2"
+DEFAULT_RATE_REQUESTS = 8  # per step and server: a step at 0.5 req/s sends for about 16 s
+DEFAULT_SLO_ITL_MS = 150.0  # the capacity's bound: ITL p95 (the CPU pair's ITL is some tens of ms unloaded)
+RATE_STEPS_MAX = 6  # rates per sweep on the page (the CLI takes more)
+RATE_REQUESTS_MAX = 32  # requests per step on the page
+RATE_WINDOW_MAX_S = 120.0  # a step's arrivals on the page: at most this long per server
 
 # One budget per app when the page does not pass its own (demo.ui.app builds one for every tab).
 _fallback_budget: StreamBudget | None = None
@@ -62,7 +78,11 @@ class LoadPanel:
     registry: RaceRegistry
     presets: dict[str, Preset]
     # controls
+    mode: gr.Radio  # "users" or "rate" (requests per second)
     users: gr.Textbox
+    rates: gr.Textbox
+    rate_requests: gr.Number
+    slo_itl_ms: gr.Number
     order: gr.Radio
     max_tokens: gr.Number
     preset: gr.Dropdown  # the Race tab's, or the section's own
@@ -87,7 +107,8 @@ class LoadPanel:
     @property
     def run_inputs(self) -> list[Any]:
         """The Run button's inputs, in ``on_run``'s parameter order."""
-        return [self.users, self.order, self.max_tokens, self.preset, self.prompt, self.temperature, self.workload]
+        return [self.users, self.order, self.max_tokens, self.preset, self.prompt, self.temperature, self.workload,
+                self.mode, self.rates, self.rate_requests, self.slo_itl_ms]
 
     @property
     def live_outputs(self) -> list[Any]:
@@ -96,17 +117,23 @@ class LoadPanel:
 
     def updates(self, frame: LoadFrame) -> dict[Any, Any]:
         """A LoadFrame as {component: new value or None}, for StreamOutputs.values."""
+        table = frame.table if frame.table is None or frame.headers is None else \
+            {"headers": frame.headers, "data": frame.table}
         return {self.status: frame.status, self.crossover: frame.crossover, self.per_user_plot: frame.per_user_figure,
-                self.total_plot: frame.total_figure, self.table: frame.table,
+                self.total_plot: frame.total_figure, self.table: table,
                 self.last_load: frame.result.model_dump(mode="json") if frame.result is not None else None}
 
     # ------------------------------------------------------------ handlers
 
     def prepare(self, users_text: str, order: str, max_tok: float | None, preset_name: str | None,
                 prompt_text: str | None, temperature: float | None, workload: dict | None,
-                ) -> tuple[LoadSpec, WorkloadRequest]:
+                mode: str = "users", rates_text: str = DEFAULT_RATES, rate_requests: float | None = None,
+                slo_itl_ms: float | None = None) -> tuple[LoadSpec, WorkloadRequest]:
         """(spec, request) from the page's input; ValueError with a one-line message for bad input."""
-        users = parse_users(users_text, self.settings.max_users)
+        rate = rate_load(rates_text, rate_requests, slo_itl_ms) if mode == "rate" else None
+        users = parse_users(users_text, self.settings.max_users) if rate is None else []
+        if rate is not None:
+            order = "sequential"  # an open-loop step goes to each server alone
         preset = self.presets.get(preset_name or "")
         if prompt_text is None:  # the section's own dropdown: the preset's prompt as it is
             if preset is None:
@@ -119,10 +146,11 @@ class LoadPanel:
         loaded = None if not workload else Workload.model_validate(workload)
         req = build_request(self.presets, preset_name, prompt_text, temperature, max_tok, order, loaded)
         validate_request(req, self.settings)
-        return make_spec(self.settings, req, users, order), request_from_race(req)
+        return make_spec(self.settings, req, users, order, rate=rate), request_from_race(req)
 
     async def on_run(self, users_text: str, order: str, max_tok: float | None, preset_name: str | None,
                      prompt_text: str | None, temperature: float | None, workload: dict | None,
+                     mode: str, rates_text: str, rate_requests: float | None, slo_itl_ms: float | None,
                      request: gr.Request) -> AsyncIterator[Any]:
         """Run pressed: check the inputs, then yield a frame of outputs per event of the load sweep.
 
@@ -134,7 +162,8 @@ class LoadPanel:
         stream = StreamOutputs(self.live_outputs)
         try:
             try:
-                spec, wreq = self.prepare(users_text, order, max_tok, preset_name, prompt_text, temperature, workload)
+                spec, wreq = self.prepare(users_text, order, max_tok, preset_name, prompt_text, temperature, workload,
+                                          mode, rates_text, rate_requests, slo_itl_ms)
             except ValueError as e:
                 yield stream.values(self.updates(error_frame(str(e))))
                 return
@@ -149,6 +178,20 @@ class LoadPanel:
     async def on_stop(self, request: gr.Request) -> None:
         """Stop pressed: stop this page's load sweep."""
         self.registry.stop(_session(request))
+
+    def on_mode(self, mode: str) -> list[Any]:
+        """The load chosen: its controls shown, the other's hidden (users, order; rates, requests, SLO), and
+        the panel's charts, sentence and table cleared to that load's (the last sweep stays downloadable)."""
+        rate = mode == "rate"
+        shown = [gr.update(visible=v) for v in (not rate, not rate, rate, rate, rate)]
+        idle = self.updates(idle_frame(mode))
+        return shown + [idle[c] for c in self.mode_outputs[5:]]
+
+    @property
+    def mode_outputs(self) -> list[Any]:
+        """What a change of the load sets, in ``on_mode``'s order."""
+        return [self.users, self.order, self.rates, self.rate_requests, self.slo_itl_ms,
+                self.crossover, self.per_user_plot, self.total_plot, self.table]
 
     async def on_export(self, last_load: dict | None) -> tuple[Any, Any]:
         """The last sweep as load.html (self-contained) and load.png (the slide), to download."""
@@ -167,6 +210,32 @@ class LoadPanel:
         return files, view.run_status_html("done", text=text)
 
 
+def rate_load(rates_text: str, requests: float | None, slo_itl_ms: float | None) -> RateLoad:
+    """The open-loop sweep the panel asks (Poisson arrivals, seed 0, ``requests`` per step, an ITL p95 SLO
+    when ``slo_itl_ms`` is given); ValueError with a one-line message for bad input or past the page's caps."""
+    rates = parse_rates(rates_text)
+    if len(rates) > RATE_STEPS_MAX:
+        raise ValueError(f"{len(rates)} rates: the page measures at most {RATE_STEPS_MAX} per sweep (the CLI, "
+                         "python -m demo load --rate, takes more)")
+    if requests is None or not 1 <= requests <= RATE_REQUESTS_MAX or requests != int(requests):  # NaN, inf too
+        raise ValueError(f"requests per step must be a whole number from 1 to {RATE_REQUESTS_MAX}, got "
+                         f"{'nothing' if requests is None else f'{requests:g}'}")
+    if slo_itl_ms is not None and not slo_itl_ms > 0:
+        raise ValueError(f"the ITL SLO must be above 0 ms (or empty: no capacity), got {slo_itl_ms:g}")
+    try:
+        slo = RateSlo(itl=SloBound(ms=slo_itl_ms) if slo_itl_ms else None)
+        load = RateLoad(rates=rates, requests=int(requests), slo=slo)
+        windows = [load.schedule(i).window_s for i in range(len(rates))]
+    except ValidationError as e:
+        raise ValueError(validation_summary(e)) from e
+    for r, w in zip(rates, windows, strict=True):
+        if w > RATE_WINDOW_MAX_S:
+            raise ValueError(f"at {r:g} req/s, {int(requests)} requests take {w:.0f} s of arrivals per server: past "
+                             f"the page's bound of {RATE_WINDOW_MAX_S:g} s per step; raise the rate or ask for "
+                             "fewer requests")
+    return load
+
+
 # ---------------------------------------------------------------- layout
 
 
@@ -181,10 +250,20 @@ def build(settings: Settings, budget: StreamBudget | None = None, *, preset: gr.
                       elem_id="sd-load"):
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=280, elem_id="sd-load-controls"):
+                mode = gr.Radio(MODES, value="users", label="Load", elem_id="sd-load-mode",
+                                info="users: each sends its next request when its last ends; requests per second: "
+                                     "sent on a seeded Poisson schedule, each server alone")
                 users = gr.Textbox(value=DEFAULT_USERS, label=f"Users per step (1 to {settings.max_users})",
                                    max_lines=1, elem_id="sd-load-users")
                 order = gr.Radio([("Sequential (each server alone)", "sequential"), ("Simultaneous", "simultaneous")],
                                  value="sequential", label="Order", elem_id="sd-load-order")
+                rates = gr.Textbox(value=DEFAULT_RATES, label=f"Requests per second, a step each (at most "
+                                   f"{RATE_STEPS_MAX})", max_lines=1, visible=False, elem_id="sd-load-rates")
+                rate_requests = gr.Number(value=DEFAULT_RATE_REQUESTS, precision=0, visible=False,
+                                          label=f"Requests per step (1 to {RATE_REQUESTS_MAX})",
+                                          elem_id="sd-load-rate-requests")
+                slo_itl_ms = gr.Number(value=DEFAULT_SLO_ITL_MS, visible=False, elem_id="sd-load-slo-itl",
+                                       label="SLO for the capacity: ITL p95 at most (ms; empty: none)")
                 # No minimum/maximum: Gradio would refuse out-of-range input with a passing toast.
                 max_tokens = gr.Number(value=DEFAULT_MAX_TOKENS, precision=0, label="Max tokens per user",
                                        elem_id="sd-load-max-tokens")
@@ -214,7 +293,8 @@ def build(settings: Settings, budget: StreamBudget | None = None, *, preset: gr.
                                        file_count="multiple", interactive=False, elem_id="sd-load-files",
                                        scale=3, height=80)
     panel = LoadPanel(settings=settings, budget=budget if budget is not None else fallback_budget(settings),
-                      registry=registry or RaceRegistry(), presets=presets, users=users, order=order,
+                      registry=registry or RaceRegistry(), presets=presets, mode=mode, users=users, rates=rates,
+                      rate_requests=rate_requests, slo_itl_ms=slo_itl_ms, order=order,
                       max_tokens=max_tokens, preset=preset, run=run,
                       prompt=prompt if prompt is not None else gr.State(None),
                       temperature=temperature if temperature is not None else gr.State(None),
@@ -226,7 +306,9 @@ def build(settings: Settings, budget: StreamBudget | None = None, *, preset: gr.
 
 
 def wire(panel: LoadPanel) -> None:
-    """Wire the section's Run, Stop and Download buttons to their handlers."""
+    """Wire the section's load choice, Run, Stop and Download buttons to their handlers."""
+    panel.mode.change(panel.on_mode, inputs=[panel.mode], outputs=panel.mode_outputs, queue=False,
+                      show_progress="hidden")
     panel.run.click(panel.on_run, inputs=panel.run_inputs, outputs=panel.live_outputs,
                     # Streams are limited by the page's budget (each step waits its turn there),
                     # not by Gradio's race slots: a waiting sweep says why on its status line.

@@ -111,3 +111,34 @@ def test_bad_user_counts_say_one_line(setup, page, bad: str) -> None:
     assert "\n" not in text and "users" in text.lower(), text
     assert len(base.truth) + len(spec.truth) == before  # nothing was sent
     assert page.console_errors == []
+
+
+def test_two_rate_steps_draw_their_table_chart_and_capacity(setup, page) -> None:
+    app, base, spec = setup
+    open_panel(page, app)
+    page.locator("#sd-load-mode").get_by_label("Requests per second").check()
+    page.fill("#sd-load-rates textarea, #sd-load-rates input", "4,8")
+    page.fill("#sd-load-rate-requests input", "4")
+    page.fill("#sd-load-max-tokens input", "20")
+    page.press("#sd-load-max-tokens input", "Tab")
+    before = len(base.truth) + len(spec.truth)
+    page.click("#sd-load-run")
+    try:
+        page.wait_for_selector('#sd-load-status [data-state="done"]', timeout=60_000)
+    except Exception:
+        screenshot(page, "failure-load-rate")
+        raise
+    assert len(base.truth) + len(spec.truth) - before == 2 * 2 * 4  # two rates, two servers, four requests each
+    assert "finished: 2 of 2 rate step(s)" in page.inner_text("#sd-load-status")
+    table = page.locator("#sd-load-table")
+    assert table.get_by_role("row").count() == 1 + 2 * 2  # the header and a row per server per step
+    assert "ITL p50/95/99 ms" in table.inner_text()
+    sentence = page.inner_text("#sd-load-crossover")
+    assert "baseline holds" in sentence and "req/s" in sentence, sentence
+    # The latency chart: a point per rate on each line drawn (ITL p50/p95/p99 of both servers).
+    points = page.evaluate("() => document.querySelectorAll('#sd-load-per-user .scatterlayer .trace .points path')"
+                           ".length")
+    assert points == 2 * 3 * 2, points
+    assert page.locator("#sd-load-total .scatterlayer .trace").count() == 3  # offered, baseline, speculative
+    screenshot(page, "load-4-rate")
+    assert page.console_errors == []
