@@ -1,4 +1,4 @@
-"""The Race tab's "Load sweep" section: where speculation stops paying as users share the servers.
+"""The Race tab's "Load sweep" section: where speculation stops paying as load grows (users or requests per second).
 
 ``build`` lays the section out in page order (inside the current tab) and wires its events; the
 handlers are the methods of ``LoadPanel``, the section's components. The sweep itself runs in
@@ -246,8 +246,8 @@ def build(settings: Settings, budget: StreamBudget | None = None, *, preset: gr.
     one stream budget (a fallback for the process when None); ``preset``/``prompt``/``temperature``
     are the Race tab's components, reused (else the section has its own preset dropdown)."""
     presets, _errors = load_presets(settings.presets_dir)  # the Race tab shows the errors
-    with gr.Accordion("Load sweep: where speculation stops paying as users share the servers", open=True,
-                      elem_id="sd-load"):
+    with gr.Accordion("Load sweep: where speculation stops paying as load grows (users or requests per second)",
+                      open=True, elem_id="sd-load"):
         with gr.Row(equal_height=False):
             with gr.Column(scale=1, min_width=280, elem_id="sd-load-controls"):
                 mode = gr.Radio(MODES, value="users", label="Load", elem_id="sd-load-mode",
