@@ -210,3 +210,10 @@ def rate_section_html(result: SweepResult) -> str:
             f"{esc(QUEUE_SOURCE)}. Running: {esc(RUNNING_SOURCE)}.</p>"
             f"{figures_html(rate_figures(rated))}{rate_table_html(rated)}{na_html(rated)}</section>")
 
+
+def rate_text_html(rated: LoadResult) -> str:
+    """The words and the table of the rate steps without the chart (the Evaluate tab draws the chart in
+    its own plots): the capacity sentence, the crossovers, a row per server per step, the n/a reasons;
+    the same functions as report.html's section."""
+    return f'<div class="sd-eval-rate">{summary_html(rated)}{rate_table_html(rated)}{na_html(rated)}</div>'
+
