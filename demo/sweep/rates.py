@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from demo.charts import figures_html
 from demo.errors import BadInput
 from demo.fmt import esc, validation_summary
-from demo.load.arrivals import parse_rates
+from demo.load.arrivals import Arrivals, parse_rates
 from demo.load.engine import LoadResult, LoadSpec, finish
 from demo.load.rate import (
     DEFAULT_DRAIN_S,
@@ -47,7 +47,7 @@ ProgressFn = Callable[[str], None]
 
 
 def make_rate_load(rates: str, *, requests: int | None = None, duration_s: float | None = None,
-                   arrivals: str = "poisson", burstiness: float = 1.0, seed: int = 0,
+                   arrivals: Arrivals = "poisson", burstiness: float = 1.0, seed: int = 0,
                    drain_s: float = DEFAULT_DRAIN_S, slo_ms: Mapping[str, float | None] | None = None,
                    slo_percentile: Mapping[str, float] | None = None) -> RateLoad:
     """The open-loop sweep asked for (the CLI's and the tab's words): ``rates`` as text ("0.5,1,2"), each

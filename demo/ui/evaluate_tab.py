@@ -12,6 +12,10 @@ With several arms (the settings' arms, as on the Race tab: ``Settings.arm_endpoi
 sweep measures each against the baseline; the tab shows each workload's one line saying which
 arm to enable up to which concurrency, every arm's verdict (demo.sweep.verdict, the report's
 HTML) and a table row per arm of each cell. With one arm, the tab shows the pair.
+
+Load "requests per second" (beside "users", the concurrency): the uploaded workload open-loop at
+each rate of the rates textbox (demo/sweep/rates.py, the CLI's ``sweep --rate``); the tab shows the
+report's capacity sentence, rate table and chart, from the same functions (it computes nothing).
 """
 
 from __future__ import annotations
@@ -394,9 +398,10 @@ class EvaluateTab:
         saturated = sum(s.saturated for step in rated.rate_steps for s in step.servers())
         done = f"Done: {len(rated.rate_steps)} rate step(s)" + (
             f", {saturated} saturated server step(s) (see the table)" if saturated else "")
+        empty = _empty()  # the concurrency sweep's outputs show nothing from an earlier run
         return (run_status_html("done", text=done), upload_status_html(workload, lines), "", "", "",
-                gr.skip(), gr.skip(), gr.skip(), gr.skip(), [str(paths[k]) for k in ("html", "json", "csv")],
-                rate_text_html(rated), *_rate_plots(rated))
+                figures.throughput_figure(empty), figures.acceptance_figure(empty), figures.time_split_figure(empty),
+                [], [str(paths[k]) for k in ("html", "json", "csv")], rate_text_html(rated), *_rate_plots(rated))
 
     def _table(self, result: SweepResult) -> Any:
         """The table's rows; with several arms, with its arm column (new headers)."""
