@@ -102,6 +102,8 @@ def test_sweep_rate_matches_the_truth_and_the_report_says_its_capacity(tmp_path:
     bands = result.rate["recommendation"]["bands"]
     assert sorted(r for b in bands for r in b["rates_requests_per_s"]) == RATES
     assert "seen at (req/s)" in report
+    assert main(["schedule", str(out / "results.json")]) == 0  # keyed by batch size, naming the rates
+    assert f"(seen at {RATES[0]:g}" in capsys.readouterr().out
 
 
 def draw_offsets(result: SweepResult, index: int) -> list[float]:
