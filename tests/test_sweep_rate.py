@@ -87,8 +87,9 @@ def test_sweep_rate_matches_the_truth_and_the_report_says_its_capacity(tmp_path:
         finishes_s = max(t.t_last_token_sent or 0 for t in tr) - min(t.t_request for t in tr)
         assert finishes_s > 2 * arrivals_s and side.saturated, (side.name, finishes_s, arrivals_s, side.saturation_note)
     # speedup keeps docs/measurement.md's meaning: per-request decode tokens/s, the arm over the baseline
-    arm = steps[0].arms["speculative"]
-    assert arm.speedup == pytest.approx(arm.side.decode_tokens_per_s_p50 / steps[0].baseline.decode_tokens_per_s_p50)
+    arm, base_rate = steps[0].arms["speculative"], steps[0].baseline.decode_tokens_per_s_p50
+    assert arm.side.decode_tokens_per_s_p50 is not None and base_rate is not None
+    assert arm.speedup == pytest.approx(arm.side.decode_tokens_per_s_p50 / base_rate)
     # One capacity sentence: results.json's, the report's, the printed table's; the crossover in req/s.
     sentence = capacity_text(result)
     assert sentence and sentence.startswith("baseline holds") and "end-to-end latency p90 ≤ 1500 ms" in sentence
@@ -125,7 +126,7 @@ def test_the_tab_shows_the_reports_capacity_sentence(tmp_path: Path) -> None:
         with gr.Blocks():
             tab = evaluate_tab.build(settings)
         out = asyncio.run(tab.on_run([], "1", "", 1, 0, 8, str(file), 0, 0, None, 400, None, False,
-                                     "requests per second", "5,10", 4, 50,
+                                     "requests per second", "10,20", 4, 50,
                                      progress=cast(gr.Progress, lambda *_a, **_k: None)))
     assert len(out) == len(tab.run_outputs)
     status, files, view, latency = out[0], out[9], out[10], out[11]  # run_outputs' order
@@ -158,7 +159,7 @@ def test_bad_input_is_one_line(flags: list[str], words: str, tmp_path: Path, cap
 
 
 @pytest.mark.parametrize(("rates", "percentile", "words"), [
-    ("0.5,0", 95, "Requests per second must be requests per second above 0, got 0"),
+    ("0.5,0", 95, "Rate must be requests per second above 0, got 0"),
     ("1", 100, "SLO percentile must be a whole percentile from 1 to 99, got 100"),
     ("1", 0, "SLO percentile must be a whole percentile from 1 to 99, got 0"),
 ])

@@ -66,7 +66,7 @@ DEFAULT_PRESETS = ["json_reformat", "poetry"]
 LOAD_KINDS = ["users", "requests per second"]
 MAX_RATE_REQUESTS = 240
 # The inputs make_rate_load's BadInput names, as the page labels them.
-RATE_LABELS = {"rate": "Requests per second", "duration": "Requests per step", "slo-ttft-p": "SLO percentile",
+RATE_LABELS = {"rate": "Rate", "duration": "Requests per step", "slo-ttft-p": "SLO percentile",
                "slo-itl-p": "SLO percentile", "slo-e2e-p": "SLO percentile", "slo-ttft-ms": "SLO TTFT",
                "slo-itl-ms": "SLO ITL"}
 TABLE_HEADERS = ["preset", "T", "concurrency", "status", "speedup", "throughput ratio", "acceptance",
