@@ -16,6 +16,7 @@ from demo.fmt import validation_summary
 from demo.load.engine import LoadResult, recommend_schedule
 from demo.load.rate import rate_schedule
 from demo.sweep.models import NoRecommendation, Recommendation, ScheduleSlo, SweepResult
+from demo.sweep.rates import load_result
 from demo.sweep.schedule import recommendation_json, recommendation_lines, sweep_cells, sweep_recommendation
 
 MAX_FILE_BYTES = 100_000_000  # a results.json of a long sweep is a few MB
@@ -65,6 +66,8 @@ def check_model(result: LoadResult | SweepResult, path: Path, model: str | None)
 def recommend_from(result: LoadResult | SweepResult, path: Path,
                    slo: ScheduleSlo | None) -> Recommendation | NoRecommendation:
     """The recommendation; UsageError when the sweep has no load steps or concurrency cells."""
+    if isinstance(result, SweepResult) and (rated := load_result(result)) is not None:  # sweep --rate
+        result = rated
     if isinstance(result, LoadResult) and result.spec.rate is not None:  # open loop: keyed by the batch each rate made
         configs = {a.name: {"method": a.method} for a in result.spec.arm_list() if a.method}
         rec = rate_schedule(result.rate_steps, result.spec.rate.slo, configs, slo)

@@ -159,22 +159,27 @@ def rate_capacity_html(result: LoadResult | None) -> str:
     return f'<div class="sd-load-crossover" data-state="{state}" data-mode="rate">{body}</div>'
 
 
+def summary_html(result: LoadResult) -> str:
+    """The capacity sentence (``id="capacity"``), how each capacity was found (or why not), the crossovers
+    in req/s and why the sweep stopped early: load.html's and report.html's words over the rate steps."""
+    s = result.rate_summary
+    html = f'<p class="lead" id="capacity">{esc(s.capacity_text if s else "no step measured yet")}.</p>'
+    if s is not None:
+        html += "<ul>" + "".join(f"<li>{esc(n)}: {esc(c.method or c.na_reason or '')}</li>"
+                                 for n, c in s.capacity.items()) + "</ul>"
+        html += '<ul id="crossovers">' + "".join(f"<li>{esc(n)}: {esc(c.text)}</li>"
+                                                 for n, c in s.crossovers.items()) + "</ul>"
+        if s.stopped_note:
+            html += f"<p>{esc(s.stopped_note)}.</p>"
+    return html
+
+
 def rate_html(result: LoadResult) -> str:
     """load.html of an open-loop sweep: the capacity sentence, the crossovers, both figures and every step."""
     rate = result.spec.rate
     assert rate is not None
     figs = figures_html((("latency", latency_figure(result)), ("goodput", goodput_figure(result))))
-    s = result.rate_summary
     when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")
-    lead = f'<p class="lead" id="capacity">{esc(s.capacity_text if s else "no step measured yet")}.</p>'
-    more = ""
-    if s is not None:
-        more = "<ul>" + "".join(f"<li>{esc(n)}: {esc(c.method or c.na_reason or '')}</li>"
-                                for n, c in s.capacity.items()) + "</ul>"
-        more += '<ul id="crossovers">' + "".join(f"<li>{esc(n)}: {esc(c.text)}</li>"
-                                                 for n, c in s.crossovers.items()) + "</ul>"
-        if s.stopped_note:
-            more += f"<p>{esc(s.stopped_note)}.</p>"
     length = f"{rate.duration_s:g} s of arrivals" if rate.duration_s else f"{rate.requests} requests"
     what = (f"{esc(', '.join(f'{r:g}' for r in rate.rates))} req/s, {esc(rate.arrivals)} arrivals (seed {rate.seed}), "
             f"{esc(length)} per step" if rate.replay is None else
@@ -190,8 +195,7 @@ def rate_html(result: LoadResult) -> str:
 <script>{get_plotlyjs()}</script>
 </head><body><main>
 <h1>Requests per second each server holds: {esc(result.spec.workload)}</h1>
-{lead}
-{more}
+{summary_html(result)}
 <p class="muted">Open-loop load of {esc(when)}: {what}, each step bounded at its window
 plus {rate.drain_s:g} s;
 {result.spec.max_tokens} tokens; each server alone, the same schedule. Queue: {esc(QUEUE_SOURCE)}. Running:

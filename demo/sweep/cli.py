@@ -25,6 +25,7 @@ from demo.sweep.capacity import Slo
 from demo.sweep.guardrails import guardrails_for, write_guardrails
 from demo.sweep.models import CellResult, SweepResult, SweepSpec, WorkloadSpec
 from demo.sweep.plan import UnknownPresetError, resolve_presets
+from demo.sweep.rate_cli import add_rate_args, cmd_rate_sweep, rate_arg
 from demo.sweep.report import DECISION_LABELS, finalize, write_outputs
 from demo.sweep.runner import Progress, new_result, run_sweep, settings_arms
 from demo.sweep.verdict import VERDICT_BASIS
@@ -68,6 +69,7 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
                    "them): the report says which part of the price each arm carries")
     p.add_argument("--concurrency", default=DEFAULT_CONCURRENCY,
                    help=f"concurrent requests per batch, comma-separated (default {DEFAULT_CONCURRENCY})")
+    add_rate_args(p)
     p.add_argument("--temperatures", help="comma-separated (default: each preset's own temperature)")
     p.add_argument("--repeats", type=int, default=3, help="measured A/B repeats per cell (default 3)")
     p.add_argument("--warmup", type=int, default=1, help="untimed warm-up batches per server per cell (default 1)")
@@ -223,8 +225,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     routing lines. Returns 0 when at least one cell did not fail, 1 when every cell failed, 130 on Ctrl-C. Raises
     UsageError on bad options, an unknown preset or a bad workload file."""
     settings = settings_from_args(args)
+    rate = rate_arg(args)  # open loop (--rate), checked before the workload is read
     workload = load_workload_arg(args, settings)
     spec = build_spec(args, settings, workload)
+    if rate is not None:
+        return cmd_rate_sweep(args, settings, spec, workload, rate)
     try:
         presets = resolve_presets(spec.presets, settings.presets_dir)
     except UnknownPresetError as e:

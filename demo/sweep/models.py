@@ -588,6 +588,10 @@ class SweepResult(BaseModel):
     sessions: SessionReplay | None = None
     # The schedule of k per concurrency band (demo/sweep/schedule.py), from one workload's concurrency cells.
     recommendation: Recommendation | NoRecommendation | None = None
+    # An open-loop sweep (sweep --rate, demo/sweep/rates.py): load.json's object (demo/load/rate_view.py
+    # rate_json: the settings, every rate step, the capacity sentence and crossovers in req/s, the schedule's
+    # bands with their rates); None for a sweep over concurrency. demo.sweep.rates.load_result reads it back.
+    rate: dict[str, Any] | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -287,10 +287,12 @@ def settings_html(result: SweepResult) -> str:
     sp = result.spec
     m = result.machine
     temps = ", ".join(f"{t:g}" for t in sp.temperatures) if sp.temperatures is not None else "each preset's own"
+    rate = (result.rate or {}).get("rate")
     rows = [
         ("presets", ", ".join(sp.presets) or "none"),
         ("workload file", f"{sp.workload.name} ({sp.workload.requests} requests)" if sp.workload else "none"),
-        ("concurrency", ", ".join(map(str, sp.concurrency))),
+        ("concurrency", ", ".join(map(str, sp.concurrency))) if rate is None else
+        ("requests per second (open loop)", ", ".join(f"{r:g}" for r in rate["rates"])),
         ("temperatures", temps + ("; the workload file's requests: each their own" if sp.workload else "")),
         ("repeats", sp.repeats), ("warm-up batches per cell", sp.warmup),
         ("max tokens", sp.max_tokens or "each preset's (request's) own"),
@@ -298,6 +300,12 @@ def settings_html(result: SweepResult) -> str:
         ("order", "sequential A/B: baseline batch, then speculative batch, each server alone"
          if sp.order == "sequential" else "simultaneous: both batches at once (they compete)"),
     ]
+    if rate is not None:  # an open-loop step sends each request once, at its own temperature, no warm-up
+        length = f"{rate['duration_s']:g} s of arrivals" if rate.get("duration_s") else f"{rate['requests']} requests"
+        rows = [r for r in rows if r[0] not in ("temperatures", "repeats", "warm-up batches per cell", "order")]
+        rows += [("each step", f"{length}, {rate['arrivals']} arrivals (seed {rate['seed']}), bound: the window "
+                  f"plus {rate['drain_s']:g} s"),
+                 ("order", "sequential: the step's schedule to the baseline, then to each arm, each server alone")]
     if m is not None:
         rows += [("machine", m.platform), ("python", m.python), ("CPUs", m.cpu_count or "n/a"),
                  ("memory", f"{m.memory_total_gb} GB" if m.memory_total_gb else "n/a"),
@@ -308,13 +316,29 @@ def settings_html(result: SweepResult) -> str:
 
 def report_html(result: SweepResult) -> str:
     """The whole report.html: one self-contained page with verdicts, figures, tables and settings."""
-    figs = figures_html(all_figures(result))
+    # An open-loop sweep (results.json "rate") shows its rate steps where a concurrency sweep has its cells.
+    # Imported here: demo/sweep/rates.py draws with demo/load/rate_page.py, which takes this page's CSS.
+    from demo.sweep.rates import load_result, rate_section_html
+    rated = load_result(result)
+    figs = figures_html(all_figures(result)) if rated is None else ""
     when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")
     banner = ""
     if result.interrupted:
         banner = (f'<p class="banner" data-interrupted="true">Interrupted: partial results, '
                   f"{len(result.cells)} cell(s) recorded. The verdicts use only these.</p>")
+        if rated is not None:
+            banner = (f'<p class="banner" data-interrupted="true">Interrupted: partial results, '
+                      f"{len(rated.rate_steps)} rate step(s) recorded. The capacity uses only these.</p>")
     verdicts = "".join(verdicts_html(v) for v in result.verdicts) or '<p class="muted">No cells measured.</p>'
+    if rated is not None:
+        verdicts = ('<p class="muted">An open-loop sweep: its answer is the capacity each server holds in '
+                    'requests per second, below.</p>')
+    schedule = schedule_html(result.recommendation if rated is None or rated.rate_summary is None
+                             else rated.rate_summary.recommendation)
+    cells = f"<h2>Charts</h2>\n{figs}\n<h2>Every cell</h2>\n{cells_table_html(result)}\n{arms_table_html(result)}"
+    count = f"{len(result.cells)} cell(s)" if rated is None else f"{len(rated.rate_steps)} rate step(s)"
+    per = ("Each is given per repeat: the median, and the range over repeats." if rated is None else
+           "Each is given per rate step, over the step's finished requests.")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{CSP}">
@@ -324,20 +348,16 @@ def report_html(result: SweepResult) -> str:
 <script>{get_plotlyjs()}</script>
 </head><body><main>
 <h1>Speculative decoding: is it worth it for this workload?</h1>
-{summary_paragraph(result)}
-<p class="muted" id="ratio-names">Sweep of {esc(when)}: {len(result.cells)} cell(s). {esc(VERDICT_BASIS)}
-Each is given per repeat: the median, and the range over repeats.</p>
+{summary_paragraph(result) if rated is None else ""}
+<p class="muted" id="ratio-names">Sweep of {esc(when)}: {count}. {esc(VERDICT_BASIS)}
+{per}</p>
 {banner}
 <h2>Verdict</h2>
 {verdicts}
 {workload_sections(result)}
 <h2>Recommended schedule</h2>
-{schedule_html(result.recommendation)}
-<h2>Charts</h2>
-{figs}
-<h2>Every cell</h2>
-{cells_table_html(result)}
-{arms_table_html(result)}
+{schedule}
+{cells if rated is None else rate_section_html(result)}
 <h2>Errors</h2>
 {errors_html(result)}
 <h2>Sample answers</h2>

@@ -364,6 +364,20 @@ def new_result(spec: SweepSpec, presets: dict[str, Preset]) -> SweepResult:
                        preset_titles={n: p.title for n, p in presets.items()})
 
 
+async def describe_servers(servers: Mapping[str, ServerHandle], arms: Sequence[ArmSpec], settings: Settings,
+                           result: SweepResult) -> None:
+    """Each server's description and vLLM version into ``result`` (``servers``, ``server_versions``), as
+    the report shows them; before anything is measured."""
+    result.servers = list(await asyncio.gather(
+        *(probe_server(s.http, s.side, s.url, settings, arm=s.arm if len(arms) > 1 else None, method=s.method,
+                       first_arm=s.arm in (None, arms[0].name)) for s in servers.values())))
+    for i, (name, server) in enumerate(servers.items()):
+        # "baseline", "speculative" (the first arm, as before arms), then the other arms by name
+        key = "baseline" if i == 0 else "speculative" if i == 1 else name
+        if (version := await server_version(server.http, server.url, settings)) is not None:
+            result.server_versions[key] = version
+
+
 async def run_sweep(
     spec: SweepSpec,
     settings: Settings,
@@ -391,14 +405,7 @@ async def run_sweep(
             on_progress(Progress(done=done, total=total, label=label))
 
     try:
-        result.servers = list(await asyncio.gather(
-            *(probe_server(s.http, s.side, s.url, settings, arm=s.arm if len(arms) > 1 else None, method=s.method,
-                           first_arm=s.arm in (None, arms[0].name)) for s in servers.values())))
-        for i, (name, server) in enumerate(servers.items()):
-            # "baseline", "speculative" (the first arm, as before arms), then the other arms by name
-            key = "baseline" if i == 0 else "speculative" if i == 1 else name
-            if (version := await server_version(server.http, server.url, settings)) is not None:
-                result.server_versions[key] = version
+        await describe_servers(servers, arms, settings, result)
         for cell in cells:
             try:
                 cell_result = await run_cell(cell, cell_requests(cell, presets, workload), servers, settings,

@@ -36,14 +36,20 @@ def schedule_html(rec: Recommendation | NoRecommendation | None) -> str:
         return ""
     if isinstance(rec, NoRecommendation):
         return f'<div class="sd-schedule" data-schedule=""><p>Recommended schedule: n/a ({esc(rec.reason)})</p></div>'
+    rated = any(b.rates_requests_per_s for b in rec.bands)  # an open-loop sweep's: the rates behind each band
+
+    def seen(rates: list[float]) -> str:
+        return f'<td>{esc(", ".join(f"{r:g}" for r in rates) or "n/a")}</td>' if rated else ""
     rows = "".join(
-        f'<tr data-k="{b.k}"><td>{b.users_from}-{b.users_to}</td><td>{b.k}</td><td class="l">{esc(b.server)}</td>'
+        f'<tr data-k="{b.k}"><td>{b.users_from}-{b.users_to}</td>{seen(b.rates_requests_per_s)}<td>{b.k}</td>'
+        f'<td class="l">{esc(b.server)}</td>'
         f'{num_td(b.per_user_decode_tokens_per_s, ".1f")}{num_td(b.baseline_tokens_per_s, ".1f")}'
         f'<td class="l">{esc(b.why)}</td></tr>' for b in rec.bands)
     schedule = json.dumps(rec.speculative_config.get("num_speculative_tokens_per_batch_size"), separators=(",", ":"))
     return (f'<div class="sd-schedule" data-schedule="{esc(schedule)}"><p class="sd-schedule-line">{esc(rec.text)}</p>'
             f'<p class="sd-schedule-adaptive">{esc(rec.adaptive_text)}</p>'
-            '<table><tr><th>users (batch size)</th><th>k</th><th class="l">from</th><th>per-user tok/s</th>'
+            '<table><tr><th>users (batch size)</th>'
+            + ('<th>seen at (req/s)</th>' if rated else '') + '<th>k</th><th class="l">from</th><th>per-user tok/s</th>'
             f'<th>baseline tok/s</th><th class="l">why</th></tr>{rows}</table>'
             f'<p class="muted">{esc(BATCH_NOTE)}. Configured but off: {esc(rec.configured_but_off.text)}</p>'
             + "".join(f'<p class="muted">Note: {esc(n)}</p>' for n in rec.notes) +

@@ -12,6 +12,10 @@ With several arms (the settings' arms, as on the Race tab: ``Settings.arm_endpoi
 sweep measures each against the baseline; the tab shows each workload's one line saying which
 arm to enable up to which concurrency, every arm's verdict (demo.sweep.verdict, the report's
 HTML) and a table row per arm of each cell. With one arm, the tab shows the pair.
+
+Load "requests per second" (beside "users", the concurrency): the uploaded workload open-loop at
+each rate of the rates textbox (demo/sweep/rates.py, the CLI's ``sweep --rate``); the tab shows the
+report's capacity sentence, rate table and chart, from the same functions (it computes nothing).
 """
 
 from __future__ import annotations
@@ -25,15 +29,26 @@ from typing import Any
 import gradio as gr
 from pydantic import ValidationError
 
+from demo.errors import BadInput
 from demo.fmt import esc, fmt_percent, fmt_speedup, fmt_temperature, or_na, validation_summary
 from demo.live.budget import StreamBudget, sweep_streams, waiting_text
 from demo.live.status import internal_error_text
+from demo.load.engine import LoadResult, LoadSpec
+from demo.load.rate import RateLoad
 from demo.presets import load_presets, resolve_presets
 from demo.settings import Settings
 from demo.sweep import figures
 from demo.sweep.capacity import Slo
 from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
+from demo.sweep.rates import (
+    check_workload,
+    make_rate_load,
+    new_load_result,
+    rate_figures,
+    rate_text_html,
+    run_rate_sweep_of,
+)
 from demo.sweep.report import VERDICT_CSS, finalize, write_outputs
 from demo.sweep.report import verdicts_html as workload_verdicts_html
 from demo.sweep.report_workload import capacity_html, profile_html, segments_html, summary_paragraph
@@ -47,6 +62,13 @@ log = logging.getLogger(__name__)
 # A page sweep stays small: the audience waits for it. The CLI has no such cap.
 MAX_BATCHES = 48
 DEFAULT_PRESETS = ["json_reformat", "poetry"]
+# Open loop on the page: the choice, and at most this many requests over every step and server.
+LOAD_KINDS = ["users", "requests per second"]
+MAX_RATE_REQUESTS = 240
+# The inputs make_rate_load's BadInput names, as the page labels them.
+RATE_LABELS = {"rate": "Rate", "duration": "Requests per step", "slo-ttft-p": "SLO percentile",
+               "slo-itl-p": "SLO percentile", "slo-e2e-p": "SLO percentile", "slo-ttft-ms": "SLO TTFT",
+               "slo-itl-ms": "SLO ITL"}
 TABLE_HEADERS = ["preset", "T", "concurrency", "status", "speedup", "throughput ratio", "acceptance",
                  "tokens/step (theory)", "baseline tok/s", "speculative tok/s", "prefill share", "errors"]
 
@@ -194,6 +216,12 @@ class EvaluateTab:
     repeats: gr.Number
     warmup: gr.Number
     max_tokens: gr.Number
+    # closed loop (users: the concurrency above) or open loop (requests per second)
+    load_kind: gr.Radio
+    rate_row: gr.Row  # the rates' inputs, shown for requests per second
+    rates: gr.Textbox
+    rate_requests: gr.Number
+    slo_percentile: gr.Number
     # the workload upload, its sample and the capacity inputs
     upload: gr.File
     upload_status: gr.HTML
@@ -216,6 +244,10 @@ class EvaluateTab:
     acc_plot: gr.Plot
     split_plot: gr.Plot
     table: gr.Dataframe
+    # an open-loop sweep's results: the capacity sentence and table, then its chart
+    rate_view: gr.HTML
+    rate_latency_plot: gr.Plot
+    rate_goodput_plot: gr.Plot
     # session state
     workload: gr.State  # dict | None: the uploaded Workload, shared with the Race tab (see demo.ui.app)
 
@@ -225,13 +257,15 @@ class EvaluateTab:
     def run_inputs(self) -> list[Any]:
         """The Run button's inputs, in ``on_run``'s parameter order."""
         return [self.presets, self.concurrency, self.temperatures, self.repeats, self.warmup, self.max_tokens,
-                self.upload, self.sample_n, self.seed, self.slo_ttft, self.slo_itl, self.price, self.redact]
+                self.upload, self.sample_n, self.seed, self.slo_ttft, self.slo_itl, self.price, self.redact,
+                self.load_kind, self.rates, self.rate_requests, self.slo_percentile]
 
     @property
     def run_outputs(self) -> list[Any]:
         """The Run button's outputs, in the order ``on_run`` returns them."""
         return [self.status, self.upload_status, self.summary, self.verdict, self.workloads, self.throughput_plot,
-                self.acc_plot, self.split_plot, self.table, self.report]
+                self.acc_plot, self.split_plot, self.table, self.report, self.rate_view, self.rate_latency_plot,
+                self.rate_goodput_plot]
 
     def failed(self, text: str, upload_html: Any = None) -> tuple[Any, ...]:
         """The run's outputs for a sweep that did not run: the status (and the upload's), the rest kept."""
@@ -242,7 +276,8 @@ class EvaluateTab:
 
     async def on_run(self, names: list[str], conc: str, temps: str, reps: float, warm: float, max_tok: float,
                      path: str | None, n: float | None, seed_value: float | None, ttft_ms: float | None,
-                     itl_ms: float | None, gpu_price: float | None, redacted: bool,
+                     itl_ms: float | None, gpu_price: float | None, redacted: bool, load_kind: str = "users",
+                     rates: str = "", rate_requests: float | None = None, slo_p: float | None = None,
                      progress: gr.Progress = gr.Progress()) -> tuple[Any, ...]:  # noqa: B008 (Gradio's idiom)
         """Run pressed: check the inputs and the upload, run the sweep when the page's stream budget allows.
 
@@ -255,6 +290,9 @@ class EvaluateTab:
             return self.failed(str(e), upload_error_html(e))
         except OSError as e:  # the upload vanished from Gradio's cache
             return self.failed(f"cannot read the uploaded file: {e.strerror or e}; upload it again")
+        if load_kind == LOAD_KINDS[1]:
+            return await self._run_rates(workload, lines, rates, rate_requests, ttft_ms, itl_ms, slo_p, max_tok,
+                                         bool(redacted), progress)
         if not names and workload is None:
             return self.failed("Pick at least one preset, or upload a workload file.")
         try:
@@ -308,7 +346,62 @@ class EvaluateTab:
                 upload_status_html(workload, lines) if workload is not None else gr.skip(),
                 summary_paragraph(result) if result.workloads else "", verdicts_html(result),
                 workload_html(result), figures.throughput_figure(result), figures.acceptance_figure(result),
-                figures.time_split_figure(result), self._table(result), files)
+                figures.time_split_figure(result), self._table(result), files, "", *_rate_plots(None))
+
+    async def _run_rates(self, workload: Workload | None, lines: list[str], rates: str, n: float | None,
+                         ttft_ms: float | None, itl_ms: float | None, slo_p: float | None, max_tok: float,
+                         redacted: bool, progress: gr.Progress) -> tuple[Any, ...]:
+        """Run pressed with "requests per second": the uploaded workload's requests open-loop at each rate
+        (demo/sweep/rates.py, the CLI's sweep --rate), then the report's capacity sentence, table and chart.
+        Bad input (a rate <= 0, a percentile outside (0, 100), no file) is the status's one line."""
+        if workload is None:
+            return self.failed("Requests per second sends your workload's requests: upload a workload file.")
+        if n is None or n != int(n) or n < 1:
+            return self.failed(f"Requests per step must be a whole number of at least 1, not {n}.")
+        p = 95.0 if slo_p is None else float(slo_p)
+        try:
+            load = make_rate_load(rates, requests=int(n), slo_ms={"ttft": ttft_ms or None, "itl": itl_ms or None},
+                                  slo_percentile={"ttft": p, "itl": p})
+            check_workload(workload)
+            spec = make_spec(self.settings, [], "1", "", 1, 0, int(max_tok) if max_tok else None, workload=workload,
+                             redact=redacted)
+            rated = new_load_result(spec, load, workload, spec.max_tokens)
+        except BadInput as e:
+            what = RATE_LABELS.get(e.field or "", e.field)
+            return self.failed(f"{what} {e.problem}" if what and e.problem else str(e).splitlines()[0])
+        servers = 1 + len(spec_arms(spec))
+        total = len(load.rates) * int(n) * servers
+        if total > MAX_RATE_REQUESTS:
+            return self.failed(f"That sweep sends {total} requests; the page sends at most {MAX_RATE_REQUESTS}. "
+                               "Use fewer rates or requests per step, or `python -m demo sweep --rate`.")
+        result = new_result(spec, {})
+        ticket = self.budget.ask(min(int(n), self.budget.total))
+        started = 0
+
+        def on_progress(label: str) -> None:
+            nonlocal started
+            progress(started / (len(load.rates) * servers), desc=label)
+            started += 1
+
+        try:
+            while not await ticket.wait(1.0):
+                progress(0.0, desc=waiting_text(ticket))
+            await run_rate_sweep_of(spec, load, workload, self.settings, result, rated, max_tokens=spec.max_tokens,
+                                    on_progress=on_progress)
+            finalize(result)
+            paths = write_outputs(result, Path(tempfile.mkdtemp(prefix="specdemo-sweep-")))
+        except Exception as e:  # a bug or a full disk: said where the user looks, traceback in the log
+            log.exception("the rate sweep failed")
+            return self.failed(internal_error_text(e))
+        finally:
+            ticket.release()
+        saturated = sum(s.saturated for step in rated.rate_steps for s in step.servers())
+        done = f"Done: {len(rated.rate_steps)} rate step(s)" + (
+            f", {saturated} saturated server step(s) (see the table)" if saturated else "")
+        empty = _empty()  # the concurrency sweep's outputs show nothing from an earlier run
+        return (run_status_html("done", text=done), upload_status_html(workload, lines), "", "", "",
+                figures.throughput_figure(empty), figures.acceptance_figure(empty), figures.time_split_figure(empty),
+                [], [str(paths[k]) for k in ("html", "json", "csv")], rate_text_html(rated), *_rate_plots(rated))
 
     def _table(self, result: SweepResult) -> Any:
         """The table's rows; with several arms, with its arm column (new headers)."""
@@ -359,7 +452,16 @@ def build(settings: Settings, workload_state: gr.State | None = None,
 def _controls(choices: list[tuple[str, str]], default: list[str]) -> dict[str, Any]:
     c: dict[str, Any] = {}
     c["presets"] = gr.CheckboxGroup(choices=choices, value=default, label="Presets", elem_id="sd-eval-presets")
+    c["load_kind"] = gr.Radio(choices=LOAD_KINDS, value=LOAD_KINDS[0], label="Load: users (concurrency) or "
+                              "requests per second (open loop, your workload's requests)", elem_id="sd-eval-kind")
     c["concurrency"] = gr.Textbox(value="1,2", label="Concurrency (comma-separated)", elem_id="sd-eval-conc")
+    with gr.Row(visible=False) as c["rate_row"]:
+        c["rates"] = gr.Textbox(value="0.5,1,2", label="Requests per second (comma-separated)",
+                                elem_id="sd-eval-rates", min_width=160)
+        c["rate_requests"] = gr.Number(value=8, precision=0, label="Requests per step", min_width=90,
+                                       elem_id="sd-eval-rate-requests")
+        c["slo_percentile"] = gr.Number(value=95, label="SLO percentile (1-99)", min_width=90,
+                                        elem_id="sd-eval-slo-p")
     c["temperatures"] = gr.Textbox(value="", label="Temperatures (blank: each preset's own)",
                                    placeholder="e.g. 0,0.7,1.0", elem_id="sd-eval-temps")
     with gr.Row():
@@ -421,6 +523,12 @@ def _results(several: bool) -> dict[str, Any]:
                                   elem_id="sd-eval-split")
     c["table"] = gr.Dataframe(headers=table_headers(several), value=[], interactive=False, wrap=True,
                               elem_id="sd-eval-table")
+    c["rate_view"] = gr.HTML(elem_id="sd-eval-rate")
+    latency, goodput = _rate_plots(None)
+    with gr.Row():
+        c["rate_latency_plot"] = gr.Plot(latency, label="ITL against the offered rate", elem_id="sd-eval-rate-latency")
+        c["rate_goodput_plot"] = gr.Plot(goodput, label="Goodput against the offered rate",
+                                         elem_id="sd-eval-rate-goodput")
     return c
 
 
@@ -429,9 +537,25 @@ def wire(tab: EvaluateTab) -> None:
     for trigger in (tab.upload.change, tab.sample_n.submit, tab.seed.submit):
         trigger(tab.on_upload, inputs=[tab.upload, tab.sample_n, tab.seed], outputs=[tab.upload_status, tab.workload],
                 show_progress="hidden")
+    tab.load_kind.change(on_load_kind, inputs=[tab.load_kind], outputs=[tab.rate_row, tab.concurrency],
+                         show_progress="hidden")
     event = tab.run.click(tab.on_run, inputs=tab.run_inputs, outputs=tab.run_outputs, concurrency_limit=1,
                           concurrency_id="sweep", show_progress="full", show_progress_on=[tab.status])
     tab.stop.click(on_stop, outputs=[tab.status], cancels=[event], queue=False)
+
+
+def on_load_kind(kind: str) -> tuple[Any, Any]:
+    """The load's choice changed: the rates' row shows for requests per second, the concurrency for users."""
+    rate = kind == LOAD_KINDS[1]
+    return gr.update(visible=rate), gr.update(visible=not rate)
+
+
+def _rate_plots(rated: LoadResult | None) -> list[Any]:
+    """The rate chart (demo/load/rate_page.py's two figures); their placeholders before an open-loop sweep."""
+    if rated is None:
+        rated = LoadResult(spec=LoadSpec(rate=RateLoad(rates=[1], requests=1), workload="-", max_tokens=1,
+                                         temperature=0, baseline_url="", speculative_url=""))
+    return [fig for _, fig in rate_figures(rated)]
 
 
 def on_stop() -> str:
