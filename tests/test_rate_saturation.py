@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 
 from demo.load.arrivals import ArrivalSchedule
-from demo.load.rate import SATURATED_SHARE, RateSide, _saturation, latency_growth
+from demo.load.rate import SATURATED_SHARE, RateSide, RateSlo, _saturation, capacity_of, latency_growth
 from demo.results import SideResult
 
 
@@ -54,3 +54,14 @@ def test_the_growth_bound_is_the_span_rules_share() -> None:
 
 def test_too_few_requests_give_no_trend() -> None:
     assert latency_growth([(float(i), 1.0 + i) for i in range(7)]) is None
+
+
+def test_a_saturated_step_does_not_hold_its_rate_though_its_requests_met_the_slo() -> None:
+    # A step 10x above what the server holds, short enough that its few requests all met the SLO:
+    # the capacity is the last rate that kept up, not "at least" the saturated one.
+    slo = RateSlo.model_validate({"itl": {"ms": 100, "percentile": 95}})
+    steps = [RateSide(name="baseline", rate_requests_per_s=r, sent=10, finished=10, slo_figures_s={"itl": 0.05},
+                      saturated=r > 4) for r in (2, 4, 40)]
+    cap = capacity_of("baseline", steps, slo)
+    assert cap.requests_per_s == 4 and not cap.at_least, cap
+    assert "40 req/s lost requests or saturated" in cap.method

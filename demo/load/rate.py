@@ -544,8 +544,9 @@ async def run_rate_sweep(load: RateLoad, servers: Mapping[str, ServerHandle], re
 
 def _slo_ratio(side: RateSide, slo: RateSlo) -> float:
     """The worst bound's measured/allowed ratio at a step (<= 1 meets every bound); inf when the step
-    lost requests (failed or cut: its percentiles would leave them out) or a bounded figure is unknown."""
-    if side.failed or side.cut or not side.finished:
+    lost requests (failed or cut: its percentiles would leave them out), saturated (a server that falls
+    behind does not hold the rate, however its short step's requests fared) or a bounded figure is unknown."""
+    if side.failed or side.cut or not side.finished or side.saturated:
         return math.inf
     worst = 0.0
     for key, b in slo.bounds().items():
