@@ -1,7 +1,7 @@
 """The bounds of each input, written once, as pydantic types: every model that takes one of these
 inputs (a preset, a workload line, a race's request, a sweep, a load sweep) uses its type, so a
 bound lives here and its message is pydantic's, said in one line by common/validation.py (the
-CLI names its flag: demo.cli_args.usage_error; the page names the field).
+CLI names its flag: demo.cli.args.usage_error; the page names the field).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from demo.cli_args import UsageError, build_request, usage_error
+from demo.cli.args import UsageError, build_request, usage_error
 from demo.errors import BadInput
 from demo.limits import MAX_TOKENS_LIMIT, TEMPERATURE_MAX
 from demo.live.request import build_request as page_request

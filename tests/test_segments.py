@@ -14,11 +14,11 @@ from typing import NamedTuple, cast
 
 import pytest
 
+from demo.cli.sweep import make_spec
 from demo.fmt import esc
 from demo.results import Message
 from demo.sampling import ResponseFormat
 from demo.settings import Settings
-from demo.sweep.cli import make_spec
 from demo.sweep.models import Segment, SweepResult
 from demo.sweep.profile import RequestOutcome
 from demo.sweep.report import finalize, write_outputs

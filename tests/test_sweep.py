@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from demo.cli import main
+from demo.cli.sweep import make_spec
 from demo.errors import BadInput
 from demo.settings import ROOT, Settings
-from demo.sweep.cli import make_spec
 from demo.sweep.models import SCHEMA_VERSION, CellResult, SweepResult, SweepSpec
 from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
@@ -265,7 +265,7 @@ def test_progress_counts_every_batch() -> None:
 def test_terminal_progress_bar_redraws_one_line() -> None:
     import io
 
-    from demo.sweep.cli import ProgressBar
+    from demo.cli.sweep import ProgressBar
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

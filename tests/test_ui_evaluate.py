@@ -13,9 +13,9 @@ from typing import cast
 
 import pytest
 
+from demo.cli.sweep import make_spec
 from demo.fmt import esc, fmt_percent, fmt_speedup
 from demo.settings import Settings
-from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult
 from demo.ui import evaluate_tab
 from demo.workload import WorkloadError

@@ -27,10 +27,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from demo.cli_args import UsageError, add_server_args, parse_numbers, settings_from_args, usage_error
+from demo.cli.args import UsageError, add_server_args, parse_numbers, settings_from_args, usage_error
+from demo.cli.load import load_request, make_spec, users_arg
 from demo.errors import BadInput
 from demo.fmt import fmt_number, fmt_speedup, or_na
-from demo.load.cli import load_request, make_spec, users_arg
 from demo.load.engine import LoadSpec, LoadStep, request_from_race, run_load
 from demo.results import RaceRequest
 from demo.settings import Settings

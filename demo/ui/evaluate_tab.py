@@ -25,6 +25,7 @@ from typing import Any
 import gradio as gr
 from pydantic import ValidationError
 
+from demo.cli.sweep import make_spec
 from demo.fmt import esc, fmt_percent, fmt_speedup, fmt_temperature, or_na, validation_summary
 from demo.live.budget import StreamBudget, sweep_streams, waiting_text
 from demo.live.status import internal_error_text
@@ -32,7 +33,6 @@ from demo.presets import load_presets, resolve_presets
 from demo.settings import Settings
 from demo.sweep import figures
 from demo.sweep.capacity import Slo
-from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.report import VERDICT_CSS, finalize, write_outputs
 from demo.sweep.report import verdicts_html as workload_verdicts_html

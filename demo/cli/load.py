@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args, usage_error
+from demo.cli.args import UsageError, add_server_args, build_request, settings_from_args, usage_error
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
 from demo.load import engine as load
 from demo.load.arrivals import ARRIVALS, parse_rates, replay_of
