@@ -16,18 +16,16 @@ from demo.client import settle_heap
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m demo COMMAND`` (race, export, sweep, load, whatif, check, schedule...); return the exit code."""
-    from demo.cli import guardrails, load, race, schedule, sweep
+    from demo.cli import export, guardrails, load, race, schedule, sweep, whatif
     from demo.cli.args import UsageError
-    from demo.load.whatif import add_whatif_parser
-    from demo.runs.export import add_export_parser
 
     parser = argparse.ArgumentParser(prog="python -m demo", description="Speculative decoding demo")
     sub = parser.add_subparsers(dest="command", required=True)
     race.add_race_parser(sub)
-    add_export_parser(sub)
+    export.add_export_parser(sub)
     sweep.add_sweep_parser(sub)
     load.add_load_parser(sub)
-    add_whatif_parser(sub)
+    whatif.add_whatif_parser(sub)
     guardrails.add_guard_parsers(sub)
     schedule.add_schedule_parser(sub)
     args = parser.parse_args(argv)

@@ -15,10 +15,10 @@ from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
-from demo.cli.args import UsageError, add_server_args, parse_numbers, settings_from_args, usage_error
+from demo.cli.args import UsageError, add_server_args, settings_from_args, usage_error
 from demo.errors import BadInput
 from demo.fmt import fmt_speedup, validation_summary
-from demo.limits import CONCURRENCY_LIMIT, TEMPERATURE_MAX, TEMPERATURE_MIN
+from demo.limits import CONCURRENCY_LIMIT, TEMPERATURE_MAX, TEMPERATURE_MIN, parse_numbers
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
