@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 
 from demo.cli import main
-from demo.cli.sweep import make_spec
 from demo.errors import BadInput
 from demo.settings import ROOT, Settings
 from demo.sweep.models import SCHEMA_VERSION, CellResult, SweepResult, SweepSpec
 from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
-from demo.sweep.runner import Progress, new_result, run_sweep
+from demo.sweep.runner import Progress, make_spec, new_result, run_sweep
 from harness.standin import Standin, StandinBehavior, Truth
 from harness.waiting import wait_for
 from tests.signals import interruptible

@@ -13,10 +13,10 @@ from typing import cast
 
 import pytest
 
-from demo.cli.sweep import make_spec
 from demo.fmt import esc, fmt_percent, fmt_speedup
 from demo.settings import Settings
 from demo.sweep.models import SweepResult
+from demo.sweep.runner import make_spec
 from demo.ui import evaluate_tab
 from demo.workload import WorkloadError
 from harness.standin import Standin, StandinBehavior

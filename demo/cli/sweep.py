@@ -11,22 +11,18 @@ import shutil
 import sys
 from pathlib import Path
 from typing import TextIO
-from urllib.parse import urlparse
-
-from pydantic import ValidationError
 
 from demo.cli.args import UsageError, add_server_args, settings_from_args, usage_error
 from demo.errors import BadInput
-from demo.fmt import fmt_speedup, validation_summary
-from demo.limits import CONCURRENCY_LIMIT, TEMPERATURE_MAX, TEMPERATURE_MIN, parse_numbers
+from demo.fmt import fmt_speedup
 from demo.presets import load_presets
 from demo.settings import Settings
 from demo.sweep.capacity import Slo
 from demo.sweep.guardrails import guardrails_for, write_guardrails
-from demo.sweep.models import CellResult, SweepResult, SweepSpec, WorkloadSpec
+from demo.sweep.models import CellResult, SweepResult, SweepSpec
 from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.report import DECISION_LABELS, finalize, write_outputs
-from demo.sweep.runner import Progress, new_result, run_sweep, settings_arms
+from demo.sweep.runner import Progress, make_spec, new_result, run_sweep
 from demo.sweep.verdict import VERDICT_BASIS
 from demo.workload import Workload, WorkloadError, open_workload
 
@@ -149,11 +145,6 @@ def parse_shares(text: str) -> dict[str, float]:
     return out
 
 
-def same_host(a: str, b: str) -> bool:
-    """Whether two URLs name the same host (the port is ignored)."""
-    return urlparse(a).hostname == urlparse(b).hostname
-
-
 def load_workload_arg(args: argparse.Namespace, settings: Settings) -> Workload | None:
     """--workload (with --sample/--seed/--strict); skipped lines go to stderr, one per line."""
     if args.workload is None:
@@ -171,37 +162,6 @@ def load_workload_arg(args: argparse.Namespace, settings: Settings) -> Workload 
     for line in workload.summary_lines():
         print(f"{workload.name}: {line}", file=sys.stderr)
     return workload
-
-
-def make_spec(settings: Settings, presets: list[str], concurrency: str, temperatures: str | None, repeats: int,
-              warmup: int, max_tokens: int | None, order: str = "sequential", *, workload: Workload | None = None,
-              redact: bool = False, slo: Slo | None = None, gpu_hour_price: float | None = None,
-              shared_gpu: bool | None = None, gpu_shares: dict[str, float] | None = None) -> SweepSpec:
-    """A checked SweepSpec from text inputs (the CLI's and the Evaluate tab's); BadInput says what
-    is wrong in the user's words (the CLI names the flag: build_spec)."""
-    conc = parse_numbers(concurrency, int, "concurrency")
-    temps = parse_numbers(temperatures, float, "temperatures") if temperatures and temperatures.strip() else None
-    # The bounds are demo/limits.py's (SweepSpec's types); said here for the whole list at once.
-    if any(c < 1 or c > CONCURRENCY_LIMIT for c in conc):
-        raise BadInput.about("concurrency", f"values must be between 1 and {CONCURRENCY_LIMIT}")
-    if any(not TEMPERATURE_MIN <= t <= TEMPERATURE_MAX for t in temps or []):
-        raise BadInput.about("temperatures", f"must be between {TEMPERATURE_MIN:g} and {TEMPERATURE_MAX:g}")
-    try:
-        wspec = None if workload is None else WorkloadSpec.of(workload)
-        arms = settings_arms(settings)
-        if shared_gpu is None:
-            shared_gpu = all(same_host(settings.baseline_url, a.url) for a in arms)
-        servers = {"baseline", *(a.name for a in arms)}
-        if gpu_shares is not None and (unknown := sorted(set(gpu_shares) - servers)):
-            raise BadInput.about("gpu-shares", f"names {', '.join(unknown)}, not a server of this sweep "
-                                 f"({', '.join(['baseline', *(a.name for a in arms)])})")
-        return SweepSpec(baseline_url=settings.baseline_url, speculative_url=settings.speculative_url,
-                         arms=arms, gpu_shares=gpu_shares, presets=presets, workload=wspec, concurrency=conc,
-                         temperatures=temps, repeats=repeats,
-                         warmup=warmup, max_tokens=max_tokens, order=order, redact=redact, slo=slo,
-                         gpu_hour_price=gpu_hour_price, shared_gpu=shared_gpu)
-    except ValidationError as e:
-        raise BadInput(validation_summary(e)) from None
 
 
 def guardrails_note(result: SweepResult, out: Path) -> str:

@@ -25,7 +25,6 @@ from typing import Any
 import gradio as gr
 from pydantic import ValidationError
 
-from demo.cli.sweep import make_spec
 from demo.fmt import esc, fmt_percent, fmt_speedup, fmt_temperature, or_na, validation_summary
 from demo.live.budget import StreamBudget, sweep_streams, waiting_text
 from demo.live.status import internal_error_text
@@ -37,7 +36,7 @@ from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.report import VERDICT_CSS, finalize, write_outputs
 from demo.sweep.report import verdicts_html as workload_verdicts_html
 from demo.sweep.report_workload import capacity_html, profile_html, segments_html, summary_paragraph
-from demo.sweep.runner import Progress, new_result, run_sweep, settings_arms, spec_arms
+from demo.sweep.runner import Progress, make_spec, new_result, run_sweep, settings_arms, spec_arms
 from demo.sweep.verdict import VERDICT_BASIS
 from demo.view import run_status_html
 from demo.workload import Workload, WorkloadError, open_workload
