@@ -40,7 +40,7 @@ def test_each_command_is_built_and_handled_in_its_own_module(monkeypatch: pytest
 
 def test_the_shared_args_load_no_command() -> None:
     probe = ("import json, sys; import demo.cli.args; "
-             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('demo.cli'))))")
+             "print(json.dumps(sorted(m for m in sys.modules if m == 'demo.cli' or m.startswith('demo.cli.'))))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == ["demo.cli", "demo.cli.args"]
