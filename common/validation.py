@@ -17,7 +17,7 @@ def validation_summary(e: ValidationError, every: bool = False, count_rest: bool
                        name: Callable[[str], str] | None = None) -> str:
     """'field: message' of the first error (of every error, joined by '; ', with ``every``);
     ``count_rest`` adds '(and N more)'; ``name`` says a field path in the caller's words (the
-    CLI's flag: demo.cli_args.usage_error). Never the input itself: it may hold a secret."""
+    CLI's flag: demo.cli.args.usage_error). Never the input itself: it may hold a secret."""
     errors = validation_errors(e)
     if name is not None:
         errors = [(name(loc) if loc else loc, msg) for loc, msg in errors]

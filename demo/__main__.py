@@ -1,4 +1,4 @@
-"""``python -m demo``: the command line (demo/cli.py)."""
+"""``python -m demo``: the command line (demo/cli/: a module per command)."""
 
 import sys
 

@@ -9,7 +9,7 @@
 
 BadInput may say which input it is about (``field``: "concurrency", "temperatures", the word the
 page uses and the CLI's flag without its dashes); the CLI then says ``--field problem``
-(``demo.cli_args.usage_error``) and the page shows ``field problem``.
+(``demo.cli.args.usage_error``) and the page shows ``field problem``.
 BadInput stays a ValueError, so code that treats a ValueError as bad input keeps doing so.
 """
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.cli import add_race_parser
+from demo.cli.race import add_race_parser
 from demo.load.engine import LoadResult
 from demo.results import RaceRequest, RaceResult, RaceSnapshot, SideSnapshot
 from demo.runs.replay import run_label
@@ -108,7 +108,7 @@ def test_the_race_command_refuses_an_unknown_order(capsys: pytest.CaptureFixture
 
 def test_a_race_saved_before_the_sampling_fields_loads_and_says_what_it_sent(tmp_path: Path) -> None:
     from demo import view
-    from demo.cli import result_json
+    from demo.cli.race import result_json
     from demo.runs.export import export_html
     from demo.sampling import SAMPLING_FIELDS, sampling_body
 

@@ -1,6 +1,6 @@
 """One validation place per input (demo/limits.py): a bound is written once, every model that
 takes the input has it, and its one-line message reads in the CLI with the flag
-(cli_args.usage_error) and on the page with the field's name, no flag."""
+(demo.cli.args.usage_error) and on the page with the field's name, no flag."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from demo.cli_args import UsageError, build_request, usage_error
+from demo.cli.args import UsageError, build_request, usage_error
 from demo.errors import BadInput
 from demo.limits import MAX_TOKENS_LIMIT, TEMPERATURE_MAX
 from demo.live.request import build_request as page_request

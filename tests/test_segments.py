@@ -18,12 +18,11 @@ from demo.fmt import esc
 from demo.results import Message
 from demo.sampling import ResponseFormat
 from demo.settings import Settings
-from demo.sweep.cli import make_spec
 from demo.sweep.models import Segment, SweepResult
 from demo.sweep.profile import RequestOutcome
 from demo.sweep.report import finalize, write_outputs
 from demo.sweep.report_workload import segments_html, summary_paragraph
-from demo.sweep.runner import new_result, run_sweep
+from demo.sweep.runner import make_spec, new_result, run_sweep
 from demo.sweep.segments import (
     MAX_TAG_SEGMENTS,
     OTHER_TAGS,

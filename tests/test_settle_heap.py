@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 import app
-import demo.cli
+import demo.cli.race
 from demo import client
 from demo.client import collector_paused, make_http_client
 from demo.race import stream_race
@@ -52,7 +52,7 @@ def test_the_cli_settles_the_heap_before_it_measures(monkeypatch: pytest.MonkeyP
         raise KeyboardInterrupt
 
     monkeypatch.setattr(demo.cli, "settle_heap", lambda: calls.append("settle"))
-    monkeypatch.setattr(demo.cli, "run_race", race_then_ctrl_c)
+    monkeypatch.setattr(demo.cli.race, "run_race", race_then_ctrl_c)
     code = demo.cli.main(["race", "--baseline-url", "http://127.0.0.1:9", "--speculative-url", "http://127.0.0.1:9",
                           "--prompt", "hi"])
     assert code == 130 and calls == ["settle", "race"]

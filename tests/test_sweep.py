@@ -18,11 +18,10 @@ import pytest
 from demo.cli import main
 from demo.errors import BadInput
 from demo.settings import ROOT, Settings
-from demo.sweep.cli import make_spec
 from demo.sweep.models import SCHEMA_VERSION, CellResult, SweepResult, SweepSpec
 from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
-from demo.sweep.runner import Progress, new_result, run_sweep
+from demo.sweep.runner import Progress, make_spec, new_result, run_sweep
 from harness.standin import Standin, StandinBehavior, Truth
 from harness.waiting import wait_for
 from tests.signals import interruptible
@@ -265,7 +264,7 @@ def test_progress_counts_every_batch() -> None:
 def test_terminal_progress_bar_redraws_one_line() -> None:
     import io
 
-    from demo.sweep.cli import ProgressBar
+    from demo.cli.sweep import ProgressBar
 
     class Tty(io.StringIO):
         def isatty(self) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from demo.cli import result_json, result_table
+from demo.cli.race import result_json, result_table
 from demo.client import (
     MAX_TOOL_CALLS,
     StreamError,

@@ -15,8 +15,8 @@ import pytest
 
 from demo.fmt import esc, fmt_percent, fmt_speedup
 from demo.settings import Settings
-from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult
+from demo.sweep.runner import make_spec
 from demo.ui import evaluate_tab
 from demo.workload import WorkloadError
 from harness.standin import Standin, StandinBehavior

@@ -12,13 +12,14 @@ from typing import NamedTuple
 from plotly.offline import get_plotlyjs
 
 from common.files import atomic_write
+from demo.assets import REPORT_CSP as CSP
+from demo.assets import REPORT_CSS as CSS
 from demo.charts import figures_html
 from demo.fmt import esc, fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load.engine import SIDES, LoadResult, LoadSide
 from demo.load.figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX, per_user_figure, slide_figure, total_figure
 from demo.load.png import PngUnavailable, figure_png
 from demo.load.rate_page import rate_html, rate_slide
-from demo.sweep.report import CSP, CSS
 from demo.sweep.tables import schedule_html
 
 FILES = ("load.json", "load.html", "load.png")

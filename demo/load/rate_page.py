@@ -11,11 +11,12 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from demo import palette
+from demo.assets import REPORT_CSP as CSP
+from demo.assets import REPORT_CSS as CSS
 from demo.charts import COLORS, empty_figure, figures_html, layout
 from demo.fmt import esc, fmt_speedup, or_na
 from demo.load.rate import QUEUE_SOURCE, RUNNING_SOURCE, RateSide
 from demo.load.rate_view import HEAD, side_cells
-from demo.sweep.report import CSP, CSS
 
 if TYPE_CHECKING:
     from demo.load.engine import LoadResult

@@ -1,7 +1,7 @@
 """One race as a file: a self-contained HTML page that replays a saved run at its real timing.
 
-``python -m demo export RUN.json --out race.html`` (and :func:`export_file` for the page's
-buttons) writes one HTML file for slides and follow-up emails. It holds:
+``python -m demo export RUN.json --out race.html`` (demo/cli/export.py; :func:`export_file` for the
+page's buttons) writes one HTML file for slides and follow-up emails. It holds:
 
 - the run itself (the whole RaceResult) as JSON in a ``<script type="application/json">``
   block, escaped so that nothing in model output or prompts can close the block;
@@ -25,11 +25,9 @@ and prompt text reach the page only through ``textContent`` (or ``esc`` in the f
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import json
-import sys
 import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -388,7 +386,8 @@ Made with <code>python -m demo export</code>. This file contains the prompt and 
     return page
 
 
-def _write(path: Path, text: str) -> None:
+def write_page(path: Path, text: str) -> None:
+    """Write an exported page at ``path``, whole or not at all; ExportError (one line) when it cannot."""
     try:
         atomic_write(path, text)  # never a half-written page
     except OSError as e:
@@ -403,7 +402,7 @@ def export_file(result: Run, dir: Path) -> Path:
     except OSError as e:
         raise ExportError(f"cannot create the folder {dir}: {e.strerror or e}") from e
     path = dir / f"{run_stem(result)}.html"
-    _write(path, export_html(result))
+    write_page(path, export_html(result))
     return path
 
 
@@ -418,36 +417,10 @@ def export_to_temp(read: Callable[[], Run]) -> tuple[str | None, str]:
     return str(out), view.run_status_html("done", f"exported {out.name}: it opens offline in any browser")
 
 
-# --------------------------------------------------------------------------- command line
+# --------------------------------------------------------------------------- a saved run
 
 
 def run_for_export(path: Path) -> Run:
     """A saved run (runs.read_record: a race or an N-user race), refused before it is read when
     over MAX_EXPORT_BYTES."""
     return read_record(path, MAX_EXPORT_BYTES, "export limit")
-
-
-def add_export_parser(sub: argparse._SubParsersAction) -> None:
-    """Add the ``export`` sub-command and its options to ``sub``; it runs ``cmd_export``."""
-    p = sub.add_parser("export", help="write one saved race as a self-contained HTML page that replays it")
-    p.add_argument("run", type=Path, metavar="RUN.json", help="a saved race (runs/*.json)")
-    p.add_argument("--out", type=Path,
-                   help="the page to write, or a folder for it (default: RUN's name with .html, here)")
-    p.set_defaults(func=cmd_export)
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    """Run ``python -m demo export``: write a saved race as a self-contained HTML page that replays it.
-
-    Returns 0 when the page is written, 2 (with the error on stderr) when the run cannot be read or exported."""
-    try:
-        result = run_for_export(args.run)
-        out: Path = args.out if args.out is not None else Path(args.run.stem + ".html")
-        if out.is_dir():
-            out = out / f"{run_stem(result)}.html"
-        _write(out, export_html(result))
-    except DemoError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB): opens offline in any browser and replays the race")
-    return 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from demo.fmt import fmt_temperature
 from demo.presets import Preset
-from demo.presets import UnknownPresetError as UnknownPresetError  # re-exported: demo.sweep.cli
+from demo.presets import UnknownPresetError as UnknownPresetError  # re-exported: demo.cli.sweep
 from demo.presets import resolve_presets as resolve_presets  # re-exported: the Evaluate tab, tests
 from demo.sampling import SAMPLING_FIELDS
 from demo.sweep.models import CellSettings, SweepSpec

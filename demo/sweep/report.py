@@ -13,12 +13,15 @@ from typing import Any
 from plotly.offline import get_plotlyjs
 
 from common.files import atomic_write
+from demo.assets import REPORT_CSP as CSP
+from demo.assets import REPORT_CSS as CSS
 from demo.assets import stylesheet
 from demo.charts import figures_html
 from demo.fmt import TIMES, csv_cell, esc, fmt_speedup, fmt_temperature
 from demo.sweep.figures import all_figures
 from demo.sweep.models import CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadVerdict
 from demo.sweep.pooling import assemble_cell, summarize_workloads
+from demo.sweep.rates import load_result, rate_section_html
 from demo.sweep.report_workload import summary_paragraph, workload_sections
 from demo.sweep.schedule import sweep_recommendation
 from demo.sweep.segments import session_replay, workload_routing
@@ -125,11 +128,7 @@ def cell_row_fields() -> list[str]:
 
 # The verdict's look, shared with the Evaluate tab, and the report's (demo/static/, on the palette).
 VERDICT_CSS = stylesheet("verdict.css")
-CSS = stylesheet("verdict.css", "report.css")
 
-# No network for the report: everything it needs is inline (the test checks it in Chromium).
-CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
-       "img-src data: blob:; font-src data:")
 
 
 def _spread(s: Spread | None, key: str) -> str:
@@ -317,8 +316,6 @@ def settings_html(result: SweepResult) -> str:
 def report_html(result: SweepResult) -> str:
     """The whole report.html: one self-contained page with verdicts, figures, tables and settings."""
     # An open-loop sweep (results.json "rate") shows its rate steps where a concurrency sweep has its cells.
-    # Imported here: demo/sweep/rates.py draws with demo/load/rate_page.py, which takes this page's CSS.
-    from demo.sweep.rates import load_result, rate_section_html
     rated = load_result(result)
     figs = figures_html(all_figures(result)) if rated is None else ""
     when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")

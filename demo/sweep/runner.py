@@ -9,7 +9,8 @@ its order (``order="sequential"``, each server alone: the fair A/B), ``repeats``
 request is streamed by demo.client and measured by demo.measure.SideMeter; demo.sweep.pooling
 turns those per-request figures into batch, side and cell figures. This module runs the cells
 (orchestration and I/O); the plan comes from demo.sweep.plan, the machine's description from
-demo.sweep.machine.
+demo.sweep.machine. The spec itself is checked here too (make_spec: from the text the command line
+and the Evaluate tab take).
 
 A failing server never stops the sweep: its requests' one-line errors land in the cell.
 Cancellation (Ctrl-C) records the cell in progress as ``interrupted`` before it propagates.
@@ -20,11 +21,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
+from urllib.parse import urlparse
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from demo.client import StreamError, collector_paused, make_http_client
+from demo.errors import BadInput
+from demo.fmt import validation_summary
+from demo.limits import CONCURRENCY_LIMIT, TEMPERATURE_MAX, TEMPERATURE_MIN, parse_numbers
 from demo.measure import SideMeter, same_answer, same_tool_calls
 from demo.metrics import scrape_metrics
 from demo.presets import Preset
@@ -32,9 +37,10 @@ from demo.results import FIRST_ARM, Message, RaceRequest, SideResult, ToolCall, 
 from demo.server_info import probe_server
 from demo.settings import Endpoint, Settings
 from demo.streaming import ServerHandle, stream_into
+from demo.sweep.capacity import Slo
 from demo.sweep.headroom import HeadroomProbe
 from demo.sweep.machine import machine_info, server_version
-from demo.sweep.models import ArmSpec, BatchStats, CellResult, CellSettings, SweepResult, SweepSpec
+from demo.sweep.models import ArmSpec, BatchStats, CellResult, CellSettings, SweepResult, SweepSpec, WorkloadSpec
 from demo.sweep.plan import batch_requests, cell_label, cell_requests, plan_cells
 from demo.sweep.pooling import assemble_arms, batch_stats
 from demo.sweep.profile import pool_outcomes, request_outcome
@@ -80,6 +86,42 @@ def settings_arms(settings: Settings) -> list[ArmSpec]:
     """The settings' arms (Settings.arm_endpoints()) as a sweep or load spec records them."""
     return [ArmSpec(name=e.arm or FIRST_ARM, url=e.url, label=e.label, method=e.method)
             for e in settings.arm_endpoints()]
+
+
+def same_host(a: str, b: str) -> bool:
+    """Whether two URLs name the same host (the port is ignored)."""
+    return urlparse(a).hostname == urlparse(b).hostname
+
+
+def make_spec(settings: Settings, presets: list[str], concurrency: str, temperatures: str | None, repeats: int,
+              warmup: int, max_tokens: int | None, order: str = "sequential", *, workload: Workload | None = None,
+              redact: bool = False, slo: Slo | None = None, gpu_hour_price: float | None = None,
+              shared_gpu: bool | None = None, gpu_shares: dict[str, float] | None = None) -> SweepSpec:
+    """A checked SweepSpec from text inputs (the CLI's and the Evaluate tab's); BadInput says what
+    is wrong in the user's words (the CLI names the flag: demo/cli/sweep.py's build_spec)."""
+    conc = parse_numbers(concurrency, int, "concurrency")
+    temps = parse_numbers(temperatures, float, "temperatures") if temperatures and temperatures.strip() else None
+    # The bounds are demo/limits.py's (SweepSpec's types); said here for the whole list at once.
+    if any(c < 1 or c > CONCURRENCY_LIMIT for c in conc):
+        raise BadInput.about("concurrency", f"values must be between 1 and {CONCURRENCY_LIMIT}")
+    if any(not TEMPERATURE_MIN <= t <= TEMPERATURE_MAX for t in temps or []):
+        raise BadInput.about("temperatures", f"must be between {TEMPERATURE_MIN:g} and {TEMPERATURE_MAX:g}")
+    try:
+        wspec = None if workload is None else WorkloadSpec.of(workload)
+        arms = settings_arms(settings)
+        if shared_gpu is None:
+            shared_gpu = all(same_host(settings.baseline_url, a.url) for a in arms)
+        servers = {"baseline", *(a.name for a in arms)}
+        if gpu_shares is not None and (unknown := sorted(set(gpu_shares) - servers)):
+            raise BadInput.about("gpu-shares", f"names {', '.join(unknown)}, not a server of this sweep "
+                                 f"({', '.join(['baseline', *(a.name for a in arms)])})")
+        return SweepSpec(baseline_url=settings.baseline_url, speculative_url=settings.speculative_url,
+                         arms=arms, gpu_shares=gpu_shares, presets=presets, workload=wspec, concurrency=conc,
+                         temperatures=temps, repeats=repeats,
+                         warmup=warmup, max_tokens=max_tokens, order=order, redact=redact, slo=slo,
+                         gpu_hour_price=gpu_hour_price, shared_gpu=shared_gpu)
+    except ValidationError as e:
+        raise BadInput(validation_summary(e)) from None
 
 
 def make_servers(settings: Settings, baseline_url: str, arms: Sequence[ArmSpec],

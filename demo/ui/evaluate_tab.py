@@ -39,7 +39,6 @@ from demo.presets import load_presets, resolve_presets
 from demo.settings import Settings
 from demo.sweep import figures
 from demo.sweep.capacity import Slo
-from demo.sweep.cli import make_spec
 from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.rates import (
     check_workload,
@@ -52,7 +51,7 @@ from demo.sweep.rates import (
 from demo.sweep.report import VERDICT_CSS, finalize, write_outputs
 from demo.sweep.report import verdicts_html as workload_verdicts_html
 from demo.sweep.report_workload import capacity_html, profile_html, segments_html, summary_paragraph
-from demo.sweep.runner import Progress, new_result, run_sweep, settings_arms, spec_arms
+from demo.sweep.runner import Progress, make_spec, new_result, run_sweep, settings_arms, spec_arms
 from demo.sweep.verdict import VERDICT_BASIS
 from demo.view import run_status_html
 from demo.workload import Workload, WorkloadError, open_workload

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from demo.cli_args import UsageError
+from demo.cli.args import UsageError
 from demo.fmt import validation_summary
 from demo.load.engine import LoadResult, recommend_schedule
 from demo.load.rate import rate_schedule

@@ -1,7 +1,7 @@
 """``python -m demo load --users 1,2,4,8,16 ...``: the load engine (demo/load/engine.py) on the
 command line; its table and its JSON (the same LoadSide objects), and --out's load.json,
 load.html and load.png (demo/load/page.py). What ``race --users N`` shares with it: the user
-counts, the spec, the run, a step's JSON and a server's row (demo/cli.py prints that race)."""
+counts, the spec, the run, a step's JSON and a server's row (demo/cli/race.py prints that race)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from demo.cli_args import UsageError, add_server_args, build_request, settings_from_args, usage_error
+from demo.cli.args import UsageError, add_server_args, build_request, settings_from_args, usage_error
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
 from demo.load import engine as load
 from demo.load.arrivals import ARRIVALS, parse_rates, replay_of

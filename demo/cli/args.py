@@ -123,18 +123,6 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         raise UsageError(validation_summary(e)) from None
 
 
-def parse_numbers(text: str, kind: type, what: str) -> list[Any]:
-    """Comma-separated numbers of ``kind`` for the input ``what`` (the flag ``--what``); BadInput
-    about ``what`` when not (usage_error gives the CLI's wording)."""
-    try:
-        values = [kind(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInput.about(what, f"must be comma-separated numbers, got {text!r}") from None
-    if not values:
-        raise BadInput.about(what, "is empty")
-    return values
-
-
 # The sampling flags' dests, each a RaceRequest field of that name (--response-format is read apart).
 SAMPLING_ARGS = ("top_p", "top_k", "min_p", "stop", "presence_penalty", "frequency_penalty", "repetition_penalty",
                  "seed")

@@ -23,7 +23,7 @@ from typing import TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from demo.cli_args import UsageError, add_server_args, settings_from_args
+from demo.cli.args import UsageError, add_server_args, settings_from_args
 from demo.client import StreamError, discover_model, make_http_client
 from demo.errors import BadInput
 from demo.metrics import MetricsSample, prometheus_sample, scrape_metrics

@@ -1,6 +1,6 @@
-"""Command line: ``python -m demo race ...`` (and ``load``, see demo/load/cli.py; ``sweep``, see demo/sweep;
-``whatif``, see demo/load/whatif.py; ``guardrails`` and ``check``, see demo/guard_cli.py;
-``schedule``, see demo/schedule_cli.py)."""
+"""``python -m demo race ...``: one prompt raced on the baseline and each arm, printed as a table
+or one JSON object (``--json``); ``race --users N`` through the load engine (demo/cli/load.py's
+user counts, spec and run)."""
 
 from __future__ import annotations
 
@@ -11,20 +11,15 @@ import sys
 from typing import Any
 
 from demo import view
-from demo.cli_args import UsageError, add_sampling_args, add_server_args, build_request, settings_from_args
-from demo.client import request_body, settle_heap
+from demo.cli.args import UsageError, add_sampling_args, add_server_args, build_request, settings_from_args
+from demo.cli.load import make_spec, run, server_rows, side_cells, step_json, users_arg
+from demo.client import request_body
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
-from demo.guard_cli import add_guard_parsers
-from demo.load.cli import add_load_parser, make_spec, run, server_rows, side_cells, step_json, users_arg
 from demo.load.engine import LoadResult, StreamWatch, users_race
-from demo.load.whatif import add_whatif_parser
 from demo.race import run_race
 from demo.results import LEGACY_ORDER, ArmResult, RaceRequest, RaceResult, SideResult
-from demo.runs.export import add_export_parser
 from demo.runs.store import RunTooLarge, save_run
-from demo.schedule_cli import add_schedule_parser
 from demo.settings import Settings
-from demo.sweep.cli import add_sweep_parser
 
 # The request-body fields that are not its sampling (race --json's "sampling" holds the others).
 NOT_SAMPLING = ("model", "messages", "prompt", "stream", "stream_options")
@@ -234,24 +229,3 @@ def cmd_race(args: argparse.Namespace) -> int:
         print(result_table(result))
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m demo COMMAND`` (race, export, sweep, load, whatif, check, schedule...); return the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m demo", description="Speculative decoding demo")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_race_parser(sub)
-    add_export_parser(sub)
-    add_sweep_parser(sub)
-    add_load_parser(sub)
-    add_whatif_parser(sub)
-    add_guard_parsers(sub)
-    add_schedule_parser(sub)
-    args = parser.parse_args(argv)
-    settle_heap()  # no collector pause over the imports inside a measured stream
-    try:
-        return args.func(args)
-    except UsageError as e:
-        parser.exit(2, f"error: {e}\n")
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
