@@ -24,7 +24,7 @@ import pytest
 from demo.cli import main
 from demo.load.arrivals import MAX_ARRIVAL_WINDOW_S, ArrivalSchedule, draw_schedule, parse_rates
 from demo.load.engine import LoadResult, LoadSpec, run_load
-from demo.load.rate import RateLoad, RateSide, RateSlo, RateStep, SloBound, capacity_of, crossover_of
+from demo.load.rate import RateLoad, RateSide, RateSlo, RateStep, SloBound, batch_of, capacity_of, crossover_of
 from demo.measure import percentile, spread_gaps_s
 from demo.metrics import histogram_quantile, parse_metrics
 from demo.settings import ROOT, Settings
@@ -160,8 +160,14 @@ def test_rate_sweep_matches_the_truth_below_around_and_above_saturation(capsys) 
     # The schedule's bands, keyed by batch size, name the rates that produced those batches: every rate once.
     bands = out["recommendation"]["bands"]
     assert sorted(r for b in bands for r in b["rates_requests_per_s"]) == RATES
-    assert all(b["users_from"] <= round(s.baseline.running_mean or 1) or b is bands[-1] for s in steps for b in bands
-               if s.rate_requests_per_s in b["rates_requests_per_s"])
+    # Each rate sits in the band of the batch it produced (batch_of: the running mean, rounded, at least 1;
+    # a mean under 0.5, a quiet step sampled between requests, is batch 1), the last band taking any above.
+    for b in bands:
+        for s in steps:
+            if s.rate_requests_per_s in b["rates_requests_per_s"]:
+                batch = batch_of(s)
+                assert batch is not None and b["users_from"] <= batch, (b, s.rate_requests_per_s, batch)
+                assert batch <= b["users_to"] or b is bands[-1], (b, s.rate_requests_per_s, batch)
 
 
 def test_the_schedule_is_seeded_and_every_server_gets_the_same_send_times() -> None:
@@ -274,7 +280,7 @@ def test_queue_time_histogram_quantiles() -> None:
     (["--rate", "0.1", "--requests", "100"], "1000 s: past the sweep's time bound"),
     (["--rate", "1", "--duration", "2", "--slo-itl-ms", "50", "--slo-itl-p", "100"], "--slo-itl-p must be"),
     (["--rate", "1", "--duration", "2", "--slo-ttft-p", "0"], "--slo-ttft-p must be"),
-    (["--rate", "1"], "--rate needs --duration S or --requests N"),
+    (["--rate", "1"], "--rate needs each step's length: --duration S or --requests N"),
     (["--users", "1", "--slo-e2e-ms", "900"], "--slo-e2e-ms is for open-loop load"),
     (["--rate", "0.1", "--duration", "1"], "holds no request"),
     (["--rate", "1", "--duration", "2", "--order", "simultaneous"], "--order is for --users"),

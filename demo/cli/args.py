@@ -16,6 +16,8 @@ from pydantic import ValidationError
 
 from demo.errors import BadInput
 from demo.fmt import validation_summary
+from demo.load.arrivals import ARRIVALS
+from demo.load.rate import DEFAULT_DRAIN_S
 from demo.presets import resolve_presets
 from demo.race import validate_request
 from demo.results import SIDES, Message, RaceRequest
@@ -131,6 +133,28 @@ MAX_RESPONSE_FORMAT_FILE_BYTES = 4 * MAX_SCHEMA_BYTES
 RESPONSE_FORMAT_WORDS = ("json_object", "text")
 # A JSON schema's own "type" words: a file whose "type" is one of these (or has none) is a bare schema.
 JSON_SCHEMA_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
+
+
+def add_open_loop_args(r: argparse._ArgumentGroup) -> None:
+    """The open-loop flags ``load --rate`` and ``sweep --rate`` share, into the group ``r``: the arrival law,
+    each step's length (``--duration`` or ``--requests``), the schedule's seed, the drain, the end-to-end SLO
+    and each SLO's percentile (``--slo-ttft-ms`` and ``--slo-itl-ms`` are each command's own)."""
+    r.add_argument("--arrivals", choices=list(ARRIVALS), default="poisson",
+                   help="the gaps between arrivals: poisson (default), constant, or gamma (see --burstiness)")
+    r.add_argument("--burstiness", type=float, default=1.0, metavar="B",
+                   help="gamma's shape: below 1 burstier than Poisson, above 1 steadier (default 1)")
+    length = r.add_mutually_exclusive_group()
+    length.add_argument("--duration", type=float, metavar="S", help="each step's arrival window in seconds")
+    length.add_argument("--requests", type=int, metavar="N", help="each step's number of requests")
+    r.add_argument("--arrival-seed", type=int, default=0, metavar="K",
+                   help="the arrival schedule's seed (default 0); --seed is the sampling seed")
+    r.add_argument("--drain-s", type=float, default=DEFAULT_DRAIN_S, metavar="S",
+                   help=f"after the arrivals, how long a step waits before cutting open requests (default "
+                        f"{DEFAULT_DRAIN_S:g}); the step's bound is its window plus this")
+    r.add_argument("--slo-e2e-ms", type=float, metavar="MS", help="SLO: end-to-end latency (with --rate)")
+    for name in ("ttft", "itl", "e2e"):
+        r.add_argument(f"--slo-{name}-p", type=float, default=95.0, metavar="P",
+                       help=f"the percentile --slo-{name}-ms bounds with --rate (default 95)")
 
 
 def add_sampling_args(p: argparse.ArgumentParser) -> None:

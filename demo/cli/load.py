@@ -14,10 +14,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from demo.cli.args import UsageError, add_server_args, build_request, settings_from_args, usage_error
+from demo.cli.args import (
+    UsageError,
+    add_open_loop_args,
+    add_server_args,
+    build_request,
+    settings_from_args,
+    usage_error,
+)
+from demo.errors import BadInput
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
 from demo.load import engine as load
-from demo.load.arrivals import ARRIVALS, parse_rates, replay_of
+from demo.load.arrivals import replay_of
 from demo.load.engine import (
     SIDES,
     ArmStep,
@@ -32,7 +40,7 @@ from demo.load.engine import (
     run_load,
 )
 from demo.load.page import write_files
-from demo.load.rate import DEFAULT_DRAIN_S, RateLoad, RateSlo, RateStep, SloBound
+from demo.load.rate import SLO_FIGURES, RateLoad, RateSlo, RateStep, make_rate_load, make_rate_slo
 from demo.load.rate_view import rate_json, rate_step_line, rate_table
 from demo.results import RaceRequest
 from demo.settings import Settings
@@ -64,24 +72,9 @@ def add_load_parser(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--speed", type=float, metavar="X", help="divide the trace's gaps by X: 2 replays twice as "
                     "fast, 0.5 half as fast (default 1)")
     r = p.add_argument_group("open loop (--rate)")
-    r.add_argument("--arrivals", choices=list(ARRIVALS), default="poisson",
-                   help="the gaps between arrivals: poisson (default), constant, or gamma (see --burstiness)")
-    r.add_argument("--burstiness", type=float, default=1.0, metavar="B",
-                   help="gamma's shape: below 1 burstier than Poisson, above 1 steadier (default 1)")
-    length = r.add_mutually_exclusive_group()
-    length.add_argument("--duration", type=float, metavar="S", help="each step's arrival window in seconds")
-    length.add_argument("--requests", type=int, metavar="N", help="each step's number of requests")
-    r.add_argument("--arrival-seed", type=int, default=0, metavar="K",
-                   help="the arrival schedule's seed (default 0); --seed is the sampling seed")
+    add_open_loop_args(r)
     r.add_argument("--normalize", action="store_true", help="with --requests: rescale the gaps so that N "
                    "requests span N/rate seconds, as vllm bench serve does (for a side-by-side check)")
-    r.add_argument("--drain-s", type=float, default=DEFAULT_DRAIN_S, metavar="S",
-                   help=f"after the arrivals, how long a step waits before cutting open requests (default "
-                        f"{DEFAULT_DRAIN_S:g}); the step's bound is its window plus this")
-    r.add_argument("--slo-e2e-ms", type=float, metavar="MS", help="SLO: end-to-end latency")
-    for name in ("ttft", "itl", "e2e"):
-        r.add_argument(f"--slo-{name}-p", type=float, default=95.0, metavar="P",
-                       help=f"the percentile --slo-{name}-ms bounds (default 95)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--preset", help="a preset name from presets/")
     src.add_argument("--prompt", help="a free prompt")
@@ -133,44 +126,28 @@ def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str
 
 
 def rate_load(args: argparse.Namespace) -> RateLoad:
-    """The open-loop sweep asked by ``--rate`` and its flags; UsageError (one line) on bad input."""
-    try:
-        rates = parse_rates(args.rate)
-    except ValueError as e:
-        raise UsageError(f"--{e}") from None
-    if args.duration is None and args.requests is None:
-        raise UsageError("--rate needs --duration S or --requests N (each step's length)")
+    """The open-loop sweep asked by ``--rate`` and its flags (demo/load/rate.py ``make_rate_load``, as the
+    evaluator and the page build theirs); UsageError (one line) on bad input."""
     if args.order != "sequential" or args.repeats != 1 or args.warmup != 0:
         flag = "--order" if args.order != "sequential" else "--repeats" if args.repeats != 1 else "--warmup"
         raise UsageError(f"{flag} is for --users: a rate step sends its schedule once to each server, each alone")
     try:
-        sweep = RateLoad(rates=rates, arrivals=args.arrivals, burstiness=args.burstiness, seed=args.arrival_seed,
-                        duration_s=args.duration, requests=args.requests, normalized=args.normalize,
-                        drain_s=args.drain_s, slo=rate_slo(args))
-        for i, r in enumerate(rates):
-            if not sweep.schedule(i).offsets_s:  # also: a step past the time bound, found before anything is sent
-                raise UsageError(f"at {r:g} req/s, {args.duration:g} s of arrivals holds no request (arrival seed "
-                                 f"{args.arrival_seed}): lengthen --duration, or give --requests N")
-    except ValidationError as e:
-        raise UsageError(validation_summary(e)) from None
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    return sweep
+        return make_rate_load(args.rate, requests=args.requests, duration_s=args.duration, arrivals=args.arrivals,
+                              burstiness=args.burstiness, seed=args.arrival_seed, drain_s=args.drain_s,
+                              normalized=args.normalize,
+                              slo_ms={n: getattr(args, f"slo_{n}_ms") for n in SLO_FIGURES},
+                              slo_percentile={n: getattr(args, f"slo_{n}_p") for n in SLO_FIGURES})
+    except BadInput as e:
+        raise usage_error(e) from None
 
 
 def rate_slo(args: argparse.Namespace) -> RateSlo:
     """The open-loop SLOs from ``--slo-*-ms`` and ``--slo-*-p``; UsageError (one line) on a bad one."""
-    bounds: dict[str, SloBound] = {}
-    for name in ("ttft", "itl", "e2e"):
-        p = getattr(args, f"slo_{name}_p")
-        if not 0 < p < 100 or p != int(p):
-            raise UsageError(f"--slo-{name}-p must be a whole percentile from 1 to 99, got {p:g}")
-        ms = getattr(args, f"slo_{name}_ms")
-        if ms is not None:
-            if not ms > 0:
-                raise UsageError(f"--slo-{name}-ms must be above 0, got {ms:g}")
-            bounds[name] = SloBound(ms=ms, percentile=p)
-    return RateSlo(**bounds)
+    try:
+        return make_rate_slo({n: getattr(args, f"slo_{n}_ms") for n in SLO_FIGURES},
+                             {n: getattr(args, f"slo_{n}_p") for n in SLO_FIGURES})
+    except BadInput as e:
+        raise usage_error(e) from None
 
 
 def replay_load(args: argparse.Namespace, settings: Settings) -> tuple[RateLoad, list[WorkloadRequest], str]:

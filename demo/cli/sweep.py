@@ -15,11 +15,10 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from demo.cli.args import UsageError, add_server_args, settings_from_args, usage_error
+from demo.cli.args import UsageError, add_open_loop_args, add_server_args, settings_from_args, usage_error
 from demo.errors import BadInput
 from demo.fmt import fmt_speedup
-from demo.load.arrivals import ARRIVALS
-from demo.load.rate import DEFAULT_DRAIN_S, RateLoad, RateStep
+from demo.load.rate import DEFAULT_DRAIN_S, RateLoad, RateStep, make_rate_load
 from demo.load.rate_view import rate_step_line, rate_table
 from demo.presets import load_presets
 from demo.settings import Settings
@@ -27,7 +26,7 @@ from demo.sweep.capacity import Slo
 from demo.sweep.guardrails import guardrails_for, write_guardrails
 from demo.sweep.models import CellResult, SweepResult, SweepSpec
 from demo.sweep.plan import UnknownPresetError, resolve_presets
-from demo.sweep.rates import check_workload, make_rate_load, new_load_result, run_rate_sweep_of
+from demo.sweep.rates import check_workload, new_load_result, run_rate_sweep_of
 from demo.sweep.report import DECISION_LABELS, finalize, write_outputs
 from demo.sweep.runner import Progress, make_spec, new_result, run_sweep
 from demo.sweep.verdict import VERDICT_BASIS
@@ -52,22 +51,7 @@ def add_rate_args(p: argparse.ArgumentParser) -> None:
     r.add_argument("--rate", metavar="R,...", help="open loop: requests per second, comma-separated, e.g. "
                    "0.5,1,2,4; --workload's requests are each sent at their time whether or not earlier ones "
                    "finished, the same seeded schedule to every server, each alone")
-    length = r.add_mutually_exclusive_group()
-    length.add_argument("--duration", type=float, metavar="S", help="each step's arrival window in seconds")
-    length.add_argument("--requests", type=int, metavar="N", help="each step's number of requests")
-    r.add_argument("--arrivals", choices=list(ARRIVALS), default="poisson",
-                   help="the gaps between arrivals: poisson (default), constant, or gamma (see --burstiness)")
-    r.add_argument("--burstiness", type=float, default=1.0, metavar="B",
-                   help="gamma's shape: below 1 burstier than Poisson, above 1 steadier (default 1)")
-    r.add_argument("--arrival-seed", type=int, default=0, metavar="K",
-                   help="the arrival schedule's seed (default 0); --seed is the sample's")
-    r.add_argument("--drain-s", type=float, default=DEFAULT_DRAIN_S, metavar="S",
-                   help=f"after the arrivals, how long a step waits before cutting open requests (default "
-                        f"{DEFAULT_DRAIN_S:g})")
-    r.add_argument("--slo-e2e-ms", type=float, metavar="MS", help="SLO: end-to-end latency (with --rate)")
-    for name in ("ttft", "itl", "e2e"):
-        r.add_argument(f"--slo-{name}-p", type=float, default=95.0, metavar="P",
-                       help=f"the percentile --slo-{name}-ms bounds with --rate (default 95)")
+    add_open_loop_args(r)
 
 
 def rate_arg(args: argparse.Namespace) -> RateLoad | None:

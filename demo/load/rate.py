@@ -44,10 +44,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from demo.client import StreamError, collector_paused
-from demo.load.arrivals import Arrivals, ArrivalSchedule, Replay, draw_schedule, step_seed
+from demo.errors import BadInput
+from demo.fmt import validation_summary
+from demo.load.arrivals import Arrivals, ArrivalSchedule, Replay, draw_schedule, parse_rates, step_seed
 from demo.measure import percentile
 from demo.metrics import MetricsSample, histogram_quantile, scrape_metrics
 from demo.results import RaceRequest, SideResult
@@ -135,6 +137,60 @@ class RateLoad(BaseModel):
         return draw_schedule(self.rates[index], self.arrivals, burstiness=self.burstiness,
                              seed=step_seed(self.seed, index), duration_s=self.duration_s, requests=self.requests,
                              normalized=self.normalized)
+
+
+SLO_FIGURES = ("ttft", "itl", "e2e")
+
+
+def make_rate_slo(slo_ms: Mapping[str, float | None] | None = None,
+                  slo_percentile: Mapping[str, float] | None = None) -> RateSlo:
+    """The open-loop SLOs from each figure's bound in ms and its percentile (by figure: "ttft", "itl", "e2e";
+    default p95); BadInput (one line, naming the input as the CLI's flag without dashes) on a bound of 0 or
+    below or a percentile that is not a whole one from 1 to 99."""
+    bounds: dict[str, SloBound] = {}
+    for name in SLO_FIGURES:
+        p = (slo_percentile or {}).get(name, 95.0)
+        if not 0 < p < 100 or p != int(p):
+            raise BadInput.about(f"slo-{name}-p", f"must be a whole percentile from 1 to 99, got {p:g}")
+        ms = (slo_ms or {}).get(name)
+        if ms is not None:
+            if not ms > 0:
+                raise BadInput.about(f"slo-{name}-ms", f"must be above 0, got {ms:g}")
+            bounds[name] = SloBound(ms=ms, percentile=p)
+    return RateSlo(**bounds)
+
+
+def make_rate_load(rates: str, *, requests: int | None = None, duration_s: float | None = None,
+                   arrivals: Arrivals = "poisson", burstiness: float = 1.0, seed: int = 0,
+                   drain_s: float = DEFAULT_DRAIN_S, slo_ms: Mapping[str, float | None] | None = None,
+                   slo_percentile: Mapping[str, float] | None = None, normalized: bool = False) -> RateLoad:
+    """The open-loop sweep asked for (load --rate's, sweep --rate's, the Evaluate tab's and the load panel's
+    words): ``rates`` as text ("0.5,1,2"), each step's length (``requests`` or ``duration_s``; ``normalized``:
+    N requests rescaled to span N/rate, as vllm bench serve does), the arrival law and its seed, each SLO's
+    bound in ms and its percentile (``make_rate_slo``). Raises BadInput (one line, naming the
+    input as the CLI's flag without dashes) on a rate <= 0, a percentile outside (0, 100), or a step with no
+    request; checked before anything is sent."""
+    try:
+        values = parse_rates(rates)
+    except ValueError as e:
+        raise BadInput.about("rate", str(e).removeprefix("rate ")) from None
+    slo = make_rate_slo(slo_ms, slo_percentile)
+    if duration_s is None and requests is None:
+        raise BadInput.about("rate", "needs each step's length: --duration S or --requests N (a number of requests)")
+    try:
+        load = RateLoad(rates=values, arrivals=arrivals, burstiness=burstiness, seed=seed, duration_s=duration_s,
+                        requests=requests, normalized=normalized, drain_s=drain_s, slo=slo)
+        for i, r in enumerate(values):
+            if not load.schedule(i).offsets_s:  # also: a step past the time bound, before anything is sent
+                raise BadInput.about("duration", f"of {duration_s:g} s holds no request at {r:g} req/s (arrival "
+                                     f"seed {seed}): lengthen it, or give a number of requests")
+    except ValidationError as e:
+        raise BadInput(validation_summary(e)) from None
+    except BadInput:
+        raise
+    except ValueError as e:
+        raise BadInput(str(e)) from None
+    return load
 
 
 class RateSide(BaseModel):

@@ -13,7 +13,7 @@ back. The report and the tab show it with demo/load/rate_page.py's summary, figu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import httpx
 import plotly.graph_objects as go
@@ -22,16 +22,12 @@ from pydantic import ValidationError
 from demo.charts import figures_html
 from demo.errors import BadInput
 from demo.fmt import esc, validation_summary
-from demo.load.arrivals import Arrivals, parse_rates
 from demo.load.engine import LoadResult, LoadSpec, finish
 from demo.load.rate import (
-    DEFAULT_DRAIN_S,
     QUEUE_SOURCE,
     RUNNING_SOURCE,
     RateLoad,
-    RateSlo,
     RateStep,
-    SloBound,
     run_rate_sweep,
 )
 from demo.load.rate_page import goodput_figure, latency_figure, rate_table_html, summary_html
@@ -41,50 +37,8 @@ from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.runner import describe_servers, make_servers, spec_arms
 from demo.workload import Workload
 
-SLO_FIGURES = ("ttft", "itl", "e2e")
 RateStepFn = Callable[[RateStep], None]
 ProgressFn = Callable[[str], None]
-
-
-def make_rate_load(rates: str, *, requests: int | None = None, duration_s: float | None = None,
-                   arrivals: Arrivals = "poisson", burstiness: float = 1.0, seed: int = 0,
-                   drain_s: float = DEFAULT_DRAIN_S, slo_ms: Mapping[str, float | None] | None = None,
-                   slo_percentile: Mapping[str, float] | None = None) -> RateLoad:
-    """The open-loop sweep asked for (the CLI's and the tab's words): ``rates`` as text ("0.5,1,2"), each
-    step's length (``requests`` or ``duration_s``), the arrival law and its seed, each SLO's bound in ms and
-    its percentile (by figure: "ttft", "itl", "e2e"; default p95). Raises BadInput (one line, naming the
-    input as the CLI's flag without dashes) on a rate <= 0, a percentile outside (0, 100), or a step with no
-    request; checked before anything is sent."""
-    try:
-        values = parse_rates(rates)
-    except ValueError as e:
-        raise BadInput.about("rate", str(e).removeprefix("rate ")) from None
-    bounds: dict[str, SloBound] = {}
-    for name in SLO_FIGURES:
-        p = (slo_percentile or {}).get(name, 95.0)
-        if not 0 < p < 100 or p != int(p):
-            raise BadInput.about(f"slo-{name}-p", f"must be a whole percentile from 1 to 99, got {p:g}")
-        ms = (slo_ms or {}).get(name)
-        if ms is not None:
-            if not ms > 0:
-                raise BadInput.about(f"slo-{name}-ms", f"must be above 0, got {ms:g}")
-            bounds[name] = SloBound(ms=ms, percentile=p)
-    if duration_s is None and requests is None:
-        raise BadInput.about("rate", "needs each step's length: a duration in seconds or a number of requests")
-    try:
-        load = RateLoad(rates=values, arrivals=arrivals, burstiness=burstiness, seed=seed, duration_s=duration_s,
-                        requests=requests, drain_s=drain_s, slo=RateSlo(**bounds))
-        for i, r in enumerate(values):
-            if not load.schedule(i).offsets_s:  # also: a step past the time bound, before anything is sent
-                raise BadInput.about("duration", f"of {duration_s:g} s holds no request at {r:g} req/s (arrival "
-                                     f"seed {seed}): lengthen it, or give a number of requests")
-    except ValidationError as e:
-        raise BadInput(validation_summary(e)) from None
-    except BadInput:
-        raise
-    except ValueError as e:
-        raise BadInput(str(e)) from None
-    return load
 
 
 def check_workload(workload: Workload) -> None:

@@ -34,7 +34,7 @@ from demo.fmt import esc, fmt_percent, fmt_speedup, fmt_temperature, or_na, vali
 from demo.live.budget import StreamBudget, sweep_streams, waiting_text
 from demo.live.status import internal_error_text
 from demo.load.engine import LoadResult, LoadSpec
-from demo.load.rate import RateLoad
+from demo.load.rate import RateLoad, make_rate_load
 from demo.presets import load_presets, resolve_presets
 from demo.settings import Settings
 from demo.sweep import figures
@@ -42,7 +42,6 @@ from demo.sweep.capacity import Slo
 from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.rates import (
     check_workload,
-    make_rate_load,
     new_load_result,
     rate_figures,
     rate_text_html,

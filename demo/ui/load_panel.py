@@ -24,10 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-from pydantic import ValidationError
 
 from demo import view
-from demo.fmt import validation_summary
 from demo.live.budget import StreamBudget
 from demo.live.load_stream import LoadFrame, error_frame, idle_frame, idle_status_html, load_frames, start_frame
 from demo.live.request import FREE_PROMPT, build_request, preset_user_text
@@ -36,7 +34,7 @@ from demo.live.status import internal_error_text
 from demo.load.arrivals import parse_rates
 from demo.load.engine import LoadResult, LoadSpec, make_spec, parse_users, request_from_race
 from demo.load.page import write_files
-from demo.load.rate import RateLoad, RateSlo, SloBound
+from demo.load.rate import RateLoad, make_rate_load
 from demo.load.view import STEP_HEADERS
 from demo.presets import Preset, load_presets
 from demo.race import validate_request
@@ -222,12 +220,8 @@ def rate_load(rates_text: str, requests: float | None, slo_itl_ms: float | None)
                          f"{'nothing' if requests is None else f'{requests:g}'}")
     if slo_itl_ms is not None and not slo_itl_ms > 0:
         raise ValueError(f"the ITL SLO must be above 0 ms (or empty: no capacity), got {slo_itl_ms:g}")
-    try:
-        slo = RateSlo(itl=SloBound(ms=slo_itl_ms) if slo_itl_ms else None)
-        load = RateLoad(rates=rates, requests=int(requests), slo=slo)
-        windows = [load.schedule(i).window_s for i in range(len(rates))]
-    except ValidationError as e:
-        raise ValueError(validation_summary(e)) from e
+    load = make_rate_load(rates_text, requests=int(requests), slo_ms={"itl": slo_itl_ms or None})  # a ValueError
+    windows = [load.schedule(i).window_s for i in range(len(rates))]
     for r, w in zip(rates, windows, strict=True):
         if w > RATE_WINDOW_MAX_S:
             raise ValueError(f"at {r:g} req/s, {int(requests)} requests take {w:.0f} s of arrivals per server: past "
