@@ -34,8 +34,12 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # evaluations and `for`: ~110 s of waiting per run (CI, 2026-12-04), with light stand-in traffic and
 # no rate checked against a truth (the canary's split and streaming checks stay in tests/test_canary.py,
 # in the fast stage).
+# Two page modules that check behaviour, not rates (faults shown where the user looks; viewers sharing
+# the stream budget): 111 s of the page group's ~10 min, with Chromium waiting on the stand-ins' pacing
+# (2026-12-04: the e2e stage had 174 s to spare beside its 188 s of these modules).
 BESIDE_E2E = ("tests/test_launcher.py", "tests/test_supervisor.py", "tests/test_vllm_args.py",
-              "tests/test_guardrails.py", "tests/test_canary_rollback.py", "tests/test_canary_view.py")
+              "tests/test_guardrails.py", "tests/test_canary_rollback.py", "tests/test_canary_view.py",
+              "tests/browser/test_faults_page.py", "tests/browser/test_users_page.py")
 
 
 def module_of(nodeid: str) -> str:
