@@ -15,7 +15,7 @@ from demo.assets import REPORT_CSP as CSP
 from demo.assets import REPORT_CSS as CSS
 from demo.charts import COLORS, empty_figure, figures_html, layout
 from demo.fmt import esc, fmt_speedup, or_na
-from demo.load.rate import QUEUE_SOURCE, RUNNING_SOURCE, RateSide
+from demo.load.rate import QUEUE_SOURCE, RUNNING_SOURCE, RateLoad, RateSide
 from demo.load.rate_view import HEAD, side_cells
 
 if TYPE_CHECKING:
@@ -175,15 +175,22 @@ def summary_html(result: LoadResult) -> str:
     return html
 
 
+def schedule_html(rate: RateLoad) -> str:
+    """A rate sweep's schedule in words (escaped HTML): "0.5, 1, 2 req/s, poisson arrivals (seed 0), 20
+    requests per step", gamma's burstiness named; load.html's and report.html's."""
+    length = f"{rate.duration_s:g} s of arrivals" if rate.duration_s else f"{rate.requests} requests"
+    law = rate.arrivals + (f" (burstiness {rate.burstiness:g})" if rate.arrivals == "gamma" else "")
+    rates = ", ".join(f"{r:g}" for r in rate.rates)
+    return f"{esc(rates)} req/s, {esc(law)} arrivals (seed {rate.seed}), {esc(length)} per step"
+
+
 def rate_html(result: LoadResult) -> str:
     """load.html of an open-loop sweep: the capacity sentence, the crossovers, both figures and every step."""
     rate = result.spec.rate
     assert rate is not None
     figs = figures_html((("latency", latency_figure(result)), ("goodput", goodput_figure(result))))
     when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")
-    length = f"{rate.duration_s:g} s of arrivals" if rate.duration_s else f"{rate.requests} requests"
-    what = (f"{esc(', '.join(f'{r:g}' for r in rate.rates))} req/s, {esc(rate.arrivals)} arrivals (seed {rate.seed}), "
-            f"{esc(length)} per step" if rate.replay is None else
+    what = (schedule_html(rate) if rate.replay is None else
             f"{esc(rate.replay.label)} ({len(rate.replay.trace_offsets_s)} requests at the trace's own times, mean "
             f"{rate.rates[0]:.2f} req/s)")
     banner = '<p class="banner">Interrupted: the steps below are those measured.</p>' if result.interrupted else ""

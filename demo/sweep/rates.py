@@ -30,7 +30,7 @@ from demo.load.rate import (
     RateStep,
     run_rate_sweep,
 )
-from demo.load.rate_page import goodput_figure, latency_figure, rate_table_html, summary_html
+from demo.load.rate_page import goodput_figure, latency_figure, rate_table_html, schedule_html, summary_html
 from demo.load.rate_view import rate_json
 from demo.settings import Settings
 from demo.sweep.models import SweepResult, SweepSpec
@@ -153,12 +153,9 @@ def rate_section_html(result: SweepResult) -> str:
         return ""
     rate = rated.spec.rate
     assert rate is not None
-    length = f"{rate.duration_s:g} s of arrivals" if rate.duration_s else f"{rate.requests} requests"
-    law = rate.arrivals + (f" (burstiness {rate.burstiness:g})" if rate.arrivals == "gamma" else "")
-    rates = ", ".join(f"{r:g}" for r in rate.rates)
     return (f'<section id="rate"><h2>Requests per second each server holds</h2>{summary_html(rated)}'
-            f'<p class="muted">Open loop: {esc(rated.spec.workload)}\'s requests at {esc(rates)} req/s, {esc(law)} '
-            f"arrivals (seed {rate.seed}), {esc(length)} per step, each step bounded at its window plus "
+            f'<p class="muted">Open loop: {esc(rated.spec.workload)}\'s requests at {schedule_html(rate)}, '
+            f"each step bounded at its window plus "
             f"{rate.drain_s:g} s; each server alone, the same schedule. Speedup: per-request decode tokens/s, "
             f"the arm over the baseline; throughput ratio: output tokens/s over output tokens/s. Queue: "
             f"{esc(QUEUE_SOURCE)}. Running: {esc(RUNNING_SOURCE)}.</p>"
