@@ -1,0 +1,30 @@
+"""The suite's stages (scripts/test.sh) read their paths from tests/conftest.py: each name there must
+still name a test or a path, or a stage would quietly run less than it says."""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+from demo.settings import ROOT
+from tests.conftest import ALONE, BESIDE_ALONE, BESIDE_E2E, E2E_PATHS, GROUPS
+
+TEST_SH = (ROOT / "scripts" / "test.sh").read_text()
+
+
+def test_every_alone_entry_names_a_test_function() -> None:
+    for nodeid in ALONE:
+        path, name = nodeid.split("::")
+        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+        assert callable(getattr(module, name, None)) and name.startswith("test_"), nodeid
+
+
+def test_every_stage_path_exists() -> None:
+    for path in (*BESIDE_E2E, *BESIDE_ALONE, *E2E_PATHS, *(p for paths in GROUPS.values() for p in paths)):
+        assert (ROOT / path).exists(), path
+
+
+def test_the_fast_stage_leaves_the_alone_checks_and_the_idle_pages_to_their_own_stage() -> None:
+    marks = re.findall(r'^marks="([^"]*)"', TEST_SH, re.M)
+    assert marks == ["not e2e and not alone and not beside_alone"], marks
+    assert "$alone_ids" in TEST_SH and "harness.idle" in TEST_SH and "-m beside_alone" in TEST_SH
