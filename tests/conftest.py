@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -85,6 +86,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                                     "scripts/test.sh's e2e stage would not collect it")
     rank = {g: i for i, g in enumerate(GROUPS)}
     items.sort(key=lambda it: rank.get(work_unit(it.nodeid), len(rank)))  # stable: modules keep their order
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker in a session of its own. Under Linux's autogroups each session is scheduled
+    as one group, so each worker, with what it starts (stand-ins, an app, Chromium), gets a fair
+    share of the cores as one unit: the page group's Chromium, a dozen threads in one worker, cannot
+    crowd out the client whose rates the other worker checks (in one session, the two workers
+    share the session's share thread by thread). A busy neighbour in its own session keeps its
+    share (docs/development.md#a-busy-machine)."""
+    if hasattr(config, "workerinput") and os.getsid(0) != os.getpid():
+        os.setsid()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

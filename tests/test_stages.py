@@ -4,7 +4,10 @@ still name a test or a path, or a stage would quietly run less than it says."""
 from __future__ import annotations
 
 import importlib
+import os
 import re
+
+import pytest
 
 from demo.settings import ROOT
 from tests.conftest import ALONE, BESIDE_ALONE, BESIDE_E2E, E2E_PATHS, GROUPS
@@ -28,3 +31,9 @@ def test_the_fast_stage_leaves_the_alone_checks_and_the_idle_pages_to_their_own_
     marks = re.findall(r'^marks="([^"]*)"', TEST_SH, re.M)
     assert marks == ["not e2e and not alone and not beside_alone"], marks
     assert "$alone_ids" in TEST_SH and "harness.idle" in TEST_SH and "-m beside_alone" in TEST_SH
+
+
+def test_an_xdist_worker_runs_in_a_session_of_its_own() -> None:
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        pytest.skip("not an xdist worker: scripts/test.sh's fast stage runs this with -n 2")
+    assert os.getsid(0) == os.getpid()
