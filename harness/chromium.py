@@ -13,8 +13,6 @@ if TYPE_CHECKING:
     from playwright.sync_api import Browser, Playwright, ViewportSize
 
 CHROMIUM = Path("/usr/bin/chromium")
-# What Playwright starts: CHROMIUM, its session's autogroup as nice as the browser (harness/chromium.sh).
-LAUNCHER = Path(__file__).with_name("chromium.sh")
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -27,4 +25,4 @@ def launch(playwright: Playwright) -> Browser:
 
     The one place the tests, the benchmarks and the docs' image scripts launch a browser.
     """
-    return playwright.chromium.launch(executable_path=str(LAUNCHER), args=CHROMIUM_ARGS)
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

@@ -42,7 +42,7 @@ mkdir -p artifacts
 # network and disk; ~3 min on a clean machine) from the start, Debian's Prometheus once the
 # browser's apt-get is done (both use apt). The fast tests wait for both, so that nothing heavy
 # runs beside their timing checks.
-setup_pid="" prom_pid="" beside_pid="" idle_pid=""
+setup_pid="" prom_pid="" beside_pid=""
 if [[ $fast -eq 0 ]]; then
     bash scripts/setup_cpu_servers.sh >artifacts/setup-cpu-servers.log 2>&1 &
     setup_pid=$!
@@ -82,7 +82,6 @@ start_e2e_pair() {
     stamp "the e2e pair starting (artifacts/servers-e2e-up.log)"
 }
 trap 'for p in $setup_pid $prom_pid $up_pid $beside_pid; do kill "$p" 2>/dev/null || true; done
-      [[ -z "$idle_pid" ]] || kill -- -"$idle_pid" 2>/dev/null || true
       [[ -z "$pair_started" ]] || .venv/bin/python -m harness.e2e_pair down >/dev/null 2>&1 || true
       [[ -z "$busy_pid" ]] || python3 -m harness.busy stop "$busy_pid" || true' EXIT
 # The venv already there (a cached one installs nothing): the pair starts before lint.
@@ -121,10 +120,9 @@ fi
 # With the e2e stage to follow, the modules that wait more than they compute and check no rate
 # (marked beside_e2e, tests/conftest.py: the launcher, the supervisor, vLLM's parser) run beside
 # it instead, on the core its sequential races leave idle: ~2 min of one worker's time.
-# The rate checks in ALONE (tests/conftest.py: they missed on a busy machine beside the page group)
-# run after them, one at a time, with nothing of the suite beside them at their priority; the page
-# modules marked beside_alone (behaviour, no rate) run meanwhile at nice 19 (harness/idle.py).
-marks="not e2e and not alone and not beside_alone"
+# The rate checks in ALONE (tests/conftest.py: they missed on a busy machine in this stage) run
+# after it, one at a time, with nothing of the suite beside them.
+marks="not e2e and not alone"
 [[ $fast -eq 1 ]] || marks="$marks and not beside_e2e"
 status=0
 # --durations: the 20 slowest tests in the log, where the stage's time goes.
@@ -134,28 +132,16 @@ stamp "fast and browser tests done (exit $status)"
 # Each later stage's paths, from tests/conftest.py: it collects only those (the whole suite's
 # collection takes ~8 s). Assigned first, so that a failing lookup stops the script (set -e)
 # instead of leaving pytest no path, which would run everything.
-stages=$(.venv/bin/python -c "from tests.conftest import ALONE, BESIDE_ALONE, BESIDE_E2E, E2E_PATHS
-for paths in (ALONE, BESIDE_ALONE, E2E_PATHS, BESIDE_E2E): print(' '.join(paths))")
+stages=$(.venv/bin/python -c "from tests.conftest import ALONE, BESIDE_E2E, E2E_PATHS
+for paths in (ALONE, E2E_PATHS, BESIDE_E2E): print(' '.join(paths))")
 alone_ids=$(sed -n 1p <<<"$stages")
-idle_paths=$(sed -n 2p <<<"$stages")
-e2e_paths=$(sed -n 3p <<<"$stages")
-beside_paths=$(sed -n 4p <<<"$stages")
-# shellcheck disable=SC2086  # the paths, one word each
-.venv/bin/python -m harness.idle .venv/bin/python -m pytest -m beside_alone -q -p no:cacheprovider \
-    --durations=5 $idle_paths >artifacts/beside-alone.log 2>&1 &
-idle_pid=$!
+e2e_paths=$(sed -n 2p <<<"$stages")
+beside_paths=$(sed -n 3p <<<"$stages")
 alone=0
-# shellcheck disable=SC2086
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=5 $alone_ids || alone=$?
+# shellcheck disable=SC2086  # the ids, one word each
+.venv/bin/python -m pytest -q -p no:cacheprovider $alone_ids || alone=$?
 stamp "the rate checks alone done (exit $alone)"
-# The next stage waits for them: beside the e2e races they would be starved at nice 19.
-idle=0
-wait "$idle_pid" || idle=$?
-idle_pid=""
-cat artifacts/beside-alone.log
-stamp "the page modules beside them done (exit $idle)"
 [[ $status -eq 0 ]] && status=$alone
-[[ $status -eq 0 ]] && status=$idle
 
 if [[ $fast -eq 0 ]]; then
     if [[ $setup -ne 0 ]]; then

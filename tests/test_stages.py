@@ -10,7 +10,7 @@ import re
 import pytest
 
 from demo.settings import ROOT
-from tests.conftest import ALONE, BESIDE_ALONE, BESIDE_E2E, E2E_PATHS, GROUPS
+from tests.conftest import ALONE, BESIDE_E2E, E2E_PATHS, GROUPS
 
 TEST_SH = (ROOT / "scripts" / "test.sh").read_text()
 
@@ -23,14 +23,14 @@ def test_every_alone_entry_names_a_test_function() -> None:
 
 
 def test_every_stage_path_exists() -> None:
-    for path in (*BESIDE_E2E, *BESIDE_ALONE, *E2E_PATHS, *(p for paths in GROUPS.values() for p in paths)):
+    for path in (*BESIDE_E2E, *E2E_PATHS, *(p for paths in GROUPS.values() for p in paths)):
         assert (ROOT / path).exists(), path
 
 
-def test_the_fast_stage_leaves_the_alone_checks_and_the_idle_pages_to_their_own_stage() -> None:
+def test_the_fast_stage_leaves_the_alone_checks_to_their_own_stage() -> None:
     marks = re.findall(r'^marks="([^"]*)"', TEST_SH, re.M)
-    assert marks == ["not e2e and not alone and not beside_alone"], marks
-    assert "$alone_ids" in TEST_SH and "harness.idle" in TEST_SH and "-m beside_alone" in TEST_SH
+    assert marks == ["not e2e and not alone"], marks
+    assert "$alone_ids" in TEST_SH
 
 
 def test_an_xdist_worker_runs_in_a_session_of_its_own() -> None:
