@@ -1,5 +1,5 @@
 """The agent session (presets/agent_session.yaml) played turn by turn on the real CPU vLLM servers,
-as the page plays it (demo.turns): the servers take every turn's history (the side's own answers,
+as the page plays it (demo.turns, in the page's order): the servers take every turn's history (the side's own answers,
 their tool calls with the ids vLLM gave them, the logged tool results), every turn finishes on
 every side with the same answer, and each turn's figures and the session's are measured. The
 per-turn table is printed: the figures for docs/benchmarks.md.
@@ -16,6 +16,7 @@ import os
 
 import pytest
 
+from demo.live.request import default_order
 from demo.presets import load_presets
 from demo.settings import ArmSetting, Settings
 from demo.turns import SessionResult, stream_session
@@ -34,9 +35,13 @@ def test_the_agent_session_plays_every_turn_on_the_real_servers(real_servers: Se
         settings.arms = [ArmSetting(name="ngram", url=str(real_servers.speculative_url), method="ngram"),
                          ArmSetting(name="suffix", url=SUFFIX_URL, method="suffix")]
 
+    # The page's order: simultaneous on the pair (each server on a core of its own), sequential with
+    # the suffix arm (three servers would share the two cores).
+    order, _why = default_order(settings)
+
     async def play() -> SessionResult:
         session = None
-        async for snap in stream_session(preset.to_request(order="sequential"), preset.turns, settings,
+        async for snap in stream_session(preset.to_request(order=order), preset.turns, settings,
                                          first_label=preset.first_label):
             session = snap.session
         assert session is not None
