@@ -3,9 +3,8 @@
 # lint, types and layers (ruff, mypy, lint-imports, and Biome for the page's JS and CSS; a finding
 # fails the run before any test),
 # and runs every test: fast ones (stand-in servers on 127.0.0.1), browser ones (headless
-# Chromium; the modules marked beside_fast in a pytest beside them), then the end-to-end suite
-# against two real CPU vLLM servers (started before the fast tests, or else by its fixture;
-# stopped after), with the modules marked beside_e2e
+# Chromium), then the end-to-end suite against two real CPU vLLM servers (started beside
+# the fast tests, or else by its fixture; stopped after), with the modules marked beside_e2e
 # (tests/conftest.py) beside it; that stage also parses every generated vLLM command with vLLM's
 # own parser (tests/test_vllm_args.py) and has a real Prometheus scrape the servers
 # (tests/e2e/test_prometheus_e2e.py).
@@ -43,7 +42,7 @@ mkdir -p artifacts
 # network and disk; ~3 min on a clean machine) from the start, Debian's Prometheus once the
 # browser's apt-get is done (both use apt). The fast tests wait for both, so that nothing heavy
 # runs beside their timing checks.
-setup_pid="" prom_pid="" beside_fast_pid="" beside_pid=""
+setup_pid="" prom_pid="" beside_pid=""
 if [[ $fast -eq 0 ]]; then
     bash scripts/setup_cpu_servers.sh >artifacts/setup-cpu-servers.log 2>&1 &
     setup_pid=$!
@@ -59,14 +58,14 @@ if [[ $fast -eq 0 ]]; then
     prom_pid=$!
 fi
 
-# The end-to-end pair starts as soon as the CPU vLLM venv is ready, in the background, beside lint
-# and the tests marked beside_fast; the fast stage waits for its warm start (~1 min here) and then
-# runs beside it idle (~3% of a core). At its normal priority, on purpose: started at nice 19
-# (which servers/procs.py carries to each server's session under Linux's autogroups) it took only
-# idle CPU, so its start and warm-up stretched over the fast stage's first 7 minutes, beside its
-# rate checks, and two of them missed (docs/benchmarks.md#ci). A start that fails costs nothing:
-# the e2e fixture starts its own pair. Its command, environment (timeouts), run dir and ports are
-# the fixture's too, from one module: harness/e2e_pair.py.
+# The end-to-end pair starts as soon as the CPU vLLM venv is ready, in the background, beside the
+# fast tests: its warm start (2-3 min here, sharing the cores) is done before the e2e stage needs
+# it, and idle after that it takes ~3% of a core. At its normal priority, on purpose: started at
+# nice 19 (which servers/procs.py carries to each server's session under Linux's autogroups) it
+# took only idle CPU, so its start and warm-up stretched over the fast stage's first 7 minutes,
+# beside its rate checks, and two of them missed (docs/benchmarks.md#ci). A start that fails
+# costs nothing: the e2e fixture starts its own pair. Its command, environment (timeouts), run
+# dir and ports are the fixture's too, from one module: harness/e2e_pair.py.
 up_pid="" pair_started="" setup=0
 wait_for_vllm_venv() {
     if [[ -n "$setup_pid" ]]; then
@@ -82,7 +81,7 @@ start_e2e_pair() {
     up_pid=$! pair_started=1
     stamp "the e2e pair starting (artifacts/servers-e2e-up.log)"
 }
-trap 'for p in $setup_pid $prom_pid $up_pid $beside_fast_pid $beside_pid; do kill "$p" 2>/dev/null || true; done
+trap 'for p in $setup_pid $prom_pid $up_pid $beside_pid; do kill "$p" 2>/dev/null || true; done
       [[ -z "$pair_started" ]] || .venv/bin/python -m harness.e2e_pair down >/dev/null 2>&1 || true
       [[ -z "$busy_pid" ]] || python3 -m harness.busy stop "$busy_pid" || true' EXIT
 # The venv already there (a cached one installs nothing): the pair starts before lint.
@@ -112,60 +111,32 @@ if [[ -n "$prom_pid" ]]; then
     [[ $prom -eq 0 ]] || echo "[test] Prometheus not installed; its e2e test will skip"
 fi
 
-# Each later stage's paths, from tests/conftest.py: it collects only those (the whole suite's
-# collection takes ~8 s). Assigned first, so that a failing lookup stops the script (set -e)
-# instead of leaving pytest no path, which would run everything.
-stages=$(.venv/bin/python -c "from tests.conftest import ALONE, BESIDE_E2E, BESIDE_FAST, E2E_PATHS
-for paths in (ALONE, E2E_PATHS, BESIDE_E2E, BESIDE_FAST): print(' '.join(paths))")
-alone_ids=$(sed -n 1p <<<"$stages")
-e2e_paths=$(sed -n 2p <<<"$stages")
-beside_paths=$(sed -n 3p <<<"$stages")
-beside_fast_paths=$(sed -n 4p <<<"$stages")
-
-# The modules marked beside_fast (tests/conftest.py: the soak and others that wait, compute little
-# and check no rate) in a pytest of their own from here, its output in a log printed after: beside
-# the e2e pair's start, then beside the fast stage (which waits more than it computes).
-# shellcheck disable=SC2086
-.venv/bin/python -m pytest -m beside_fast -q -p no:cacheprovider --durations=10 $beside_fast_paths \
-    >artifacts/beside-fast.log 2>&1 &
-beside_fast_pid=$!
-stamp "the tests beside the fast stage started (artifacts/beside-fast.log)"
-# The fast stage's timing checks wait for the pair's start and warm-up (~1 min, both cores): with
-# the rate checks beside it, they missed (docs/benchmarks.md#ci). A start that fails costs nothing
-# here: the e2e fixture starts its own pair.
-if [[ -n "$up_pid" ]]; then
-    up=0
-    wait "$up_pid" || up=$?
-    up_pid=""
-    cat artifacts/servers-e2e-up.log
-    stamp "the e2e pair started: exit $up"
-fi
-
-# Fast and browser tests next: their timing checks need the cores the vLLM servers take while
-# they serve (the pair above idles now: ~3% of a core).
+# Fast and browser tests first: their timing checks need the cores the vLLM servers take while
+# they serve (the pair above only starts beside them, and then idles).
 # Two workers (pytest-xdist), one per core: a module's tests stay together on one worker, the page
 # modules run one at a time, the longest groups go out first (tests/conftest.py: GROUPS). A third
-# worker ran the stage faster, but starved our client of CPU: figures checked against the
-# stand-ins' truth missed by 5-6%, and with one core kept busy three missed (docs/benchmarks.md#ci).
+# worker ran the stage ~170 s faster, but starved our client of CPU: figures checked against the
+# stand-ins' truth missed by 5-6% (docs/benchmarks.md#ci).
 # With the e2e stage to follow, the modules that wait more than they compute and check no rate
 # (marked beside_e2e, tests/conftest.py: the launcher, the supervisor, vLLM's parser) run beside
 # it instead, on the core its sequential races leave idle: ~2 min of one worker's time.
 # The rate checks in ALONE (tests/conftest.py: they missed on a busy machine in this stage) run
 # after it, one at a time, with nothing of the suite beside them.
-marks="not e2e and not alone and not beside_fast"
+marks="not e2e and not alone"
 [[ $fast -eq 1 ]] || marks="$marks and not beside_e2e"
 status=0
 # --durations: the 20 slowest tests in the log, where the stage's time goes.
 .venv/bin/python -m pytest -m "$marks" -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder \
     --durations=20 || status=$?
 stamp "fast and browser tests done (exit $status)"
-beside_fast=0
-wait "$beside_fast_pid" || beside_fast=$?
-beside_fast_pid=""
-cat artifacts/beside-fast.log
-stamp "the tests beside them done (exit $beside_fast)"
-[[ $status -eq 0 ]] && status=$beside_fast
-
+# Each later stage's paths, from tests/conftest.py: it collects only those (the whole suite's
+# collection takes ~8 s). Assigned first, so that a failing lookup stops the script (set -e)
+# instead of leaving pytest no path, which would run everything.
+stages=$(.venv/bin/python -c "from tests.conftest import ALONE, BESIDE_E2E, E2E_PATHS
+for paths in (ALONE, E2E_PATHS, BESIDE_E2E): print(' '.join(paths))")
+alone_ids=$(sed -n 1p <<<"$stages")
+e2e_paths=$(sed -n 2p <<<"$stages")
+beside_paths=$(sed -n 3p <<<"$stages")
 alone=0
 # shellcheck disable=SC2086  # the ids, one word each
 .venv/bin/python -m pytest -q -p no:cacheprovider $alone_ids || alone=$?
@@ -177,6 +148,13 @@ if [[ $fast -eq 0 ]]; then
         echo "[test] the CPU vLLM venv failed to install (log above, artifacts/setup-cpu-servers.log):" \
              "end-to-end tests not run"
         exit $setup
+    fi
+    if [[ -n "$pair_started" ]]; then
+        up=0
+        wait "$up_pid" || up=$?
+        up_pid=""
+        cat artifacts/servers-e2e-up.log
+        stamp "the e2e pair started in the background: exit $up"
     fi
     # The beside_e2e modules in a pytest of their own, its output in a log printed after.
     # shellcheck disable=SC2086

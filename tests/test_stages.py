@@ -10,7 +10,7 @@ import re
 import pytest
 
 from demo.settings import ROOT
-from tests.conftest import ALONE, BESIDE_E2E, BESIDE_FAST, E2E_PATHS, GROUPS
+from tests.conftest import ALONE, BESIDE_E2E, E2E_PATHS, GROUPS
 
 TEST_SH = (ROOT / "scripts" / "test.sh").read_text()
 
@@ -23,17 +23,14 @@ def test_every_alone_entry_names_a_test_function() -> None:
 
 
 def test_every_stage_path_exists() -> None:
-    for path in (*BESIDE_E2E, *BESIDE_FAST, *E2E_PATHS, *(p for paths in GROUPS.values() for p in paths)):
+    for path in (*BESIDE_E2E, *E2E_PATHS, *(p for paths in GROUPS.values() for p in paths)):
         assert (ROOT / path).exists(), path
-    # A module beside both stages would run twice; an alone check beside the fast stage, never alone.
-    assert not set(BESIDE_E2E) & set(BESIDE_FAST)
-    assert not {nodeid.split("::")[0] for nodeid in ALONE} & set(BESIDE_FAST)
 
 
 def test_the_fast_stage_leaves_the_alone_checks_to_their_own_stage() -> None:
     marks = re.findall(r'^marks="([^"]*)"', TEST_SH, re.M)
-    assert marks == ["not e2e and not alone and not beside_fast"], marks
-    assert "$alone_ids" in TEST_SH and "$beside_fast_paths" in TEST_SH
+    assert marks == ["not e2e and not alone"], marks
+    assert "$alone_ids" in TEST_SH
 
 
 def test_an_xdist_worker_runs_in_a_session_of_its_own() -> None:
