@@ -1,8 +1,8 @@
 """The agent session (presets/agent_session.yaml) played turn by turn on the real CPU vLLM servers,
-as the page plays it (demo.turns, in the page's order): the servers take every turn's history (the side's own answers,
-their tool calls with the ids vLLM gave them, the logged tool results), every turn finishes on
-every side with the same answer, and each turn's figures and the session's are measured. The
-per-turn table is printed: the figures for docs/benchmarks.md.
+as the page plays it (demo.turns, in the page's order): the servers take every turn's history (the
+side's own answers, their tool calls with the ids vLLM gave them, the logged tool results), every
+turn finishes on every side with the same answer, and each turn's figures and the session's are
+measured. The per-turn table is printed: the figures for docs/benchmarks.md.
 
 Slow (five turns, ~2-4 minutes on 2 cores): `pytest -m e2e tests/e2e/test_agent_session_e2e.py`,
 against the pair (tests/e2e/conftest.py). With the suffix arm (its module's docstring says how to
