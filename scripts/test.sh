@@ -42,7 +42,7 @@ mkdir -p artifacts
 # network and disk; ~3 min on a clean machine) from the start, Debian's Prometheus once the
 # browser's apt-get is done (both use apt). The fast tests wait for both, so that nothing heavy
 # runs beside their timing checks.
-setup_pid="" prom_pid="" beside_pid=""
+setup_pid="" prom_pid="" beside_pids=()
 if [[ $fast -eq 0 ]]; then
     bash scripts/setup_cpu_servers.sh >artifacts/setup-cpu-servers.log 2>&1 &
     setup_pid=$!
@@ -81,7 +81,7 @@ start_e2e_pair() {
     up_pid=$! pair_started=1
     stamp "the e2e pair starting (artifacts/servers-e2e-up.log)"
 }
-trap 'for p in $setup_pid $prom_pid $up_pid $beside_pid; do kill "$p" 2>/dev/null || true; done
+trap 'for p in $setup_pid $prom_pid $up_pid ${beside_pids[*]:-}; do kill "$p" 2>/dev/null || true; done
       [[ -z "$pair_started" ]] || .venv/bin/python -m harness.e2e_pair down >/dev/null 2>&1 || true
       [[ -z "$busy_pid" ]] || python3 -m harness.busy stop "$busy_pid" || true' EXIT
 # The venv already there (a cached one installs nothing): the pair starts before lint.
@@ -114,12 +114,13 @@ fi
 # Fast and browser tests first: their timing checks need the cores the vLLM servers take while
 # they serve (the pair above only starts beside them, and then idles).
 # Two workers (pytest-xdist), one per core: a module's tests stay together on one worker, the page
-# modules run one at a time, the longest groups go out first (tests/conftest.py: GROUPS). A third
-# worker ran the stage ~170 s faster, but starved our client of CPU: figures checked against the
-# stand-ins' truth missed by 5-6% (docs/benchmarks.md#ci).
+# modules run one at a time, and beside them, while the pair starts, modules that check no rate
+# (tests/conftest.py: GROUPS, in that order). A third worker ran the stage ~170 s faster, but
+# starved our client of CPU: figures checked against the stand-ins' truth missed by 5-6%
+# (docs/benchmarks.md#ci).
 # With the e2e stage to follow, the modules that wait more than they compute and check no rate
-# (marked beside_e2e, tests/conftest.py: the launcher, the supervisor, vLLM's parser) run beside
-# it instead, on the core its sequential races leave idle: ~2 min of one worker's time.
+# (marked beside_e2e, tests/conftest.py: the launcher, the supervisor, vLLM's parser, the soak)
+# run beside it instead, on the core its sequential races leave idle: ~4 min of one worker's time.
 # The rate checks in ALONE (tests/conftest.py: they missed on a busy machine in this stage) run
 # after it, one at a time, with nothing of the suite beside them.
 marks="not e2e and not alone"
@@ -132,11 +133,11 @@ stamp "fast and browser tests done (exit $status)"
 # Each later stage's paths, from tests/conftest.py: it collects only those (the whole suite's
 # collection takes ~8 s). Assigned first, so that a failing lookup stops the script (set -e)
 # instead of leaving pytest no path, which would run everything.
-stages=$(.venv/bin/python -c "from tests.conftest import ALONE, BESIDE_E2E, E2E_PATHS
-for paths in (ALONE, E2E_PATHS, BESIDE_E2E): print(' '.join(paths))")
+stages=$(.venv/bin/python -c "from tests.conftest import ALONE, BESIDE_E2E_LANES, E2E_PATHS
+for paths in (ALONE, E2E_PATHS, *BESIDE_E2E_LANES): print(' '.join(paths))")
 alone_ids=$(sed -n 1p <<<"$stages")
 e2e_paths=$(sed -n 2p <<<"$stages")
-beside_paths=$(sed -n 3p <<<"$stages")
+mapfile -t lanes < <(sed -n '3,$p' <<<"$stages")
 alone=0
 # shellcheck disable=SC2086  # the ids, one word each
 .venv/bin/python -m pytest -q -p no:cacheprovider $alone_ids || alone=$?
@@ -156,21 +157,28 @@ if [[ $fast -eq 0 ]]; then
         cat artifacts/servers-e2e-up.log
         stamp "the e2e pair started in the background: exit $up"
     fi
-    # The beside_e2e modules in a pytest of their own, its output in a log printed after.
-    # shellcheck disable=SC2086
-    .venv/bin/python -m pytest -m beside_e2e -q -p no:cacheprovider --durations=10 $beside_paths \
-        >artifacts/beside-e2e.log 2>&1 &
-    beside_pid=$!
+    # The beside_e2e modules, a pytest per lane (tests/conftest.py: BESIDE_E2E_LANES), each one's
+    # output in a log printed after.
+    for i in "${!lanes[@]}"; do
+        # shellcheck disable=SC2086  # the paths, one word each
+        .venv/bin/python -m pytest -m beside_e2e -q -p no:cacheprovider --durations=10 ${lanes[$i]} \
+            >"artifacts/beside-e2e-$((i + 1)).log" 2>&1 &
+        beside_pids+=($!)
+    done
     e2e=0
     # shellcheck disable=SC2086
     .venv/bin/python -m pytest -m "e2e and not beside_e2e" -q -p no:cacheprovider -s --durations=15 \
         $e2e_paths || e2e=$?
     stamp "end-to-end tests done (exit $e2e)"
     beside=0
-    wait "$beside_pid" || beside=$?
-    beside_pid=""
-    cat artifacts/beside-e2e.log
-    stamp "the tests beside them done (exit $beside)"
+    for i in "${!beside_pids[@]}"; do
+        lane=0
+        wait "${beside_pids[$i]}" || lane=$?
+        cat "artifacts/beside-e2e-$((i + 1)).log"
+        stamp "the tests beside them, lane $((i + 1)) of ${#lanes[@]}, done (exit $lane)"
+        [[ $beside -eq 0 ]] && beside=$lane
+    done
+    beside_pids=()
     [[ $status -eq 0 ]] && status=$e2e
     [[ $status -eq 0 ]] && status=$beside
 fi

@@ -20,17 +20,21 @@ from harness.standin import Standin, StandinBehavior
 # one at the end while the other idles. (Not xdist_group marks: with pytest 9, xdist 3.8's
 # --dist loadgroup no longer groups anything, as it renames item._nodeid, which pytest 9 ignores.)
 GROUPS: dict[str, tuple[str, ...]] = {
-    # The page in Chromium with an app subprocess each (~9 min serial): one page module at a time.
+    # The page in Chromium with an app subprocess each (~8 min serial): one page module at a time.
     "browser": ("tests/browser/", "tests/test_export_browser.py", "tests/test_report_browser.py"),
-    "soak": ("tests/test_soak.py",),  # booth mode for 2 minutes in Chromium (~2.5 min): beside them
+    # Modules that check no rate against a truth (~110 s): the other worker's first unit, beside the
+    # page group while the e2e pair starts and warms up (~100 s of both cores). The rate checks come
+    # after it: started at once beside the pair's start, one missed by 5.4% (docs/benchmarks.md#ci).
+    "pair_start": ("tests/test_race_faults.py", "tests/test_sampling_race.py", "tests/test_load.py",
+                   "tests/test_security.py", "tests/test_endpoints.py", "tests/test_export.py",
+                   "tests/test_figure_png.py", "tests/test_kubernetes.py", "tests/test_cli.py",
+                   "tests/test_compose.py", "tests/test_ratio_names.py"),
 }
 # Modules that wait far more than they compute (0.3-0.4 of a core) and check no rate against a
 # truth: marked ``beside_e2e``. scripts/test.sh runs them beside the end-to-end suite, on the core
-# its sequential races leave idle, instead of in the fast stage; ``pytest -m "not e2e"`` still runs
-# them with the rest (test_vllm_args.py, marked e2e too, only where the CPU vLLM venv is). The soak
-# is not one of them, on purpose: it is the fast stage's first unit beside the page group, and
-# keeps the rate checks off the cores while the e2e pair starts (with it beside e2e, a check that
-# ran then missed by 5.4%: docs/benchmarks.md#ci).
+# its sequential races leave idle, instead of in the fast stage, one pytest per lane, the lanes side
+# by side; ``pytest -m "not e2e"`` still runs them with the rest (test_vllm_args.py, marked e2e too,
+# only where the CPU vLLM venv is).
 # The guardrails' and the canary's real Prometheus (and Alertmanager) wait for its scrapes, rule
 # evaluations and `for`: ~110 s of waiting per run (CI, 2026-12-04), with light stand-in traffic and
 # no rate checked against a truth (the canary's split and streaming checks stay in tests/test_canary.py,
@@ -38,9 +42,15 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # Two page modules that check behaviour, not rates (faults shown where the user looks; viewers sharing
 # the stream budget): 111 s of the page group's ~10 min, with Chromium waiting on the stand-ins' pacing
 # (2026-12-04: the e2e stage had 174 s to spare beside its 188 s of these modules).
-BESIDE_E2E = ("tests/test_launcher.py", "tests/test_supervisor.py", "tests/test_vllm_args.py",
-              "tests/test_guardrails.py", "tests/test_canary_rollback.py", "tests/test_canary_view.py",
-              "tests/browser/test_faults_page.py", "tests/browser/test_users_page.py")
+# The soak (booth mode for 2 minutes in Chromium, ~2.5 min for 26 CPU-s) in a lane of its own: after the
+# first lane's ~6 min it would outlast the e2e suite; in the fast stage it held one worker for 2.5 min.
+BESIDE_E2E_LANES: tuple[tuple[str, ...], ...] = (
+    ("tests/test_launcher.py", "tests/test_supervisor.py", "tests/test_vllm_args.py",
+     "tests/test_guardrails.py", "tests/test_canary_rollback.py", "tests/test_canary_view.py",
+     "tests/browser/test_faults_page.py", "tests/browser/test_users_page.py"),
+    ("tests/test_soak.py",),
+)
+BESIDE_E2E = tuple(path for lane in BESIDE_E2E_LANES for path in lane)
 # Rate checks against stand-ins that run with nothing of the suite beside them: scripts/test.sh's
 # "alone" stage, one at a time after the fast stage (marked ``alone``; the fast stage leaves them out).
 # Each missed in the fast stage of busy runs only (docs/benchmarks.md#ci), and passes beside a busy

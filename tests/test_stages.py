@@ -10,7 +10,7 @@ import re
 import pytest
 
 from demo.settings import ROOT
-from tests.conftest import ALONE, BESIDE_E2E, E2E_PATHS, GROUPS
+from tests.conftest import ALONE, BESIDE_E2E, BESIDE_E2E_LANES, E2E_PATHS, GROUPS
 
 TEST_SH = (ROOT / "scripts" / "test.sh").read_text()
 
@@ -25,6 +25,15 @@ def test_every_alone_entry_names_a_test_function() -> None:
 def test_every_stage_path_exists() -> None:
     for path in (*BESIDE_E2E, *E2E_PATHS, *(p for paths in GROUPS.values() for p in paths)):
         assert (ROOT / path).exists(), path
+
+
+def test_each_module_beside_e2e_is_in_one_lane_and_the_pair_starts_beside_no_rate_check() -> None:
+    lanes = [path for lane in BESIDE_E2E_LANES for path in lane]
+    assert len(lanes) == len(set(lanes)) and BESIDE_E2E == tuple(lanes)
+    assert "BESIDE_E2E_LANES" in TEST_SH
+    # The group beside the pair's start holds no module run in another stage (it would not be there).
+    alone = {nodeid.split("::")[0] for nodeid in ALONE}
+    assert not set(GROUPS["pair_start"]) & (set(BESIDE_E2E) | alone | set(E2E_PATHS))
 
 
 def test_the_fast_stage_leaves_the_alone_checks_to_their_own_stage() -> None:
