@@ -3,11 +3,11 @@
 # lint, types and layers (ruff, mypy, lint-imports, and Biome for the page's JS and CSS; a finding
 # fails the run before any test),
 # and runs every test: fast ones (stand-in servers on 127.0.0.1), browser ones (headless
-# Chromium), then the end-to-end suite against two real CPU vLLM servers (started beside the fast
-# tests, or else by its fixture; stopped after; the modules that may share the pair side by side
-# first), with the modules marked beside_e2e (tests/conftest.py) beside it; that stage also parses
-# every generated vLLM command with vLLM's own parser (tests/test_vllm_args.py) and has a real
-# Prometheus scrape the servers (tests/e2e/test_prometheus_e2e.py).
+# Chromium), then the end-to-end suite against two real CPU vLLM servers (started beside
+# the fast tests, or else by its fixture; stopped after), with the modules marked beside_e2e
+# (tests/conftest.py) beside it; that stage also parses every generated vLLM command with vLLM's
+# own parser (tests/test_vllm_args.py) and has a real Prometheus scrape the servers
+# (tests/e2e/test_prometheus_e2e.py).
 #   bash scripts/test.sh            # everything
 #   bash scripts/test.sh --fast     # skip the real-vLLM end-to-end suite
 #   bash scripts/test.sh --busy     # the same, with one core kept busy throughout (a shared runner)
@@ -42,7 +42,7 @@ mkdir -p artifacts
 # network and disk; ~3 min on a clean machine) from the start, Debian's Prometheus once the
 # browser's apt-get is done (both use apt). The fast tests wait for both, so that nothing heavy
 # runs beside their timing checks.
-setup_pid="" prom_pid="" all_lane_pids=()
+setup_pid="" prom_pid="" beside_pids=()
 if [[ $fast -eq 0 ]]; then
     bash scripts/setup_cpu_servers.sh >artifacts/setup-cpu-servers.log 2>&1 &
     setup_pid=$!
@@ -81,7 +81,7 @@ start_e2e_pair() {
     up_pid=$! pair_started=1
     stamp "the e2e pair starting (artifacts/servers-e2e-up.log)"
 }
-trap 'for p in $setup_pid $prom_pid $up_pid ${all_lane_pids[*]:-}; do kill "$p" 2>/dev/null || true; done
+trap 'for p in $setup_pid $prom_pid $up_pid ${beside_pids[*]:-}; do kill "$p" 2>/dev/null || true; done
       [[ -z "$pair_started" ]] || .venv/bin/python -m harness.e2e_pair down >/dev/null 2>&1 || true
       [[ -z "$busy_pid" ]] || python3 -m harness.busy stop "$busy_pid" || true' EXIT
 # The venv already there (a cached one installs nothing): the pair starts before lint.
@@ -133,50 +133,16 @@ stamp "fast and browser tests done (exit $status)"
 # Each later stage's paths, from tests/conftest.py: it collects only those (the whole suite's
 # collection takes ~8 s). Assigned first, so that a failing lookup stops the script (set -e)
 # instead of leaving pytest no path, which would run everything.
-stages=$(.venv/bin/python -c "from tests.conftest import ALONE, BESIDE_E2E_LANES, E2E_PATHS, E2E_SHARING_LANES
-print('alone', *ALONE)
-print('e2e', *E2E_PATHS)
-for lane in BESIDE_E2E_LANES: print('beside', *lane)
-for lane in E2E_SHARING_LANES: print('sharing', *lane)")
-alone_ids=$(sed -n 's/^alone //p' <<<"$stages")
-e2e_paths=$(sed -n 's/^e2e //p' <<<"$stages")
-mapfile -t beside_lanes < <(sed -n 's/^beside //p' <<<"$stages")
-mapfile -t sharing_lanes < <(sed -n 's/^sharing //p' <<<"$stages")
-[[ -n "$alone_ids" && -n "$e2e_paths" ]] || { echo "[test] tests/conftest.py gave no ALONE or E2E_PATHS" >&2; exit 2; }
+stages=$(.venv/bin/python -c "from tests.conftest import ALONE, BESIDE_E2E_LANES, E2E_PATHS
+for paths in (ALONE, E2E_PATHS, *BESIDE_E2E_LANES): print(' '.join(paths))")
+alone_ids=$(sed -n 1p <<<"$stages")
+e2e_paths=$(sed -n 2p <<<"$stages")
+mapfile -t lanes < <(sed -n '3,$p' <<<"$stages")
 alone=0
 # shellcheck disable=SC2086  # the ids, one word each
 .venv/bin/python -m pytest -q -p no:cacheprovider $alone_ids || alone=$?
 stamp "the rate checks alone done (exit $alone)"
 [[ $status -eq 0 ]] && status=$alone
-
-# A pytest per lane (its paths one string) in the background, -m $1, each one's output in
-# artifacts/$2-N.log; their PIDs in lane_pids (and all_lane_pids, for the EXIT trap).
-start_lanes() {
-    local mark=$1 name=$2 i=0 lane
-    shift 2
-    lane_pids=()
-    for lane in "$@"; do
-        i=$((i + 1))
-        # shellcheck disable=SC2086  # the paths, one word each
-        .venv/bin/python -m pytest -m "$mark" -q -p no:cacheprovider -s --durations=10 $lane \
-            >"artifacts/$name-$i.log" 2>&1 &
-        lane_pids+=($!)
-        all_lane_pids+=($!)
-    done
-}
-# Waits for each PID ($2 on) of the lanes named $1 and prints its log; the first failure's exit code in lanes_exit.
-wait_lanes() {
-    local name=$1 i=0 pid code
-    shift
-    lanes_exit=0
-    for pid in "$@"; do
-        i=$((i + 1)) code=0
-        wait "$pid" || code=$?
-        cat "artifacts/$name-$i.log"
-        stamp "$name lane $i of $# done (exit $code)"
-        [[ $lanes_exit -eq 0 ]] && lanes_exit=$code
-    done
-}
 
 if [[ $fast -eq 0 ]]; then
     if [[ $setup -ne 0 ]]; then
@@ -191,26 +157,28 @@ if [[ $fast -eq 0 ]]; then
         cat artifacts/servers-e2e-up.log
         stamp "the e2e pair started in the background: exit $up"
     fi
-    # For the whole stage, the beside_e2e modules' lanes (tests/conftest.py: BESIDE_E2E_LANES).
-    start_lanes beside_e2e beside-e2e "${beside_lanes[@]}"
-    beside_pids=("${lane_pids[@]}")
-    # First, on this script's pair, the modules that may share it (E2E_SHARING_LANES), side by side;
-    # then the rest of the e2e suite, alone on the pair. (A pair the e2e fixture starts itself, when
-    # the start above failed, is stopped by the pytest that started it: one pytest runs them all.)
-    e2e=0 e2e_marks="e2e and not beside_e2e"
-    if [[ -n "$pair_started" && $up -eq 0 ]]; then
-        e2e_marks="$e2e_marks and not shares_pair"
-        start_lanes shares_pair e2e-sharing "${sharing_lanes[@]}"
-        wait_lanes e2e-sharing "${lane_pids[@]}"
-        e2e=$lanes_exit
-    fi
-    rest=0
+    # The beside_e2e modules, a pytest per lane (tests/conftest.py: BESIDE_E2E_LANES), each one's
+    # output in a log printed after.
+    for i in "${!lanes[@]}"; do
+        # shellcheck disable=SC2086  # the paths, one word each
+        .venv/bin/python -m pytest -m beside_e2e -q -p no:cacheprovider --durations=10 ${lanes[$i]} \
+            >"artifacts/beside-e2e-$((i + 1)).log" 2>&1 &
+        beside_pids+=($!)
+    done
+    e2e=0
     # shellcheck disable=SC2086
-    .venv/bin/python -m pytest -m "$e2e_marks" -q -p no:cacheprovider -s --durations=15 $e2e_paths || rest=$?
-    [[ $e2e -eq 0 ]] && e2e=$rest
+    .venv/bin/python -m pytest -m "e2e and not beside_e2e" -q -p no:cacheprovider -s --durations=15 \
+        $e2e_paths || e2e=$?
     stamp "end-to-end tests done (exit $e2e)"
-    wait_lanes beside-e2e "${beside_pids[@]}"
-    beside=$lanes_exit
+    beside=0
+    for i in "${!beside_pids[@]}"; do
+        lane=0
+        wait "${beside_pids[$i]}" || lane=$?
+        cat "artifacts/beside-e2e-$((i + 1)).log"
+        stamp "the tests beside them, lane $((i + 1)) of ${#lanes[@]}, done (exit $lane)"
+        [[ $beside -eq 0 ]] && beside=$lane
+    done
+    beside_pids=()
     [[ $status -eq 0 ]] && status=$e2e
     [[ $status -eq 0 ]] && status=$beside
 fi

@@ -42,14 +42,13 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # Two page modules that check behaviour, not rates (faults shown where the user looks; viewers sharing
 # the stream budget): 111 s of the page group's ~10 min, with Chromium waiting on the stand-ins' pacing
 # (2026-12-04: the e2e stage had 174 s to spare beside its 188 s of these modules).
-# The soak (booth mode for 2 minutes in Chromium, ~2.5 min for 26 CPU-s): in the fast stage it held one
-# worker for 2.5 min. Two lanes of ~4.5 min each (CI, 2026-12-05), side by side: in one, the first lane's
-# ~6 min would outlast the e2e suite.
+# The soak (booth mode for 2 minutes in Chromium, ~2.5 min for 26 CPU-s) in a lane of its own: after the
+# first lane's ~6 min it would outlast the e2e suite; in the fast stage it held one worker for 2.5 min.
 BESIDE_E2E_LANES: tuple[tuple[str, ...], ...] = (
     ("tests/test_launcher.py", "tests/test_supervisor.py", "tests/test_vllm_args.py",
+     "tests/test_guardrails.py", "tests/test_canary_rollback.py", "tests/test_canary_view.py",
      "tests/browser/test_faults_page.py", "tests/browser/test_users_page.py"),
-    ("tests/test_soak.py", "tests/test_guardrails.py", "tests/test_canary_rollback.py",
-     "tests/test_canary_view.py"),
+    ("tests/test_soak.py",),
 )
 BESIDE_E2E = tuple(path for lane in BESIDE_E2E_LANES for path in lane)
 # Rate checks against stand-ins that run with nothing of the suite beside them: scripts/test.sh's
@@ -66,16 +65,6 @@ ALONE = ("tests/test_load_rate.py::test_rate_sweep_matches_the_truth_below_aroun
 # Where the tests marked ``e2e`` live: scripts/test.sh's e2e stage collects only these paths (the
 # whole suite's collection takes ~8 s), and a collection fails on an e2e test elsewhere.
 E2E_PATHS = ("tests/e2e/", "tests/test_chat_template.py", "tests/test_vllm_args.py")
-# End-to-end modules that may share the pair (marked ``shares_pair``): they check answers and what
-# the page shows, no rate, no counter, no idle server. scripts/test.sh runs them first, a pytest per
-# lane side by side, when its own pair is up, then the rest of the e2e suite alone on the pair. Each
-# CPU server batches what they send (the greedy answers came out the same batched 7 at a time as one
-# at a time, docs/benchmarks.md#ci): ~3.5 min one after another.
-E2E_SHARING_LANES: tuple[tuple[str, ...], ...] = (
-    ("tests/e2e/test_preset_answers.py",),
-    ("tests/e2e/test_agent_session_e2e.py", "tests/e2e/test_page_e2e.py"),
-)
-E2E_SHARING = tuple(path for lane in E2E_SHARING_LANES for path in lane)
 
 
 def module_of(nodeid: str) -> str:
@@ -90,15 +79,13 @@ def work_unit(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the BESIDE_E2E, ALONE and E2E_SHARING tests, refuse an e2e test outside E2E_PATHS,
+    """Mark the BESIDE_E2E and ALONE tests, refuse an e2e test outside E2E_PATHS,
     and put the GROUPS first, in GROUPS' order."""
     for item in items:
         if module_of(item.nodeid) in BESIDE_E2E:
             item.add_marker(pytest.mark.beside_e2e)
         if item.nodeid.split("[", 1)[0] in ALONE:
             item.add_marker(pytest.mark.alone)
-        if module_of(item.nodeid) in E2E_SHARING:
-            item.add_marker(pytest.mark.shares_pair)
         if item.get_closest_marker("e2e") and not module_of(item.nodeid).startswith(E2E_PATHS):
             raise pytest.UsageError(f"{item.nodeid} is marked e2e outside E2E_PATHS (tests/conftest.py): "
                                     "scripts/test.sh's e2e stage would not collect it")

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from demo.settings import ROOT
-from tests.conftest import ALONE, BESIDE_E2E, BESIDE_E2E_LANES, E2E_PATHS, E2E_SHARING, E2E_SHARING_LANES, GROUPS
+from tests.conftest import ALONE, BESIDE_E2E, BESIDE_E2E_LANES, E2E_PATHS, GROUPS
 
 TEST_SH = (ROOT / "scripts" / "test.sh").read_text()
 
@@ -23,7 +23,7 @@ def test_every_alone_entry_names_a_test_function() -> None:
 
 
 def test_every_stage_path_exists() -> None:
-    for path in (*BESIDE_E2E, *E2E_PATHS, *E2E_SHARING, *(p for paths in GROUPS.values() for p in paths)):
+    for path in (*BESIDE_E2E, *E2E_PATHS, *(p for paths in GROUPS.values() for p in paths)):
         assert (ROOT / path).exists(), path
 
 
@@ -34,16 +34,6 @@ def test_each_module_beside_e2e_is_in_one_lane_and_the_pair_starts_beside_no_rat
     # The group beside the pair's start holds no module run in another stage (it would not be there).
     alone = {nodeid.split("::")[0] for nodeid in ALONE}
     assert not set(GROUPS["pair_start"]) & (set(BESIDE_E2E) | alone | set(E2E_PATHS))
-
-
-def test_the_modules_sharing_the_pair_are_e2e_each_in_one_lane_and_restart_nothing() -> None:
-    assert "E2E_SHARING_LANES" in TEST_SH and '"$e2e_marks and not shares_pair"' in TEST_SH
-    lanes = [path for lane in E2E_SHARING_LANES for path in lane]
-    assert len(lanes) == len(set(lanes)) and E2E_SHARING == tuple(lanes)
-    for path in E2E_SHARING:
-        assert path.startswith(E2E_PATHS) and path not in BESIDE_E2E, path
-        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
-        assert not getattr(module, "DISRUPTIVE", False), f"{path} restarts servers: it cannot share the pair"
 
 
 def test_the_fast_stage_leaves_the_alone_checks_to_their_own_stage() -> None:

@@ -22,11 +22,6 @@ from servers.settings import LauncherSettings
 from servers.state import read_state
 
 E2E_RUN_DIR = e2e_pair.RUN_DIR  # the pair's start, as scripts/test.sh starts it: harness/e2e_pair.py
-# What the modules sharing the pair (tests/conftest.py: E2E_SHARING_LANES) read with, not the
-# product's 60 s between chunks: rag_long's first prefill of ~7,600 tokens takes 30-70 s on one
-# busy CPU core, and each server's other streams wait while it runs. An answer that never comes
-# still fails.
-SHARED_PAIR_READ_TIMEOUT_S = 300.0
 
 
 def _healthy(url: str) -> bool:

@@ -20,7 +20,6 @@ from demo.live.request import default_order
 from demo.presets import load_presets
 from demo.settings import ArmSetting, Settings
 from demo.turns import SessionResult, stream_session
-from tests.e2e.conftest import SHARED_PAIR_READ_TIMEOUT_S
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +30,7 @@ def test_the_agent_session_plays_every_turn_on_the_real_servers(real_servers: Se
     presets, problems = load_presets(real_servers.presets_dir)
     assert "agent_session" in presets, problems
     preset = presets["agent_session"]
-    settings = real_servers.model_copy(update={"read_timeout_s": SHARED_PAIR_READ_TIMEOUT_S})
+    settings = real_servers.model_copy()
     if SUFFIX_URL:
         settings.arms = [ArmSetting(name="ngram", url=str(real_servers.speculative_url), method="ngram"),
                          ArmSetting(name="suffix", url=SUFFIX_URL, method="suffix")]

@@ -13,7 +13,6 @@ from harness.app_process import AppProcess
 from harness.page_driver import OBSERVER_JS, choose, screenshot, start, tile_value, updates_per_s, wait_finished
 from servers.procs import cpu_seconds
 from tests.browser.conftest import chromium, page  # noqa: F401 - fixtures
-from tests.e2e.conftest import SHARED_PAIR_READ_TIMEOUT_S
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -34,7 +33,7 @@ def _machine_figures(before: list[int], after: list[int]) -> str:
 def test_page_races_the_real_servers(page, real_servers: Settings, tmp_path: Path) -> None:  # noqa: F811
     env = {"SPECDEMO_BASELINE_URL": real_servers.baseline_url,
            "SPECDEMO_SPECULATIVE_URL": real_servers.speculative_url,
-           "SPECDEMO_RUNS_DIR": str(tmp_path / "runs"), "SPECDEMO_READ_TIMEOUT_S": f"{SHARED_PAIR_READ_TIMEOUT_S:g}"}
+           "SPECDEMO_RUNS_DIR": str(tmp_path / "runs"), "SPECDEMO_READ_TIMEOUT_S": "120"}
     if real_servers.spec_method:
         env["SPECDEMO_SPEC_METHOD"] = real_servers.spec_method
     app = AppProcess(env, tmp_path / "app.log")
