@@ -218,25 +218,34 @@ def test_start_pressed_ten_times_runs_one_race(page, app, servers) -> None:
     """Start (or Ctrl+Enter) pressed again while the viewer's race runs or waits does nothing:
     no second race is queued behind it."""
     base, spec = servers
-    # A race long enough (~15 s) for all ten presses to land while it waits or runs, even when
-    # the machine is slow.
-    set_behaviors(servers, StandinBehavior(tokens_per_s=4),
-                  StandinBehavior(speculative=True, tokens_per_s=8, chunk_sizes=[1, 3]))
+    # The baseline stream is held after 3 tokens (fault "hold") until the test lets it go on, so
+    # the presses land while the race waits or runs however slowly this machine runs the page.
+    set_behaviors(servers, StandinBehavior(tokens_per_s=40, fault="hold", fault_after_chunks=3),
+                  StandinBehavior(speculative=True, tokens_per_s=80, chunk_sizes=[1, 3]))
     runs_before = set(list_runs(app.runs_dir))
     started = (base.started, spec.started)
     open_page(page, app)
     choose(page, PRESET_TITLE, max_tokens=60)
     start(page)
-    # As fast as a hand: a click event each (page.click would wait for the streaming page's
-    # layout to hold still, i.e. for the race to end); every third is the keyboard shortcut.
-    for i in range(9):
-        if i % 3 == 2:
-            page.keyboard.press("Control+Enter")
-        else:
-            page.locator("#sd-start").dispatch_event("click")
-        page.wait_for_timeout(100)
-    state = page.get_attribute("#sd-run-status .sd-run-status", "data-state")
-    assert state in ("waiting", "running"), f"the presses outlasted the race ({state}): make it longer"
+
+    def press(times: int) -> None:
+        """As fast as a hand: a click event each (page.click would wait for the streaming page's
+        layout to hold still, i.e. for the race to end); every third is the keyboard shortcut."""
+        for i in range(times):
+            if i % 3 == 2:
+                page.keyboard.press("Control+Enter")
+            else:
+                page.locator("#sd-start").dispatch_event("click")
+            page.wait_for_timeout(100)
+
+    try:
+        press(3)  # at once: while the race waits for its slot or starts
+        wait_for(lambda: base.holding == 1, 30, "the baseline stream is held")
+        page.wait_for_selector('#sd-run-status .sd-run-status[data-state="running"]', timeout=60_000)
+        press(6)  # while it runs
+        assert page.get_attribute("#sd-run-status .sd-run-status", "data-state") == "running"
+    finally:
+        base.release()  # a failed check leaves no stream held for the next test
     assert wait_finished(page, app=app) == "done"
     # A race queued behind this one would start as soon as it ended: give it the time to.
     time.sleep(3)
