@@ -42,7 +42,7 @@ mkdir -p artifacts
 # network and disk; ~3 min on a clean machine) from the start, Debian's Prometheus once the
 # browser's apt-get is done (both use apt). The fast tests wait for both, so that nothing heavy
 # runs beside their timing checks.
-setup_pid="" prom_pid="" beside_pids=()
+setup_pid="" prom_pid="" lane_pids=()
 if [[ $fast -eq 0 ]]; then
     bash scripts/setup_cpu_servers.sh >artifacts/setup-cpu-servers.log 2>&1 &
     setup_pid=$!
@@ -81,7 +81,7 @@ start_e2e_pair() {
     up_pid=$! pair_started=1
     stamp "the e2e pair starting (artifacts/servers-e2e-up.log)"
 }
-trap 'for p in $setup_pid $prom_pid $up_pid ${beside_pids[*]:-}; do kill "$p" 2>/dev/null || true; done
+trap 'for p in $setup_pid $prom_pid $up_pid ${lane_pids[*]:-}; do kill "$p" 2>/dev/null || true; done
       [[ -z "$pair_started" ]] || .venv/bin/python -m harness.e2e_pair down >/dev/null 2>&1 || true
       [[ -z "$busy_pid" ]] || python3 -m harness.busy stop "$busy_pid" || true' EXIT
 # The venv already there (a cached one installs nothing): the pair starts before lint.
@@ -121,8 +121,8 @@ fi
 # With the e2e stage to follow, the modules that wait more than they compute and check no rate
 # (marked beside_e2e, tests/conftest.py: the launcher, the supervisor, vLLM's parser, the soak)
 # run beside it instead, on the core its sequential races leave idle: ~4 min of one worker's time.
-# The rate checks in ALONE (tests/conftest.py: they missed on a busy machine in this stage) run
-# after it, one at a time, with nothing of the suite beside them.
+# The rate checks in ALONE_LANES (tests/conftest.py: they missed on a busy machine in this stage)
+# run after it, with nothing of the suite beside them: a pytest per lane, the lanes side by side.
 marks="not e2e and not alone"
 [[ $fast -eq 1 ]] || marks="$marks and not beside_e2e"
 status=0
@@ -130,19 +130,49 @@ status=0
 .venv/bin/python -m pytest -m "$marks" -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder \
     --durations=20 || status=$?
 stamp "fast and browser tests done (exit $status)"
-# Each later stage's paths, from tests/conftest.py: it collects only those (the whole suite's
-# collection takes ~8 s). Assigned first, so that a failing lookup stops the script (set -e)
-# instead of leaving pytest no path, which would run everything.
-stages=$(.venv/bin/python -c "from tests.conftest import ALONE, BESIDE_E2E_LANES, E2E_PATHS
-for paths in (ALONE, E2E_PATHS, *BESIDE_E2E_LANES): print(' '.join(paths))")
-alone_ids=$(sed -n 1p <<<"$stages")
-e2e_paths=$(sed -n 2p <<<"$stages")
-mapfile -t lanes < <(sed -n '3,$p' <<<"$stages")
-alone=0
-# shellcheck disable=SC2086  # the ids, one word each
-.venv/bin/python -m pytest -q -p no:cacheprovider $alone_ids || alone=$?
-stamp "the rate checks alone done (exit $alone)"
-[[ $status -eq 0 ]] && status=$alone
+# Each later stage's paths, from tests/conftest.py, one lane a line: "alone" or "beside", then its
+# paths (the whole suite's collection takes ~8 s; a stage collects only its own). Assigned first, so
+# that a failing lookup stops the script (set -e) instead of leaving pytest no path, which would run
+# everything.
+stages=$(.venv/bin/python -c "from tests.conftest import ALONE_LANES, BESIDE_E2E_LANES, E2E_PATHS
+print('e2e', *E2E_PATHS)
+for kind, lanes in (('alone', ALONE_LANES), ('beside', BESIDE_E2E_LANES)):
+    for lane in lanes: print(kind, *lane)")
+e2e_paths=$(sed -n 's/^e2e //p' <<<"$stages")
+mapfile -t alone_lanes < <(sed -n 's/^alone //p' <<<"$stages")
+mapfile -t beside_lanes < <(sed -n 's/^beside //p' <<<"$stages")
+
+# start_lanes NAME MARK LANE...: a pytest per lane in the background (-m MARK over the lane's
+# paths), each one's output in artifacts/NAME-N.log; their PIDs in lane_pids (the EXIT trap's).
+start_lanes() {
+    local name=$1 mark=$2 i
+    shift 2
+    lane_pids=()
+    for i in $(seq 1 $#); do
+        # shellcheck disable=SC2086  # the paths, one word each
+        .venv/bin/python -m pytest -m "$mark" -q -p no:cacheprovider --durations=10 ${!i} \
+            >"artifacts/$name-$i.log" 2>&1 &
+        lane_pids+=($!)
+    done
+}
+# wait_lanes NAME WHAT: wait for each lane start_lanes started, print its log and its exit; the
+# first failing exit in lanes_status.
+wait_lanes() {
+    local name=$1 what=$2 i lane
+    lanes_status=0
+    for i in "${!lane_pids[@]}"; do
+        lane=0
+        wait "${lane_pids[$i]}" || lane=$?
+        cat "artifacts/$name-$((i + 1)).log"
+        stamp "$what, lane $((i + 1)) of ${#lane_pids[@]}, done (exit $lane)"
+        [[ $lanes_status -eq 0 ]] && lanes_status=$lane
+    done
+    lane_pids=()
+}
+
+start_lanes alone alone "${alone_lanes[@]}"
+wait_lanes alone "the rate checks alone"
+[[ $status -eq 0 ]] && status=$lanes_status
 
 if [[ $fast -eq 0 ]]; then
     if [[ $setup -ne 0 ]]; then
@@ -157,28 +187,15 @@ if [[ $fast -eq 0 ]]; then
         cat artifacts/servers-e2e-up.log
         stamp "the e2e pair started in the background: exit $up"
     fi
-    # The beside_e2e modules, a pytest per lane (tests/conftest.py: BESIDE_E2E_LANES), each one's
-    # output in a log printed after.
-    for i in "${!lanes[@]}"; do
-        # shellcheck disable=SC2086  # the paths, one word each
-        .venv/bin/python -m pytest -m beside_e2e -q -p no:cacheprovider --durations=10 ${lanes[$i]} \
-            >"artifacts/beside-e2e-$((i + 1)).log" 2>&1 &
-        beside_pids+=($!)
-    done
+    # The beside_e2e modules, a pytest per lane (tests/conftest.py: BESIDE_E2E_LANES).
+    start_lanes beside-e2e beside_e2e "${beside_lanes[@]}"
     e2e=0
     # shellcheck disable=SC2086
     .venv/bin/python -m pytest -m "e2e and not beside_e2e" -q -p no:cacheprovider -s --durations=15 \
         $e2e_paths || e2e=$?
     stamp "end-to-end tests done (exit $e2e)"
-    beside=0
-    for i in "${!beside_pids[@]}"; do
-        lane=0
-        wait "${beside_pids[$i]}" || lane=$?
-        cat "artifacts/beside-e2e-$((i + 1)).log"
-        stamp "the tests beside them, lane $((i + 1)) of ${#lanes[@]}, done (exit $lane)"
-        [[ $beside -eq 0 ]] && beside=$lane
-    done
-    beside_pids=()
+    wait_lanes beside-e2e "the tests beside them"
+    beside=$lanes_status
     [[ $status -eq 0 ]] && status=$e2e
     [[ $status -eq 0 ]] && status=$beside
 fi

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from demo.settings import ROOT
-from tests.conftest import ALONE, BESIDE_E2E, BESIDE_E2E_LANES, E2E_PATHS, GROUPS
+from tests.conftest import ALONE, ALONE_LANES, BESIDE_E2E, BESIDE_E2E_LANES, E2E_PATHS, GROUPS
 
 TEST_SH = (ROOT / "scripts" / "test.sh").read_text()
 
@@ -40,7 +40,15 @@ def test_each_module_beside_e2e_is_in_one_lane_and_the_pair_starts_beside_no_rat
 def test_the_fast_stage_leaves_the_alone_checks_to_their_own_stage() -> None:
     marks = re.findall(r'^marks="([^"]*)"', TEST_SH, re.M)
     assert marks == ["not e2e and not alone"], marks
-    assert "$alone_ids" in TEST_SH
+    assert "ALONE_LANES" in TEST_SH and 'start_lanes alone alone "${alone_lanes[@]}"' in TEST_SH
+
+
+def test_each_alone_check_is_in_one_lane() -> None:
+    ids = [nodeid for lane in ALONE_LANES for nodeid in lane]
+    assert len(ids) == len(set(ids)), ids
+    # Two light lanes (~0.07 of a core each) leave a busy neighbour its core; a third lane would be
+    # company of the kind the stage exists to avoid (tests/conftest.py).
+    assert 1 <= len(ALONE_LANES) <= 2, ALONE_LANES
 
 
 def test_an_xdist_worker_runs_in_a_session_of_its_own() -> None:
