@@ -10,7 +10,7 @@ import re
 import pytest
 
 from demo.settings import ROOT
-from tests.conftest import ALONE, ALONE_LANES, BESIDE_E2E, BESIDE_E2E_LANES, E2E_PATHS, GROUPS
+from tests.conftest import ALONE, ALONE_LANES, BESIDE_E2E, E2E_PATHS, GROUPS
 
 TEST_SH = (ROOT / "scripts" / "test.sh").read_text()
 
@@ -28,8 +28,7 @@ def test_every_stage_path_exists() -> None:
 
 
 def test_each_module_beside_e2e_is_in_one_lane_and_the_pair_starts_beside_no_rate_check() -> None:
-    lanes = [path for lane in BESIDE_E2E_LANES for path in lane]
-    assert len(lanes) == len(set(lanes)), lanes
+    assert len(BESIDE_E2E) == len(set(BESIDE_E2E)), BESIDE_E2E  # the lanes' paths, in order
     assert "BESIDE_E2E_LANES" in TEST_SH
     # The group beside the pair's start holds no module run in another stage (it would not be there).
     alone = {nodeid.split("::")[0] for nodeid in ALONE}
@@ -44,8 +43,7 @@ def test_the_fast_stage_leaves_the_alone_checks_to_their_own_stage() -> None:
 
 
 def test_each_alone_check_is_in_one_lane() -> None:
-    ids = [nodeid for lane in ALONE_LANES for nodeid in lane]
-    assert len(ids) == len(set(ids)), ids
+    assert len(ALONE) == len(set(ALONE)), ALONE  # the lanes' ids, in order
     # Two light lanes (~0.07 of a core each) leave a busy neighbour its core; a third lane would be
     # company of the kind the stage exists to avoid (tests/conftest.py).
     assert 1 <= len(ALONE_LANES) <= 2, ALONE_LANES
