@@ -111,35 +111,34 @@ if [[ -n "$prom_pid" ]]; then
     [[ $prom -eq 0 ]] || echo "[test] Prometheus not installed; its e2e test will skip"
 fi
 
-# Fast and browser tests first: their timing checks need the cores the vLLM servers take while
-# they serve (the pair above only starts beside them, and then idles).
-# Two workers (pytest-xdist), one per core: a module's tests stay together on one worker, the page
-# modules run one at a time, and beside them, while the pair starts, modules that check no rate
-# (tests/conftest.py: GROUPS, in that order). A third worker ran the stage ~170 s faster, but
-# starved our client of CPU: figures checked against the stand-ins' truth missed by 5-6%
-# (docs/benchmarks.md#ci).
-# With the e2e stage to follow, the modules that wait more than they compute and check no rate
-# (marked beside_e2e, tests/conftest.py: the launcher, the supervisor, vLLM's parser, the soak)
-# run beside it instead, on the core its sequential races leave idle: ~4 min of one worker's time.
-# The rate checks in ALONE_LANES (tests/conftest.py: they missed on a busy machine in this stage)
-# run after it, with nothing of the suite beside them: a pytest per lane, the lanes side by side.
-marks="not e2e and not alone"
+# The stages, in order, each one's reason in docs/development.md#the-stages:
+# 1. Fast and browser tests: logic checked on given clocks, the page with assertions that wait, the
+#    stand-ins' protocol and faults; no figure checked against real time, so the e2e pair's start
+#    (a cold one compiles for minutes) and a busy neighbour may share the cores with them.
+#    Two workers (pytest-xdist), one per core: a module's tests stay together on one worker, the page
+#    modules run one at a time (tests/conftest.py: GROUPS, in that order).
+#    With the e2e stage to follow, the modules that wait more than they compute (marked beside_e2e,
+#    tests/conftest.py) run beside it instead, on the core its sequential races leave idle.
+# 2. The end-to-end suite against the real CPU pair, once its start is done.
+# 3. The timing stage (TIMING_LANES, marked timing): our figures against a real stream's truth, with
+#    nothing else of ours on the machine: after the pair is stopped, a pytest per lane.
+marks="not e2e and not timing"
 [[ $fast -eq 1 ]] || marks="$marks and not beside_e2e"
 status=0
 # --durations: the 20 slowest tests in the log, where the stage's time goes.
 .venv/bin/python -m pytest -m "$marks" -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder \
     --durations=20 || status=$?
 stamp "fast and browser tests done (exit $status)"
-# Each later stage's paths, from tests/conftest.py, one lane a line: "alone" or "beside", then its
+# Each later stage's paths, from tests/conftest.py, one lane a line: "timing" or "beside", then its
 # paths (the whole suite's collection takes ~8 s; a stage collects only its own). Assigned first, so
 # that a failing lookup stops the script (set -e) instead of leaving pytest no path, which would run
 # everything.
-stages=$(.venv/bin/python -c "from tests.conftest import ALONE_LANES, BESIDE_E2E_LANES, E2E_PATHS
+stages=$(.venv/bin/python -c "from tests.conftest import BESIDE_E2E_LANES, E2E_PATHS, TIMING_LANES
 print('e2e', *E2E_PATHS)
-for kind, lanes in (('alone', ALONE_LANES), ('beside', BESIDE_E2E_LANES)):
+for kind, lanes in (('timing', TIMING_LANES), ('beside', BESIDE_E2E_LANES)):
     for lane in lanes: print(kind, *lane)")
 e2e_paths=$(sed -n 's/^e2e //p' <<<"$stages")
-mapfile -t alone_lanes < <(sed -n 's/^alone //p' <<<"$stages")
+mapfile -t timing_lanes < <(sed -n 's/^timing //p' <<<"$stages")
 mapfile -t beside_lanes < <(sed -n 's/^beside //p' <<<"$stages")
 
 # start_lanes NAME MARK LANE...: a pytest per lane in the background (-m MARK over the lane's
@@ -170,16 +169,11 @@ wait_lanes() {
     lane_pids=()
 }
 
-start_lanes alone alone "${alone_lanes[@]}"
-wait_lanes alone "the rate checks alone"
-[[ $status -eq 0 ]] && status=$lanes_status
-
-if [[ $fast -eq 0 ]]; then
-    if [[ $setup -ne 0 ]]; then
-        echo "[test] the CPU vLLM venv failed to install (log above, artifacts/setup-cpu-servers.log):" \
-             "end-to-end tests not run"
-        exit $setup
-    fi
+if [[ $fast -eq 0 && $setup -ne 0 ]]; then
+    echo "[test] the CPU vLLM venv failed to install (log above, artifacts/setup-cpu-servers.log):" \
+         "end-to-end tests not run"
+    [[ $status -eq 0 ]] && status=$setup
+elif [[ $fast -eq 0 ]]; then
     if [[ -n "$pair_started" ]]; then
         up=0
         wait "$up_pid" || up=$?
@@ -198,5 +192,17 @@ if [[ $fast -eq 0 ]]; then
     beside=$lanes_status
     [[ $status -eq 0 ]] && status=$e2e
     [[ $status -eq 0 ]] && status=$beside
+    # The pair stopped before the timing stage (the e2e fixture stops a pair of its own itself).
+    if [[ -n "$pair_started" ]]; then
+        .venv/bin/python -m harness.e2e_pair down >>artifacts/servers-e2e-up.log 2>&1 || true
+        pair_started=""
+        stamp "the e2e pair stopped"
+    fi
 fi
+
+# The timing stage, last: nothing else of ours runs (no stage beside it, no server starting, the
+# pair stopped); each lane prints the margins its figures used (harness/margins.py).
+start_lanes timing timing "${timing_lanes[@]}"
+wait_lanes timing "the timing stage"
+[[ $status -eq 0 ]] && status=$lanes_status
 exit $status

@@ -10,6 +10,7 @@ import pytest
 
 import demo.settings as settings_mod
 from demo.client import settle_heap
+from harness import margins
 from harness.standin import Standin, StandinBehavior
 
 # Parallel runs (scripts/test.sh: pytest-xdist, ``-n 2 --dist loadscope --no-loadscope-reorder``,
@@ -51,28 +52,22 @@ BESIDE_E2E_LANES: tuple[tuple[str, ...], ...] = (
     ("tests/test_soak.py",),
 )
 BESIDE_E2E = tuple(path for lane in BESIDE_E2E_LANES for path in lane)
-# Rate checks against stand-ins that run with nothing of the suite beside them: scripts/test.sh's
-# "alone" stage after the fast stage (marked ``alone``; the fast stage leaves them out), a pytest per
-# lane, the lanes side by side: each check waits on its stand-ins' pacing at ~0.07 of a core, so two
-# leave the second core to a busy neighbour (beside a busy loop, AMD EPYC, 2026-12-05, three runs:
-# the rate sweep's figures within 0.24 of their 5% bound against 0.18 on its own, the load sweep's
-# within 0.05 of theirs, the send times at most 5 ms late against 200 ms; the stage 65 s, not 107 s).
-# Each missed in the fast stage of busy runs only (docs/benchmarks.md#ci), and passes beside a busy
-# loop alone: the replay's gap check (its bound 50 ms, absolute: 58, 67 and 124 ms late, the 67 even
-# with each worker in a session of its own), test_load_rate's ITL p50 (8 ms gaps: +5.3%, +8.5%; the
-# baseline's 5.8% under with the worker sessions, 2026-12-05), test_load_sweep at 2 users (+6.6%),
-# test_load_rate's schedule check (its absolute 200 ms on the latest request: a median 29 ms off with a
-# third worker, then one request 248 ms late in ci-24, both 2026-12-05).
-# An entry costs the run its time on one lane instead of half of a worker: add one only with its
-# misses written here, to the lane that keeps the lanes' times close (the first: ~62 s on its own).
-# A test id without its parameters takes every parameter.
-ALONE_LANES: tuple[tuple[str, ...], ...] = (
+# The timing stage (scripts/test.sh, last; marked ``timing``; the fast stage leaves them out): the
+# claims that our figures match a real stream's truth within a few percent, run with nothing else of
+# ours on the machine (the e2e pair stopped, no other stage), a pytest per lane, the lanes side by
+# side. Each check waits on its stand-ins' pacing at ~0.07 of a core, so two lanes leave a busy
+# neighbour its core. Each figure's share of its bound is recorded (harness/margins.py) and the lane
+# prints them. The logic behind each figure is checked on given clocks in the fast stage
+# (tests/test_given_clock.py); here only the accuracy against real time is.
+# A test id without its parameters takes every parameter; the first lane takes ~62 s on its own:
+# add an id to the lane that keeps the lanes' times close.
+TIMING_LANES: tuple[tuple[str, ...], ...] = (
     ("tests/test_load_rate.py::test_rate_sweep_matches_the_truth_below_around_and_above_saturation",),
     ("tests/test_load_replay.py::test_replay_keeps_the_traces_gaps_over_the_speed_on_every_server",
      "tests/test_load_sweep.py::test_load_sweep_speedup_matches_truth_and_finds_the_crossover",
      "tests/test_load_rate.py::test_the_schedule_is_seeded_and_every_server_gets_the_same_send_times"),
 )
-ALONE = tuple(test_id for lane in ALONE_LANES for test_id in lane)
+TIMING = tuple(test_id for lane in TIMING_LANES for test_id in lane)
 # Where the tests marked ``e2e`` live: scripts/test.sh's e2e stage collects only these paths (the
 # whole suite's collection takes ~8 s), and a collection fails on an e2e test elsewhere.
 E2E_PATHS = ("tests/e2e/", "tests/test_chat_template.py", "tests/test_vllm_args.py")
@@ -90,13 +85,13 @@ def work_unit(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the BESIDE_E2E and ALONE tests, refuse an e2e test outside E2E_PATHS,
+    """Mark the BESIDE_E2E and TIMING tests, refuse an e2e test outside E2E_PATHS,
     and put the GROUPS first, in GROUPS' order."""
     for item in items:
         if module_of(item.nodeid) in BESIDE_E2E:
             item.add_marker(pytest.mark.beside_e2e)
-        if item.nodeid.split("[", 1)[0] in ALONE:
-            item.add_marker(pytest.mark.alone)
+        if item.nodeid.split("[", 1)[0] in TIMING:
+            item.add_marker(pytest.mark.timing)
         if item.get_closest_marker("e2e") and not module_of(item.nodeid).startswith(E2E_PATHS):
             raise pytest.UsageError(f"{item.nodeid} is marked e2e outside E2E_PATHS (tests/conftest.py): "
                                     "scripts/test.sh's e2e stage would not collect it")
@@ -120,6 +115,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     page and the CLI do: an automatic full collection over it (~120 ms here) at the first or last
     token of a 1 s stream measured in this process would move its rate by ~12%."""
     settle_heap()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The margins the timing checks used (harness/margins.py), at the end of the run's log."""
+    for line in margins.summary():
+        terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown without it

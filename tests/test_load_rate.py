@@ -29,6 +29,7 @@ from demo.measure import percentile, spread_gaps_s
 from demo.metrics import histogram_quantile, parse_metrics
 from demo.settings import ROOT, Settings
 from demo.workload import WorkloadRequest
+from harness.margins import within
 from harness.standin import Standin, StandinBehavior, Truth
 from harness.standin_process import process_pair
 from harness.waiting import wait_for
@@ -95,10 +96,6 @@ def split(truths: list[Truth], steps: list[RateStep]) -> list[list[Truth]]:
     return out
 
 
-def within(measured: float | None, truth: float, share: float) -> bool:
-    return measured is not None and abs(measured / truth - 1) <= share
-
-
 # --------------------------------------------------------------------------- against the stand-ins
 
 
@@ -120,14 +117,18 @@ def test_rate_sweep_matches_the_truth_below_around_and_above_saturation(capsys) 
             tr = per[side.name][k]
             assert side.accounted and side.sent == len(step.schedule.offsets_s) == len(tr)
             assert side.finished == sum(t.outcome == "completed" for t in tr)
-            assert within(side.completed_requests_per_s, truth_completed_per_s(tr, first), 0.05), (
+            at = f"{side.name} at {step.rate_requests_per_s:g} req/s"
+            assert within(side.completed_requests_per_s, truth_completed_per_s(tr, first), 0.05,
+                          f"completed req/s, {at}"), (
                 step.rate_requests_per_s, side.name, side.completed_requests_per_s, truth_completed_per_s(tr, first))
             itl = percentile(truth_itl(tr), 50)
-            assert itl is not None and within(side.itl_s["p50"], itl, 0.05), (side.name, side.itl_s, itl)
+            assert itl is not None and within(side.itl_s["p50"], itl, 0.05, f"ITL p50, {at}"), (
+                side.name, side.itl_s, itl)
             tpot = statistics.median((t.t_last_token_sent - t.t_first_token_sent) / (t.completion_tokens - 1)
                                      for t in tr if t.outcome == "completed" and t.t_last_token_sent
                                      and t.t_first_token_sent)
-            assert within(side.tpot_s["p50"], tpot, 0.05), (side.name, side.tpot_s, tpot)  # vllm bench serve's TPOT
+            # vllm bench serve's TPOT
+            assert within(side.tpot_s["p50"], tpot, 0.05, f"TPOT p50, {at}"), (side.name, side.tpot_s, tpot)
             # Queueing: none on these stand-ins (no max_num_seqs), and the histogram says exactly that.
             assert side.queue_time_mean_s == 0.0 and side.queue_time_requests == side.finished
             saturated.append((step.rate_requests_per_s, side.name, side.saturated))
@@ -156,7 +157,8 @@ def test_rate_sweep_matches_the_truth_below_around_and_above_saturation(capsys) 
                       for s in steps]
     truth_cap, our_cap = capacity_of("baseline", truth_sides, slo), capacity_of("baseline", measured_sides, slo)
     assert truth_cap.requests_per_s is not None and RATES[0] < truth_cap.requests_per_s < RATES[1]
-    assert within(our_cap.requests_per_s, truth_cap.requests_per_s, 0.10), (our_cap, truth_cap)
+    assert within(our_cap.requests_per_s, truth_cap.requests_per_s, 0.10, "capacity under the ITL SLO"), (
+        our_cap, truth_cap)
     # The schedule's bands, keyed by batch size, name the rates that produced those batches: every rate once.
     bands = out["recommendation"]["bands"]
     assert sorted(r for b in bands for r in b["rates_requests_per_s"]) == RATES

@@ -10,13 +10,13 @@ import re
 import pytest
 
 from demo.settings import ROOT
-from tests.conftest import ALONE, ALONE_LANES, BESIDE_E2E, E2E_PATHS, GROUPS
+from tests.conftest import BESIDE_E2E, E2E_PATHS, GROUPS, TIMING, TIMING_LANES
 
 TEST_SH = (ROOT / "scripts" / "test.sh").read_text()
 
 
-def test_every_alone_entry_names_a_test_function() -> None:
-    for nodeid in ALONE:
+def test_every_timing_entry_names_a_test_function() -> None:
+    for nodeid in TIMING:
         path, name = nodeid.split("::")
         module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
         assert callable(getattr(module, name, None)) and name.startswith("test_"), nodeid
@@ -31,22 +31,31 @@ def test_each_module_beside_e2e_is_in_one_lane_and_the_pair_starts_beside_no_rat
     assert len(BESIDE_E2E) == len(set(BESIDE_E2E)), BESIDE_E2E  # the lanes' paths, in order
     assert "BESIDE_E2E_LANES" in TEST_SH
     # The group beside the pair's start holds no module run in another stage (it would not be there).
-    alone = {nodeid.split("::")[0] for nodeid in ALONE}
+    timing = {nodeid.split("::")[0] for nodeid in TIMING}
     for path in GROUPS["pair_start"]:
-        assert path not in BESIDE_E2E and path not in alone and not path.startswith(E2E_PATHS), path
+        assert path not in BESIDE_E2E and path not in timing and not path.startswith(E2E_PATHS), path
 
 
-def test_the_fast_stage_leaves_the_alone_checks_to_their_own_stage() -> None:
+def test_the_fast_stage_leaves_the_timing_checks_to_their_own_stage() -> None:
     marks = re.findall(r'^marks="([^"]*)"', TEST_SH, re.M)
-    assert marks == ["not e2e and not alone"], marks
-    assert "ALONE_LANES" in TEST_SH and 'start_lanes alone alone "${alone_lanes[@]}"' in TEST_SH
+    assert marks == ["not e2e and not timing"], marks
+    assert "TIMING_LANES" in TEST_SH and 'start_lanes timing timing "${timing_lanes[@]}"' in TEST_SH
 
 
-def test_each_alone_check_is_in_one_lane() -> None:
-    assert len(ALONE) == len(set(ALONE)), ALONE  # the lanes' ids, in order
+def test_the_timing_stage_runs_last_after_the_pair_is_stopped() -> None:
+    """Nothing else of ours beside it: not the fast stage, not the e2e suite, not the pair's start."""
+    timing = TEST_SH.index('start_lanes timing timing')
+    assert TEST_SH.rindex("harness.e2e_pair down") < timing  # the explicit stop, not the EXIT trap's
+    assert TEST_SH.index('start_lanes beside-e2e') < TEST_SH.index('wait_lanes beside-e2e') < timing
+    assert TEST_SH.index('-m "$marks"') < timing
+    assert "exit $status" in TEST_SH[timing:] and "start_lanes" not in TEST_SH[timing + 10:]
+
+
+def test_each_timing_check_is_in_one_lane() -> None:
+    assert len(TIMING) == len(set(TIMING)), TIMING  # the lanes' ids, in order
     # Two light lanes (~0.07 of a core each) leave a busy neighbour its core; a third lane would be
     # company of the kind the stage exists to avoid (tests/conftest.py).
-    assert 1 <= len(ALONE_LANES) <= 2, ALONE_LANES
+    assert 1 <= len(TIMING_LANES) <= 2, TIMING_LANES
 
 
 def test_an_xdist_worker_runs_in_a_session_of_its_own() -> None:
