@@ -692,6 +692,9 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
             "memory_pss_bytes": procs.pss_bytes(pids) if pids else None,
             "memory_rss_bytes": procs.rss_bytes(pids) if pids else None,
             "processes": len(pids),
+            # CPU: the kernel build vLLM loaded (by the CPU's flags) and its compute threads.
+            "kernels": procs.kernel_build(pids) if on_cpu and pids else None,
+            "compute_threads": _int_or_none(procs.environ_value(pids, "OMP_NUM_THREADS")) if on_cpu and pids else None,
             "start_kind": r.start_kind if r else None,
             "time_to_healthy_s": r.time_to_healthy_s if r else None,
             "warmup_s": r.warmup_s if r else None,
@@ -705,6 +708,19 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
         }
         rows.append(row)
     return rows
+
+
+def _int_or_none(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None
+
+
+def kernels_text(row: dict[str, object]) -> str:
+    """"kernels: _C_AVX2 (AVX2); compute threads: 1", or the reason there is none, for a CPU server."""
+    build = row["kernels"]
+    kernels = (f"{build} ({procs.KERNEL_BUILDS[build]})" if isinstance(build, str)
+               else "n/a (no vLLM kernel library mapped: not a vLLM CPU server, or still starting)")
+    threads = row["compute_threads"]
+    return f"kernels: {kernels}; compute threads: {threads if threads is not None else 'n/a (OMP_NUM_THREADS not set)'}"
 
 
 def _served_model(url: str) -> str | None:
@@ -752,6 +768,8 @@ def print_status(s: LauncherSettings, out: TextIO = sys.stdout, as_json: bool = 
                 dtype = f" ({row['dtype']})" if row.get("dtype") else ""
                 print(f"{'':<12} model: {row['served_model'] or '-'}{dtype}{cores}; "
                       f"memory: {_gb(row['memory_pss_bytes'])} PSS ({_gb(row['memory_rss_bytes'])} RSS)", file=out)
+            if row["managed"] and row["cores"] is not None:
+                print(f"{'':<12} {kernels_text(row)}", file=out)
             if row["time_to_healthy_s"] is not None:
                 warm = f", warmed up in {row['warmup_s']} s" if row.get("warmup_s") is not None else ""
                 print(f"{'':<12} last start: {row['start_kind']}, healthy after {row['time_to_healthy_s']} s{warm}",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -152,6 +153,44 @@ def pss_bytes(pids: list[int]) -> int:
         except (OSError, IndexError, ValueError):
             total += rss_bytes([pid])
     return total
+
+
+# vLLM's CPU kernels come in three builds; vllm/platforms/cpu.py imports one by the CPU's flags
+# (torch.cpu._is_avx512_supported, then _is_avx512_bf16_supported): the name it maps says which.
+KERNEL_BUILDS = {"_C_AVX2": "AVX2", "_C_AVX512": "AVX-512", "_C": "AVX-512 with BF16"}
+_KERNEL_SO = re.compile(r"/vllm/(_C(?:_AVX2|_AVX512)?)\.abi3\.so$", re.M)
+
+
+def kernels_in_maps(maps: str) -> str | None:
+    """The vLLM kernel build a process has mapped, from its /proc/PID/maps text; None if none."""
+    found = _KERNEL_SO.search(maps)
+    return found.group(1) if found else None
+
+
+def kernel_build(pids: list[int]) -> str | None:
+    """The vLLM kernel build (a KERNEL_BUILDS key) the first of ``pids`` that maps one has loaded."""
+    for pid in pids:
+        try:
+            found = kernels_in_maps(Path(f"/proc/{pid}/maps").read_text())
+        except OSError:
+            continue
+        if found:
+            return found
+    return None
+
+
+def environ_value(pids: list[int], name: str) -> str | None:
+    """``name`` in the environment of the first of ``pids`` that has it; None if none does."""
+    key = name.encode() + b"="
+    for pid in pids:
+        try:
+            entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.startswith(key):
+                return entry[len(key):].decode(errors="replace")
+    return None
 
 
 def uptime_s(ticks: int) -> float:

