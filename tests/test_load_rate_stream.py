@@ -22,9 +22,10 @@ from demo.load.rate import RateStep
 from demo.load.rate_view import RATE_HEADERS, side_cells
 from demo.settings import Settings
 from demo.ui import load_panel
+from harness.margins import within
 from harness.standin import Standin, StandinBehavior
 from harness.standin_process import process_pair
-from tests.test_load_rate import BASE, SPEC, TOKENS, request, split, truth_completed_per_s, within
+from tests.test_load_rate import BASE, SPEC, TOKENS, request, split, truth_completed_per_s
 from tests.test_load_stream import collect
 
 RATES = "2,5"
@@ -89,8 +90,8 @@ def test_rate_frames_draw_each_step_from_its_records_and_match_the_truth(tmp_pat
             tr = per[side.name][k]
             assert side.accounted and side.sent == REQUESTS == len(tr)
             truth = truth_completed_per_s(tr, step.schedule.offsets_s[0])
-            assert within(side.completed_requests_per_s, truth, 0.05), (side.name, side.completed_requests_per_s,
-                                                                       truth)
+            assert within(side.completed_requests_per_s, truth, 0.05, f"completed req/s, {side.name}"), (
+                side.name, side.completed_requests_per_s, truth)
 
 
 def test_stop_mid_rate_sweep_cuts_the_step_and_leaves_no_stream_open(tmp_path: Path) -> None:

@@ -20,9 +20,10 @@ from demo.load.rate import RateStep
 from demo.settings import Settings
 from demo.sweep.models import SweepResult
 from demo.sweep.rates import capacity_text, load_result
+from harness.margins import within
 from harness.standin import Standin, StandinBehavior
 from harness.standin_process import process_pair
-from tests.test_load_rate import split, truth_completed_per_s, within
+from tests.test_load_rate import split, truth_completed_per_s
 
 TOKENS = 24
 # Unloaded 10 ms a token on the baseline, 4 ms on the speculative side; a request arriving with r running
@@ -77,7 +78,8 @@ def test_sweep_rate_matches_the_truth_and_the_report_says_its_capacity(tmp_path:
             assert side.accounted and side.sent == REQUESTS == len(tr)
             # arrival i sent request i of the file, wrapping round: the stand-in saw each prompt that often
             assert [sum(f"say something {i}" in t.prompt for t in tr) for i in range(3)] == [4, 3, 3]
-            assert within(side.completed_requests_per_s, truth_completed_per_s(tr, first), 0.05), (
+            assert within(side.completed_requests_per_s, truth_completed_per_s(tr, first), 0.05,
+                          f"completed req/s, {side.name}"), (
                 step.rate_requests_per_s, side.name, side.completed_requests_per_s, truth_completed_per_s(tr, first))
     # Ten times over: every server fell behind, and the step says so (the truth: finishes trail arrivals).
     top = steps[-1]
