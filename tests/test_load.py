@@ -17,6 +17,7 @@ import pytest
 
 from benchmarks.load_test import load_behaviors, run_async, run_load, start_app
 from harness.standin import Standin
+from harness.waiting import wait_for
 
 USERS, RACES, CONCURRENCY, STOP_EVERY, LEAVE_EVERY = 8, 3, 2, 4, 12
 
@@ -42,14 +43,32 @@ def test_concurrent_viewers_no_lost_or_stuck_runs_and_every_stream_closed(
     assert report.lost == 0 and report.errors == 0, report.error_details
     assert report.done + report.stopped + report.left == planned
     assert report.stopped >= 1 and report.left >= 1  # users pressed Stop, or left, mid-stream
-    # Every race reached both servers once; every stream ended, completed or aborted.
-    for side, c in report.standins.items():
+    # Every race reached both servers once; every stream ended, completed or aborted. A stream ends
+    # on the stand-in's side only when it sees the disconnect (Stop, a viewer gone), after the page
+    # said so: the counts are read once they have settled, not at one instant.
+    def counts() -> dict[str, dict[str, int]]:
+        return {side: {"started": s.started, "completed": s.completed, "aborted": s.aborted,
+                       "faulted": s.faulted, "open_streams": s.open_streams} for side, s in servers.items()}
+
+    def accounted() -> bool:
+        now = counts()
+        return now == counts() and now["baseline"]["aborted"] == report.stopped + report.left and all(
+            c["started"] == planned and c["open_streams"] == 0 and c["started"] == c["completed"] + c["aborted"]
+            + c["faulted"] for c in now.values())
+
+    try:
+        wait_for(accounted, 30, "every stream on both stand-ins ended and counted (none open, started = completed "
+                 "+ aborted), and the baseline's aborts = the races stopped or left")
+    finally:
+        standins = counts()
+        print(f"stand-ins' counts: {standins}; stopped {report.stopped}, left {report.left}")
+    for side, c in standins.items():
         assert c["started"] == planned, (side, c)
         assert c["open_streams"] == 0 and c["faulted"] == 0, (side, c)
         assert c["started"] == c["completed"] + c["aborted"], (side, c)
     # Stop, or a viewer gone, aborted the slower baseline stream of that race (the faster side
     # may have finished first).
-    assert report.standins["baseline"]["aborted"] == report.stopped + report.left
+    assert standins["baseline"]["aborted"] == report.stopped + report.left
     # The queue: never more than the limit streaming, and the rest waited for a slot.
     assert all(1 <= n <= CONCURRENCY for n in report.peak_streams.values()), report.peak_streams
     assert report.queued_races >= 1 and report.max_wait_s > 0
