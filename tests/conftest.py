@@ -23,13 +23,6 @@ from harness.standin import Standin, StandinBehavior
 GROUPS: dict[str, tuple[str, ...]] = {
     # The page in Chromium with an app subprocess each (~8 min serial): one page module at a time.
     "browser": ("tests/browser/", "tests/test_export_browser.py", "tests/test_report_browser.py"),
-    # Modules that check no rate against a truth (~110 s): the other worker's first unit, beside the
-    # page group while the e2e pair starts and warms up (~100 s of both cores). The rate checks come
-    # after it: started at once beside the pair's start, one missed by 5.4% (docs/benchmarks.md#ci).
-    "pair_start": ("tests/test_race_faults.py", "tests/test_sampling_race.py", "tests/test_load.py",
-                   "tests/test_security.py", "tests/test_endpoints.py", "tests/test_export.py",
-                   "tests/test_figure_png.py", "tests/test_kubernetes.py", "tests/test_cli.py",
-                   "tests/test_compose.py", "tests/test_ratio_names.py"),
 }
 # Modules that wait far more than they compute (0.3-0.4 of a core) and check no rate against a
 # truth: marked ``beside_e2e``. scripts/test.sh runs them beside the end-to-end suite, on the core
@@ -59,13 +52,34 @@ BESIDE_E2E = tuple(path for lane in BESIDE_E2E_LANES for path in lane)
 # neighbour its core. Each figure's share of its bound is recorded (harness/margins.py) and the lane
 # prints them. The logic behind each figure is checked on given clocks in the fast stage
 # (tests/test_given_clock.py); here only the accuracy against real time is.
-# A test id without its parameters takes every parameter; the first lane takes ~62 s on its own:
-# add an id to the lane that keeps the lanes' times close.
+# A test id without its parameters takes every parameter. Test time per lane (2026-12-06, -n 2 beside
+# other work, AMD EPYC): ~180 s each; add an id to the lane that keeps the lanes' times close.
 TIMING_LANES: tuple[tuple[str, ...], ...] = (
-    ("tests/test_load_rate.py::test_rate_sweep_matches_the_truth_below_around_and_above_saturation",),
+    ("tests/test_load_rate.py::test_rate_sweep_matches_the_truth_below_around_and_above_saturation",
+     "tests/test_verify_schedule.py::test_the_recommended_schedule_is_restarted_and_swept_again",
+     "tests/test_whatif.py::test_the_whatifs_figures_match_the_truth_at_each_length",
+     "tests/test_sweep.py::test_speedups_and_acceptance_match_the_truth",
+     "tests/test_sweep_workload.py::test_per_request_speedup_and_acceptance_match_the_truth",
+     "tests/test_tool_calls.py::test_a_race_whose_answers_are_the_same_tool_call_is_identical",
+     "tests/test_users_race.py::test_four_users_per_user_speedup_matches_the_standins_truth",
+     "tests/test_standin.py::test_truth_rate_is_the_configured_rate",
+     "tests/test_standin.py::test_speed_falls_with_streams_in_flight"),
     ("tests/test_load_replay.py::test_replay_keeps_the_traces_gaps_over_the_speed_on_every_server",
      "tests/test_load_sweep.py::test_load_sweep_speedup_matches_truth_and_finds_the_crossover",
-     "tests/test_load_rate.py::test_the_schedule_is_seeded_and_every_server_gets_the_same_send_times"),
+     "tests/test_load_sweep.py::test_race_with_users_measures_a_batch_per_side",
+     "tests/test_load_sweep.py::test_the_client_reports_its_own_headroom",
+     "tests/test_load_rate.py::test_the_schedule_is_seeded_and_every_server_gets_the_same_send_times",
+     "tests/test_segments.py::test_per_segment_speedups_match_the_truth_and_the_sentence_routes_by_tag",
+     "tests/test_methods.py::test_race_of_three_arms_measures_each_against_its_truth",
+     "tests/test_methods.py::test_race_with_users_measures_every_arm",
+     "tests/test_load_rate_stream.py::test_rate_frames_draw_each_step_from_its_records_and_match_the_truth",
+     "tests/test_sweep_agents.py::test_a_session_played_turn_by_turn_carries_each_sides_own_answer",
+     "tests/test_sweep_agents.py::test_session_truth_with_tool_calls_per_turn_speedups_match_the_stand_ins",
+     "tests/test_canary.py::test_a_race_through_the_router_streams_the_same_chunks_at_the_same_rate",
+     "tests/test_sweep_rate.py::test_sweep_rate_matches_the_truth_and_the_report_says_its_capacity",
+     "tests/test_bench_client_streams.py::test_our_client_matches_the_standin_truth_within_5_percent",
+     "tests/test_measure_truth.py::test_multi_token_chunks_measured_right",
+     "tests/test_measure_truth.py::test_chunk_counting_would_have_failed"),
 )
 TIMING = tuple(test_id for lane in TIMING_LANES for test_id in lane)
 # Where the tests marked ``e2e`` live: scripts/test.sh's e2e stage collects only these paths (the
