@@ -13,6 +13,7 @@ from demo.results import Message, RaceRequest, RaceResult
 from demo.settings import Settings
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
+from harness.waiting import wait_for_async
 
 REQ = RaceRequest(messages=[Message(role="user", content="Hello there")], max_tokens=40)
 FAST = StandinBehavior(tokens_per_s=400, ttft_s=0.01)
@@ -104,6 +105,9 @@ def test_stop_closes_both_streams_and_the_servers_see_the_abort() -> None:
             if (snap.baseline.completion_tokens or 0) >= 3 and (snap.speculative.completion_tokens or 0) >= 3:
                 stop.set()
         assert last is not None and last.result is not None
+        # Closed by the race itself, not by this event loop's end (asyncio.run cancels what is left).
+        await wait_for_async(lambda: base.open_streams == spec.open_streams == 0, 10,
+                             "both streams closed once the stopped race has ended")
         return last.result
 
     with Standin(slow) as base, Standin(slow.model_copy(update={"speculative": True, "chunk_sizes": [2]})) as spec:
