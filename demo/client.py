@@ -6,21 +6,24 @@ never from chunks: a speculative chunk often carries several tokens.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import json
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from pydantic import BaseModel
 
 from demo.errors import ServerError, tool_parser_hint
-from demo.results import ChunkEvent, RaceRequest, Side, SpecPerRequest, ToolCallDelta
+from demo.metrics import MetricsSample, in_flight, progress_signature, scrape
+from demo.results import ChunkEvent, RaceRequest, ServerWait, Side, SpecPerRequest, ToolCallDelta
 from demo.sampling import sampling_body
 from demo.settings import Endpoint, Settings
 
@@ -98,6 +101,42 @@ def _tls_context(ca_bundle: str | None = None) -> ssl.SSLContext:
     return httpx.create_ssl_context(verify=True, trust_env=False)
 
 
+# While a quiet stream waits on a server that says it is working, its /metrics is asked this often
+# (at most: every quiet stream to one server shares one answer per interval).
+PROBE_EVERY_S = 5.0
+
+
+@dataclass
+class QuietPolicy:
+    """How a stream's silence is judged (the settings' read_timeout_s, prefill_wait_max_s, probe_timeout_s).
+
+    After ``read_timeout_s`` without data the server's /metrics is asked, then every
+    ``probe_every_s`` while the stream stays quiet: it is working when it holds requests (running +
+    waiting) and something moved within the last ``read_timeout_s``; otherwise the stream stalled.
+    However busy it says it is, a silence of ``wait_max_s`` ends the stream.
+    """
+
+    read_timeout_s: float
+    wait_max_s: float
+    probe_timeout_s: float
+    probe_every_s: float = PROBE_EVERY_S
+
+    def stream_timeout(self, base: httpx.Timeout) -> httpx.Timeout:
+        """The stream's httpx timeout: ``base`` with a read timeout past the watch's own bound (a backstop only)."""
+        return httpx.Timeout(connect=base.connect, read=self.wait_max_s + self.read_timeout_s + self.probe_timeout_s,
+                             write=base.write, pool=base.pool)
+
+
+class ServerClient(httpx.AsyncClient):
+    """The client for the servers (make_http_client): an httpx client that knows how to judge a
+    quiet stream (``quiet``) and shares its /metrics probes per server among its streams."""
+
+    def __init__(self, *args: Any, quiet: QuietPolicy, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.quiet = quiet
+        self.probes: dict[str, _ServerProbe] = {}
+
+
 def make_http_client(settings: Settings, side: Side | None = None, *,
                      endpoint: Endpoint | None = None) -> httpx.AsyncClient:
     """A client for one server: ``endpoint``'s (an arm's), else one side's (its key and extra
@@ -110,14 +149,18 @@ def make_http_client(settings: Settings, side: Side | None = None, *,
         headers = {}
         if settings.api_key is not None:
             headers["Authorization"] = f"Bearer {settings.api_key.get_secret_value()}"
-    # httpx's read timeout bounds each read: it is our inter-chunk (and first-byte) timeout.
+    # httpx's read timeout bounds each read of the small calls; a stream's silence is watched by
+    # stream_completion itself (QuietPolicy), which asks the server before calling it stalled.
     timeout = httpx.Timeout(
         connect=settings.connect_timeout_s,
         read=settings.read_timeout_s,
         write=settings.connect_timeout_s,
         pool=settings.connect_timeout_s,
     )
-    return httpx.AsyncClient(
+    return ServerClient(
+        quiet=QuietPolicy(read_timeout_s=settings.read_timeout_s, wait_max_s=settings.prefill_wait_max_s,
+                          probe_timeout_s=settings.probe_timeout_s,
+                          probe_every_s=min(PROBE_EVERY_S, settings.read_timeout_s)),
         headers=headers,
         timeout=timeout,
         # No cap on connections: the callers bound the streams (users <= max_users, a sweep's
@@ -169,12 +212,109 @@ def error_from_exception(exc: Exception, base_url: str, tokens: int | None = Non
             "(python -m servers up) or fix the URL in settings."
         )
     if isinstance(exc, httpx.ReadTimeout):
-        return StreamError(f"{base_url} stalled{got}: no data within the read timeout (SPECDEMO_READ_TIMEOUT_S).")
+        return stalled_error(base_url, tokens)
     if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
         return StreamError(f"Stream from {base_url} was cut{got}: the server closed the connection before finishing.")
     if isinstance(exc, httpx.HTTPError):
         return StreamError(f"Request to {base_url} failed{got}: {_one_line(str(exc)) or type(exc).__name__}.")
     return StreamError(f"Request to {base_url} failed{got}: {type(exc).__name__}: {_one_line(str(exc))}")
+
+
+def stalled_error(base_url: str, tokens: int | None = None, *, waited_s: float | None = None) -> StreamError:
+    """The stall's one line: nothing within the read timeout and the server not working on it; with
+    ``waited_s``, the hard bound ended a wait on a server that said it was working."""
+    got = f" after {tokens} tokens" if tokens else ""
+    if waited_s is not None:
+        return StreamError(f"{base_url} stalled{got}: no data for {waited_s:.0f} s, though its /metrics said it "
+                           "was working (SPECDEMO_PREFILL_WAIT_MAX_S).")
+    return StreamError(f"{base_url} stalled{got}: no data within the read timeout (SPECDEMO_READ_TIMEOUT_S).")
+
+
+class _ServerProbe:
+    """One server's /metrics as the quiet streams to it see it: one scrape serves every stream that
+    asks within half a probe interval, and ``moved_at`` is when its progress signature last changed
+    (or when a new series of probes began)."""
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.sample: MetricsSample | None = None
+        self.at = float("-inf")  # perf_counter of the last scrape's answer
+        self.moved_at = float("-inf")
+        self.signature: tuple[float | None, ...] | None = None
+
+    async def ask(self, http: httpx.AsyncClient, base_url: str, policy: QuietPolicy) -> tuple[MetricsSample, float]:
+        """The server's /metrics now (or from a moment ago) and when it last moved."""
+        async with self.lock:
+            now = time.perf_counter()
+            if self.sample is not None and now - self.at < policy.probe_every_s / 2:
+                return self.sample, self.moved_at
+            sample = await scrape(http, base_url, policy.probe_timeout_s)
+            t = time.perf_counter()
+            sig = progress_signature(sample) if sample.ok else None
+            # A new series (nothing asked for two intervals): what changed since is unknown, so it counts as moved.
+            if sig is None or sig != self.signature or now - self.at > 2 * policy.probe_every_s:
+                self.moved_at = t
+            self.sample, self.at, self.signature = sample, t, sig
+            return sample, self.moved_at
+
+
+class _QuietWatch:
+    """Watches one stream's silence beside it, at no cost per chunk: the stream notes when data
+    came (``seen``) and when its consumer holds it (``paused``: that silence is not the server's).
+
+    After read_timeout_s of silence it asks the server (_ServerProbe); a server that is working on
+    requests keeps the stream waiting (``on_wait`` hears a ServerWait, then None when data comes
+    again), one that is not, or after wait_max_s, ends it: ``verdict`` is set and the task reading
+    the stream is cancelled, which stream_completion turns into the stall's StreamError.
+    """
+
+    def __init__(self, http: ServerClient, base_url: str, task: asyncio.Task[Any],
+                 on_wait: Callable[[ServerWait | None], None] | None) -> None:
+        self.http, self.base_url, self.task, self.on_wait = http, base_url, task, on_wait
+        self.policy = http.quiet
+        self.probe = http.probes.setdefault(base_url.rstrip("/"), _ServerProbe())
+        self.seen = time.perf_counter()
+        self.paused = False
+        self.waiting = False  # on_wait was told the server is working, and not yet that data came
+        self.verdict: StreamError | None = None
+        self.cancelling = task.cancelling()
+
+    def data(self) -> None:
+        """Data came again after a wait the page was told about."""
+        self.waiting = False
+        if self.on_wait is not None:
+            self.on_wait(None)
+
+    async def run(self, tokens: Callable[[], int | None]) -> None:
+        p = self.policy
+        while True:
+            delay = self.seen + p.read_timeout_s - time.perf_counter()
+            if delay > 0 or self.paused:
+                await asyncio.sleep(delay if delay > 0 else p.read_timeout_s)
+                continue
+            quiet_since = self.seen
+            quiet = time.perf_counter() - quiet_since
+            verdict = None
+            if quiet >= p.wait_max_s:
+                verdict = stalled_error(self.base_url, tokens(), waited_s=quiet)
+            else:
+                sample, moved_at = await self.probe.ask(self.http, self.base_url, p)
+                if self.seen != quiet_since or self.paused:
+                    continue  # data came while we asked
+                now = time.perf_counter()
+                if not sample.ok or in_flight(sample) <= 0 or now - moved_at > p.read_timeout_s:
+                    verdict = stalled_error(self.base_url, tokens())
+                else:
+                    self.waiting = True
+                    if self.on_wait is not None:
+                        self.on_wait(ServerWait(quiet_s=now - quiet_since,
+                                                running=int(sample.num_requests_running or 0),
+                                                waiting=int(sample.num_requests_waiting or 0)))
+                    await asyncio.sleep(max(0.0, min(p.probe_every_s, quiet_since + p.wait_max_s - now)))
+                    continue
+            self.verdict = verdict
+            self.task.cancel()
+            return
 
 
 async def discover_model(http: httpx.AsyncClient, base_url: str, timeout_s: float = 5.0) -> ModelInfo:
@@ -323,24 +463,44 @@ async def stream_completion(
     req: RaceRequest,
     *,
     t0: float | None = None,
+    on_wait: Callable[[ServerWait | None], None] | None = None,
 ) -> AsyncIterator[ChunkEvent]:
     """Stream one request; yields events with arrival times relative to ``t0`` (perf_counter).
 
     Raises StreamError with a one-line message on any failure. Closing the generator
     (or cancelling its consumer) closes the connection, and vLLM aborts the request.
+
+    On a client from make_http_client (a ServerClient) a silence of the read timeout is not the end:
+    the server's /metrics is asked (_QuietWatch), and while it is working on requests the stream
+    waits, telling ``on_wait`` (a ServerWait each time it asks, None once data comes again), up to
+    the settings' prefill_wait_max_s. Consume the generator from one task: that task is cancelled
+    when the watch gives up. On any other client, httpx's read timeout ends a silence.
     """
     path = "/v1/chat/completions" if req.api == "chat" else "/v1/completions"
     url = base_url.rstrip("/") + path
     body = request_body(req, model)
     t0 = time.perf_counter() if t0 is None else t0
     tokens: int | None = None
+    watch: _QuietWatch | None = None
+    watcher: asyncio.Task[None] | None = None
+    task = asyncio.current_task()
+    if isinstance(http, ServerClient) and task is not None:
+        watch = _QuietWatch(http, base_url, task, on_wait)
+        watcher = asyncio.create_task(watch.run(lambda: tokens))
+        timeout = http.quiet.stream_timeout(http.timeout)
+    else:
+        timeout = http.timeout
     try:
-        async with http.stream("POST", url, json=body) as resp:
+        async with http.stream("POST", url, json=body, timeout=timeout) as resp:
             if resp.status_code != 200:
                 raise error_from_response(resp.status_code, await resp.aread(), base_url)
             data_lines: list[str] = []
             async for line in _sse_lines(resp):
                 now = time.perf_counter() - t0
+                if watch is not None:
+                    watch.seen = now + t0
+                    if watch.waiting:
+                        watch.data()
                 if line.startswith("data:"):
                     data_lines.append(line[5:].lstrip(" "))
                     continue
@@ -349,6 +509,8 @@ async def stream_completion(
                 payload = "\n".join(data_lines)
                 data_lines = []
                 if payload.strip() == "[DONE]":
+                    if watcher is not None:
+                        watcher.cancel()  # the stream is over: no silence to watch
                     yield ChunkEvent(t_s=now, done=True, completion_tokens=tokens)
                     return
                 try:
@@ -360,10 +522,24 @@ async def stream_completion(
                 event = parse_chunk(data, now)
                 if event.completion_tokens is not None:
                     tokens = event.completion_tokens
+                if watch is None:
+                    yield event
+                    continue
+                watch.paused = True  # the consumer's time is not the server's silence
                 yield event
+                watch.paused = False
+                watch.seen = time.perf_counter()
             got = f" after {tokens} tokens" if tokens else ""
             raise StreamError(f"Stream from {base_url} ended{got} without [DONE]: the server stopped early.")
     except StreamError:
         raise
     except httpx.HTTPError as e:
         raise error_from_exception(e, base_url, tokens) from e
+    except asyncio.CancelledError:
+        # The watch's cancel (as asyncio.timeout tells its own from another's): the stall's line.
+        if watch is not None and watch.verdict is not None and watch.task.uncancel() <= watch.cancelling:
+            raise watch.verdict from None
+        raise
+    finally:
+        if watcher is not None:
+            watcher.cancel()

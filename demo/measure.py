@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from demo.results import (
     ChunkEvent,
     Repetition,
+    ServerWait,
     Side,
     SideResult,
     SideSnapshot,
@@ -140,6 +141,7 @@ class SideMeter:
         self.done = False
         self.error: str | None = None
         self.status = "waiting"
+        self.server_wait: ServerWait | None = None  # a quiet stream's server working on it (demo.streaming)
         self.started = t0 is not None  # the request has been sent (a given t0 says when)
         self.t_end: float | None = None
 
@@ -255,6 +257,7 @@ class SideMeter:
             done=self.done,
             error=self.error,
             status=self.status,
+            server_wait=self.server_wait,
         )
 
     def progress(self) -> StreamProgress:

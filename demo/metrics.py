@@ -45,6 +45,12 @@ class MetricsSample(BaseModel):
     queue_time_seconds_sum: float | None = None
     queue_time_seconds_count: float | None = None
     queue_time_seconds_buckets: dict[float, float] = Field(default_factory=dict)
+    # What moves while the engine works on a request before its first token (demo.client's quiet
+    # watch): vLLM publishes its scheduler's gauges after every engine step, a chunked prefill's
+    # KV blocks among them, while the token counters move only once the first token is out.
+    prompt_tokens_total: float | None = None
+    iteration_tokens_count: float | None = None  # vllm:iteration_tokens_total_count: steps that produced tokens
+    prefix_cache_queries_total: float | None = None  # moves once, when a request is first scheduled
 
 
 def parse_metrics(text: str) -> MetricsSample:
@@ -77,7 +83,30 @@ def parse_metrics(text: str) -> MetricsSample:
     sample.tpot_seconds_count = totals.get(_TPOT + "_count")
     sample.queue_time_seconds_sum = totals.get(QUEUE_TIME + "_sum")
     sample.queue_time_seconds_count = totals.get(QUEUE_TIME + "_count")
+    sample.prompt_tokens_total = totals.get("vllm:prompt_tokens_total")
+    sample.iteration_tokens_count = totals.get("vllm:iteration_tokens_total_count")
+    sample.prefix_cache_queries_total = totals.get("vllm:prefix_cache_queries_total")
     return sample
+
+
+def in_flight(sample: MetricsSample) -> int:
+    """Requests the engine holds (running + waiting, every client's); 0 when not reported."""
+    return int((sample.num_requests_running or 0) + (sample.num_requests_waiting or 0))
+
+
+def progress_signature(sample: MetricsSample) -> tuple[float | None, ...]:
+    """What changes between two scrapes when the engine has taken a step (vLLM 0.32).
+
+    The engine sends its scheduler's stats after every step, even a step that produced no token
+    (a chunk of a long prefill): the running and waiting gauges and the KV cache's use (each
+    prefill chunk takes blocks) move then; the token counters and iteration_tokens_total only
+    once a step yields tokens; prefix-cache queries when a request is first scheduled. Not the
+    process's CPU (process_cpu_seconds_total): that is the API server's process, not the engine
+    core's, and each scrape of /metrics costs it CPU of its own, so it moves because we ask.
+    """
+    return (sample.num_requests_running, sample.num_requests_waiting, sample.kv_cache_usage_perc,
+            sample.prompt_tokens_total, sample.generation_tokens_total, sample.iteration_tokens_count,
+            sample.prefix_cache_queries_total)
 
 
 def histogram_quantile(buckets: dict[float, float], q: float) -> float | None:
@@ -102,9 +131,14 @@ def histogram_quantile(buckets: dict[float, float], q: float) -> float | None:
 
 async def scrape_metrics(http: httpx.AsyncClient, base_url: str, settings: Settings) -> MetricsSample:
     """GET /metrics; never raises: a failed scrape says why in ``error``."""
+    return await scrape(http, base_url, settings.probe_timeout_s)
+
+
+async def scrape(http: httpx.AsyncClient, base_url: str, timeout_s: float) -> MetricsSample:
+    """GET /metrics within ``timeout_s``; never raises: a failed scrape says why in ``error``."""
     url = base_url.rstrip("/") + "/metrics"
     try:
-        resp = await http.get(url, timeout=settings.probe_timeout_s)
+        resp = await http.get(url, timeout=timeout_s)
     except httpx.HTTPError as e:
         return MetricsSample(ok=False, error=f"/metrics unreachable at {base_url} ({type(e).__name__})")
     if resp.status_code != 200:

@@ -421,6 +421,15 @@ class RaceResult(_Ordered):
         return "done"
 
 
+class ServerWait(BaseModel):
+    """A quiet stream the client keeps waiting on, past the read timeout, because the server's
+    /metrics says it is working (demo.client): what it said when last asked."""
+
+    quiet_s: float  # seconds without data from the stream when the server was last asked
+    running: int = 0  # vllm:num_requests_running (every client's requests)
+    waiting: int = 0  # vllm:num_requests_waiting (queued, or a JSON schema's grammar being built)
+
+
 class SideSnapshot(BaseModel):
     """A side while it streams: what the page shows live."""
 
@@ -436,6 +445,8 @@ class SideSnapshot(BaseModel):
     done: bool = False
     error: str | None = None
     status: str = "waiting"  # waiting | streaming | done | error | cancelled
+    # Set while the stream is quiet past the read timeout and the server says it is working on it.
+    server_wait: ServerWait | None = None
 
 
 class ArmSnapshot(BaseModel):

@@ -136,8 +136,12 @@ class Settings(BaseSettings):
     ca_bundle: Path | None = None
 
     connect_timeout_s: float = Field(5.0, gt=0)
-    # Longest silence allowed between two chunks of a stream (also covers time to first byte).
+    # Longest silence allowed between two chunks of a stream (also covers time to first byte) before
+    # the client asks the server's /metrics whether it is working on the request (demo.client).
     read_timeout_s: float = Field(60.0, gt=0)
+    # The longest a quiet stream waits on a server whose /metrics says it is working on it (a long
+    # prefill, a JSON schema's grammar being built): past this, stalled however busy it says it is.
+    prefill_wait_max_s: float = Field(600.0, gt=0)
     # Budget for small calls: /health, /v1/models, /metrics.
     probe_timeout_s: float = Field(3.0, gt=0)
 

@@ -17,7 +17,7 @@ import httpx
 
 from demo.client import StreamError, discover_model, stream_completion
 from demo.measure import SideMeter
-from demo.results import RaceRequest, Side
+from demo.results import RaceRequest, ServerWait, Side
 from demo.settings import Endpoint, Settings
 
 
@@ -53,14 +53,21 @@ async def stream_into(meter: SideMeter, http: httpx.AsyncClient, url: str, model
 
     Never raises a StreamError: it fails the meter with its one-line message. A cancel marks the
     meter stopped and is raised on. ``on_event`` is called after each event the meter takes and
-    once more when the stream ends, whichever way.
+    once more when the stream ends, whichever way; also when a quiet stream waits on a server that
+    says it is working (the meter's ``server_wait``, shown by the page), and when data comes again.
     """
+    def waiting(wait: ServerWait | None) -> None:
+        meter.server_wait = wait
+        if on_event is not None:
+            on_event()
+
     try:
-        async for ev in stream_completion(http, url, model, req, t0=t0):
+        async for ev in stream_completion(http, url, model, req, t0=t0, on_wait=waiting):
             meter.feed(ev)
             if on_event is not None:
                 on_event()
     except StreamError as e:
+        meter.server_wait = None
         meter.fail(str(e))
     except asyncio.CancelledError:
         meter.cancel()

@@ -231,11 +231,12 @@ def tiles_html(side: Side, tiles: list[Tile]) -> str:
 
 
 def side_status_html(side: Side, snap: SideSnapshot, quiet_s: float | None = None,
-                     timeout_s: float | None = None, who: str | None = None) -> str:
+                     timeout_s: float | None = None, who: str | None = None, note: str | None = None) -> str:
     """One line over the text: state, and the error in full when the side failed. With
     ``quiet_s`` (seconds without a new token, as the page saw it) a running side says it is
-    waiting on the server, so a stall never looks like a frozen page. ``who`` names the pane in
-    an error (an arm's name in a race of several; default: the side)."""
+    waiting on the server, so a stall never looks like a frozen page; ``note`` is said in its
+    place (demo.live.status: the server says it is working). ``who`` names the pane in an error
+    (an arm's name in a race of several; default: the side)."""
     if snap.status == "cancelled":  # stopped on purpose: said plainly, not as a failure
         return (f'<div class="sd-side-status sd-status-cancelled" data-side="{esc(side)}">'
                 f'stopped: {esc(snap.error or "before the answer finished")}</div>')
@@ -246,9 +247,12 @@ def side_status_html(side: Side, snap: SideSnapshot, quiet_s: float | None = Non
               "done": "done", "cancelled": "stopped", "error": "failed"}
     label = labels.get(snap.status, snap.status)
     if quiet_s is not None and snap.status in ("waiting", "streaming"):
-        label += f" — nothing from the server for {quiet_s:.0f} s"
-        if timeout_s is not None:
-            label += f" (gives up after {timeout_s:g} s)"
+        if note is not None:
+            label = note
+        else:
+            label += f" — nothing from the server for {quiet_s:.0f} s"
+            if timeout_s is not None:
+                label += f" (gives up after {timeout_s:g} s)"
         return (f'<div class="sd-side-status sd-status-quiet" data-side="{esc(side)}">'
                 f'{esc(label)}</div>')
     return (f'<div class="sd-side-status sd-status-{esc(snap.status)}" data-side="{esc(side)}">'

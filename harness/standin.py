@@ -352,7 +352,7 @@ class _Counters:
         for p in range(accepted):
             self.per_pos[p] += 1
 
-    def render(self, b: StandinBehavior, running: int, kv_tokens: int, waiting: int = 0) -> str:
+    def render(self, b: StandinBehavior, running: int, kv_tokens: float, waiting: int = 0) -> str:
         k = b.num_spec_tokens
         per_pos = self.per_pos + [0] * max(0, k - len(self.per_pos))
         values: dict[str, float] = {
@@ -458,6 +458,12 @@ class Standin:
         self._counters = _Counters()  # replaced on every start()
         self._running: dict[int, Truth] = {}
         self._admitted: set[int] = set()  # with max_num_seqs: the running requests that hold a slot
+        # Requests in their prefill (start, seconds): their KV fills as it goes, as vLLM's chunked
+        # prefill takes blocks chunk by chunk, so /metrics shows a long prefill progressing.
+        self._prefill: dict[int, tuple[float, float]] = {}
+        # Requests stalled now (fault "stall"): the server does nothing for them, and /metrics shows
+        # neither them running nor any progress of theirs.
+        self._stalled: set[int] = set()
         self._releases = 0  # release() calls: a held stream goes on once this moves (fault "hold")
         self._holding = 0  # streams held now
         self.app = Starlette(routes=[
@@ -618,14 +624,23 @@ class Standin:
         if b.metrics_mode == "slow":
             await asyncio.sleep(b.metrics_slow_s)
         with self._lock:
-            running = len(self._running) if b.max_num_seqs is None else len(self._admitted)
-            kv = sum(t.prompt_tokens + t.completion_tokens for t in self._running.values())
+            now = time.perf_counter()
+            holding = self._running.keys() if b.max_num_seqs is None else self._admitted
+            running = sum(1 for key in holding if key not in self._stalled)
+            kv = sum(self._kv_tokens(key, t, now) for key, t in self._running.items() if key not in self._stalled)
             # Waiting as vLLM's scheduler has it: the requests beyond max_num_seqs. A request that
             # arrived or whose slot just freed is not yet admitted here (_admit polls every 2 ms),
             # but vLLM would admit it at its next step: it is not queued.
             queued = 0 if b.max_num_seqs is None else max(0, len(self._running) - b.max_num_seqs)
             text = self._counters.render(b, running, kv, waiting=queued)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    def _kv_tokens(self, key: int, truth: Truth, now: float) -> float:
+        """A running request's tokens in the KV cache: in its prefill, the share of its prompt done."""
+        if key in self._prefill:
+            start, seconds = self._prefill[key]
+            return truth.prompt_tokens * min(1.0, max(0.0, (now - start) / seconds)) if seconds > 0 else 0.0
+        return truth.prompt_tokens + truth.completion_tokens
 
     async def _models(self, request: Request) -> Response:
         if (denied := self._check_auth(request)) is not None:
@@ -763,6 +778,7 @@ class Standin:
             first = truth.completion_tokens == 0
             if first:
                 truth.t_first_token_sent = t
+                self._prefill.pop(id(truth), None)
                 c.hists["vllm:time_to_first_token_seconds"].observe(t - truth.t_request)
             itl = c.hists["vllm:inter_token_latency_seconds"]
             if prev is not None:
@@ -799,6 +815,8 @@ class Standin:
             truth.t_end = time.perf_counter()
             self._running.pop(id(truth), None)
             self._admitted.discard(id(truth))
+            self._prefill.pop(id(truth), None)
+            self._stalled.discard(id(truth))
             if outcome == "completed":
                 c = self._counters
                 c.success[finish_reason or "stop"] = c.success.get(finish_reason or "stop", 0) + 1
@@ -938,6 +956,8 @@ class _Generation:
             admitted = max(self.truth.t_request, await self._admit(b.max_num_seqs))
             self.truth.queue_time_s = admitted - self.truth.t_request
             t0 = admitted + b.ttft_s
+        with self.s._lock:
+            self.s._prefill[id(self.truth)] = (t0 - b.ttft_s, b.ttft_s)
         fault_at = b.fault_after_chunks if b.fault in ("cut", "stall", "garbage", "hold") else -1
         dynamic, due = b.slowdown_in_flight > 0, t0
         while i <= last:
@@ -946,8 +966,8 @@ class _Generation:
                 if b.fault == "cut":
                     await self._cut()
                     return
-                if b.fault == "stall":
-                    await asyncio.sleep(b.stall_s)
+                if b.fault == "stall":  # doing nothing for the request: /metrics shows it neither running nor moving
+                    await self._stall(b.stall_s)
                     t0 += b.stall_s  # then carry on at the normal pace
                     due += b.stall_s
                 if b.fault == "hold":
@@ -986,6 +1006,20 @@ class _Generation:
         self.s._finish(self.truth, "completed", self.finish)
         await send({"type": "http.response.body", "body": tail.encode(), "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _stall(self, seconds: float) -> None:
+        """Do nothing for the request for ``seconds`` (fault "stall"), its prefill put off as long."""
+        key = id(self.truth)
+        with self.s._lock:
+            self.s._stalled.add(key)
+            if key in self.s._prefill:
+                start, length = self.s._prefill[key]
+                self.s._prefill[key] = (start + seconds, length)
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            with self.s._lock:
+                self.s._stalled.discard(key)
 
     async def _hold(self) -> float:
         """Wait for the stand-in's next release() (fault "hold"); the seconds it took."""

@@ -15,7 +15,7 @@ from demo import view
 from demo.live.budget import Ticket, waiting_text
 from demo.live.frames import ChartThrottle, Frame, pane_sides
 from demo.live.session import RaceControl
-from demo.live.status import internal_error_text
+from demo.live.status import internal_error_text, server_working_text
 from demo.race import stream_race
 from demo.results import SIDES, RaceRequest, RaceSnapshot
 from demo.settings import Settings
@@ -175,7 +175,7 @@ class RaceFrames:
             try:
                 await asyncio.wait_for(self.changed.wait(), timeout=1.0)
             except TimeoutError:
-                quiet = _quiet_status(self.shown, self.progress_at, self.settings.read_timeout_s)
+                quiet = _quiet_status(self.shown, self.progress_at, self.settings)
                 return Frame(side_status=quiet) if quiet else None
             self.changed.clear()
             return None
@@ -190,7 +190,7 @@ class RaceFrames:
         self.shown = snap
         frame = self._dress(self.throttle.frame(snap, now))
         # Heartbeat snapshots keep coming while a server is silent: say so on its pane.
-        frame.side_status = _quiet_status(snap, self.progress_at, self.settings.read_timeout_s) or None
+        frame.side_status = _quiet_status(snap, self.progress_at, self.settings) or None
         return frame
 
     def _dress(self, frame: Frame) -> Frame:
@@ -220,8 +220,10 @@ def _waiting_html(ticket: Ticket | None) -> str:
 
 
 def _quiet_status(shown: RaceSnapshot | None, progress_at: dict[str, float],
-                  timeout_s: float) -> dict[str, str]:
-    """Status lines for running sides that have sent nothing for a while, by pane key."""
+                  settings: Settings) -> dict[str, str]:
+    """Status lines for running sides that have sent nothing for a while, by pane key: how long,
+    and either when the client gives up (the read timeout) or that the server says it is working
+    (demo.live.status.server_working_text: the client waits on, up to prefill_wait_max_s)."""
     if shown is None or shown.result is not None:
         return {}
     now = time.monotonic()
@@ -233,5 +235,7 @@ def _quiet_status(shown: RaceSnapshot | None, progress_at: dict[str, float],
             # An arm's notice (a race of several) names it, as its pane's status line does.
             who = next((shown.arms[n].label or n for i, n in enumerate(names)
                         if len(names) > 1 and view.pane_key(i, n) == key), None)
-            out[key] = view.side_status_html(snap.side, snap, quiet_s=quiet, timeout_s=timeout_s, who=who)
+            out[key] = view.side_status_html(
+                snap.side, snap, quiet_s=quiet, timeout_s=settings.read_timeout_s, who=who,
+                note=server_working_text(snap, quiet, settings.prefill_wait_max_s))
     return out
