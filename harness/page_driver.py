@@ -4,6 +4,7 @@ Shared by the browser tests and the benchmarks."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from demo.results import SIDES
@@ -159,6 +160,27 @@ def wait_finished(page, timeout_ms: int = 60_000, app: AppProcess | None = None)
 def tile_value(page, side: str, key: str) -> float | None:
     raw = page.get_attribute(f'#sd-tiles-{side} .sd-tile[data-key="{key}"]', "data-value")
     return None if raw is None else float(raw)
+
+
+# For to_have_attribute(name, PRESENT): the attribute is there, whatever its value ("^" matches any
+# text; a missing attribute matches nothing; Playwright reads an empty pattern as the text "").
+PRESENT = re.compile("^")
+
+
+def final_value(locator, timeout_ms: int = 30_000) -> float:
+    """The exact figure a tile or headline carries in data-value, which it has only once final:
+    waited for (Playwright's expect), since the page may draw it a moment after the run's status."""
+    from playwright.sync_api import expect
+
+    expect(locator).to_have_attribute("data-value", PRESENT, timeout=timeout_ms)
+    raw = locator.get_attribute("data-value")
+    assert raw is not None
+    return float(raw)
+
+
+def final_tile_value(page, side: str, key: str, timeout_ms: int = 30_000) -> float:
+    """tile_value once the tile is final: waits for its data-value."""
+    return final_value(page.locator(f'#sd-tiles-{side} .sd-tile[data-key="{key}"]'), timeout_ms)
 
 
 def updates_per_s(samples: list[list[float | int | str]]) -> tuple[int, float]:

@@ -92,6 +92,15 @@ new MutationObserver(() => {
 """
 
 
+# Each change of the page's state (playing, finished) with the speculative pane's text at that moment.
+STATE_LOG = """() => {
+  window.__states = [];
+  new MutationObserver(() => window.__states.push(
+      [document.documentElement.dataset.state, document.getElementById("text-speculative").textContent]))
+    .observe(document.documentElement, {attributes: true, attributeFilter: ["data-state"]});
+}"""
+
+
 @contextmanager
 def offline_page(seen: dict[str, Any]) -> Iterator[Any]:
     """A Chromium page that may load only file:// URLs: every request is recorded in
@@ -120,6 +129,8 @@ def offline_page(seen: dict[str, Any]) -> Iterator[Any]:
 
 
 def play_in_chromium(page_path: Path) -> dict[str, Any]:
+    from playwright.sync_api import expect
+
     seen: dict[str, Any] = {"errors": [], "requests": []}
 
     def panes(page: Any) -> dict[str, Any]:
@@ -152,14 +163,17 @@ def play_in_chromium(page_path: Path) -> dict[str, Any]:
         artifacts = ROOT / "artifacts"
         artifacts.mkdir(exist_ok=True)
         page.screenshot(path=str(artifacts / "export-race.png"), full_page=True)
+        # Replay: the page as it stood when the player set its state (a look after the click
+        # could come after the 1.5 s playback's end on a busy machine), logged by an observer.
+        page.evaluate(STATE_LOG)
         page.click("#replay")
-        replay = panes(page)
-        seen["replay"] = {"state": replay["state"], "speculative": replay["speculative"]["text"]}
+        page.wait_for_function("() => window.__states.length > 0", timeout=15_000)
+        state, text = page.evaluate("window.__states[0]")
+        seen["replay"] = {"state": state, "speculative": text}
         page.click("#skip")  # and "skip to the end" shows it all at once
         page.wait_for_selector("html[data-state=finished]", state="attached", timeout=15_000)
         seen["replay_end"] = panes(page)["speculative"]["text"]
-        prompt = page.locator("#prompt").text_content()
-        assert prompt is not None and EVIL in prompt
+        expect(page.locator("#prompt")).to_contain_text(EVIL, timeout=15_000)
     json.dumps(seen)  # plain data only
     return seen
 

@@ -58,7 +58,7 @@ def test_report_opens_offline_without_console_errors(report: Path) -> None:
 
 def open_in_chromium(report: Path) -> tuple[list[str], list[str]]:
     """Open the report offline; check charts, verdicts, escaping; screenshot. Returns (errors, requests)."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     errors: list[str] = []
     requests: list[str] = []
@@ -80,12 +80,15 @@ def open_in_chromium(report: Path) -> tuple[list[str], list[str]]:
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(report.as_uri(), wait_until="load")
             page.wait_for_selector("#chart-throughput .main-svg", timeout=20_000)
-            assert page.locator(".js-plotly-plot").count() == 3
-            assert page.locator("#chart-throughput .bars .point").count() >= 4  # 2 presets x 2 concurrencies
-            assert page.locator(".sv-verdict").count() == 2
-            assert page.evaluate("window.__pwned") is None  # model output never ran
+            # Plotly draws the charts one after another: each waited for (30 s on a busy machine).
+            expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=30_000)
+            # at least 4 bars: 2 presets x 2 concurrencies
+            expect(page.locator("#chart-throughput .bars .point").nth(3)).to_be_attached(timeout=30_000)
+            expect(page.locator(".sv-verdict")).to_have_count(2, timeout=30_000)
+            assert page.evaluate("window.__pwned") is None  # model output never ran (once it is all drawn)
             page.locator("details").first.evaluate("d => d.open = true")
-            assert "<script>window.__pwned = 1</script>" in page.locator("details pre").first.inner_text()
+            expect(page.locator("details pre").first).to_contain_text("<script>window.__pwned = 1</script>",
+                                                                      use_inner_text=True, timeout=30_000)
             artifacts = ROOT / "artifacts"
             artifacts.mkdir(exist_ok=True)
             page.screenshot(path=str(artifacts / "sweep-report.png"), full_page=True)

@@ -8,16 +8,53 @@ page-driving helpers are ``harness.page_driver``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from harness.app_process import AppProcess
 from harness.chromium import CHROMIUM, VIEWPORT, launch
 from harness.standin import Standin, StandinBehavior
+from harness.waiting import WaitTimeout, held_within
+
+T = TypeVar("T")
+
+# A web-first assertion (Playwright's expect) waits for the page to show what it asserts: the
+# page draws each Gradio output on its own, and on a busy 2-core machine a state the test
+# asserts may land seconds after the one it waited for. 30 s by default here (not Playwright's
+# 5 s); a passing assertion returns as soon as it holds.
+EXPECT_TIMEOUT_MS = 30_000
+try:
+    from playwright.sync_api import expect as _expect
+except ImportError:  # the tests skip without Playwright (the chromium fixture says so)
+    pass
+else:
+    _expect.set_options(timeout=EXPECT_TIMEOUT_MS)
+
+
+def exactly(text: str) -> re.Pattern[str]:
+    """For to_have_text: the whole text is ``text`` (a string there would collapse whitespace)."""
+    return re.compile("^" + re.escape(text) + "$")
+
+
+def wait_equal(read: Callable[[], T], want: T, timeout_s: float, what: str) -> None:
+    """Poll ``read()`` (harness.waiting) until it returns ``want``: a value read from the page or a
+    stand-in and compared exactly, which may still be on its way. Fails naming ``what`` with the
+    last value read."""
+    seen: list[T] = []
+
+    def equal() -> bool:
+        seen[:] = [read()]
+        return seen[0] == want
+
+    if not held_within(equal, timeout_s):
+        last = repr(seen[0]) if seen else "nothing read"
+        raise WaitTimeout(f"not within {timeout_s:g} s: {what}: {last}, not {want!r}")
+
 
 # One Playwright and one Chromium per test process, whichever module asks first: the sync API
 # cannot nest, and tests/e2e imports these fixtures too (a second session fixture would nest).

@@ -17,11 +17,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from harness.app_process import AppProcess
-from harness.page_driver import open_page, press_stop, screenshot, set_users, start, wait_finished
+from harness.page_driver import final_value, open_page, press_stop, screenshot, set_users, start, wait_finished
 from harness.standin import FIXTURES, TOOL_CALL_FIXTURE, Standin, StandinBehavior
-from tests.browser.conftest import pair_app
+from tests.browser.conftest import exactly, pair_app
 from tests.test_tool_calls import replay_offline
 
 pytestmark = pytest.mark.browser
@@ -84,7 +85,7 @@ WATCH_STRIP_JS = """
 def test_three_panes_play_the_agent_session_turn_by_turn(page, app: AppProcess, servers) -> None:
     base, arms = servers
     open_page(page, app)
-    assert page.input_value("#sd-preset input") == PRESET_TITLE  # opened on the session
+    expect(page.locator("#sd-preset input")).to_have_value(PRESET_TITLE)  # opened on the session
     page.evaluate(WATCH_STRIP_JS)
     start(page)
     page.wait_for_selector('#sd-turns .sd-turns[data-turns="2"]', timeout=60_000)
@@ -93,29 +94,32 @@ def test_three_panes_play_the_agent_session_turn_by_turn(page, app: AppProcess, 
     assert state == "done", (page.inner_text("#sd-run-status"), page.inner_text("#sd-turns"),
                              [page.inner_text(f"#sd-status-{k}") for k in ("baseline", "speculative", "suffix")])
     screenshot(page, "agents-2-finished")
-    # Each turn's speedup appeared as it landed: the strip went 1, 2, ... 5 turns, one at a time.
+    # Each turn's speedup appeared as it landed: the strip went 1, 2, ... 5 turns, one at a time
+    # (the log read once the strip shows the last turn, which may land after the run's status).
+    expect(page.locator(f'#sd-turns .sd-turns[data-turns="{TURNS}"]')).to_be_attached()
     seen = [n for n in page.evaluate("window.__landed") if n > 0]  # -1: the strip redrawn
     landed = [n for i, n in enumerate(seen) if i == 0 or n != seen[i - 1]]
     assert landed == list(range(1, TURNS + 1)), landed
     for name, (key, _speed) in ARMS.items():
         row = page.locator(f'#sd-turns tr[data-arm="{name}"] td[data-state="landed"]')
-        assert row.count() == TURNS
+        expect(row).to_have_count(TURNS)
         for i in range(TURNS):
             cell = row.nth(i)
-            assert abs(float(cell.get_attribute("data-value")) / truth(name) - 1) < TOLERANCE, (name, i)
-            assert cell.get_attribute("data-identical") == "True"
-            assert "72% · 3.88/step" in cell.inner_text()  # the capture's 23 of 32, 3.875 tokens per step
+            assert abs(final_value(cell) / truth(name) - 1) < TOLERANCE, (name, i)
+            expect(cell).to_have_attribute("data-identical", "True")
+            # the capture's 23 of 32, 3.875 tokens per step
+            expect(cell).to_contain_text("72% · 3.88/step", use_inner_text=True)
         # The headline: the session's decode speedup over all five turns, against the same truth.
         head = page.locator(f'#sd-speedup-{key} .sd-speedup[data-session="{TURNS}"][data-state="final"]')
-        assert abs(float(head.get_attribute("data-value")) / truth(name) - 1) < TOLERANCE
-        assert "session decode speedup" in head.inner_text()
+        assert abs(final_value(head) / truth(name) - 1) < TOLERANCE
+        expect(head).to_contain_text("session decode speedup", use_inner_text=True)
         page.wait_for_selector(f'#sd-badge-{key} [data-identical="true"]', timeout=15_000)
     # A tool call in each pane: the last turn's answer, name and arguments.
     for key in ("baseline", *(k for k, _s in ARMS.values())):
         call = page.locator(f'#sd-text-{key} .sd-tool-call[data-tool-call="0"]')
-        assert call.locator(".sd-tool-name").inner_text() == "get_weather"
-        assert call.locator(".sd-tool-args").inner_text() == '{"city": "Paris"}'
-    assert "session: 5 of 5 turns" in page.inner_text("#sd-run-status")
+        expect(call.locator(".sd-tool-name")).to_have_text(exactly("get_weather"), use_inner_text=True)
+        expect(call.locator(".sd-tool-args")).to_have_text(exactly('{"city": "Paris"}'), use_inner_text=True)
+    expect(page.locator("#sd-run-status")).to_contain_text("session: 5 of 5 turns", use_inner_text=True)
     # The strip, the three panes and their answers on one 1280x720 screen (the answers give up its height).
     page.evaluate("window.scrollTo(0, 0)")
     for key in ("baseline", *(k for k, _s in ARMS.values())):
@@ -143,8 +147,11 @@ def test_stop_ends_the_session_and_more_users_are_refused_in_one_line(page, app:
     set_users(page, 2)
     start(page)
     assert wait_finished(page, 30_000, app) == "error"
-    status = page.inner_text("#sd-run-status .sd-run-status")  # (not Gradio's timer beside it)
-    assert "is a session of 5 turns: it races one user. Set Users to 1." in status and "\n" not in status.strip()
+    refused = "is a session of 5 turns: it races one user. Set Users to 1."
+    line = page.locator("#sd-run-status .sd-run-status")  # (not Gradio's timer beside it)
+    expect(line).to_contain_text(refused, use_inner_text=True)
+    status = line.inner_text()  # read once it says so: one line
+    assert refused in status and "\n" not in status.strip()
     set_users(page, 1)
     sent = [len(s.requests) for s in (base, *arms.values())]
     start(page)
@@ -156,7 +163,7 @@ def test_stop_ends_the_session_and_more_users_are_refused_in_one_line(page, app:
     after = [len(s.requests) - n for s, n in zip((base, *arms.values()), sent, strict=True)]
     assert max(after) <= 2 and after[0] >= 1, after  # a side's generation requests: turn 1 and, at most, turn 2
     row = page.locator('#sd-turns tr[data-arm="suffix"]')
-    assert row.locator('td[data-state="landed"]').count() == 1
-    assert row.locator('td[data-turn="2"]').get_attribute("data-state") == "stopped"
-    assert "session: 1 of 5 turns" in page.inner_text("#sd-run-status")
+    expect(row.locator('td[data-state="landed"]')).to_have_count(1)
+    expect(row.locator('td[data-turn="2"]')).to_have_attribute("data-state", "stopped")
+    expect(page.locator("#sd-run-status")).to_contain_text("session: 1 of 5 turns", use_inner_text=True)
     assert page.console_errors == []

@@ -9,18 +9,20 @@ The page is polled all along: any pane error, error status or console error fail
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from playwright.sync_api import expect
 
 from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess
 from harness.page_driver import screenshot
 from harness.standin import Standin, StandinBehavior
-from harness.waiting import held_within
+from harness.waiting import held_within, wait_for
 from tests.browser.conftest import standin_pair
 
 pytestmark = pytest.mark.browser
@@ -31,6 +33,22 @@ CONTROLS_WAIT_STEPS = 8  # waits of INPUT_EVERY_S for the controls to unfold, an
 BASE = StandinBehavior(tokens_per_s=120, ttft_s=0.02)
 SPEC = StandinBehavior(speculative=True, tokens_per_s=240, ttft_s=0.02, chunk_sizes=[1, 3])
 CAPTION = "#sd-booth-caption .sd-booth-caption"
+AT_LEAST_100_PX = re.compile(r"^[1-9][0-9]{2,}(\.[0-9]+)?px$")  # a computed font-size: 3+ digits before the unit
+# The load turn as one look at the page (its parts drawn by separate Gradio outputs, and the turn
+# over a few seconds after its first point): the caption's turn, the booth's load layout, the
+# per-user chart's points, and which parts are visible (as Playwright's is_visible: rendered, not
+# visibility:hidden, a box of some size).
+LOAD_TURN_JS = """() => {
+  const shown = sel => { const e = document.querySelector(sel); if (!e) return false;
+    const r = e.getBoundingClientRect();
+    return e.checkVisibility() && getComputedStyle(e).visibility === 'visible' && r.width > 0 && r.height > 0; };
+  const c = document.querySelector('#sd-booth-caption .sd-booth-caption');
+  return {turn: c ? c.dataset.turn : null, layout: document.body.classList.contains('sd-booth-load'),
+          points: document.querySelectorAll('#sd-load-per-user .scatterlayer .trace .points path').length,
+          per_user: shown('#sd-load-per-user'), total: shown('#sd-load-total'),
+          pane: shown('#sd-pane-baseline'), controls: shown('#sd-load-controls')};
+}"""
+LOAD_TURN_SHOWN = {"turn": "load", "layout": True, "per_user": True, "total": True, "pane": False, "controls": False}
 
 
 @pytest.fixture(scope="module")
@@ -107,13 +125,12 @@ def test_the_show_rotates_presets_with_nobody_touching_the_page(app: AppProcess,
     watch = open_booth(page, app)
     watch.until(lambda s: len({p for st, p, _n in watch.seen if st == "live"}) >= 3, 90, "three presets raced live")
     # Read from 3 m: the controls and everything below the panes are folded away, the headline is big.
-    assert page.evaluate("document.body.classList.contains('sd-booth')")
-    assert not page.is_visible("#sd-controls")
-    assert not page.is_visible("#sd-race-plot")
-    size = page.evaluate("parseFloat(getComputedStyle(document.querySelector('.sd-speedup-value')).fontSize)")
-    assert size >= 100, size
-    expect = page.text_content(f"{CAPTION} .sd-booth-expect") or ""
-    assert "expect" in expect.lower(), expect  # the preset's "what to expect" says why it is shown
+    expect(page.locator("body")).to_contain_class("sd-booth")
+    expect(page.locator("#sd-controls")).not_to_be_visible()
+    expect(page.locator("#sd-race-plot")).not_to_be_visible()
+    expect(page.locator(".sd-speedup-value").first).to_have_css("font-size", AT_LEAST_100_PX)
+    # The preset's "what to expect" says why it is shown.
+    expect(page.locator(f"{CAPTION} .sd-booth-expect")).to_contain_text("expect", ignore_case=True)
     # Every live race is saved as a normal race is, and each turn logged once.
     lines = [x for x in booth_lines(app) if x["source"] == "live"]
     assert len(lines) >= 2
@@ -185,7 +202,7 @@ def test_a_server_down_shows_the_recording_and_live_returns_when_it_answers(
             page.wait_for_function(banner_shown, timeout=10_000)
         except Exception:
             pytest.fail(f"no RECORDING banner within 10 s of the recording: {page.text_content('#sd-banner')!r}")
-        assert watch.poll()[1] == "json_reformat"
+        watch.until(lambda s: s[0] == "recording" and s[1] == "json_reformat", 10, "the recording of json_reformat")
         time.sleep(3)  # a while on the recording: still no error anywhere
         watch.poll()
         servers["speculative"].start()
@@ -212,28 +229,28 @@ def test_a_load_turn_shows_the_curves_in_place_of_the_panes(servers: dict[str, S
     try:
         watch = open_booth(page, app)
         watch.until(lambda s: s[0] == "live", 30, "the race turn live")
-        page.wait_for_function("document.body.classList.contains('sd-booth')", timeout=15_000)
-        assert not page.is_visible("#sd-load")  # folded away while a race turn is on
-        try:
-            page.wait_for_function("""() => {
-                const c = document.querySelector('#sd-booth-caption .sd-booth-caption');
-                const points = document.querySelectorAll('#sd-load-per-user .scatterlayer .trace .points path');
-                return c && c.dataset.turn === 'load' && document.body.classList.contains('sd-booth-load')
-                  && points.length > 0;
-            }""", timeout=90_000)
-        except Exception:
+        expect(page.locator("body")).to_contain_class("sd-booth", timeout=15_000)
+        expect(page.locator("#sd-load")).not_to_be_visible()  # folded away while a race turn is on
+        # The load turn: its curves in place of the panes and the load controls, all at one moment
+        # (a look at each in turn could straddle the turn's end). The total chart may be drawn a
+        # moment after the per-user chart's points: the wait is for the whole picture.
+        seen: list[dict] = []
+
+        def load_turn_shown() -> bool:
+            seen[:] = [page.evaluate(LOAD_TURN_JS)]
+            return seen[0]["points"] > 0 and {k: seen[0][k] for k in LOAD_TURN_SHOWN} == LOAD_TURN_SHOWN
+
+        if not held_within(load_turn_shown, 90, poll_s=0.2):
             screenshot(page, "failure-booth-load-turn")
-            raise
-        assert page.is_visible("#sd-load-per-user") and page.is_visible("#sd-load-total")
-        assert not page.is_visible("#sd-pane-baseline") and not page.is_visible("#sd-load-controls")
+            pytest.fail(f"the load turn's curves not shown in place of the panes within 90 s; last seen {seen}")
         screenshot(page, "booth-load-turn")
+
         def logged() -> bool:
             watch.poll()
             return "booth-load {" in app.output()
 
-        held_within(logged, 60, poll_s=0.5)
+        wait_for(logged, 60, "the booth-load line in the app's log", poll_s=0.5)
         loads = [x.split("booth-load ", 1)[1] for x in app.output().splitlines() if "booth-load {" in x]
-        assert loads, "no booth-load line in the app's log"
         line = json.loads(loads[0])
         assert [s["users"] for s in line["steps"]] == [1, 2] and all(s["status"] == "ok" for s in line["steps"])
         assert line["crossover"]

@@ -16,15 +16,18 @@ prometheus-alertmanager; fast stage (browser).
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from common.canary_rules import default_eligibility
 from harness.app_process import AppProcess
 from harness.page_driver import PAGE_LOAD_TIMEOUT_MS, fill_field, screenshot
 from harness.standin import Standin
+from tests.browser.conftest import wait_equal
 from tests.test_canary import Canary
 from tests.test_canary_view import BASE, DEGRADED, SPEC, alert_rules, up_with_alert_path
 
@@ -36,8 +39,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.skipif(
 VIEW = "#sd-canary-view .sd-canary"
 
 
-def line(page) -> str:
-    return page.text_content("#sd-canary-status .sd-canary-line") or ""
+def line(page):
+    """The tab's one status line (a locator: expect(...) waits for what it says)."""
+    return page.locator("#sd-canary-status .sd-canary-line")
 
 
 def test_the_canary_tab_shows_the_live_share_and_the_rollback(page, tmp_path: Path) -> None:
@@ -52,7 +56,8 @@ def test_the_canary_tab_shows_the_live_share_and_the_rollback(page, tmp_path: Pa
             page.get_by_role("tab", name="Canary").click(timeout=PAGE_LOAD_TIMEOUT_MS)
             # No canary yet: one line, with the command that starts it.
             page.wait_for_selector('#sd-canary-status .sd-canary-line[data-state="problem"]', timeout=30_000)
-            assert "no canary is running" in line(page) and "python -m servers canary up --share 50" in line(page)
+            expect(line(page)).to_contain_text("no canary is running")
+            expect(line(page)).to_contain_text("python -m servers canary up --share 50")
             up_with_alert_path(c, alert_rules(tmp_path))
             page.wait_for_selector('#sd-canary-view .sd-canary[data-share="50"]', timeout=30_000)  # the timer
 
@@ -61,7 +66,7 @@ def test_the_canary_tab_shows_the_live_share_and_the_rollback(page, tmp_path: Pa
             page.wait_for_function(
                 "() => (document.querySelector('#sd-canary-status .sd-canary-line')?.textContent || '')"
                 ".includes('rate must be above 0 requests/s')", timeout=15_000)
-            assert page.get_attribute("#sd-canary-status .sd-canary-line", "data-state") == "problem"
+            expect(line(page)).to_have_attribute("data-state", "problem")
 
             fill_field(page, "#sd-canary-rate input", "5")
             fill_field(page, "#sd-canary-max-tokens input", "24")
@@ -70,24 +75,27 @@ def test_the_canary_tab_shows_the_live_share_and_the_rollback(page, tmp_path: Pa
                 "() => [...document.querySelectorAll('.sd-canary-paths tbody tr')].length === 2 && "
                 "[...document.querySelectorAll('.sd-canary-paths tbody tr')].every(r => "
                 "r.children[1].textContent !== 'n/a' && r.children[2].textContent !== 'n/a')", timeout=60_000)
-            assert "json_reformat" in (page.text_content(".sd-canary-traffic") or "")
+            expect(page.locator(".sd-canary-traffic")).to_contain_text("json_reformat")
 
             page.click("#sd-canary-switch")
             spec.behavior.chunk_sizes = DEGRADED  # what poetry at T=1 does to drafts (see the docstring)
             page.wait_for_selector("#sd-canary-rollback", timeout=60_000)
             page.wait_for_selector('#sd-canary-view .sd-canary[data-share="0"]', timeout=15_000)
             page.wait_for_selector("#sd-canary-total", timeout=15_000)
-            rollback = page.text_content("#sd-canary-rollback") or ""
-            assert "SpecAcceptanceBelowFloor" in rollback and "50% → 0%" in rollback and "manual" in rollback
+            rollback = page.locator("#sd-canary-rollback")
+            for needle in ("SpecAcceptanceBelowFloor", "50% → 0%", "manual"):
+                expect(rollback).to_contain_text(needle)
+            # The time, read once the line has its shape.
+            expect(page.locator("#sd-canary-total")).to_have_text(re.compile("^switch to share 0: "))
             total = page.text_content("#sd-canary-total") or ""
             assert total.startswith("switch to share 0: ") and 0 < float(total.split(": ")[1].split(" ")[0]) < 60
-            assert "poetry" in (page.text_content(".sd-canary-traffic") or "")
+            expect(page.locator(".sd-canary-traffic")).to_contain_text("poetry")
             screenshot(page, "canary-rolled-back")
 
             fill_field(page, "#sd-canary-share-input input", "20")
             page.click("#sd-canary-set-share")
             page.wait_for_selector('#sd-canary-view .sd-canary[data-share="20"]', timeout=15_000)
-            assert c.status()["share_percent"] == 20
+            wait_equal(lambda: c.status()["share_percent"], 20, 15, "the canary's share")
             assert page.console_errors == [], page.console_errors
         finally:
             app.stop()

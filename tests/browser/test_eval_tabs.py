@@ -11,17 +11,24 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from demo.race import run_race
 from demo.results import RaceRequest
 from demo.runs.store import read_run, save_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
-from harness.page_driver import open_evaluate, run_evaluate, screenshot
+from harness.page_driver import final_value, open_evaluate, run_evaluate, screenshot
 from harness.standin import Standin, StandinBehavior
-from tests.browser.conftest import pair_app
+from harness.waiting import wait_for
+from tests.browser.conftest import pair_app, wait_equal
 
 pytestmark = pytest.mark.browser
+
+
+def stripped_text(page, selector: str):
+    """A reader of an element's innerText, stripped (for wait_equal)."""
+    return lambda: page.inner_text(selector).strip()
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +59,15 @@ def test_evaluate_tab_runs_a_small_sweep(setup, page) -> None:
     open_evaluate(page, app)
     page.fill("#sd-eval-temps textarea, #sd-eval-temps input", "")
     run_evaluate(page, "1,2", 24, "failure-evaluate-tab")
-    assert page.locator("#sd-eval-verdict .sv-verdict").count() == 2  # json_reformat and poetry
-    decisions = page.eval_on_selector_all("#sd-eval-verdict .sv-verdict", "els => els.map(e => e.dataset.decision)")
+    verdicts = page.locator("#sd-eval-verdict .sv-verdict")
+    expect(verdicts).to_have_count(2)  # json_reformat and poetry
     # The speculative stand-in is ~2x faster; on a busy 2-core box a 24-token batch can still dip.
-    assert decisions[0] in ("enable", "depends"), decisions
-    assert "at concurrency 1:" in page.inner_text("#sd-eval-verdict")
+    expect(verdicts.first).to_have_attribute("data-decision", re.compile("^(enable|depends)$"))
+    expect(page.locator("#sd-eval-verdict")).to_contain_text("at concurrency 1:", use_inner_text=True)
     page.wait_for_selector("#sd-eval-throughput .main-svg", timeout=15_000)
-    assert page.locator("#sd-eval-throughput .bars .point").count() == 4
-    files = page.inner_text("#sd-eval-report")
-    assert "report.html" in files and "results.json" in files and "results.csv" in files, files
+    expect(page.locator("#sd-eval-throughput .bars .point")).to_have_count(4)
+    for name in ("report.html", "results.json", "results.csv"):
+        expect(page.locator("#sd-eval-report")).to_contain_text(name, use_inner_text=True)
     screenshot(page, "evaluate-tab")
     assert page.console_errors == []
 
@@ -74,13 +81,13 @@ def test_replay_tab_plays_a_saved_run_labelled_as_a_recording(setup, page) -> No
     page.wait_for_selector("#sd-replay-play", timeout=15_000)
     page.click("#sd-replay-play")
     page.wait_for_selector('#sd-replay-banner [data-recording="true"]', timeout=15_000)
-    banner = page.inner_text("#sd-replay-banner")
-    assert "RECORDING of " + result.started_at.strftime("%Y-%m-%d %H:%M:%S UTC") + ", not live" in banner
+    expect(page.locator("#sd-replay-banner")).to_contain_text(
+        "RECORDING of " + result.started_at.strftime("%Y-%m-%d %H:%M:%S UTC") + ", not live", use_inner_text=True)
     page.wait_for_selector('#sd-replay-status [data-state="done"]', timeout=30_000)
-    text = page.inner_text("#sd-replay-text-speculative .sd-text")
-    assert text.strip() == result.speculative.text.strip()
-    shown = page.get_attribute('#sd-replay-tiles-speculative .sd-tile[data-key="tokens_per_s"]', "data-value")
-    assert shown is not None and float(shown) == pytest.approx(result.speculative.decode_tokens_per_s)
+    wait_equal(stripped_text(page, "#sd-replay-text-speculative .sd-text"), result.speculative.text.strip(), 30,
+               "the replayed speculative text")
+    shown = final_value(page.locator('#sd-replay-tiles-speculative .sd-tile[data-key="tokens_per_s"]'))
+    assert shown == pytest.approx(result.speculative.decode_tokens_per_s)
     screenshot(page, "replay-tab")
     assert page.console_errors == []
 
@@ -109,15 +116,19 @@ def test_replay_tab_lays_out_a_pane_per_arm_of_the_run_it_plays(setup, page) -> 
     page.get_by_role("option", name=re.compile("json_reformat")).first.click()
     page.click("#sd-replay-play")
     page.wait_for_selector('#sd-replay-status [data-state="done"]', timeout=30_000)
-    assert page.locator("#sd-replay-arms").is_visible() and not page.locator("#sd-replay-text-speculative").is_visible()
-    assert page.inner_text("#sd-replay-text-arms-baseline .sd-text").strip() == result.baseline.text.strip()
+    expect(page.locator("#sd-replay-arms")).to_be_visible()
+    expect(page.locator("#sd-replay-text-speculative")).not_to_be_visible()
+    wait_equal(stripped_text(page, "#sd-replay-text-arms-baseline .sd-text"), result.baseline.text.strip(), 30,
+               "the replayed baseline text")
     for n, (name, arm) in enumerate(result.arms.items(), 1):
-        assert page.locator(f"#sd-replay-pane-arm-{n}").is_visible()
-        assert name in page.inner_text(f"#sd-replay-title-arm-{n}")
-        assert page.inner_text(f"#sd-replay-text-arm-{n} .sd-text").strip() == arm.side.text.strip()
+        expect(page.locator(f"#sd-replay-pane-arm-{n}")).to_be_visible()
+        expect(page.locator(f"#sd-replay-title-arm-{n}")).to_contain_text(name, use_inner_text=True)
+        wait_equal(stripped_text(page, f"#sd-replay-text-arm-{n} .sd-text"), arm.side.text.strip(), 30,
+                   f"arm {n}'s replayed text")
         head = page.locator(f"#sd-replay-speedup-arm-{n} .sd-speedup")
-        assert head.get_attribute("data-arm") == name and head.get_attribute("data-value") == repr(arm.speedup)
-        assert page.get_attribute(f"#sd-replay-badge-arm-{n} .sd-badge", "data-identical") == "true"
+        expect(head).to_have_attribute("data-arm", name)
+        expect(head).to_have_attribute("data-value", repr(arm.speedup))
+        expect(page.locator(f"#sd-replay-badge-arm-{n} .sd-badge")).to_have_attribute("data-identical", "true")
     page.locator("#sd-replay-arms").scroll_into_view_if_needed()  # the picture shows the panes
     screenshot(page, "replay-tab-arms")
 
@@ -128,7 +139,8 @@ def test_replay_tab_lays_out_a_pane_per_arm_of_the_run_it_plays(setup, page) -> 
     page.wait_for_selector("#sd-replay-arms", state="hidden", timeout=15_000)
     page.wait_for_function("want => document.querySelector('#sd-replay-text-speculative .sd-text')?.innerText.trim()"
                            " === want", arg=pair.speculative.text.strip(), timeout=30_000)
-    assert page.locator("#sd-replay-speedup").is_visible() and page.locator("#sd-replay-badge").is_visible()
+    expect(page.locator("#sd-replay-speedup")).to_be_visible()
+    expect(page.locator("#sd-replay-badge")).to_be_visible()
     assert page.console_errors == []
 
 
@@ -154,19 +166,25 @@ def test_evaluate_tab_shows_every_arm(arms_app: AppProcess, page) -> None:
     run_evaluate(page, "1,2", 24, "failure-evaluate-tab-arms")
     # json_reformat and poetry: each with its one line on top, then a verdict per arm
     lines = page.locator("#sd-eval-verdict .sv-methods")
-    assert lines.count() == 2
-    assert all(t.split(": ", 1)[1].startswith("for this workload, ") for t in lines.all_inner_texts())
-    arms = page.eval_on_selector_all("#sd-eval-verdict .sv-verdict", "els => els.map(e => e.dataset.arm)")
-    assert arms == ["eagle3", "ngram", "eagle3", "ngram"]
-    heads = page.eval_on_selector_all("#sd-eval-table th", "els => els.map(e => e.innerText.trim())")
-    assert "arm" in heads
+    # Two lines, each's text after its first ": " starting "for this workload, ".
+    methods_line = re.compile(r"^(?:(?!: )[\s\S])*: for this workload, ")
+    expect(lines).to_have_text([methods_line, methods_line], use_inner_text=True)
+    verdicts = page.locator("#sd-eval-verdict .sv-verdict")
+    expect(verdicts).to_have_count(4)
+    for n, arm in enumerate(["eagle3", "ngram", "eagle3", "ngram"]):
+        expect(verdicts.nth(n)).to_have_attribute("data-arm", arm)
+    heads = "els => els.map(e => e.innerText.trim())"
+    wait_for(lambda: "arm" in page.eval_on_selector_all("#sd-eval-table th", heads), 30, "an arm column in the table")
     # Gradio's table draws its body rows as divs (its one <tbody> row only sizes the columns): count
     # the cells outside any <tr> that read an arm's name
-    cells = page.evaluate("""() => [...document.querySelectorAll("#sd-eval-table *")]
-        .filter(e => e.children.length == 0 && e.closest("tr") === null).map(e => e.textContent.trim())""")
-    assert cells.count("eagle3") == cells.count("ngram") == 2 * 2  # 2 presets x 2 concurrencies, a row per arm
+    def arm_cells() -> tuple[int, int]:
+        cells = page.evaluate("""() => [...document.querySelectorAll("#sd-eval-table *")]
+            .filter(e => e.children.length == 0 && e.closest("tr") === null).map(e => e.textContent.trim())""")
+        return cells.count("eagle3"), cells.count("ngram")
+
+    wait_equal(arm_cells, (2 * 2, 2 * 2), 30, "the table's rows per arm")  # 2 presets x 2 concurrencies
     page.wait_for_selector("#sd-eval-throughput .main-svg", timeout=15_000)
-    assert page.locator("#sd-eval-throughput .bars .point").count() == 8  # a bar per cell and arm
-    assert "2 arms" in page.inner_text("body")
+    expect(page.locator("#sd-eval-throughput .bars .point")).to_have_count(8)  # a bar per cell and arm
+    expect(page.locator("body")).to_contain_text("2 arms", use_inner_text=True)
     screenshot(page, "evaluate-tab-arms")
     assert page.console_errors == []

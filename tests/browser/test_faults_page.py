@@ -9,6 +9,7 @@ close and escaping are in tests/browser/test_race_page.py.
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -16,12 +17,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from playwright.sync_api import expect
 
 from common.paths import ROOT
 from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess, start_together
-from harness.page_driver import choose, open_page, screenshot, start, tile_value, wait_finished
+from harness.page_driver import PRESENT, choose, final_tile_value, open_page, screenshot, start, wait_finished
 from harness.standin import Standin, StandinBehavior
+from harness.waiting import wait_for
 from tests.browser.conftest import standin_pair
 from tests.browser.test_race_page import PRESET_TITLE
 
@@ -86,8 +89,9 @@ def other(side: str) -> str:
     return "speculative" if side == "baseline" else "baseline"
 
 
-def status(page, side: str) -> str:
-    return page.text_content(f"#sd-status-{side}") or ""
+def status(page, side: str):
+    """A side's status line (a locator: expect(...) waits for what it says)."""
+    return page.locator(f"#sd-status-{side}")
 
 
 def assert_next_run_works(page, servers: dict[str, Standin]) -> None:
@@ -97,8 +101,8 @@ def assert_next_run_works(page, servers: dict[str, Standin]) -> None:
     start(page)
     assert wait_finished(page) == "done"
     for side in SIDES:
-        assert "done" in status(page, side)
-        assert tile_value(page, side, "tokens") == TOKENS
+        expect(status(page, side)).to_contain_text("done")
+        assert final_tile_value(page, side, "tokens") == TOKENS
 
 
 def newest_run(app: AppProcess, before: set[Path]):
@@ -131,14 +135,14 @@ def test_fault_on_one_side_is_said_there_and_the_other_side_finishes(
     took = time.monotonic() - t0
     screenshot(page, f"fault-{fault['fault']}-{side}")
     shown = status(page, side)
-    assert "failed" in shown.lower(), shown
+    expect(shown).to_contain_text("failed", ignore_case=True)
     for needle in needles:
-        assert needle in shown, shown
-    assert servers[side].url in shown  # says which server
-    assert "done" in status(page, other(side))
-    assert tile_value(page, other(side), "tokens") == TOKENS
-    assert page.get_attribute("#sd-speedup .sd-speedup", "data-state") == "na"
-    assert side in page.text_content("#sd-run-status")  # "<side> failed (see the pane)"
+        expect(shown).to_contain_text(needle)
+    expect(shown).to_contain_text(servers[side].url)  # says which server
+    expect(status(page, other(side))).to_contain_text("done")
+    assert final_tile_value(page, other(side), "tokens") == TOKENS
+    expect(page.locator("#sd-speedup .sd-speedup")).to_have_attribute("data-state", "na")
+    expect(page.locator("#sd-run-status")).to_contain_text(side)  # "<side> failed (see the pane)"
     if fault["fault"] == "stall":  # said within the timeout, not after the stall ends
         print(f"\n[stall] page said 'stalled' {took:.1f} s after Start (read timeout {READ_TIMEOUT_S:g} s)")
         assert took < fault["stall_s"]
@@ -149,7 +153,7 @@ def test_fault_on_one_side_is_said_there_and_the_other_side_finishes(
     assert getattr(result, other(side)).complete
     if fault["fault"] in ("cut", "stall"):
         assert failed.completion_tokens and failed.text  # the tokens before the fault are kept
-    assert servers[side].wait_idle(5)  # the failed stream is closed, not left hanging
+    wait_for(lambda: not servers[side].open_streams, 30, f"the {side} stand-in's failed stream closed")  # not hanging
     assert_next_run_works(page, servers)
     assert not page.console_errors, page.console_errors
 
@@ -167,11 +171,14 @@ def test_server_killed_mid_stream_then_restarted_between_runs(page, app, servers
     assert wait_finished(page, 30_000) == "error"
     screenshot(page, "fault-killed-speculative")
     shown = status(page, "speculative")
-    assert "failed" in shown.lower() and spec.url in shown, shown
-    assert "done" in status(page, "baseline") and tile_value(page, "baseline", "tokens") == TOKENS
+    expect(shown).to_contain_text("failed", ignore_case=True)
+    expect(shown).to_contain_text(spec.url)
+    expect(status(page, "baseline")).to_contain_text("done")
+    assert final_tile_value(page, "baseline", "tokens") == TOKENS
     # The page re-probed after the failure: the banner says the server is down and what to do.
-    banner = page.text_content("#sd-banner")
-    assert "speculative server" in banner and "python -m servers up" in banner, banner
+    banner = page.locator("#sd-banner")
+    expect(banner).to_contain_text("speculative server")
+    expect(banner).to_contain_text("python -m servers up")
     spec.start()  # restarted on the same port: fresh process, /metrics counters reset
     page.click("#sd-refresh")
     page.wait_for_function("() => !document.querySelector('#sd-banner .sd-banner')", timeout=15_000)
@@ -183,14 +190,16 @@ def test_server_down_at_start_shows_its_banner_and_the_other_side_completes(
         page, app, servers, down: str) -> None:
     servers[down].stop()
     open_page(page, app)
-    banner = page.text_content("#sd-banner")
-    assert f"{down} server" in banner and servers[down].url in banner and "python -m servers up" in banner
+    banner = page.locator("#sd-banner")
+    for needle in (f"{down} server", servers[down].url, "python -m servers up"):
+        expect(banner).to_contain_text(needle)
     choose(page, PRESET_TITLE, max_tokens=TOKENS)
     start(page)
     assert wait_finished(page, 30_000) == "error"
     screenshot(page, f"fault-down-at-start-{down}")
-    assert "Cannot reach" in status(page, down)
-    assert "done" in status(page, other(down)) and tile_value(page, other(down), "tokens") == TOKENS
+    expect(status(page, down)).to_contain_text("Cannot reach")
+    expect(status(page, other(down))).to_contain_text("done")
+    assert final_tile_value(page, other(down), "tokens") == TOKENS
     servers[down].start()
     page.click("#sd-refresh")
     page.wait_for_function("() => !document.querySelector('#sd-banner .sd-banner')", timeout=15_000)
@@ -203,20 +212,20 @@ def test_metrics_missing_says_why_acceptance_is_unknown_and_the_race_completes(
     servers["speculative"].behavior = SPEC.model_copy(update={"metrics_mode": "missing",
                                                               "per_request_metrics": False})
     open_page(page, app)
-    kv_cell = page.text_content('#sd-servers tr[data-side="speculative"]')
-    assert "HTTP 404" in kv_cell, kv_cell  # the server panel says why KV-cache use is unknown
+    # The server panel says why KV-cache use is unknown.
+    expect(page.locator('#sd-servers tr[data-side="speculative"]')).to_contain_text("HTTP 404")
     choose(page, PRESET_TITLE, max_tokens=TOKENS)
     start(page)
     assert wait_finished(page) == "done"
     screenshot(page, "fault-metrics-missing")
     tile = page.locator('#sd-tiles-speculative .sd-tile[data-key="acceptance_rate"]')
-    assert "sd-na" in tile.get_attribute("class")
-    assert "HTTP 404" in tile.text_content()  # n/a, and why
-    assert tile_value(page, "speculative", "tokens_per_s") is not None
-    assert page.get_attribute("#sd-speedup .sd-speedup", "data-value") is not None
+    expect(tile).to_have_attribute("class", re.compile("sd-na"))
+    expect(tile).to_contain_text("HTTP 404")  # n/a, and why
+    expect(page.locator('#sd-tiles-speculative .sd-tile[data-key="tokens_per_s"]')).to_have_attribute(
+        "data-value", PRESENT)
+    expect(page.locator("#sd-speedup .sd-speedup")).to_have_attribute("data-value", PRESENT)
     assert_next_run_works(page, servers)
-    acc = tile_value(page, "speculative", "acceptance_rate")
-    assert acc is not None and acc > 0  # back once the server reports it
+    assert final_tile_value(page, "speculative", "acceptance_rate") > 0  # back once the server reports it
 
 
 def test_bad_input_says_so_on_the_page_and_sends_nothing(page, app, servers) -> None:
@@ -233,8 +242,7 @@ def test_bad_input_says_so_on_the_page_and_sends_nothing(page, app, servers) -> 
             page.press("#sd-max-tokens input", "Tab")
         start(page)
         assert wait_finished(page, 15_000) == "error", (field, value)
-        shown = page.text_content("#sd-run-status")
-        assert needle in shown, (value, shown)
+        expect(page.locator("#sd-run-status")).to_contain_text(needle)
     screenshot(page, "input-max-tokens-out-of-range")
     # Temperature: the slider's own box cannot hold an out-of-range value.
     box = page.locator("#sd-temperature input[type=number]")
@@ -259,9 +267,10 @@ def test_prompt_over_the_context_is_refused_before_sending(page, app, servers) -
     start(page)
     assert wait_finished(page, 30_000) == "error"
     shown = status(page, "speculative")
-    assert "max_model_len" in shown and "shorten the prompt" in shown, shown
+    expect(shown).to_contain_text("max_model_len")
+    expect(shown).to_contain_text("shorten the prompt")
     assert spec.started == started  # refused before sending
-    assert "done" in status(page, "baseline")
+    expect(status(page, "baseline")).to_contain_text("done")
     assert_next_run_works(page, servers)
 
 
@@ -271,13 +280,13 @@ def test_malformed_preset_file_is_named_with_its_field_and_the_rest_load(page, a
     try:
         open_page(page, app)
         alert = page.get_by_role("alert").filter(has_text="broken_field.yaml")
-        text = alert.text_content()
-        assert "broken_field.yaml" in text and "max_tokens" in text, text
-        assert "broken_syntax.yaml" in text and "line " in text, text
+        # (a pattern for "line ": a string's trailing space would be trimmed away)
+        for needle in ("broken_field.yaml", "max_tokens", "broken_syntax.yaml", re.compile("line ")):
+            expect(alert).to_contain_text(needle)
         screenshot(page, "preset-malformed-banner")
         page.click("#sd-preset input")
+        expect(page.get_by_role("option")).to_have_count(len(good) + 1)  # every good preset, plus the free prompt
         options = page.get_by_role("option").all_text_contents()
-        assert len(options) == len(good) + 1, options  # every good preset, plus the free prompt
         assert "Broken" not in options
         page.get_by_role("option", name=PRESET_TITLE).click()
         page.wait_for_function("() => document.querySelector('#sd-expect').textContent.includes('SQL')"
@@ -300,9 +309,9 @@ def test_a_prompt_over_the_size_limit_is_refused_on_the_page_and_nothing_is_sent
                   " box.value = 'x'.repeat(2000000); box.dispatchEvent(new Event('input', {bubbles: true})); }")
     start(page)
     assert wait_finished(page, 30_000, app=app) == "error"
-    shown = page.text_content("#sd-run-status")
-    assert "2,000,000 characters" in shown and "limit of 200,000" in shown, shown
-    assert "SPECDEMO_MAX_PROMPT_CHARS" in shown, shown
+    shown = page.locator("#sd-run-status")
+    for needle in ("2,000,000 characters", "limit of 200,000", "SPECDEMO_MAX_PROMPT_CHARS"):
+        expect(shown).to_contain_text(needle)
     screenshot(page, "input-prompt-over-the-size-limit")
     assert {side: (s.tokenized, len(s.requests), s.started) for side, s in servers.items()} == sent
     assert set(list_runs(app.runs_dir)) == runs_before  # no run file written

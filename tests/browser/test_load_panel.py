@@ -6,15 +6,17 @@ download (load.html and load.png), Stop mid-sweep with no stream left open, bad 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
+from playwright.sync_api import expect
 
 from harness.app_process import AppProcess
 from harness.page_driver import open_page, screenshot
 from harness.standin import Standin
 from harness.waiting import wait_for
-from tests.browser.conftest import pair_app
+from tests.browser.conftest import pair_app, wait_equal
 from tests.test_load_sweep import BASE, SPEC
 
 pytestmark = pytest.mark.browser
@@ -65,20 +67,20 @@ def test_the_sweep_draws_its_curves_live_and_finds_the_crossover(setup, page) ->
     except Exception:
         screenshot(page, "failure-load-sweep")
         raise
-    sentence = page.inner_text("#sd-load-crossover .sd-load-sentence")
-    assert sentence.startswith("Speculation pays up to 2 users and loses from 4 on these servers"), sentence
-    assert "GAIN_WORTH" in page.inner_text("#sd-load-crossover")
-    assert page.get_attribute("#sd-load-crossover .sd-load-crossover", "data-loses-from") == "4"
-    rows = page.locator("#sd-load-table").get_by_role("row").count()
-    assert rows == 1 + 3, rows  # the header and a row per step
-    assert "run saved" in page.inner_text("#sd-load-status")
-    assert list(app.runs_dir.glob("*-load.json"))
+    expect(page.locator("#sd-load-crossover .sd-load-sentence")).to_have_text(
+        re.compile("^" + re.escape("Speculation pays up to 2 users and loses from 4 on these servers")),
+        use_inner_text=True)
+    expect(page.locator("#sd-load-crossover")).to_contain_text("GAIN_WORTH", use_inner_text=True)
+    expect(page.locator("#sd-load-crossover .sd-load-crossover")).to_have_attribute("data-loses-from", "4")
+    expect(page.locator("#sd-load-table").get_by_role("row")).to_have_count(1 + 3)  # the header and a row per step
+    expect(page.locator("#sd-load-status")).to_contain_text("run saved", use_inner_text=True)
+    wait_for(lambda: any(app.runs_dir.glob("*-load.json")), 15, "the sweep's load.json saved")
     screenshot(page, "load-2-finished")
     page.click("#sd-load-export")
     page.wait_for_function("() => document.querySelector('#sd-load-files')?.innerText.includes('load.png')",
                            timeout=60_000)
-    files = page.inner_text("#sd-load-files")
-    assert "load.html" in files and "load.png" in files, files
+    for name in ("load.html", "load.png"):
+        expect(page.locator("#sd-load-files")).to_contain_text(name, use_inner_text=True)
     assert page.console_errors == []
 
 
@@ -94,8 +96,8 @@ def test_stop_mid_sweep_leaves_no_stream_open(setup, page) -> None:
     except Exception:
         screenshot(page, "failure-load-stop")
         raise
-    assert "every stream was closed" in page.inner_text("#sd-load-status")
-    wait_for(lambda: base.open_streams == 0 and spec.open_streams == 0, 5, "both stand-ins' streams closed")
+    expect(page.locator("#sd-load-status")).to_contain_text("every stream was closed", use_inner_text=True)
+    wait_for(lambda: base.open_streams == 0 and spec.open_streams == 0, 30, "both stand-ins' streams closed")
     screenshot(page, "load-3-stopped")
     assert page.console_errors == []
 
@@ -107,7 +109,8 @@ def test_bad_user_counts_say_one_line(setup, page, bad: str) -> None:
     before = len(base.truth) + len(spec.truth)
     sweep(page, bad, 20)
     page.wait_for_selector('#sd-load-status [data-state="error"]', timeout=15_000)
-    text = page.inner_text("#sd-load-status").strip()
+    expect(page.locator("#sd-load-status")).to_contain_text("users", ignore_case=True, use_inner_text=True)
+    text = page.inner_text("#sd-load-status").strip()  # read once it says so: one line
     assert "\n" not in text and "users" in text.lower(), text
     assert len(base.truth) + len(spec.truth) == before  # nothing was sent
     assert page.console_errors == []
@@ -128,17 +131,16 @@ def test_two_rate_steps_draw_their_table_chart_and_capacity(setup, page) -> None
     except Exception:
         screenshot(page, "failure-load-rate")
         raise
-    assert len(base.truth) + len(spec.truth) - before == 2 * 2 * 4  # two rates, two servers, four requests each
-    assert "finished: 2 of 2 rate step(s)" in page.inner_text("#sd-load-status")
+    # two rates, two servers, four requests each
+    wait_equal(lambda: len(base.truth) + len(spec.truth) - before, 2 * 2 * 4, 15, "the stand-ins' requests")
+    expect(page.locator("#sd-load-status")).to_contain_text("finished: 2 of 2 rate step(s)", use_inner_text=True)
     table = page.locator("#sd-load-table")
-    assert table.get_by_role("row").count() == 1 + 2 * 2  # the header and a row per server per step
-    assert "ITL p50/95/99 ms" in table.inner_text()
-    sentence = page.inner_text("#sd-load-crossover")
-    assert "baseline holds" in sentence and "req/s" in sentence, sentence
+    expect(table.get_by_role("row")).to_have_count(1 + 2 * 2)  # the header and a row per server per step
+    expect(table).to_contain_text("ITL p50/95/99 ms", use_inner_text=True)
+    for needle in ("baseline holds", "req/s"):
+        expect(page.locator("#sd-load-crossover")).to_contain_text(needle, use_inner_text=True)
     # The latency chart: a point per rate on each line drawn (ITL p50/p95/p99 of both servers).
-    points = page.evaluate("() => document.querySelectorAll('#sd-load-per-user .scatterlayer .trace .points path')"
-                           ".length")
-    assert points == 2 * 3 * 2, points
-    assert page.locator("#sd-load-total .scatterlayer .trace").count() == 3  # offered, baseline, speculative
+    expect(page.locator("#sd-load-per-user .scatterlayer .trace .points path")).to_have_count(2 * 3 * 2)
+    expect(page.locator("#sd-load-total .scatterlayer .trace")).to_have_count(3)  # offered, baseline, speculative
     screenshot(page, "load-4-rate")
     assert page.console_errors == []

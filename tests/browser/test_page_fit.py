@@ -12,6 +12,7 @@ import pytest
 from harness.app_process import AppProcess
 from harness.page_driver import choose, open_page, screenshot, start, wait_finished
 from harness.standin import StandinBehavior
+from harness.waiting import held_within
 from tests.browser.conftest import pair_app, standin_pair
 
 pytestmark = pytest.mark.browser
@@ -36,6 +37,9 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AppProcess]:
 
 def test_table_headers_stay_on_one_line_and_empty_downloads_take_no_room(app, page) -> None:
     open_page(page, app)
+
+    # Both tables' headers drawn (waited for), then read once: a header on two lines fails.
+    held_within(lambda: len(page.evaluate(HEADERS_JS)) == 11 + 10, 30)
     headers = page.evaluate(HEADERS_JS)
     assert len(headers) == 11 + 10, headers  # Run history's columns, then the load table's
     broken = [(text, height) for text, height, line in headers if height > line * 1.5]
@@ -49,7 +53,12 @@ def test_table_headers_stay_on_one_line_and_empty_downloads_take_no_room(app, pa
     page.click("#sd-export")
     page.wait_for_function("() => document.querySelector('#sd-export-file')?.innerText.includes('.html')",
                            timeout=60_000)
-    box = page.locator("#sd-export-file").bounding_box()
-    assert box is not None and box["height"] > 20, box  # with its file, the box shows
+
+    def export_box() -> dict | None:
+        return page.locator("#sd-export-file").bounding_box()
+
+    held_within(lambda: (b := export_box()) is not None and b["height"] > 20, 30)  # laid out with its file
+    shown = export_box()
+    assert shown is not None and shown["height"] > 20, shown  # with its file, the box shows
     page.locator("#sd-export-file").scroll_into_view_if_needed()
     screenshot(page, "fit-2-exported")

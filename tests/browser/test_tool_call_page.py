@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from playwright.sync_api import expect
 
 from demo.race import compare
 from demo.runs.export import export_file, player_data
 from harness.app_process import AppProcess
 from harness.page_driver import open_page, start, wait_finished
 from harness.standin import FIXTURES, TOOL_CALL_FIXTURE, Standin, StandinBehavior
-from tests.browser.conftest import standin_pair
+from tests.browser.conftest import exactly, standin_pair
 from tests.test_tool_calls import REQ, replay_offline
 
 pytestmark = pytest.mark.browser
@@ -48,18 +49,18 @@ def test_each_pane_shows_the_tool_call_and_the_badge_compares_the_calls(
     assert wait_finished(page, app=app) == "done"
     for side in SIDES:
         call = page.locator(f'#sd-text-{side} .sd-tool-call[data-tool-call="0"]')
-        assert call.locator(".sd-tool-name").inner_text() == "get_weather"
-        assert call.locator(".sd-tool-args").inner_text() == '{"city": "Paris"}'
-        assert page.locator(f"#sd-text-{side} .sd-tool-call").count() == 1
+        expect(call.locator(".sd-tool-name")).to_have_text(exactly("get_weather"), use_inner_text=True)
+        expect(call.locator(".sd-tool-args")).to_have_text(exactly('{"city": "Paris"}'), use_inner_text=True)
+        expect(page.locator(f"#sd-text-{side} .sd-tool-call")).to_have_count(1)
     page.wait_for_selector('#sd-badge [data-identical="true"]', timeout=15_000)
 
     servers["speculative"].behavior = NO_ARGUMENTS
     start(page)
     assert wait_finished(page, app=app) == "done"
     page.wait_for_selector('#sd-badge [data-identical="false"]', timeout=15_000)
-    badge = page.inner_text("#sd-badge")
-    assert "Tool calls differ" in badge and 'get_weather({"city": "Paris"})' in badge, badge
-    assert page.locator("#sd-text-speculative .sd-tool-args").inner_text() == ""
+    for needle in ("Tool calls differ", 'get_weather({"city": "Paris"})'):
+        expect(page.locator("#sd-badge")).to_contain_text(needle, use_inner_text=True)
+    expect(page.locator("#sd-text-speculative .sd-tool-args")).to_have_text(exactly(""), use_inner_text=True)
     assert page.console_errors == []
 
 
@@ -72,8 +73,8 @@ def test_the_exported_race_shows_each_call(page, tmp_path) -> None:
     page.goto(export_file(result, tmp_path).as_uri())
     page.wait_for_selector('html[data-state="finished"]', timeout=30_000)
     for side, args in (("baseline", '{"city": "Paris"}'), ("speculative", "")):
-        assert page.locator(f"#text-{side} .sd-tool-call").count() == 1
-        assert page.inner_text(f"#text-{side} .sd-tool-name") == "get_weather"
-        assert page.inner_text(f"#text-{side} .sd-tool-args") == args
-    assert "Tool calls differ" in page.inner_text("body")
+        expect(page.locator(f"#text-{side} .sd-tool-call")).to_have_count(1)
+        expect(page.locator(f"#text-{side} .sd-tool-name")).to_have_text(exactly("get_weather"), use_inner_text=True)
+        expect(page.locator(f"#text-{side} .sd-tool-args")).to_have_text(exactly(args), use_inner_text=True)
+    expect(page.locator("body")).to_contain_text("Tool calls differ", use_inner_text=True)
     assert page.console_errors == []

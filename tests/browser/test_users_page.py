@@ -12,12 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from demo.load.engine import UsersRace
 from demo.runs.store import list_runs, read_record
 from harness.app_process import AppProcess
-from harness.page_driver import choose, open_page, screenshot, set_users, start, wait_finished
+from harness.page_driver import PRESENT, choose, final_value, open_page, screenshot, set_users, start, wait_finished
 from harness.standin import Standin, StandinBehavior
+from harness.waiting import wait_for
+from tests.browser.conftest import wait_equal
 
 pytestmark = pytest.mark.browser
 
@@ -77,18 +80,21 @@ def test_four_users_draw_live_then_the_steps_figures(page, app, servers) -> None
     # Live: every user's bar, some streaming; the headline pending, never a number.
     page.wait_for_selector('#sd-tiles-baseline .sd-users[data-users="4"] .sd-u[data-status="streaming"]',
                            timeout=20_000)
-    assert page.locator("#sd-tiles-speculative .sd-users .sd-u").count() == 4
-    assert page.get_attribute("#sd-speedup .sd-speedup", "data-state") == "running"
+    expect(page.locator("#sd-tiles-speculative .sd-users .sd-u")).to_have_count(4)
+    expect(page.locator("#sd-speedup .sd-speedup")).to_have_attribute("data-state", "running")
     page.wait_for_function(
         "() => (document.querySelector('#sd-text-baseline .sd-text')?.textContent ?? '').length > 10")
     screenshot(page, "users-1-streaming")
     assert wait_finished(page, 60_000, app) == "done"
     head = page.locator("#sd-speedup .sd-speedup")
-    assert head.get_attribute("data-state") == "final" and head.get_attribute("data-users") == "4"
-    assert "4 users" in head.inner_text() and "throughput ratio" in head.inner_text()
-    assert page.locator('#sd-tiles-baseline .sd-u[data-status="done"]').count() == 4
+    expect(head).to_have_attribute("data-state", "final")
+    expect(head).to_have_attribute("data-users", "4")
+    for needle in ("4 users", "throughput ratio"):
+        expect(head).to_contain_text(needle, use_inner_text=True)
+    expect(page.locator('#sd-tiles-baseline .sd-u[data-status="done"]')).to_have_count(4)
     for key in ("per_user_decode_tokens_per_s", "output_tokens_per_s", "ttft_p95_s", "itl_p95_s"):
-        assert page.get_attribute(f'#sd-tiles-speculative .sd-tile[data-key="{key}"]', "data-value") is not None
+        expect(page.locator(f'#sd-tiles-speculative .sd-tile[data-key="{key}"]')).to_have_attribute(
+            "data-value", PRESENT)
     page.wait_for_function("() => document.querySelector('#sd-history').innerText.includes('4 users')",
                            timeout=10_000)
     screenshot(page, "users-2-finished")
@@ -100,8 +106,7 @@ def test_four_users_draw_live_then_the_steps_figures(page, app, servers) -> None
     (path,) = set(list_runs(app.runs_dir)) - runs_before
     record = read_record(path)
     assert isinstance(record, UsersRace) and record.users == 4
-    shown = float(head.get_attribute("data-value") or "nan")
-    assert shown == record.step.speedup
+    assert final_value(head) == record.step.speedup
     # The Replay tab plays user 1, then shows the step's figures.
     page.get_by_role("tab", name="Replay").click()
     page.click("#sd-replay-refresh")
@@ -109,13 +114,14 @@ def test_four_users_draw_live_then_the_steps_figures(page, app, servers) -> None
     page.get_by_role("option", name="4 users").first.click()
     page.click("#sd-replay-play")
     page.wait_for_selector('#sd-replay-status [data-state="done"]', timeout=30_000)
-    assert page.inner_text("#sd-replay-text-baseline .sd-text").strip() == record.race.baseline.text.strip()
+    wait_equal(lambda: page.inner_text("#sd-replay-text-baseline .sd-text").strip(), record.race.baseline.text.strip(),
+               30, "user 1's replayed text")
     replayed = page.locator("#sd-replay-speedup .sd-speedup")
-    assert replayed.get_attribute("data-users") == "4" and float(replayed.get_attribute("data-value") or "nan") \
-        == record.step.speedup
-    assert page.get_attribute('#sd-replay-tiles-speculative .sd-tile[data-key="output_tokens_per_s"]',
-                              "data-value") == repr(record.step.speculative.output_tokens_per_s)
-    assert "4 users" in page.inner_text("#sd-replay-banner")
+    expect(replayed).to_have_attribute("data-users", "4")
+    assert final_value(replayed) == record.step.speedup
+    expect(page.locator('#sd-replay-tiles-speculative .sd-tile[data-key="output_tokens_per_s"]')).to_have_attribute(
+        "data-value", repr(record.step.speculative.output_tokens_per_s))
+    expect(page.locator("#sd-replay-banner")).to_contain_text("4 users", use_inner_text=True)
     screenshot(page, "users-4-replayed")
     assert page.console_errors == []
 
@@ -128,8 +134,11 @@ def test_bad_users_is_one_line_on_the_page(page, app, servers, bad: str) -> None
     page.press("#sd-users input", "Tab")
     start(page)
     assert wait_finished(page, 15_000, app) == "error"
-    status = page.inner_text("#sd-run-status .sd-run-status")
-    assert f"Users must be a whole number from 1 to {MAX_USERS}" in status and "\n" not in status.strip()
+    refused = f"Users must be a whole number from 1 to {MAX_USERS}"
+    line = page.locator("#sd-run-status .sd-run-status")
+    expect(line).to_contain_text(refused, use_inner_text=True)
+    status = line.inner_text()  # read once it says so: one line
+    assert refused in status and "\n" not in status.strip()
     assert servers[0].started == started  # nothing was sent
     assert page.console_errors == []
 
@@ -145,12 +154,13 @@ def test_stop_with_users_leaves_no_stream_open(page, app, servers) -> None:
     page.wait_for_function(
         "() => (document.querySelector('#sd-text-speculative .sd-text')?.textContent ?? '').length > 10",
         timeout=20_000)
-    assert base.open_streams == spec.open_streams == 4
+    wait_equal(lambda: (base.open_streams, spec.open_streams), (4, 4), 20, "every user's stream open on both servers")
     page.click("#sd-stop")
     assert wait_finished(page, 15_000, app) == "stopped"
-    assert base.wait_idle(5) and spec.wait_idle(5)
+    # Each stand-in sees its streams end when its server loop gets to them: waited for.
+    wait_for(lambda: not (base.open_streams or spec.open_streams), 30, "both stand-ins' streams ended")
     assert (base.aborted, spec.aborted) == (aborted[0] + 4, aborted[1] + 4)
-    assert page.locator('#sd-tiles-baseline .sd-u[data-status="cancelled"]').count() == 4
+    expect(page.locator('#sd-tiles-baseline .sd-u[data-status="cancelled"]')).to_have_count(4)
     # The page works again: the next race ends.
     set_behaviors(servers, 200)
     page.fill("#sd-max-tokens input", "30")

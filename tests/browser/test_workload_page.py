@@ -13,6 +13,7 @@ from html import unescape
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from demo.race import run_race
 from demo.results import RaceRequest
@@ -94,10 +95,10 @@ def test_an_openai_batch_upload_says_what_was_read(setup, page, tmp_path: Path) 
     open_evaluate(page, app)
     _upload(page, upload)
     page.wait_for_selector('#sd-eval-upload-status [data-requests="6"]', timeout=15_000)
-    status = page.inner_text("#sd-eval-upload-status")
-    assert "batch_input: 6 requests read (OpenAI batch), 1 skipped." in status, status
-    assert "model: ignored on 6 lines: the servers' own model is used" in status, status
-    assert "skipped batch_input.jsonl:7: url /v1/embeddings" in status, status
+    for needle in ("batch_input: 6 requests read (OpenAI batch), 1 skipped.",
+                   "model: ignored on 6 lines: the servers' own model is used",
+                   "skipped batch_input.jsonl:7: url /v1/embeddings"):
+        expect(page.locator("#sd-eval-upload-status")).to_contain_text(needle, use_inner_text=True)
     assert page.console_errors == []
 
 
@@ -106,40 +107,48 @@ def test_uploaded_workload_is_measured_and_shown(setup, page) -> None:
     open_evaluate(page, app)
     _upload(page, workload)
     page.wait_for_selector('#sd-eval-upload-status [data-requests="5"]', timeout=15_000)
-    assert "my_traffic: 5 requests read (JSONL), 0 skipped" in page.inner_text("#sd-eval-upload-status")
+    expect(page.locator("#sd-eval-upload-status")).to_contain_text("my_traffic: 5 requests read (JSONL), 0 skipped",
+                                                                   use_inner_text=True)
     # The workload alone: no preset ticked.
     for box in page.locator("#sd-eval-presets input[type=checkbox]").all():
         if box.is_checked():
             box.uncheck()
     run_evaluate(page, "1,2", 20, "failure-workload-evaluate", timeout_ms=120_000, slo_ttft="5000", price="2")
-    summary = page.inner_text("#sd-eval-summary #customer-summary")
-    assert "For my_traffic" in summary and "the measured answer is" in summary, summary
+    summary = page.locator("#sd-eval-summary #customer-summary")
+    for needle in ("For my_traffic", "the measured answer is"):
+        expect(summary).to_contain_text(needle, use_inner_text=True)
     verdicts = page.locator("#sd-eval-verdict .sv-verdict")
-    assert verdicts.count() == 1  # the workload only
-    assert verdicts.first.get_attribute("data-decision") in ("enable", "depends", "don't", "unknown")
-    ranked = page.eval_on_selector_all("#sd-eval-workloads .workload-profile .gain-most tr[data-request]",
-                                       "els => els.map(e => e.dataset.request)")
-    assert sorted(ranked) == sorted(str(r["id"]) for r in REQUESTS), ranked  # 5 requests: all among the top 5
+    expect(verdicts).to_have_count(1)  # the workload only
+    expect(verdicts.first).to_have_attribute("data-decision", re.compile("^(enable|depends|don't|unknown)$"))
+    # The 5 requests, all among the top 5: their rows waited for, then read.
+    ranked_rows = "#sd-eval-workloads .workload-profile .gain-most tr[data-request]"
+    expect(page.locator(ranked_rows)).to_have_count(len(REQUESTS))
+    ranked = page.eval_on_selector_all(ranked_rows, "els => els.map(e => e.dataset.request)")
+    assert sorted(ranked) == sorted(str(r["id"]) for r in REQUESTS), ranked
     # Escaped: the id with <b> shows as text, and no <b> element came from the file.
-    profile_text = page.inner_text("#sd-eval-workloads .workload-profile")
-    assert "poem-<b>1</b>" in profile_text
+    expect(page.locator("#sd-eval-workloads .workload-profile")).to_contain_text("poem-<b>1</b>", use_inner_text=True)
     assert page.locator("#sd-eval-workloads .workload-profile td b").count() == 0
-    points = page.eval_on_selector_all("#sd-eval-workloads .capacity-points tr[data-side]",
-                                       "els => els.map(e => [e.dataset.side, e.dataset.concurrency])")
+    point_rows = "#sd-eval-workloads .capacity-points tr[data-side]"
+    expect(page.locator(point_rows)).to_have_count(4)
+    points = page.eval_on_selector_all(point_rows, "els => els.map(e => [e.dataset.side, e.dataset.concurrency])")
     assert sorted(points) == [["baseline", "1"], ["baseline", "2"], ["speculative", "1"], ["speculative", "2"]]
-    assert "per million output tokens" in page.inner_text("#sd-eval-workloads .capacity")
+    expect(page.locator("#sd-eval-workloads .capacity")).to_contain_text("per million output tokens",
+                                                                         use_inner_text=True)
     # Results by segment: a row per tag (the file's tag escaped: no <i> element from it), the
     # too-few rule, and the routing sentence above them.
-    tags = dict(page.eval_on_selector_all('#sd-eval-workloads table.segments tr[data-dimension="tag"]',
-                                          "els => els.map(e => [e.dataset.label, e.dataset.verdict])"))
+    tag_rows = '#sd-eval-workloads table.segments tr[data-dimension="tag"]'
+    expect(page.locator(tag_rows)).to_have_count(2)
+    tags = dict(page.eval_on_selector_all(tag_rows, "els => els.map(e => [e.dataset.label, e.dataset.verdict])"))
     assert set(tags) == {"copy", "<i>chat</i>"} and tags["copy"] == "n/a", tags
-    assert "too few" in page.inner_text('#sd-eval-workloads table.segments tr[data-label="copy"]')
+    expect(page.locator('#sd-eval-workloads table.segments tr[data-label="copy"]')).to_contain_text(
+        "too few", use_inner_text=True)
     assert page.locator("#sd-eval-workloads table.segments td i").count() == 0
-    assert page.inner_text("#sd-eval-workloads .segments #routing").strip()
-    files = page.inner_text("#sd-eval-report")
-    assert "report.html" in files and "results.json" in files, files
-    assert page.locator("#sd-eval-workloads .capacity-points").evaluate(
-        "e => getComputedStyle(e).borderCollapse") == "collapse"  # the theme styles it
+    # the routing sentence says something (not blank)
+    expect(page.locator("#sd-eval-workloads .segments #routing")).to_have_text(re.compile(r"\S"), use_inner_text=True)
+    for name in ("report.html", "results.json"):
+        expect(page.locator("#sd-eval-report")).to_contain_text(name, use_inner_text=True)
+    # the theme styles it
+    expect(page.locator("#sd-eval-workloads .capacity-points")).to_have_css("border-collapse", "collapse")
     screenshot(page, "workload-evaluate")
     assert page.console_errors == []
 
@@ -150,12 +159,13 @@ def test_uploaded_workload_is_measured_and_shown(setup, page) -> None:
     page.wait_for_function(
         "() => (document.querySelector('#sd-prompt textarea') || {}).value === 'COPY this JSON: {\"a\": 1}'",
         timeout=10_000)
-    expect = page.inner_text("#sd-expect")
-    assert "From the uploaded workload my_traffic: request copy-1" in expect, expect
-    assert page.input_value("#sd-max-tokens input") == "20"
+    expect(page.locator("#sd-expect")).to_contain_text("From the uploaded workload my_traffic: request copy-1",
+                                                       use_inner_text=True)
+    expect(page.locator("#sd-max-tokens input")).to_have_value("20")
     page.click("#sd-start")
     page.wait_for_selector('#sd-run-status [data-state="done"]', timeout=60_000)
-    assert page.inner_text("#sd-text-speculative .sd-text").strip()
+    # the answer is there (not blank)
+    expect(page.locator("#sd-text-speculative .sd-text")).to_have_text(re.compile(r"\S"), use_inner_text=True)
     # ... and export it.
     with page.expect_download(timeout=30_000) as dl:
         page.click("#sd-export")
@@ -179,13 +189,16 @@ def test_bad_upload_says_one_line(setup, page, tmp_path: Path, name: str, conten
     open_evaluate(page, app)
     _upload(page, bad)
     page.wait_for_selector('#sd-eval-upload-status [data-error="true"]', timeout=15_000)
-    shown = page.inner_text("#sd-eval-upload-status").strip()
+    expect(page.locator("#sd-eval-upload-status")).to_have_text(re.compile(r"^\s*" + re.escape(message)),
+                                                               use_inner_text=True)
+    shown = page.inner_text("#sd-eval-upload-status").strip()  # read once it says so: one line
     assert shown.startswith(message) and "\n" not in shown, shown
     assert "Traceback" not in page.content()
     # Run refuses it too, in the status line, with the same one line.
     page.click("#sd-eval-run")
     page.wait_for_selector('#sd-eval-status [data-state="error"]', timeout=15_000)
-    status = page.inner_text("#sd-eval-status").strip()
+    expect(page.locator("#sd-eval-status")).to_contain_text(message, use_inner_text=True)
+    status = page.inner_text("#sd-eval-status").strip()  # read once it says so
     assert message in status and "Traceback" not in status, status
     assert page.locator("#sd-eval-verdict .sv-verdict").count() == 0
     assert page.console_errors == []
@@ -199,7 +212,7 @@ def test_replay_tab_exports_a_self_contained_page(setup, page) -> None:
     page.wait_for_selector("#sd-replay-export", timeout=15_000)
     page.click("#sd-replay-export")
     page.wait_for_selector("#sd-replay-export-file a", timeout=30_000)
-    assert page.get_attribute('#sd-replay-status [data-state]', "data-state") == "done"
+    expect(page.locator("#sd-replay-status [data-state]")).to_have_attribute("data-state", "done")
     with page.expect_download(timeout=30_000) as dl:
         page.click("#sd-replay-export-file a")
     html = Path(dl.value.path()).read_text(encoding="utf-8")
