@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 
+from common.waiting import held_within
 from harness import ROOT
 from harness.ports import free_port
-from harness.waiting import held_within
 
 APP_READY_S = 90.0  # the longest an app.py may take to answer its first request
 

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.waiting import held_within
+from common.waiting import held_within
 
 DEFAULT_MAX_S = 2.5 * 3600  # past CI's 90-minute budget, well short of a forgotten day
 # The loop checks its deadline every 2**20 iterations: still a busy loop, with a clock read that costs nothing.

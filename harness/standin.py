@@ -51,7 +51,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from harness.waiting import held_within
+from common.waiting import held_within
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 FINGERPRINT = "vllm-0.32.0-5a7d1e00"

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import httpx
 
+from common.waiting import held_within
 from harness import ROOT
 from harness.app_process import stop_process
 from harness.ports import free_port
 from harness.standin import StandinBehavior, Truth
-from harness.waiting import held_within
 
 READY_S = 30.0  # the longest the stand-in may take to answer /health (its imports, on a busy machine)
 TRUTH_TIMEOUT_S = 30.0  # a few MB of JSON after a big batch

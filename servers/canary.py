@@ -55,6 +55,7 @@ from common.canary_rules import (
 )
 from common.files import atomic_write
 from common.paths import ROOT
+from common.waiting import held_within
 from servers import monitor, procs
 from servers.launcher import LauncherError, report_error
 from servers.state import read_state
@@ -452,16 +453,16 @@ def _binary(name: str) -> str:
 
 
 def _wait_ready(p: ProcRecord, ready: Any, what: str, timeout_s: float = READY_TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def up() -> bool:
         if not _alive(p):
             last = procs.tail(p.log_path, 3).replace("\n", " | ")[-300:]
             raise CanaryError(f"{what} exited at start (log {p.log_path}): {last}")
         with contextlib.suppress(OSError, httpx.HTTPError):
-            if ready():
-                return
-        time.sleep(0.1)
-    raise CanaryError(f"{what} not ready within {timeout_s:g} s (log {p.log_path})")
+            return bool(ready())
+        return False
+
+    if not held_within(up, timeout_s):
+        raise CanaryError(f"{what} not ready within {timeout_s:g} s (log {p.log_path})")
 
 
 def _http_ready(url: str) -> bool:

@@ -26,6 +26,7 @@ import httpx
 from pydantic import ValidationError
 
 from common.validation import validation_summary
+from common.waiting import held_within
 from servers import procs
 from servers.arms import ARCTIC_INFERENCE, cpu_arms, get_arm_config, needs_arctic_inference, refusal
 from servers.config import COMMON_ENV, SMOLLM2_TOOLS_TEMPLATE, Role, ServerConfig
@@ -636,9 +637,7 @@ def _stop_supervisor(s: LauncherSettings, state: LauncherState, out: TextIO) -> 
     assert sup is not None
     os.kill(sup.pid, signal.SIGTERM)
     wait_s = (2 if sup.mode == "foreground" else 1) * s.stop_timeout_s + 10
-    deadline = time.monotonic() + wait_s
-    while procs.is_running(sup.pid, sup.start_ticks) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    held_within(lambda: not procs.is_running(sup.pid, sup.start_ticks), wait_s)
     how = "stopped (SIGTERM)"
     if procs.is_running(sup.pid, sup.start_ticks):
         os.kill(sup.pid, signal.SIGKILL)

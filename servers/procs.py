@@ -12,8 +12,9 @@ import re
 import signal
 import socket
 import subprocess
-import time
 from pathlib import Path
+
+from common.waiting import held_within
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -221,12 +222,7 @@ def _killpg(pgid: int, sig: int) -> None:
 
 
 def _wait_gone(pgid: int, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not group_pids(pgid):
-            return True
-        time.sleep(0.2)
-    return not group_pids(pgid)
+    return held_within(lambda: not group_pids(pgid), timeout_s, poll_s=0.2)
 
 
 def port_in_use(host: str, port: int) -> bool:

@@ -29,6 +29,7 @@ from typing import Literal, TextIO
 
 import httpx
 
+from common.waiting import held_within
 from servers import launcher, procs
 from servers.settings import ROOT, LauncherSettings
 from servers.state import LauncherState, ServerRecord, SupervisorRecord, clear_state, write_state
@@ -101,9 +102,8 @@ class Supervisor:
         self._log("stopping (asked to)")
 
     def _sleep(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while not self.stopping and time.monotonic() < deadline:
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        """``seconds``, or less once asked to stop."""
+        held_within(lambda: self.stopping, seconds)
 
     def check(self, w: _Watch) -> None:
         """One look at one server: restart it when due, or notice that it failed."""

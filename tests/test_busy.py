@@ -9,8 +9,8 @@ import subprocess
 import sys
 
 from common.paths import ROOT
+from common.waiting import held_within, wait_for
 from harness import busy
-from harness.waiting import held_within, wait_for
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

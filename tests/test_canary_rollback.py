@@ -22,11 +22,11 @@ import httpx
 import pytest
 
 from common.canary_rules import DEFAULT_HEADER
+from common.waiting import wait_for
 from demo.sweep.guardrails import guardrails, rules_text
 from demo.sweep.measured import Measured
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
-from harness.waiting import wait_for
 from tests.test_canary import GREEDY_OR_HEADER, Canary
 
 # The canary's whole alert path on this machine, or the module is skipped with the reason (the view's too).

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from common.canary_rules import DEFAULT_HEADER, default_eligibility
+from common.waiting import wait_for
 from demo.live.canary import (
     BAD_PRESET,
     GOOD_PRESET,
@@ -41,7 +42,6 @@ from demo.sweep.guardrails import guardrails, rules_text
 from demo.sweep.measured import Measured
 from harness.ports import free_port
 from harness.standin import Standin
-from harness.waiting import wait_for
 from servers import canary, procs
 from tests.test_canary import Canary
 from tests.test_canary_rollback import BASE, DEGRADED, NEEDS_ALERT_PATH, SPEC

@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from common.paths import ROOT
+from common.waiting import wait_for
 from demo.race import run_race
 from demo.results import Message, RaceRequest
 from demo.settings import Settings
@@ -37,7 +38,6 @@ from demo.sweep.guardrails import FILE_NAME, JOB, Margins, guardrails, rules_tex
 from demo.sweep.measured import Measured, measured_figures, read_results
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
-from harness.waiting import wait_for
 from servers import monitor
 from servers.config import Role
 

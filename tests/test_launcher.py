@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from common.paths import ROOT
+from common.waiting import held_within, wait_for
 from harness.ports import free_port
-from harness.waiting import held_within, wait_for
 from tests.signals import interruptible
 
 # Answers /health and /v1/models like vLLM. Its behaviour per role comes from FAKE_<ROLE>:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.load_test import load_behaviors, run_async, run_load, start_app
+from common.waiting import wait_for
 from harness.standin import Standin
-from harness.waiting import wait_for
 
 USERS, RACES, CONCURRENCY, STOP_EVERY, LEAVE_EVERY = 8, 3, 2, 4, 12
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from common.waiting import wait_for
 from demo.cli import main
 from demo.load.arrivals import MAX_ARRIVAL_WINDOW_S, ArrivalSchedule, draw_schedule, parse_rates
 from demo.load.engine import LoadResult, LoadSpec, run_load
@@ -32,7 +33,6 @@ from demo.workload import WorkloadRequest
 from harness.margins import within
 from harness.standin import Standin, StandinBehavior, Truth
 from harness.standin_process import process_pair
-from harness.waiting import wait_for
 from tests.signals import interruptible
 
 TOKENS = 24

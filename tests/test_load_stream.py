@@ -17,6 +17,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
+from common.waiting import wait_for
 from demo.errors import BadInput
 from demo.live.budget import StreamBudget
 from demo.live.load_stream import LoadFrame, load_frames
@@ -30,7 +31,6 @@ from demo.ui import load_panel
 from demo.workload import WorkloadRequest
 from harness.standin import Standin
 from harness.standin_process import StandinProcess
-from harness.waiting import wait_for
 from tests import test_load_sweep
 from tests.test_load_sweep import MAX_TOKENS, USERS
 

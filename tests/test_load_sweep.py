@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from common.waiting import held_within, wait_for
 from demo.cli import main
 from demo.load.engine import LoadResult, LoadSpec, LoadStep, run_load
 from demo.load.figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX
@@ -31,7 +32,6 @@ from harness.chromium import CHROMIUM
 from harness.margins import within
 from harness.standin import Standin, StandinBehavior, Truth
 from harness.standin_process import StandinProcess, process_pair
-from harness.waiting import held_within, wait_for
 from tests.signals import interruptible
 
 MAX_TOKENS = 60

@@ -20,6 +20,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from common.waiting import held_within_async
 from demo.cli import main
 from demo.load.engine import LoadResult
 from demo.load.figures import per_user_figure
@@ -35,7 +36,6 @@ from demo.sweep.models import CellResult, SweepResult
 from harness.given_clock import given_load, given_sweep
 from harness.standin import Standin, StandinBehavior, Truth
 from harness.standin_process import StandinProcess, processes
-from harness.waiting import held_within_async
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MAX_TOKENS = 60

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from common.waiting import wait_for_async
 from demo.race import run_race, stream_race
 from demo.results import Message, RaceRequest, RaceResult
 from demo.settings import Settings
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
-from harness.waiting import wait_for_async
 
 REQ = RaceRequest(messages=[Message(role="user", content="Hello there")], max_tokens=40)
 FAST = StandinBehavior(tokens_per_s=400, ttft_s=0.01)

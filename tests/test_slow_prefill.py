@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from common.waiting import held_within, wait_for
 from demo.client import StreamError, make_http_client, stream_completion
 from demo.live.frame_stream import race_frames
 from demo.live.session import RaceControl
@@ -23,7 +24,6 @@ from demo.race import run_race
 from demo.results import Message, RaceRequest, ServerWait, SideSnapshot
 from demo.settings import Settings
 from harness.standin import FIXTURES, Standin, StandinBehavior
-from harness.waiting import held_within, wait_for
 
 READ_TIMEOUT_S = 1.0
 SLACK_S = 15.0  # a generous bound past what is waited for: a busy machine is late, never this late

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from common.paths import ROOT
+from common.waiting import held_within
 from harness.chromium import CHROMIUM
-from harness.waiting import held_within
 from servers import procs
 from tests.signals import interruptible
 

@@ -24,8 +24,8 @@ from benchmarks.soak.memory import MB, Sample, dir_usage, group_rss_bytes, growt
 from benchmarks.soak.run import parse_args
 from benchmarks.soak.summary import GROWTH_LIMIT_MB_PER_H, Sighting, summarize
 from benchmarks.soak_standin import standin_args
+from common.waiting import held_within
 from harness.standin import Standin
-from harness.waiting import held_within
 from servers.config import Role
 
 LINE = ('booth-race {"n": 3, "preset": "json_reformat", "source": "live", "outcome": "done", "speedup": 1.95, '

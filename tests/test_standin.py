@@ -16,8 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from pydantic import ValidationError
 
+from common.waiting import held_within, wait_for
 from harness.standin import Standin, StandinBehavior, plan_chunks
-from harness.waiting import held_within, wait_for
 
 FIX = Path(__file__).parent / "fixtures"
 STREAM_OPTS = {"include_usage": True, "continuous_usage_stats": True}

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from harness.waiting import wait_for
+from common.waiting import wait_for
 from servers import procs
 from tests.signals import interruptible
 from tests.test_launcher import Env

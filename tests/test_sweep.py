@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from common.waiting import wait_for
 from demo.cli import main
 from demo.errors import BadInput
 from demo.settings import ROOT, Settings
@@ -23,7 +24,6 @@ from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
 from demo.sweep.runner import Progress, make_spec, new_result, run_sweep
 from harness.standin import Standin, StandinBehavior, Truth
-from harness.waiting import wait_for
 from tests.signals import interruptible
 
 BASE = StandinBehavior(tokens_per_s=80, ttft_s=0.03)

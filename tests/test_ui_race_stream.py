@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from common.waiting import held_within_async
 from demo.live import frame_stream
 from demo.live.frame_stream import race_frames
 from demo.live.frames import ChartThrottle, result_view, throttled_frames
@@ -24,7 +25,6 @@ from demo.results import RaceSnapshot, SideSnapshot
 from demo.runs.store import list_runs
 from demo.settings import Settings
 from demo.workload import Workload, WorkloadRequest
-from harness.waiting import held_within_async
 
 
 def _settings(base, spec) -> Settings:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from common.waiting import wait_for_async
 from demo.cli import main
 from demo.live.budget import StreamBudget
 from demo.live.frame_stream import race_frames
@@ -35,7 +36,6 @@ from demo.workload import Workload, WorkloadRequest
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
 from harness.standin_process import StandinProcess, process_pair
-from harness.waiting import wait_for_async
 from tests.test_legacy_records import LEGACY_RUN
 from tests.test_load_sweep import BASE, MAX_TOKENS, SPEC, truth_speedups
 

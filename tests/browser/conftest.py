@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 import pytest
 
+from common.waiting import WaitTimeout, held_within
 from harness.app_process import AppProcess
 from harness.chromium import CHROMIUM, VIEWPORT, launch
 from harness.standin import Standin, StandinBehavior
-from harness.waiting import WaitTimeout, held_within
 
 T = TypeVar("T")
 
@@ -42,7 +42,7 @@ def exactly(text: str) -> re.Pattern[str]:
 
 
 def wait_equal(read: Callable[[], T], want: T, timeout_s: float, what: str) -> None:
-    """Poll ``read()`` (harness.waiting) until it returns ``want``: a value read from the page or a
+    """Poll ``read()`` (common.waiting) until it returns ``want``: a value read from the page or a
     stand-in and compared exactly, which may still be on its way. Fails naming ``what`` with the
     last value read."""
     seen: list[T] = []

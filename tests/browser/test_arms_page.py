@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from common.waiting import held_within, wait_for
 from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess
 from harness.page_driver import choose, final_tile_value, final_value, open_page, screenshot, start, wait_finished
 from harness.standin import Standin, StandinBehavior
-from harness.waiting import held_within, wait_for
 from tests.browser.conftest import exactly, pair_app
 
 pytestmark = pytest.mark.browser

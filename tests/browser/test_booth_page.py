@@ -18,11 +18,11 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
+from common.waiting import held_within, wait_for
 from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess
 from harness.page_driver import screenshot
 from harness.standin import Standin, StandinBehavior
-from harness.waiting import held_within, wait_for
 from tests.browser.conftest import standin_pair
 
 pytestmark = pytest.mark.browser

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from common.waiting import wait_for
 from demo.race import run_race
 from demo.results import RaceRequest
 from demo.runs.store import read_run, save_run
@@ -20,7 +21,6 @@ from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.page_driver import final_value, open_evaluate, run_evaluate, screenshot
 from harness.standin import Standin, StandinBehavior
-from harness.waiting import wait_for
 from tests.browser.conftest import pair_app, wait_equal
 
 pytestmark = pytest.mark.browser

@@ -20,11 +20,11 @@ import yaml
 from playwright.sync_api import expect
 
 from common.paths import ROOT
+from common.waiting import wait_for
 from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess, start_together
 from harness.page_driver import PRESENT, choose, final_tile_value, open_page, screenshot, start, wait_finished
 from harness.standin import Standin, StandinBehavior
-from harness.waiting import wait_for
 from tests.browser.conftest import standin_pair
 from tests.browser.test_race_page import PRESET_TITLE
 

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
+from common.waiting import wait_for
 from harness.app_process import AppProcess
 from harness.page_driver import open_page, screenshot
 from harness.standin import Standin
-from harness.waiting import wait_for
 from tests.browser.conftest import pair_app, wait_equal
 from tests.test_load_sweep import BASE, SPEC
 

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from common.waiting import held_within
 from harness.app_process import AppProcess
 from harness.page_driver import choose, open_page, screenshot, start, wait_finished
 from harness.standin import StandinBehavior
-from harness.waiting import held_within
 from tests.browser.conftest import pair_app, standin_pair
 
 pytestmark = pytest.mark.browser

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from common.waiting import held_within, wait_for
 from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess, start_together
 from harness.page_driver import (
@@ -36,7 +37,6 @@ from harness.page_driver import (
     wait_finished,
 )
 from harness.standin import Standin, StandinBehavior
-from harness.waiting import held_within, wait_for
 from tests.browser.conftest import exactly, wait_equal
 
 pytestmark = pytest.mark.browser

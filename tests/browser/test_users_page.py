@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
+from common.waiting import wait_for
 from demo.load.engine import UsersRace
 from demo.runs.store import list_runs, read_record
 from harness.app_process import AppProcess
 from harness.page_driver import PRESENT, choose, final_value, open_page, screenshot, set_users, start, wait_finished
 from harness.standin import Standin, StandinBehavior
-from harness.waiting import wait_for
 from tests.browser.conftest import wait_equal
 
 pytestmark = pytest.mark.browser

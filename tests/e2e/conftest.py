@@ -14,9 +14,9 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
+from common.waiting import held_within
 from demo.settings import Settings
 from harness import e2e_pair
-from harness.waiting import held_within
 from servers import procs
 from servers.settings import LauncherSettings
 from servers.state import read_state

@@ -24,11 +24,11 @@ import pytest
 import yaml
 
 from common.paths import ROOT
+from common.waiting import held_within, wait_for
 from demo.race import run_race
 from demo.results import Message, RaceRequest, RaceResult
 from demo.settings import Settings
 from harness.ports import free_port
-from harness.waiting import held_within, wait_for
 from servers import monitor
 from servers.config import Role
 from tests.promql import PROMETHEUS_SERIES, dashboard_queries, exposed_names, metric_names

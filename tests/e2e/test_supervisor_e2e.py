@@ -21,10 +21,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from common.waiting import wait_for
 from demo.race import run_race
 from demo.results import Message, RaceRequest
 from demo.settings import Settings
-from harness.waiting import wait_for
 from servers import procs
 from servers.settings import LauncherSettings, parse_cores
 from servers.state import LauncherState, ServerRecord, read_state

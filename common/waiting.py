@@ -1,4 +1,4 @@
-"""Waiting for a condition, for tests and the harness alike: one polling loop with a deadline.
+"""Waiting for a condition, for the product, the harness and the tests alike: one polling loop with a deadline.
 
 A wait polls for the thing it waits for (a port answering, a file written, a process gone, a page
 element shown) up to a generous deadline, and never sleeps a fixed time in its place: on a busy
