@@ -37,57 +37,40 @@ if [[ $busy -eq 1 ]]; then
 fi
 
 mkdir -p artifacts
-# What only the end-to-end stage needs installs in the background, each into its own log, while
-# the app venv, the browser, lint and types are done: the CPU vLLM venv (a pip install, mostly
-# network and disk; ~3 min on a clean machine) from the start, Debian's Prometheus once the
-# browser's apt-get is done (both use apt). The fast tests wait for both, so that nothing heavy
-# runs beside their timing checks.
-setup_pid="" prom_pid="" lane_pids=()
+# What only the end-to-end stage needs is done in the background, each into its own log, while the
+# app venv, the browser, lint and the fast tests run: the CPU vLLM venv (a pip install, mostly
+# network and disk; ~2-3 min on a clean machine) and then, once the app venv is there too, the e2e
+# pair's start (a warm start takes 2-3 min here sharing the cores; a cold one converts the model and
+# compiles for several more; idle after that it takes ~3% of a core); Debian's Prometheus once the
+# browser's apt-get is done (both use apt). The fast stage checks no figure against real time, so
+# nothing of this can move its verdict; the timing stage runs after the pair is stopped.
+# The pair at its normal priority: at nice 19 (which servers/procs.py carries to each server's
+# session under Linux's autogroups) it took only idle CPU and its start stretched over the fast
+# stage. A start that fails costs nothing: the e2e fixture starts its own pair. Its command,
+# environment (timeouts), run dir and ports are the fixture's too, from one module:
+# harness/e2e_pair.py. Exit 97: the venv did not install.
+SETUP_FAILED=97
+pair_pid="" prom_pid="" lane_pids=() pair_started=""
+rm -f artifacts/app-ready
 if [[ $fast -eq 0 ]]; then
-    bash scripts/setup_cpu_servers.sh >artifacts/setup-cpu-servers.log 2>&1 &
-    setup_pid=$!
+    { bash scripts/setup_cpu_servers.sh >artifacts/setup-cpu-servers.log 2>&1 || exit $SETUP_FAILED
+      until [[ -e artifacts/app-ready ]]; do sleep 1; done
+      exec .venv/bin/python -m harness.e2e_pair up >artifacts/servers-e2e-up.log 2>&1; } &
+    pair_pid=$! pair_started=1
 fi
+trap 'for p in $pair_pid $prom_pid ${lane_pids[*]:-}; do kill "$p" 2>/dev/null || true; done
+      [[ -z "$pair_started" ]] || .venv/bin/python -m harness.e2e_pair down >/dev/null 2>&1 || true
+      [[ -z "$busy_pid" ]] || python3 -m harness.busy stop "$busy_pid" || true' EXIT
 
 bash scripts/setup_app.sh
 bash scripts/install_browser.sh
+touch artifacts/app-ready
 stamp "app venv and browser ready"
 if [[ $fast -eq 0 ]]; then
     # For tests/e2e/test_prometheus_e2e.py (skipped with a reason without it), and HAProxy and
     # Alertmanager for the canary's tests (tests/test_canary*.py) after it: both use apt.
     { bash scripts/install_prometheus.sh && bash scripts/install_canary.sh; } >artifacts/install-prometheus.log 2>&1 &
     prom_pid=$!
-fi
-
-# The end-to-end pair starts as soon as the CPU vLLM venv is ready, in the background, beside the
-# fast tests: its warm start (2-3 min here, sharing the cores) is done before the e2e stage needs
-# it, and idle after that it takes ~3% of a core. At its normal priority, on purpose: started at
-# nice 19 (which servers/procs.py carries to each server's session under Linux's autogroups) it
-# took only idle CPU, so its start and warm-up stretched over the fast stage's first 7 minutes,
-# beside its rate checks, and two of them missed (docs/benchmarks.md#ci). A start that fails
-# costs nothing: the e2e fixture starts its own pair. Its command, environment (timeouts), run
-# dir and ports are the fixture's too, from one module: harness/e2e_pair.py.
-up_pid="" pair_started="" setup=0
-wait_for_vllm_venv() {
-    if [[ -n "$setup_pid" ]]; then
-        wait "$setup_pid" || setup=$?
-        setup_pid=""
-        cat artifacts/setup-cpu-servers.log
-        stamp "CPU vLLM venv ready (exit $setup)"
-    fi
-}
-start_e2e_pair() {
-    [[ $fast -eq 0 && -z "$pair_started" && $setup -eq 0 ]] || return 0
-    .venv/bin/python -m harness.e2e_pair up >artifacts/servers-e2e-up.log 2>&1 &
-    up_pid=$! pair_started=1
-    stamp "the e2e pair starting (artifacts/servers-e2e-up.log)"
-}
-trap 'for p in $setup_pid $prom_pid $up_pid ${lane_pids[*]:-}; do kill "$p" 2>/dev/null || true; done
-      [[ -z "$pair_started" ]] || .venv/bin/python -m harness.e2e_pair down >/dev/null 2>&1 || true
-      [[ -z "$busy_pid" ]] || python3 -m harness.busy stop "$busy_pid" || true' EXIT
-# The venv already there (a cached one installs nothing): the pair starts before lint.
-if [[ -n "$setup_pid" ]] && ! kill -0 "$setup_pid" 2>/dev/null; then
-    wait_for_vllm_venv
-    start_e2e_pair
 fi
 
 # Lint, types and layers first (config in pyproject.toml; Biome's, for the page's JS and CSS in
@@ -101,8 +84,6 @@ MYPY_CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/specdemo/mypy" .venv/bin/mypy ||
 stamp "ruff, mypy, lint-imports and biome done (exit $lint)"
 [[ $lint -eq 0 ]] || exit $lint
 
-wait_for_vllm_venv
-start_e2e_pair
 if [[ -n "$prom_pid" ]]; then
     prom=0
     wait "$prom_pid" || prom=$?
@@ -169,18 +150,19 @@ wait_lanes() {
     lane_pids=()
 }
 
-if [[ $fast -eq 0 && $setup -ne 0 ]]; then
+up=0
+if [[ -n "$pair_pid" ]]; then
+    wait "$pair_pid" || up=$?
+    pair_pid=""
+    cat artifacts/setup-cpu-servers.log
+    [[ $up -eq $SETUP_FAILED ]] || cat artifacts/servers-e2e-up.log
+    stamp "the CPU vLLM venv and the e2e pair's start in the background done (exit $up)"
+fi
+if [[ $fast -eq 0 && $up -eq $SETUP_FAILED ]]; then
     echo "[test] the CPU vLLM venv failed to install (log above, artifacts/setup-cpu-servers.log):" \
          "end-to-end tests not run"
-    [[ $status -eq 0 ]] && status=$setup
+    [[ $status -eq 0 ]] && status=1
 elif [[ $fast -eq 0 ]]; then
-    if [[ -n "$pair_started" ]]; then
-        up=0
-        wait "$up_pid" || up=$?
-        up_pid=""
-        cat artifacts/servers-e2e-up.log
-        stamp "the e2e pair started in the background: exit $up"
-    fi
     # The beside_e2e modules, a pytest per lane (tests/conftest.py: BESIDE_E2E_LANES).
     start_lanes beside-e2e beside_e2e "${beside_lanes[@]}"
     e2e=0
