@@ -46,6 +46,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from benchmarks.vllm_bench import bench_command
+from common.procstat import cpu_seconds
 from demo.client import make_http_client
 from demo.measure import percentile, spread_gaps_s
 from demo.results import Message, RaceRequest, SideResult
@@ -56,7 +57,7 @@ from demo.sweep.models import BatchStats
 from demo.sweep.runner import run_batch
 from harness import ROOT
 from harness.standin import StandinBehavior, Truth
-from harness.standin_process import StandinProcess, process_cpu_s
+from harness.standin_process import StandinProcess
 
 VLLM_BENCH_TIMEOUT_S = 900.0  # imports, tokenizer, the run itself
 # The stand-in keeps up when its median stream decodes within this share of the designed rate.
@@ -201,7 +202,7 @@ class _CpuTrace:
     def _run(self) -> None:
         while not self._stop.wait(CPU_SAMPLE_S):
             for pid, out in list(self.samples.items()):
-                if (cpu := process_cpu_s(pid)) is not None:
+                if (cpu := cpu_seconds(pid)) is not None:
                     out.append((time.perf_counter(), cpu))
 
     def share(self, pid: int, t0: float, t1: float) -> float | None:

@@ -41,6 +41,7 @@ from typing import NamedTuple
 
 from playwright.sync_api import Page, sync_playwright
 
+from common.procstat import cpu_seconds
 from demo import view
 from demo.fmt import fmt_speedup
 from demo.presets import Preset, load_presets
@@ -51,7 +52,7 @@ from harness.app_process import AppProcess
 from harness.chromium import CHROMIUM, VIEWPORT, launch
 from harness.page_driver import OBSERVER_JS, choose, start, tile_value, updates_per_s, wait_finished
 from harness.standin import Standin, StandinBehavior
-from servers.procs import children, cpu_seconds
+from servers.procs import children
 
 TARGET_PER_S = 10.0
 RATIO_GOAL = 0.85  # simultaneous speedup / sequential speedup (docs/benchmarks.md)

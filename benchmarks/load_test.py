@@ -51,11 +51,11 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, Field
 
+from common.procstat import cpu_seconds
 from demo.measure import percentile
 from demo.results import SIDES
 from harness.app_process import AppProcess
 from harness.standin import Standin, StandinBehavior
-from servers.procs import cpu_seconds
 
 T = TypeVar("T")
 TARGET_CPU_MS_PER_TOKEN = 2.0

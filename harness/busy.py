@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from common.procstat import alive, cpu_seconds
 from common.waiting import held_within
 
 DEFAULT_MAX_S = 2.5 * 3600  # past CI's 90-minute budget, well short of a forgotten day
@@ -42,25 +43,12 @@ def start(max_s: float = DEFAULT_MAX_S) -> int:
     return proc.pid
 
 
-def cpu_s(pid: int) -> float | None:
-    """A process's CPU time so far (user + system), from /proc; None once it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def running(pid: int) -> bool:
     """True while the process exists and is not a zombie (reaping one we started, if it is ours)."""
     with contextlib.suppress(ChildProcessError):
         if os.waitpid(pid, os.WNOHANG)[0] == pid:
             return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
+    return alive(pid)
 
 
 def is_loop(pid: int) -> bool:
@@ -78,7 +66,7 @@ def stop(pid: int) -> float | None:
     if not is_loop(pid):
         running(pid)  # reaps it if it is our child that ended by itself
         return None
-    used = cpu_s(pid)
+    used = cpu_seconds(pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
     if not held_within(lambda: not running(pid), STOP_WAIT_S, poll_s=0.05):

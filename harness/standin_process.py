@@ -23,6 +23,7 @@ from pathlib import Path
 
 import httpx
 
+from common.procstat import cpu_seconds
 from common.waiting import held_within
 from harness import ROOT
 from harness.app_process import stop_process
@@ -96,7 +97,7 @@ class StandinProcess:
 
     def cpu_s(self) -> float | None:
         """The stand-in process's CPU time so far (user + system), or None where /proc cannot say."""
-        return process_cpu_s(self.proc.pid) if self.proc is not None else None
+        return cpu_seconds(self.proc.pid) if self.proc is not None else None
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -137,12 +138,3 @@ def process_pair(base: StandinBehavior, spec: StandinBehavior) -> Iterator[tuple
         yield b, s
 
 
-def process_cpu_s(pid: int) -> float | None:
-    """A process's CPU time so far (user + system, its threads included), or None where /proc
-    cannot say (not Linux, or the process is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    # After the ")" that ends the command name: field 3 (state) is fields[0]; utime, stime are 14, 15.
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

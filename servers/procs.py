@@ -14,6 +14,7 @@ import socket
 import subprocess
 from pathlib import Path
 
+from common.procstat import stat_fields
 from common.waiting import held_within
 
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -78,33 +79,18 @@ def lock_port(lock_dir: Path, host: str, port: int) -> int | None:
     return fd
 
 
-def _stat_fields(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: split after the last ')'.
-    return raw[raw.rindex(")") + 2 :].split()
-
-
 def start_ticks(pid: int) -> int | None:
     """Process start time in clock ticks since boot: with the PID, identifies a process uniquely."""
-    f = _stat_fields(pid)
+    f = stat_fields(pid)
     return int(f[19]) if f else None
 
 
 def is_running(pid: int, ticks: int | None = None) -> bool:
     """True when PID is alive (not a zombie) and, if ticks is given, is the same process."""
-    f = _stat_fields(pid)
+    f = stat_fields(pid)
     if f is None or f[0] in ("Z", "X"):
         return False
     return ticks is None or int(f[19]) == ticks
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds the process has used so far; None when it is gone."""
-    f = _stat_fields(pid)
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK") if f else None
 
 
 def children() -> dict[int, list[int]]:
@@ -112,7 +98,7 @@ def children() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
-            f = _stat_fields(int(entry.name))
+            f = stat_fields(int(entry.name))
             if f:
                 kids.setdefault(int(f[1]), []).append(int(entry.name))
     return kids
@@ -124,7 +110,7 @@ def group_pids(pgid: int) -> list[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        f = _stat_fields(int(entry.name))
+        f = stat_fields(int(entry.name))
         if f and int(f[2]) == pgid and f[0] not in ("Z", "X"):
             pids.append(int(entry.name))
     return pids

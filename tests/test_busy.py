@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from common.paths import ROOT
+from common.procstat import cpu_seconds
 from common.waiting import held_within, wait_for
 from harness import busy
 
@@ -30,7 +31,7 @@ def test_the_loop_runs_in_its_own_session_at_our_priority_and_stops_with_nothing
         assert os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0)  # nice as ours
         # It computes: CPU time grows while it runs (polled, a busy machine gives it less than a core;
         # briefly, as the other xdist worker may be running a rate check).
-        wait_for(lambda: (busy.cpu_s(pid) or 0) >= 0.1, 30, "the loop using 0.1 CPU-s")
+        wait_for(lambda: (cpu_seconds(pid) or 0) >= 0.1, 30, "the loop using 0.1 CPU-s")
     finally:
         stopped = cli("stop", str(pid))
     assert stopped.returncode == 0, stopped.stderr

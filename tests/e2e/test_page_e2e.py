@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from common.procstat import cpu_seconds
 from demo.runs.store import list_runs, read_run
 from demo.settings import Settings
 from harness.app_process import AppProcess
 from harness.page_driver import OBSERVER_JS, choose, screenshot, start, tile_value, updates_per_s, wait_finished
-from servers.procs import cpu_seconds
 from tests.browser.conftest import chromium, page  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
