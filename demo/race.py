@@ -23,7 +23,7 @@ from demo.client import (
     make_http_client,
     stream_completion,
 )
-from demo.measure import SideMeter, same_answer
+from demo.measure import SideMeter, efficiency, over_bound, same_answer
 from demo.metrics import MetricsSample, scrape_metrics, spec_stats_from_delta
 from demo.results import FIRST_ARM, ArmResult, ArmSnapshot, RaceRequest, RaceResult, RaceSnapshot, SideResult
 from demo.settings import Endpoint, Settings
@@ -78,8 +78,9 @@ def compare(req: RaceRequest, base: SideResult, spec: SideResult, *, cancelled: 
 
 def compare_arm(name: str, base: SideResult, spec: SideResult, *, label: str | None = None,
                 method: str | None = None, named: bool = False) -> ArmResult:
-    """One arm against the baseline: speedups only from figures both sides really have. ``named``:
-    reasons name the arm (a race of several), not "speculative"."""
+    """One arm against the baseline: speedups only from figures both sides really have, and the
+    speedup against the arm's tokens per step (efficiency; over_bound: why it is no result when over
+    1). ``named``: reasons name the arm (a race of several), not "speculative"."""
     arm = ArmResult(name=name, label=label, method=method, side=spec)
     who = name if named else None
     b, s = base.decode_tokens_per_s, spec.decode_tokens_per_s
@@ -97,6 +98,9 @@ def compare_arm(name: str, base: SideResult, spec: SideResult, *, label: str | N
         arm.first_difference = first_difference(base.text, spec.text)
     else:
         arm.na_reasons["identical_text"] = "one side did not finish"
+    length = spec.spec.mean_acceptance_length if spec.spec is not None else None
+    arm.efficiency = efficiency(arm.speedup, length)
+    arm.over_bound = over_bound(arm.speedup, length)
     return arm
 
 

@@ -305,6 +305,10 @@ class ArmResult(BaseModel):
     e2e_speedup: float | None = None  # baseline e2e_s over the arm's
     identical_text: bool | None = None
     first_difference: int | None = None
+    # The speedup over the arm's tokens per step (demo.measure.efficiency; 1.0 is the bound), and why the
+    # speedup is not a result when that exceeds 1 (demo.measure.over_bound); None for a run saved before them.
+    efficiency: float | None = None
+    over_bound: str | None = None
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
@@ -339,7 +343,7 @@ def arms_out(arms: dict[str, Any], handler: SerializerFunctionWrapHandler) -> An
     return out
 
 
-_RACE_MIRROR = ("speedup", "e2e_speedup", "identical_text", "first_difference")
+_RACE_MIRROR = ("speedup", "e2e_speedup", "identical_text", "first_difference", "efficiency", "over_bound")
 
 
 class RaceResult(_Ordered):
@@ -347,8 +351,8 @@ class RaceResult(_Ordered):
 
     Its order, preset, request and start time, the baseline and every arm (each with the figures
     comparing it to the baseline). ``speculative``, ``speedup``, ``e2e_speedup``,
-    ``identical_text``, ``first_difference`` and ``na_reasons`` are the first arm's, read off it
-    and written beside ``arms`` in the JSON (where the first arm's side is written once, as
+    ``identical_text``, ``first_difference``, ``efficiency``, ``over_bound`` and ``na_reasons`` are the
+    first arm's, read off it and written beside ``arms`` in the JSON (where the first arm's side is written once, as
     ``speculative``) for readers of the pair's JSON; a run saved before arms loads with its one arm,
     named "speculative".
     """
@@ -404,6 +408,18 @@ class RaceResult(_Ordered):
     def first_difference(self) -> int | None:
         """The character index where the first arm's answer first differs from the baseline's."""
         return self.first_arm.first_difference
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def efficiency(self) -> float | None:
+        """The first arm's speedup over its tokens per step (1.0 is the bound)."""
+        return self.first_arm.efficiency
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def over_bound(self) -> str | None:
+        """Why the first arm's speedup is not a result (its efficiency exceeds 1), or None."""
+        return self.first_arm.over_bound
 
     @computed_field  # type: ignore[prop-decorator]
     @property

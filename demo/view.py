@@ -313,7 +313,8 @@ def burst_legend_html() -> str:
 # ---------------------------------------------------------------- headline
 
 def speedup_html(snapshot: RaceSnapshot | None) -> str:
-    """The big multiple: live while streaming (from the core's snapshot), final at the finish."""
+    """The big multiple: live while streaming (from the core's snapshot), final at the finish; a
+    final speedup over the bound (RaceResult.over_bound) is not headlined: over_bound_html."""
     result = snapshot.result if snapshot is not None else None
     if result is None:
         running = snapshot is not None
@@ -334,12 +335,28 @@ def speedup_html(snapshot: RaceSnapshot | None) -> str:
         return ('<div class="sd-speedup" data-state="na">'
                 f'<div class="sd-speedup-value sd-na">{esc(NA)}</div>'
                 f'<div class="sd-speedup-label">{esc(reason or "speedup unknown")}</div></div>')
+    if result.over_bound is not None:
+        return over_bound_html(result.speedup, result.over_bound, extra=loop_note_html(result))
     e2e = fmt_speedup(result.e2e_speedup)
     sub = "decode speedup" + (f" · end to end {e2e}" if e2e else "")
     cls = speedup_class(result.speedup)
     return (f'<div class="sd-speedup {cls}" data-state="final" data-value="{esc(repr(result.speedup))}">'
             f'<div class="sd-speedup-value">{esc(fmt_speedup(result.speedup))}</div>'
             f'<div class="sd-speedup-label">{esc(sub)}</div>{loop_note_html(result)}</div>')
+
+
+OVER_BOUND_HEAD = "run again"  # where the multiple would be when the speedup is more than speculation can give
+
+
+def over_bound_html(speedup: float, reason: str, *, classes: str = "sd-speedup", attrs: str = "",
+                    extra: str = "") -> str:
+    """A final headline whose speedup is over the bound (demo.measure.over_bound): no multiple as the
+    headline, "run again" in its place and the reason under it (the measured figure is in the reason,
+    the exact one in data-value). ``classes`` and ``attrs`` (escaped already): the element's own."""
+    return (f'<div class="{classes} sd-over-bound"{attrs} data-state="over-bound" data-value="{esc(repr(speedup))}">'
+            f'<div class="sd-speedup-value">{esc(OVER_BOUND_HEAD)}</div>'
+            '<div class="sd-speedup-label">decode speedup not headlined</div>'
+            f'<div class="sd-over-bound-reason" title="{esc(reason)}">{esc(reason)}</div>{extra}</div>')
 
 
 def speedup_class(speedup: float) -> str:
@@ -378,7 +395,8 @@ def users_speedup_html(users: int, step: LoadStep | None, running: bool = True) 
 def arm_speedup_html(name: str, arm: ArmSnapshot | None, result: ArmResult | None, running: bool) -> str:
     """One arm's headline in a race of several (in its pane): its decode speedup over the
     baseline, live while it streams (from the core's snapshot), final at the finish with its exact
-    figure in data-value; n/a with the reason. ``arm`` None: no race yet."""
+    figure in data-value; n/a with the reason; not headlined when over the bound (over_bound_html).
+    ``arm`` None: no race yet."""
     def head(cls: str = "") -> str:
         return f'class="sd-speedup sd-arm-speedup{cls}" data-arm="{esc(name)}"'
 
@@ -387,6 +405,9 @@ def arm_speedup_html(name: str, arm: ArmSnapshot | None, result: ArmResult | Non
             reason = result.na_reasons.get("speedup") or "speedup unknown"
             return (f'<div {head()} data-state="na"><div class="sd-speedup-value sd-na">{esc(NA)}</div>'
                     f'<div class="sd-speedup-label">{esc(reason)}</div></div>')
+        if result.over_bound is not None:
+            return over_bound_html(result.speedup, result.over_bound, classes="sd-speedup sd-arm-speedup",
+                                   attrs=f' data-arm="{esc(name)}"')
         e2e = fmt_speedup(result.e2e_speedup)
         sub = "decode speedup" + (f" · end to end {e2e}" if e2e else "")
         cls = " " + speedup_class(result.speedup)

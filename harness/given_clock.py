@@ -30,7 +30,8 @@ from demo.load.engine import LoadResult, LoadSpec, LoadStep, finish
 from demo.load.rate import RateSide, RateSlo, RateStep, arm_step, side_figures
 from demo.measure import SideMeter, same_answer
 from demo.metrics import MetricsSample, parse_metrics
-from demo.results import ChunkEvent, Side, SideResult, SpecPerRequest
+from demo.race import compare_arms
+from demo.results import ChunkEvent, RaceRequest, RaceResult, Side, SideResult, SpecPerRequest
 from demo.sweep.capacity import Slo
 from demo.sweep.models import ArmSpec, BatchStats, CellResult, CellSettings, SweepResult, SweepSpec
 from demo.sweep.pooling import assemble_arms, batch_stats
@@ -143,6 +144,14 @@ def measure(events: Sequence[ChunkEvent], side: Side = "baseline", url: str | No
     for ev in events:
         meter.feed(ev)
     return meter.result()
+
+
+def given_race(base: Pace, arms: Mapping[str, Pace], tokens: int) -> RaceResult:
+    """A race (one user) of the baseline and each arm, every stream ``tokens`` long at its pace,
+    measured and compared by demo.race.compare_arms, as a race's end compares them."""
+    sides = {name: measure(pace.events(tokens), "speculative", f"given://{name}") for name, pace in arms.items()}
+    return compare_arms(RaceRequest(prompt="given", max_tokens=tokens, order="sequential"),
+                        measure(base.events(tokens)), sides)
 
 
 # --------------------------------------------------------------------------- /metrics

@@ -22,6 +22,7 @@ from demo.results import ArmSnapshot, RaceRequest, RaceResult, RaceSnapshot, Sid
 from demo.server_info import ServerInfo
 from demo.settings import Settings
 from demo.ui.outputs import frame_updates
+from harness.given_clock import Pace, given_race
 from harness.standin import Standin, StandinBehavior
 from tests.test_view import EVIL, _snapshot
 
@@ -80,6 +81,25 @@ def test_an_arms_headline_live_then_final_then_na() -> None:
     unknown = result.arms["draft"].model_copy(update={"speedup": None, "na_reasons": {"speedup": "draft failed"}})
     na = view.arm_speedup_html("draft", None, unknown, running=False)
     assert 'data-state="na"' in na and "draft failed" in na
+
+
+def test_each_arm_over_the_bound_is_flagged_in_its_own_pane() -> None:
+    """Issue 52, several arms: ngram's 4x at 2.95 tokens per step is flagged in its pane's headline
+    (and in the record), eagle3's fair 2x is headlined; the first arm's flag is the race's."""
+    base = Pace(tokens_per_s=30)
+    r = given_race(base, {"eagle3": Pace(tokens_per_s=60, chunk_sizes=(3,), speculative=True),
+                          "ngram": Pace(tokens_per_s=120, chunk_sizes=(3,), speculative=True)}, 60)
+    assert r.over_bound is None and r.arms["ngram"].over_bound is not None
+    snap = _several(r)
+    snap.arms = {n: snap.arms[n] for n in r.arms}
+    frame = frame_for(snap, with_chart=False)
+    assert frame.speculative is not None and frame.arms is not None
+    first, ngram = frame.speculative.headline_html, frame.arms["ngram"].headline_html
+    assert first is not None and ngram is not None and r.arms["ngram"].over_bound is not None
+    assert 'data-state="final"' in first and "2.00×" in first and "over-bound" not in first
+    assert 'data-state="over-bound"' in ngram and 'data-arm="ngram"' in ngram and ">run again<" in ngram
+    assert view.esc(r.arms["ngram"].over_bound) in ngram and "4.00×</div>" not in ngram
+    assert frame.speedup is not None and 'data-state="final"' in frame.speedup  # the first arm's, fair
 
 
 def test_identical_badge_per_arm() -> None:

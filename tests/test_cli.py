@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from common.paths import ROOT
+from demo.cli.race import result_json, result_table
+from harness.given_clock import Pace, given_race
 from harness.standin import Standin, StandinBehavior
 
 SIDE_KEYS = {"completion_tokens", "ttft_s", "decode_tokens_per_s", "e2e_s", "itl_p50_s", "itl_p95_s", "text", "error"}
@@ -72,6 +74,31 @@ def test_table_output_and_a_dead_side_still_exit_zero(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr
     assert "decode tokens/s" in p.stdout and "baseline error: Cannot reach http://127.0.0.1:1" in p.stdout
     assert "Speedup (decode tokens/s): n/a" in p.stdout
+
+
+def test_a_speedup_over_the_bound_is_not_headlined_in_the_table_and_json_says_why() -> None:
+    """Issue 52 (a given clock): 4x at 2.95 tokens per step is printed with "not headlined" and the
+    reason beside it, per arm with several; --json carries efficiency and over_bound, per arm too."""
+    base = Pace(tokens_per_s=30)
+    over = Pace(tokens_per_s=120, chunk_sizes=(3,), speculative=True)
+    fair = Pace(tokens_per_s=60, chunk_sizes=(3,), speculative=True)
+    one = given_race(base, {"speculative": over}, 60)
+    assert one.over_bound is not None and one.efficiency is not None
+    table = result_table(one)
+    assert f"Speedup (decode tokens/s): 4.00×  [not headlined: {one.over_bound}]" in table.splitlines()
+    out = json.loads(json.dumps(result_json(one)))
+    assert out["over_bound"] == one.over_bound and out["efficiency"] == one.efficiency
+    assert out["arms"]["speculative"]["over_bound"] == one.over_bound
+    several = given_race(base, {"eagle3": fair, "ngram": over}, 60)
+    lines = {line.split(":")[0]: line for line in result_table(several).splitlines()}
+    assert f"4.00×  [not headlined: {several.arms['ngram'].over_bound}], end-to-end" in lines["ngram"]
+    assert "2.00×, end-to-end" in lines["eagle3"] and "not headlined" not in lines["eagle3"]
+    out = result_json(several)
+    assert out["over_bound"] is None and out["arms"]["eagle3"]["over_bound"] is None
+    assert out["arms"]["ngram"]["over_bound"] == several.arms["ngram"].over_bound
+    assert out["arms"]["ngram"]["efficiency"] == several.arms["ngram"].efficiency
+    fair_one = given_race(base, {"speculative": fair}, 60)
+    assert "not headlined" not in result_table(fair_one) and result_json(fair_one)["over_bound"] is None
 
 
 def test_bad_arguments_exit_non_zero_with_a_clear_message(tmp_path: Path) -> None:

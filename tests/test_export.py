@@ -48,7 +48,8 @@ def make_run(out_dir: Path, base_url: str | None = None, max_tokens: int = 40) -
     req = RaceRequest(preset="json_reformat", messages=[Message(role="user", content="Repeat " + EVIL)],
                       max_tokens=max_tokens, order="simultaneous")
     base_b = StandinBehavior(tokens_per_s=100, ttft_s=0.05, pieces=PIECES)
-    spec_b = StandinBehavior(tokens_per_s=250, ttft_s=0.05, pieces=PIECES, speculative=True, chunk_sizes=[3, 1, 4])
+    # 2x at ~2.7 tokens per step: under the bound with room for a busy machine (demo.measure.over_bound)
+    spec_b = StandinBehavior(tokens_per_s=200, ttft_s=0.05, pieces=PIECES, speculative=True, chunk_sizes=[3, 1, 4])
     with Standin(base_b) as base, Standin(spec_b) as spec:
         settings = Settings(baseline_url=base_url or base.url, speculative_url=spec.url, save_runs=False)
         result = asyncio.run(run_race(req, settings))
@@ -265,9 +266,11 @@ def test_the_pages_download_is_one_handler_with_errors_in_the_status(run_path: P
 
 # --------------------------------------------------------------------------- several arms
 
+# Each arm's speedup under its tokens per step (3.0x at 4, 2.0x at 2.5, 1.2x at 1.5), as a real server's
+# must be: one over it is flagged instead of headlined (demo.measure.over_bound).
 ARMS = {"eagle3": StandinBehavior(tokens_per_s=300, ttft_s=0.05, pieces=PIECES, speculative=True,
                                   chunk_sizes=[3, 5, 4]),
-        "ngram": StandinBehavior(tokens_per_s=200, ttft_s=0.05, pieces=PIECES, speculative=True, chunk_sizes=[2, 1]),
+        "ngram": StandinBehavior(tokens_per_s=200, ttft_s=0.05, pieces=PIECES, speculative=True, chunk_sizes=[2, 3]),
         "draft": StandinBehavior(tokens_per_s=120, ttft_s=0.05, pieces=PIECES, speculative=True, chunk_sizes=[1, 2])}
 
 

@@ -10,6 +10,7 @@ the function under test.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 
@@ -18,8 +19,9 @@ import pytest
 
 from demo.load.arrivals import ArrivalSchedule, draw_schedule
 from demo.load.rate import RateLoad, RateSlo, SloBound, rate_summary
-from demo.measure import efficiency
+from demo.measure import efficiency, over_bound
 from demo.race import compare_arm
+from demo.results import RaceResult
 from demo.sweep.crossover import find_crossover
 from demo.sweep.models import Recommendation
 from demo.sweep.pooling import batch_stats
@@ -29,6 +31,7 @@ from harness.given_clock import (
     given_batch,
     given_cell,
     given_load,
+    given_race,
     given_rate_side,
     given_rate_step,
     given_sweep,
@@ -123,6 +126,72 @@ def test_speedup_end_to_end_speedup_and_efficiency_of_a_race() -> None:
     assert s.spec.acceptance_rate == pytest.approx(rate, rel=EXACT)
     assert s.spec.mean_acceptance_length == pytest.approx(length, rel=EXACT)
     assert efficiency(arm.speedup, s.spec.mean_acceptance_length) == pytest.approx(3.0 / length, rel=EXACT)
+
+
+# A speculative stream delivering 3 tokens a step (the last cut to 2) at 4x the baseline's rate: more
+# than speculation can give (issue 52), as when the baseline was slowed; at 2x it is a fair race.
+OVER_BASE = Pace(tokens_per_s=30, ttft_s=0.1)
+OVER_SPEC = Pace(tokens_per_s=120, ttft_s=0.1, chunk_sizes=(3,), speculative=True)
+FAIR_SPEC = Pace(tokens_per_s=60, ttft_s=0.1, chunk_sizes=(3,), speculative=True)
+
+
+def bound_reason(speedup: str, efficiency: str, length: float, what: str) -> str:
+    """The over-bound reason, written out here by hand."""
+    return (f"efficiency {efficiency} > 1: a {speedup} speedup at {length:.2f} tokens per step is more than "
+            f"speculation can give; the baseline was slowed (threads, a neighbour, a cold cache): a {what} to run "
+            "again, not a result")
+
+
+def test_a_race_whose_speedup_exceeds_its_tokens_per_step_is_over_the_bound() -> None:
+    _rate, length = acceptance_of(OVER_SPEC.chunks(TOKENS), 4)
+    assert length == pytest.approx(2.95, rel=EXACT)  # 1 + (19 x 2 + 1) / 20
+    r = given_race(OVER_BASE, {"eagle3": OVER_SPEC, "ngram": FAIR_SPEC}, TOKENS)
+    over, fair = r.arms["eagle3"], r.arms["ngram"]
+    assert over.speedup == pytest.approx(4.0, rel=EXACT) and fair.speedup == pytest.approx(2.0, rel=EXACT)
+    assert over.efficiency == pytest.approx(4.0 / length, rel=EXACT)
+    assert over.over_bound == bound_reason("4.00×", "1.36", length, "race")
+    assert fair.efficiency == pytest.approx(2.0 / length, rel=EXACT) and fair.over_bound is None
+    # the race's own fields are its first arm's, written beside ``arms`` and read back off the arm
+    assert (r.efficiency, r.over_bound) == (over.efficiency, over.over_bound)
+    written = json.loads(r.model_dump_json())
+    assert written["over_bound"] == over.over_bound and written["arms"]["ngram"]["over_bound"] is None
+    assert RaceResult.model_validate(written).arms["eagle3"].over_bound == over.over_bound
+    # a run saved before the bound was checked loads, unflagged
+    for arm in written["arms"].values():
+        del arm["efficiency"], arm["over_bound"]
+    old = RaceResult.model_validate(written)
+    assert old.over_bound is None and old.efficiency is None and old.speedup == over.speedup
+
+
+def test_a_speedup_at_its_tokens_per_step_or_within_noise_of_it_is_not_over_the_bound() -> None:
+    _rate, length = acceptance_of(OVER_SPEC.chunks(TOKENS), 4)
+    at = Pace(tokens_per_s=30 * length, ttft_s=0.1, chunk_sizes=(3,), speculative=True)
+    noisy = Pace(tokens_per_s=30 * length * 1.04, ttft_s=0.1, chunk_sizes=(3,), speculative=True)
+    over = Pace(tokens_per_s=30 * length * 1.06, ttft_s=0.1, chunk_sizes=(3,), speculative=True)
+    r = given_race(OVER_BASE, {"at": at, "noisy": noisy, "over": over}, TOKENS)
+    assert r.arms["at"].efficiency == pytest.approx(1.0, rel=EXACT) and r.arms["at"].over_bound is None
+    # A race at the bound may measure a few percent over it: within our figures' 5%, not flagged.
+    assert r.arms["noisy"].efficiency == pytest.approx(1.04, rel=EXACT) and r.arms["noisy"].over_bound is None
+    assert over_bound(2.0, 2.0) is None and over_bound(2.95 * 1.05, 2.95) is None
+    assert over_bound(2.95 * 1.0501, 2.95) is not None
+    assert r.arms["over"].over_bound == bound_reason(f"{length * 1.06:.2f}×", "1.06", length, "race")
+
+
+def test_an_evaluator_cell_over_the_bound_and_the_verdict_counts_no_win_from_it() -> None:
+    _rate, length = acceptance_of(OVER_SPEC.chunks(TOKENS), 4)
+    cell = given_cell(1, OVER_BASE, {"eagle3": OVER_SPEC, "ngram": FAIR_SPEC}, TOKENS)
+    over, fair = cell.arms["eagle3"], cell.arms["ngram"]
+    assert over.over_bound == bound_reason("4.00×", "1.36", length, "cell") and fair.over_bound is None
+    written = json.loads(cell.model_dump_json())  # in results.json, beside each arm's efficiency
+    assert written["arms"]["eagle3"]["over_bound"] == over.over_bound and written["arms"]["ngram"]["over_bound"] is None
+    # Every cell over the bound with a win: no verdict, and why; the same design at 2x: enable.
+    (v,) = given_sweep([1, 2], OVER_BASE, {"speculative": OVER_SPEC}, TOKENS).verdicts
+    assert v.decision == "unknown"
+    assert v.headline.startswith("json_reformat (T=0): no verdict, every gain measured is over the bound")
+    for c in (1, 2):
+        assert f"(concurrency {c} not counted as a win: {bound_reason('4.00×', '1.36', length, 'cell')})" in v.headline
+    (fair_v,) = given_sweep([1, 2], OVER_BASE, {"speculative": FAIR_SPEC}, TOKENS).verdicts
+    assert fair_v.decision == "enable" and "bound" not in fair_v.headline
 
 
 def test_acceptance_from_server_metrics_equals_the_per_request_figure() -> None:

@@ -8,6 +8,7 @@ import re
 
 from demo import view
 from demo.results import RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot, SpecStats
+from harness.given_clock import Pace, given_race
 
 EVIL = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
 
@@ -99,6 +100,27 @@ def test_speedup_only_from_the_result() -> None:
     assert "2.91×" in html and 'data-value="2.9137"' in html and "end to end 2.88×" in html
     na = _result(speedup=None, na_reasons={"speedup": "baseline failed"})
     assert "baseline failed" in view.speedup_html(_snapshot(na))
+
+
+def test_a_speedup_over_the_bound_is_flagged_where_the_headline_would_be() -> None:
+    """Issue 52: 4x at 2.95 tokens per step (a given clock) is no result: "run again" in the multiple's
+    place, the reason under it, escaped; the live headline is as always."""
+    over = given_race(Pace(tokens_per_s=30), {"eagle3": Pace(tokens_per_s=120, chunk_sizes=(3,), speculative=True)},
+                      60)
+    assert over.over_bound is not None and over.speedup is not None
+    html = view.speedup_html(_snapshot(over))
+    value = re.search(r'<div class="sd-speedup-value">([^<]*)</div>', html)
+    assert value is not None and value.group(1) == "run again"  # not the multiple
+    assert 'data-state="over-bound"' in html and "sd-over-bound" in html and "sd-win" not in html
+    assert f'data-value="{over.speedup!r}"' in html  # the exact figure stays, for the record
+    assert view.esc(over.over_bound) in html and "efficiency 1.36 &gt; 1: a 4.00× speedup" in html
+    assert "> 1:" not in html  # the reason is escaped
+    fair = given_race(Pace(tokens_per_s=30), {"eagle3": Pace(tokens_per_s=60, chunk_sizes=(3,), speculative=True)},
+                      60)
+    html = view.speedup_html(_snapshot(fair))
+    assert 'data-state="final"' in html and "2.00×" in html and "over-bound" not in html and "run again" not in html
+    live = view.speedup_html(_snapshot().model_copy(update={"live_speedup": 4.0}))
+    assert "4.00×" in live and "over-bound" not in live
 
 
 def test_identical_badge() -> None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, computed_f
 
 from common.spec_schedule import check_schedule
 from demo.limits import Concurrency, MaxTokens, Repeats, Temperature, WarmupBatches
+from demo.measure import over_bound
 from demo.results import FIRST_ARM, Api, Order, Side, arms_out, first_arm_in
 from demo.server_info import ServerInfo
 from demo.sweep.capacity import Capacity, Slo
@@ -238,6 +239,14 @@ class ArmCell(BaseModel):
     identical_text: bool | None = None
     errors: list[str] = Field(default_factory=list)  # the arm's own one-line errors (no prefix)
     na_reasons: dict[str, str] = Field(default_factory=dict)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def over_bound(self) -> str | None:
+        """Why the arm's speedup (median) is not a result: its efficiency exceeds 1, more than its tokens
+        per step allow (demo.measure.over_bound); None otherwise. Read off the figures, so a results.json
+        written before it gets it too; the verdict counts no gain of such a cell."""
+        return over_bound(self.speedup.median if self.speedup else None, self.mean_acceptance_length, "cell")
 
 
 # The first arm's figures, written beside a cell's ``arms`` for readers of the pair's JSON (ArmCell's
