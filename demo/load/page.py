@@ -7,19 +7,18 @@ and load.png (both curves on one 16:9 slide, demo/load/png.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from plotly.offline import get_plotlyjs
+from markupsafe import Markup
 
 from common.files import atomic_write
-from demo.assets import REPORT_CSP as CSP
-from demo.assets import REPORT_CSS as CSS
 from demo.charts import figures_html
-from demo.fmt import esc, fmt_number, fmt_percent, fmt_speedup, or_na
+from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load.engine import SIDES, LoadResult, LoadSide
 from demo.load.figures import SLIDE_HEIGHT_PX, SLIDE_WIDTH_PX, per_user_figure, slide_figure, total_figure
 from demo.load.png import PngUnavailable, figure_png
 from demo.load.rate_page import rate_html, rate_slide
+from demo.pages import render, report_assets
 from demo.sweep.tables import schedule_html
 
 FILES = ("load.json", "load.html", "load.png")
@@ -52,85 +51,51 @@ def write_files(result: LoadResult, out: Path, png: bool = True) -> Written:
     return Written([*paths, out / FILES[2]])
 
 
-def _cells(s: LoadSide) -> str:
+def _values(s: LoadSide) -> list[str]:
+    """A server's figures in a step, as the table shows them ("n/a" when unknown)."""
     ms = [None if v is None else v * 1000 for v in (s.ttft_p95_s, s.itl_p95_s)]
     values = [fmt_number(s.per_user_decode_tokens_per_s, 1), fmt_number(s.per_user_decode_tokens_per_s_min, 1),
               fmt_number(s.per_user_decode_tokens_per_s_max, 1), fmt_number(s.output_tokens_per_s, 1),
               fmt_number(ms[0], 0), fmt_number(ms[1], 0), fmt_number(s.num_requests_waiting_peak, 0),
               fmt_percent(s.kv_cache_usage_peak_perc, 0), fmt_number(s.num_preemptions, 0)]
-    return "".join(f"<td>{esc(or_na(v))}</td>" for v in values)
+    return [or_na(v) for v in values]
 
 
-def steps_table(result: LoadResult) -> str:
-    """The steps as an escaped HTML table: a row per server per step with its figures and the speedups."""
-    head = ("users", "side", "per-user decode tok/s", "slowest", "fastest", "total output tok/s", "TTFT p95 ms",
-            "ITL p95 ms", "queue peak", "KV-cache peak", "preemptions", "speedup (per-user)", "throughput ratio")
-    rows = []
+STEP_HEAD = ("users", "side", "per-user decode tok/s", "slowest", "fastest", "total output tok/s", "TTFT p95 ms",
+             "ITL p95 ms", "queue peak", "KV-cache peak", "preemptions", "speedup (per-user)", "throughput ratio")
+
+
+def step_rows(result: LoadResult) -> list[dict[str, Any]]:
+    """The steps table's data: per step its user count, a row per server (its name and figures; with several
+    arms each arm's own speedup and throughput ratio, none on the baseline's), the pair's ratios and the errors."""
+    steps: list[dict[str, Any]] = []
     for step in result.steps:
         several = len(step.arms) > 1
-        sides: list[tuple[str, LoadSide, str]] = (
-            [("baseline", step.baseline, "")]
-            + [(n, a.side, f"<td>{esc(or_na(fmt_speedup(a.speedup)))}</td>"
-                           f"<td>{esc(or_na(fmt_speedup(a.throughput_ratio)))}</td>") for n, a in step.arms.items()]
-            if several else [(side, getattr(step, side), "") for side in SIDES])
-        span = len(sides)
-        for i, (name, side, own) in enumerate(sides):
-            if several:  # each arm's own ratios on its row; none on the baseline's
-                ratio = own or "<td></td><td></td>"
-            elif i == 0:
-                ratio = (f'<td rowspan="{span}">{esc(or_na(fmt_speedup(step.speedup)))}</td>'
-                         f'<td rowspan="{span}">{esc(or_na(fmt_speedup(step.throughput_ratio)))}</td>')
-            else:
-                ratio = ""
-            users = f'<td rowspan="{span}">{step.users}</td>' if i == 0 else ""
-            rows.append(f'<tr>{users}<td class="l">{esc(name)}</td>{_cells(side)}{ratio}</tr>')
-        rows += [f'<tr><td></td><td class="l err" colspan="{len(head) - 1}">{esc(e)}</td></tr>' for e in step.errors]
-    header = "".join(f"<th>{esc(h)}</th>" for h in head)
-    return f'<div class="scroll"><table><tr>{header}</tr>{"".join(rows)}</table></div>'
+        rows = ([{"name": "baseline", "figures": _values(step.baseline), "speedup": "", "throughput_ratio": ""}]
+                + [{"name": n, "figures": _values(a.side), "speedup": or_na(fmt_speedup(a.speedup)),
+                    "throughput_ratio": or_na(fmt_speedup(a.throughput_ratio))} for n, a in step.arms.items()]
+                if several else [{"name": side, "figures": _values(getattr(step, side))} for side in SIDES])
+        steps.append({"users": step.users, "several": several, "rows": rows, "errors": step.errors,
+                      "speedup": or_na(fmt_speedup(step.speedup)),
+                      "throughput_ratio": or_na(fmt_speedup(step.throughput_ratio))})
+    return steps
 
 
 def load_html(result: LoadResult) -> str:
-    """The saved load sweep's page (load.html): figures, steps table, crossover and settings, self-contained."""
-    figs = figures_html((("per-user", per_user_figure(result)), ("total", total_figure(result))))
+    """The saved load sweep's page (load.html; templates/load.html.j2): figures, steps table, crossover and
+    settings, self-contained. Every value is autoescaped; the Markup ones are each safe for the reason given."""
     sp = result.spec
-    when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")
-    order = ("sequential A/B: baseline batch, then speculative, each server alone" if sp.order == "sequential"
-             else "simultaneous: both batches at once (they compete)")
-    slo = ""
-    if sp.slo is not None and result.slo_users:
-        slo = "".join(f"<li>{esc(side)}: " + (f"up to {n} users" if (n := result.slo_users.get(side)) is not None
-                                               else "no measured count") + "</li>" for side in SIDES)
-        slo = f"<h2>Within {esc(sp.slo.describe())}</h2><ul>{slo}</ul>"
-    lead = f'<p class="lead" id="crossover">{esc(result.crossover.text)}.</p>'
-    if len(result.crossovers) > 1:
-        lead = (f'<p class="lead" id="arms">{esc(result.arms_text)}.</p><ul id="crossovers">'
-                + "".join(f'<li data-arm="{esc(n)}">{esc(n)}: {esc(c.text)}</li>' for n, c in result.crossovers.items())
-                + "</ul>")
-    if sp.slo is not None and len(result.crossovers) > 1 and result.slo_users:
-        slo = "".join(f"<li>{esc(who)}: " + (f"up to {n} users" if n is not None else "no measured count") + "</li>"
-                      for who, n in result.slo_users.items() if who != "speculative")
-        slo = f"<h2>Within {esc(sp.slo.describe())}</h2><ul>{slo}</ul>"
-    banner = '<p class="banner">Interrupted: the steps below are those measured.</p>' if result.interrupted else ""
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Speculative decoding under load: {esc(sp.workload)}, {esc(when)}</title>
-<style>{CSS}</style>
-<script>{get_plotlyjs()}</script>
-</head><body><main>
-<h1>Where speculation stops paying: {esc(sp.workload)}</h1>
-{lead}
-<p class="muted">Load sweep of {esc(when)}: users {esc(", ".join(map(str, sp.users)))}; {sp.max_tokens} tokens;
-{esc(order)}; {sp.repeats} repeat(s), {sp.warmup} warm-up batch(es) per step. Speedup = per-user decode
-tokens/s (median over users), speculative over baseline; throughput ratio = total output tokens/s over
-total.</p>
-{banner}
-{figs}
-{slo}
-<h2>Recommended schedule</h2>
-{schedule_html(result.recommendation)}
-<h2>Every step</h2>
-{steps_table(result)}
-</main></body></html>
-"""
+    slo_users: list[tuple[str, int | None]] | None = None
+    if sp.slo is not None and result.slo_users:  # with several arms, each arm by name (not "speculative")
+        slo_users = ([(who, n) for who, n in result.slo_users.items() if who != "speculative"]
+                     if len(result.crossovers) > 1 else [(side, result.slo_users.get(side)) for side in SIDES])
+    return render(
+        "load.html.j2", **report_assets(), sp=sp, when=result.started_at.strftime("%Y-%m-%d %H:%M UTC"),
+        order=("sequential A/B: baseline batch, then speculative, each server alone" if sp.order == "sequential"
+               else "simultaneous: both batches at once (they compete)"),
+        crossover=result.crossover, crossovers=result.crossovers, arms_text=result.arms_text,
+        interrupted=result.interrupted, slo_users=slo_users,
+        # Plotly's own divs and JSON; schedule_html escapes every value it shows (demo.fmt.esc).
+        figs=Markup(figures_html((("per-user", per_user_figure(result)), ("total", total_figure(result))))),
+        schedule=Markup(schedule_html(result.recommendation)),
+        head=STEP_HEAD, steps=step_rows(result))

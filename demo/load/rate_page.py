@@ -8,15 +8,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
+from markupsafe import Markup
 
 from demo import palette
-from demo.assets import REPORT_CSP as CSP
-from demo.assets import REPORT_CSS as CSS
 from demo.charts import COLORS, empty_figure, figures_html, layout
 from demo.fmt import esc, fmt_speedup, or_na
 from demo.load.rate import QUEUE_SOURCE, RUNNING_SOURCE, RateLoad, RateSide
 from demo.load.rate_view import HEAD, side_cells
+from demo.pages import render, report_assets
 
 if TYPE_CHECKING:
     from demo.load.engine import LoadResult
@@ -185,32 +184,17 @@ def schedule_html(rate: RateLoad) -> str:
 
 
 def rate_html(result: LoadResult) -> str:
-    """load.html of an open-loop sweep: the capacity sentence, the crossovers, both figures and every step."""
+    """load.html of an open-loop sweep (templates/rate.html.j2): the capacity sentence, the crossovers, both
+    figures and every step. Every value is autoescaped; the Markup ones are each safe for the reason given."""
     rate = result.spec.rate
     assert rate is not None
-    figs = figures_html((("latency", latency_figure(result)), ("goodput", goodput_figure(result))))
-    when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")
-    what = (schedule_html(rate) if rate.replay is None else
-            f"{esc(rate.replay.label)} ({len(rate.replay.trace_offsets_s)} requests at the trace's own times, mean "
-            f"{rate.rates[0]:.2f} req/s)")
-    banner = '<p class="banner">Interrupted: the steps below are those measured.</p>' if result.interrupted else ""
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Speculative decoding, open-loop load: {esc(result.spec.workload)}, {esc(when)}</title>
-<style>{CSS}</style>
-<script>{get_plotlyjs()}</script>
-</head><body><main>
-<h1>Requests per second each server holds: {esc(result.spec.workload)}</h1>
-{summary_html(result)}
-<p class="muted">Open-loop load of {esc(when)}: {what}, each step bounded at its window
-plus {rate.drain_s:g} s;
-{result.spec.max_tokens} tokens; each server alone, the same schedule. Queue: {esc(QUEUE_SOURCE)}. Running:
-{esc(RUNNING_SOURCE)}.</p>
-{banner}
-{figs}
-<h2>Every step</h2>
-{rate_table_html(result)}
-</main></body></html>
-"""
+    return render(
+        "rate.html.j2", **report_assets(), workload=result.spec.workload,
+        when=result.started_at.strftime("%Y-%m-%d %H:%M UTC"), rate=rate, replay=rate.replay,
+        max_tokens=result.spec.max_tokens, queue_source=QUEUE_SOURCE, running_source=RUNNING_SOURCE,
+        interrupted=result.interrupted,
+        # summary_html, schedule_html and rate_table_html escape every value they show (demo.fmt.esc);
+        # figures_html is Plotly's own divs and JSON.
+        summary=Markup(summary_html(result)), schedule=Markup(schedule_html(rate)),
+        figs=Markup(figures_html((("latency", latency_figure(result)), ("goodput", goodput_figure(result))))),
+        table=Markup(rate_table_html(result)))

@@ -34,12 +34,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
 from common.files import atomic_write
 from demo import view
 from demo.assets import static_text, stylesheet
 from demo.errors import DemoError
 from demo.load.engine import UsersRace
 from demo.measure import SideMeter, efficiency
+from demo.pages import macro, render
 from demo.results import SIDES, RaceResult, RaceSnapshot, Side, SideResult, SideSnapshot
 from demo.runs.store import Run, race_of, read_record, run_stem
 
@@ -167,14 +170,12 @@ def efficiency_html(result: RaceResult) -> str:
     spec = result.speculative.spec
     length = spec.mean_acceptance_length if spec else None
     value = efficiency(result.speedup, length)
-    if value is not None:
-        return (f'<div class="x-eff" data-key="efficiency" data-value="{view.esc(repr(value))}">efficiency '
-                f"<b>{value:.2f}</b> (decode speedup ÷ tokens per step; 1.0 is the bound)</div>")
-    if result.speedup is None:
+    why = None
+    if value is None and result.speedup is None:
         why = result.na_reasons.get("speedup") or "the speedup is unknown"
-    else:
+    elif value is None:
         why = (spec.na_reasons.get("mean_acceptance_length") if spec else None) or "tokens per step unknown"
-    return f'<div class="x-eff sd-na" data-key="efficiency">efficiency {view.esc(view.na_label(why))}</div>'
+    return str(_fragment("efficiency")(value, view.na_label(why)))
 
 
 def _side_of(pane: str) -> Side:
@@ -207,20 +208,13 @@ def content_security_policy() -> str:
             "base-uri 'none'; form-action 'none'")
 
 
-def _pane_html(result: RaceResult, pane: str, users: UsersRace | None = None) -> str:
-    p = view.esc(pane)
-    live = (f'<div class="sd-tiles" id="live-{p}">'
-            f'<div class="sd-tile"><div class="sd-tile-label">tokens</div>'
-            f'<div class="sd-tile-value" id="tokens-{p}">0</div></div>'
-            f'<div class="sd-tile"><div class="sd-tile-label">elapsed</div>'
-            f'<div class="sd-tile-value" id="elapsed-{p}">0 ms</div></div></div>')
-    arm = pane_arm(result, pane) if several_arms(result) else None
-    arm_attr = f' data-arm="{view.esc(arm)}"' if arm is not None else ""
-    title = view.pane_title_html(view.saved_pane_titles(result)[pane])
-    return (f'<section class="x-pane" data-side="{p}"{arm_attr}>{title}'
-            f'<div class="x-status" id="status-{p}" data-state="waiting"></div>{live}'
-            f'<div id="final-{p}" hidden>{final_tiles_html(result, pane)}{_step_tiles(users, result, pane)}</div>'
-            f'<div class="sd-text" id="text-{p}" data-side="{p}"></div></section>')
+def _pane(result: RaceResult, pane: str, users: UsersRace | None = None) -> dict[str, Any]:
+    """A pane as the page template draws it: its id (a pane key: a slug), its arm and, from demo.view's
+    builders (each escapes every value it shows), its title, final tiles and an N-user race's step tiles."""
+    return {"id": pane, "arm": pane_arm(result, pane) if several_arms(result) else None,
+            "title": Markup(view.pane_title_html(view.saved_pane_titles(result)[pane])),
+            "final_tiles": Markup(final_tiles_html(result, pane)),
+            "step_tiles": Markup(_step_tiles(users, result, pane))}
 
 
 def arm_users(users: UsersRace, name: str) -> UsersRace:
@@ -258,9 +252,14 @@ def _one_headline(result: RaceResult) -> str:
 ARM_TILES = ("acceptance_rate", "mean_acceptance_length")  # under each arm's speedup, with several arms
 
 
+def _fragment(name: str) -> Callable[..., Markup]:
+    """One of the page's own fragments (templates/_export.html.j2): every value it shows autoescaped."""
+    return macro("_export.html.j2", name)
+
+
 def _arm_block(name: str, label: str | None, figures: str) -> str:
-    return (f'<div class="x-arm" data-arm="{view.esc(name)}"><div class="x-arm-name">{view.esc(label or name)}</div>'
-            f"{figures}</div>")
+    # figures: demo.view's fragments (and efficiency_html's), each escaping every value it shows.
+    return str(_fragment("arm_block")(name, label, Markup(figures)))
 
 
 def _arm_headline(result: RaceResult, name: str) -> str:
@@ -294,19 +293,18 @@ def _recorded_note(result: RaceResult, users: UsersRace) -> str:
     kept = _recorded(result, users)
     if len(kept) >= len(users.step.arms):
         return ""
-    return (f'<div class="x-arms-note">The panes replay user 1 of the baseline and of {view.esc(", ".join(kept))}: '
-            "the recording keeps those answers; every arm's step figures are above.</div>")
+    return str(_fragment("recorded_note")(list(kept)))
 
 
 CHART_W, CHART_H, CHART_PAD = 900, 220, 40  # the tokens chart's viewBox and margin, in SVG units
 
 
-def tokens_chart_svg(result: RaceResult, player: dict[str, Any]) -> str:
+def tokens_chart(result: RaceResult, player: dict[str, Any]) -> dict[str, Any] | None:
     """With several arms, at the end: the tokens each server had sent over time, a line per pane,
-    drawn from the timelines the player plays (``player_data``), as inline SVG (no script, no
-    network; the colours are the stylesheet's). An empty string for a run of one arm."""
+    drawn from the timelines the player plays (``player_data``), as the page's inline SVG (no script, no
+    network; the colours are the stylesheet's): its scale and each line's points. None for a run of one arm."""
     if not several_arms(result):
-        return ""
+        return None
     pts = {pane: [(c[0], c[2]) for c in player["sides"][pane]["chunks"] if c[2] is not None]
            for pane in player["panes"]}
     t_max = max((t for p in pts.values() for t, _ in p), default=0.0) or 1.0
@@ -316,26 +314,16 @@ def tokens_chart_svg(result: RaceResult, player: dict[str, Any]) -> str:
     def xy(t: float, n: int) -> str:
         return f"{pad + (w - 2 * pad) * t / t_max:.1f},{h - pad - (h - 2 * pad) * n / n_max:.1f}"
 
-    parts = [f'<line class="x-axis" x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}"/>',
-             f'<line class="x-axis" x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}"/>',
-             f'<text x="{pad}" y="{h - pad + 16}">0</text>',
-             f'<text x="{w - pad}" y="{h - pad + 16}" text-anchor="end">{t_max:.2f} s</text>',
-             f'<text x="{pad - 6}" y="{pad + 4}" text-anchor="end">{n_max}</text>']
-    for i, (pane, p) in enumerate(pts.items()):
-        name = "baseline" if pane == "baseline" else (pane_arm(result, pane) or pane)
-        last = p[-1][1] if p else 0
-        parts.append(f'<polyline class="x-line x-line-{i}" data-pane="{view.esc(pane)}" data-tokens="{last}" '
-                     f'points="{" ".join(xy(t, n) for t, n in [(0.0, 0), *p])}"/>')
-        parts.append(f'<text class="x-key x-line-{i}" x="{pad + 10 + 150 * i}" y="{pad - 14}">'
-                     f"{view.esc(name)}</text>")
-    return (f'<figure class="x-chart" id="x-chart"><figcaption>Tokens sent over time, each server from its '
-            f'request (a line per server)</figcaption><svg viewBox="0 0 {w} {h}" role="img" '
-            f'aria-label="tokens over time per server">{"".join(parts)}</svg></figure>')
+    lines = [{"pane": pane, "name": "baseline" if pane == "baseline" else (pane_arm(result, pane) or pane),
+              "last": p[-1][1] if p else 0, "points": " ".join(xy(t, n) for t, n in [(0.0, 0), *p])}
+             for pane, p in pts.items()]
+    return {"w": w, "h": h, "pad": pad, "t_max": t_max, "n_max": n_max, "lines": lines}
 
 
 def export_html(run: Run, *, made_at: datetime | None = None,
                 max_bytes: int = MAX_EXPORT_BYTES) -> str:
-    """The whole page as text. Raises ExportTooLarge when it would exceed ``max_bytes``."""
+    """The whole page as text (templates/export.html.j2). Raises ExportTooLarge when it would exceed
+    ``max_bytes``. Every value is autoescaped; the Markup ones are each safe for the reason given."""
     made_at = made_at or datetime.now(UTC)
     result = race_of(run)
     users = run if isinstance(run, UsersRace) else None
@@ -344,41 +332,18 @@ def export_html(run: Run, *, made_at: datetime | None = None,
     model = result.baseline.model or view.na_label("model not reported")
     what = (f"{model} · {result.preset or 'free prompt'} · {order} · {view.sampling_text(req)}"
             f" · max {req.max_tokens} tokens · exported {_when(made_at)}")
-    panes_html = "".join(_pane_html(result, p, users) for p, _ in panes(result))
-    panes_attr = f' data-panes="{len(panes(result))}"' if several_arms(result) else ""
     player = player_data(result)
-    final_html = _headline(result, users) + tokens_chart_svg(result, player)
-    final_attr = ' class="x-arms"' if several_arms(result) else ""
-    data = embed_json({"format": "specdemo-race-export/1", "run": run.model_dump(mode="json"), "player": player})
-    page = f"""<!DOCTYPE html>
-<html lang="en" data-state="loading">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{view.esc(content_security_policy())}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Recording: speculative decoding race of {view.esc(_when(result.started_at))}</title>
-<style>{PAGE_CSS}</style>
-</head>
-<body>
-<main>
-<div class="x-rec" role="status" data-recording="true" data-order="{view.esc(result.order)}" \
-data-users="{users.users if users else 1}">● RECORDING of \
-{view.esc(_when(result.started_at))}, not live<div class="x-rec-sub">{view.esc(what)}</div></div>
-<div class="x-bar"><button id="replay" type="button">▶ Replay</button>\
-<button id="skip" class="x-alt" type="button">Skip to the end</button>{view.order_html(result.order)}</div>
-<details><summary>Prompt</summary><div id="prompt"></div></details>
-<div id="final" hidden{final_attr}>{final_html}</div>
-<div class="x-panes"{panes_attr}>{panes_html}</div>
-{view.burst_legend_html()}
-<footer>Played back at the recorded timing, each side from the moment its request was sent. The figures \
-are those measured during the race and saved with it; this page only re-times the saved chunks. \
-Made with <code>python -m demo export</code>. This file contains the prompt and the answers.</footer>
-</main>
-<script type="application/json" id="race-data">{data}</script>
-<script>{PLAYER_JS}</script>
-</body>
-</html>
-"""
+    page = render(
+        "export.html.j2", csp=content_security_policy(), when=_when(result.started_at), order=result.order,
+        users=users.users if users else 1, what=what, several=several_arms(result),
+        panes=[_pane(result, p, users) for p, _ in panes(result)], chart=tokens_chart(result, player),
+        # demo.view's fragments (and this module's, from templates/_export.html.j2): each escapes every value.
+        order_label=Markup(view.order_html(result.order)), headline=Markup(_headline(result, users)),
+        burst_legend=Markup(view.burst_legend_html()),
+        css=Markup(PAGE_CSS), js=Markup(PLAYER_JS),  # our stylesheet and player (demo/static/), hashed in the CSP
+        # The run as JSON with '<', '>' and '&' as \u escapes (embed_json): nothing in it can close the block.
+        data=Markup(embed_json({"format": "specdemo-race-export/1", "run": run.model_dump(mode="json"),
+                                "player": player})))
     size = len(page.encode("utf-8"))
     if size > max_bytes:
         raise ExportTooLarge(f"this race makes a {size / 1e6:.1f} MB page, over the export limit of "

@@ -10,22 +10,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from plotly.offline import get_plotlyjs
+from markupsafe import Markup
 
 from common.files import atomic_write
-from demo.assets import REPORT_CSP as CSP
-from demo.assets import REPORT_CSS as CSS
 from demo.assets import stylesheet
 from demo.charts import figures_html
-from demo.fmt import TIMES, csv_cell, esc, fmt_speedup, fmt_temperature
+from demo.fmt import TIMES, csv_cell, esc, fmt_temperature
+from demo.pages import render, report_assets
 from demo.sweep.figures import all_figures
-from demo.sweep.models import CellResult, CellSettings, SideCell, Spread, SweepResult, WorkloadVerdict
+from demo.sweep.models import CellResult, CellSettings, Spread, SweepResult, WorkloadVerdict
 from demo.sweep.pooling import assemble_cell, summarize_workloads
 from demo.sweep.rates import load_result, rate_section_html
 from demo.sweep.report_workload import summary_paragraph, workload_sections
 from demo.sweep.schedule import sweep_recommendation
 from demo.sweep.segments import session_replay, workload_routing
-from demo.sweep.tables import ms_td, num_td, pct_td, schedule_html
+from demo.sweep.tables import schedule_html
 from demo.sweep.verdict import VERDICT_BASIS, verdicts
 
 DECISION_LABELS = {"enable": "ENABLE", "don't": "DON'T", "depends": "DEPENDS", "unknown": "NO VERDICT"}
@@ -131,13 +130,6 @@ VERDICT_CSS = stylesheet("verdict.css")
 
 
 
-def _spread(s: Spread | None, key: str) -> str:
-    if s is None:
-        return f'<td class="na" data-key="{esc(key)}">n/a</td>'
-    return (f'<td data-key="{esc(key)}" data-value="{esc(repr(s.median))}">{fmt_speedup(s.median)}'
-            f'<br><span class="muted">{s.min:.2f}-{s.max:.2f}</span></td>')
-
-
 def verdicts_html(v: WorkloadVerdict) -> str:
     """A workload's verdict: one arm's; with several arms, the methods line, then each arm's verdict."""
     if not v.per_arm:
@@ -170,100 +162,13 @@ def verdict_html(v: WorkloadVerdict) -> str:
             f'<p>{esc(v.headline)}</p>{reconcile}<ul class="sv-check">{items}</ul>{theory}</div>')
 
 
-def _side_cols(s: SideCell) -> str:
-    return (_spread_plain(s.output_tokens_per_s) + _spread_plain(s.decode_tokens_per_s) + ms_td(s.ttft_p50_s)
-            + ms_td(s.ttft_p95_s) + ms_td(s.itl_p50_s) + ms_td(s.itl_p95_s) + num_td(s.e2e_p50_s, ".2f", " s")
-            + num_td(s.e2e_p95_s, ".2f", " s") + pct_td(s.prefill_share) + pct_td(s.kv_cache_usage_peak_perc)
-            + f"<td>{s.ok_requests}/{s.requests}</td>")
-
-
-def _spread_plain(s: Spread | None) -> str:
-    if s is None:
-        return '<td class="na">n/a</td>'
-    return (f'<td data-value="{esc(repr(s.median))}">{s.median:.1f}'
-            f'<br><span class="muted">{s.min:.1f}-{s.max:.1f}</span></td>')
-
-
 SIDE_HEADS = ["output tok/s", "decode tok/s", "TTFT p50", "TTFT p95", "ITL p50", "ITL p95", "e2e p50",
               "e2e p95", "prefill share", "KV peak", "ok"]
 
 
-def cells_table_html(result: SweepResult) -> str:
-    """The report's table of the cells, as HTML (the Evaluate tab has its own rows: cell_rows)."""
-    head1 = ('<tr><th class="l" colspan="4">cell</th><th colspan="7">speculative vs baseline</th>'
-             f'<th colspan="{len(SIDE_HEADS)}">baseline</th><th colspan="{len(SIDE_HEADS)}">speculative</th></tr>')
-    cols = ["preset", "T", "conc.", "status", "speedup", "throughput ratio", "e2e speedup", "acceptance",
-            "tokens/step", "efficiency", "theory"] + SIDE_HEADS * 2
-    head2 = "<tr>" + "".join(f'<th class="{"l" if i < 4 else ""}">{esc(c)}</th>' for i, c in enumerate(cols)) + "</tr>"
-    rows = []
-    for c in result.cells:
-        st = c.settings
-        rows.append(
-            f'<tr data-preset="{esc(st.preset)}" data-temperature="{esc(st.temperature)}" '
-            f'data-concurrency="{st.concurrency}" data-status="{esc(c.status)}">'
-            f'<td class="l">{esc(st.preset)}</td><td>{esc(fmt_temperature(st.temperature)[2:])}</td>'
-            f'<td>{st.concurrency}</td>'
-            f'<td class="l">{esc(c.status)}</td>'
-            + _spread(c.speedup, "speedup") + _spread(c.throughput_ratio, "throughput_ratio")
-            + num_td(c.e2e_speedup, ".2f", TIMES) + pct_td(c.acceptance_rate) + num_td(c.mean_acceptance_length, ".2f")
-            + num_td(c.efficiency, ".2f") + num_td(c.expected_tokens_per_step, ".2f")
-            + _side_cols(c.baseline) + _side_cols(c.speculative) + "</tr>")
-    return f'<div class="scroll"><table class="cells">{head1}{head2}{"".join(rows)}</table></div>'
-
-
-def arms_table_html(result: SweepResult) -> str:
-    """With several arms: every cell's arms, one row each (the table above shows the first arm)."""
-    if not any(len(c.arms) > 1 for c in result.cells):
-        return ""
-    cols = ["preset", "T", "conc.", "arm", "speedup", "throughput ratio", "e2e speedup", "acceptance", "tokens/step",
-            "efficiency", "theory", "identical", *SIDE_HEADS]
-    head = "<tr>" + "".join(f'<th class="{"l" if i < 4 else ""}">{esc(c)}</th>' for i, c in enumerate(cols)) + "</tr>"
-    rows = []
-    for c in result.cells:
-        st = c.settings
-        for name, a in c.arms.items():
-            ident = {True: "yes", False: "no", None: "n/a"}[a.identical_text]
-            rows.append(
-                f'<tr data-preset="{esc(st.preset)}" data-temperature="{esc(st.temperature)}" '
-                f'data-concurrency="{st.concurrency}" data-arm="{esc(name)}">'
-                f'<td class="l">{esc(st.preset)}</td><td>{esc(fmt_temperature(st.temperature)[2:])}</td>'
-                f'<td>{st.concurrency}</td><td class="l">{esc(name)}</td>'
-                + _spread(a.speedup, "speedup") + _spread(a.throughput_ratio, "throughput_ratio")
-                + num_td(a.e2e_speedup, ".2f", TIMES) + pct_td(a.acceptance_rate)
-                + num_td(a.mean_acceptance_length, ".2f") + num_td(a.efficiency, ".2f")
-                + num_td(a.expected_tokens_per_step, ".2f") + f"<td>{esc(ident)}</td>" + _side_cols(a.side) + "</tr>")
-    return ('<h3>Every arm</h3><div class="scroll"><table class="arms">' + head + "".join(rows) + "</table></div>")
-
-
-def errors_html(result: SweepResult) -> str:
-    """Every cell's errors as an escaped HTML list; "No errors." when there are none."""
-    items = [f'<li><b>{esc(c.settings.preset)} {esc(fmt_temperature(c.settings.temperature))} '
-             f'c={c.settings.concurrency}</b> ({esc(c.status)}): <span class="err">{esc(e)}</span></li>'
-             for c in result.cells for e in c.errors]
-    return f"<ul>{''.join(items)}</ul>" if items else '<p class="muted">No errors.</p>'
-
-
-def samples_html(result: SweepResult) -> str:
-    """The first answer of each side per cell as escaped HTML; a note instead when the sweep is redacted."""
-    if result.spec.redact:
-        return '<p class="muted">Redacted: no answer text is kept.</p>'
-    parts = []
-    for c in result.cells:
-        st = c.settings
-        ident = {True: "identical", False: "different", None: "n/a"}[c.identical_text]
-        parts.append(
-            f"<details><summary>{esc(st.preset)} {esc(fmt_temperature(st.temperature))} c={st.concurrency}: "
-            f"first answers {esc(ident)}</summary>"
-            f"<p>baseline</p><pre>{esc(c.baseline.sample_text) or 'n/a'}</pre>"
-            + ("".join(f"<p>{esc(name)}</p><pre>{esc(a.side.sample_text) or 'n/a'}</pre>" for name, a in c.arms.items())
-               if len(c.arms) > 1 else f"<p>speculative</p><pre>{esc(c.speculative.sample_text) or 'n/a'}</pre>")
-            + "</details>")
-    return "".join(parts)
-
-
-def servers_html(result: SweepResult) -> str:
-    """The servers table as escaped HTML: URL, state at start (with vLLM's version), model and draft settings."""
-    rows = []
+def server_rows(result: SweepResult) -> list[dict[str, object]]:
+    """The servers table's rows, in words: who, URL, state at start (with vLLM's version), model and draft settings."""
+    rows: list[dict[str, object]] = []
     for s in result.servers:
         spec = "none (baseline)" if s.side == "baseline" else (
             f"{s.spec_method or 'method n/a'}, k={s.spec_num_tokens if s.spec_num_tokens is not None else 'n/a'}")
@@ -271,18 +176,13 @@ def servers_html(result: SweepResult) -> str:
         key = s.arm if s.arm in result.server_versions else s.side
         if key in result.server_versions:
             state += f" (vLLM {result.server_versions[key]})"
-        who = s.side + (f" ({s.arm})" if s.arm else "")
-        rows.append(f'<tr><td class="l">{esc(who)}</td><td class="l">{esc(s.url)}</td>'
-                    f'<td class="l">{esc(state)}</td>'
-                    f'<td class="l">{esc(s.model or "n/a")}</td><td>{esc(s.max_model_len or "n/a")}</td>'
-                    f'<td class="l">{esc(spec)}</td></tr>')
-    head = ('<tr><th class="l">side</th><th class="l">URL</th><th class="l">state at start</th>'
-            '<th class="l">model</th><th>max_model_len</th><th class="l">speculation</th></tr>')
-    return f"<table>{head}{''.join(rows)}</table>" if rows else '<p class="muted">Servers not probed.</p>'
+        rows.append({"who": s.side + (f" ({s.arm})" if s.arm else ""), "url": s.url, "state": state,
+                     "model": s.model or "n/a", "max_model_len": s.max_model_len or "n/a", "spec": spec})
+    return rows
 
 
-def settings_html(result: SweepResult) -> str:
-    """The sweep's settings and the machine as an escaped HTML table."""
+def settings_rows(result: SweepResult) -> list[tuple[str, object]]:
+    """The sweep's settings and the machine, a (name, value) row each."""
     sp = result.spec
     m = result.machine
     temps = ", ".join(f"{t:g}" for t in sp.temperatures) if sp.temperatures is not None else "each preset's own"
@@ -309,59 +209,31 @@ def settings_html(result: SweepResult) -> str:
         rows += [("machine", m.platform), ("python", m.python), ("CPUs", m.cpu_count or "n/a"),
                  ("memory", f"{m.memory_total_gb} GB" if m.memory_total_gb else "n/a"),
                  ("GPUs", ", ".join(m.gpus) or "none seen by nvidia-smi")]
-    body = "".join(f'<tr><th class="l">{esc(k)}</th><td class="l">{esc(v)}</td></tr>' for k, v in rows)
-    return f"<table>{body}</table>"
+    return rows
 
 
 def report_html(result: SweepResult) -> str:
-    """The whole report.html: one self-contained page with verdicts, figures, tables and settings."""
+    """The whole report.html (templates/report.html.j2): one self-contained page with verdicts, figures,
+    tables and settings. Every value is autoescaped; the Markup ones below are each safe for the reason given."""
     # An open-loop sweep (results.json "rate") shows its rate steps where a concurrency sweep has its cells.
     rated = load_result(result)
-    figs = figures_html(all_figures(result)) if rated is None else ""
-    when = result.started_at.strftime("%Y-%m-%d %H:%M UTC")
-    banner = ""
-    if result.interrupted:
-        banner = (f'<p class="banner" data-interrupted="true">Interrupted: partial results, '
-                  f"{len(result.cells)} cell(s) recorded. The verdicts use only these.</p>")
-        if rated is not None:
-            banner = (f'<p class="banner" data-interrupted="true">Interrupted: partial results, '
-                      f"{len(rated.rate_steps)} rate step(s) recorded. The capacity uses only these.</p>")
-    verdicts = "".join(verdicts_html(v) for v in result.verdicts) or '<p class="muted">No cells measured.</p>'
-    if rated is not None:
-        verdicts = ('<p class="muted">An open-loop sweep: its answer is the capacity each server holds in '
-                    'requests per second, below.</p>')
-    schedule = schedule_html(result.recommendation if rated is None or rated.rate_summary is None
-                             else rated.rate_summary.recommendation)
-    cells = f"<h2>Charts</h2>\n{figs}\n<h2>Every cell</h2>\n{cells_table_html(result)}\n{arms_table_html(result)}"
-    count = f"{len(result.cells)} cell(s)" if rated is None else f"{len(rated.rate_steps)} rate step(s)"
-    per = ("Each is given per repeat: the median, and the range over repeats." if rated is None else
-           "Each is given per rate step, over the step's finished requests.")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Speculative decoding: is it worth it? Sweep of {esc(when)}</title>
-<style>{CSS}</style>
-<script>{get_plotlyjs()}</script>
-</head><body><main>
-<h1>Speculative decoding: is it worth it for this workload?</h1>
-{summary_paragraph(result) if rated is None else ""}
-<p class="muted" id="ratio-names">Sweep of {esc(when)}: {count}. {esc(VERDICT_BASIS)}
-{per}</p>
-{banner}
-<h2>Verdict</h2>
-{verdicts}
-{workload_sections(result)}
-<h2>Recommended schedule</h2>
-{schedule}
-{cells if rated is None else rate_section_html(result)}
-<h2>Errors</h2>
-{errors_html(result)}
-<h2>Sample answers</h2>
-{samples_html(result)}
-<h2>Servers</h2>
-{servers_html(result)}
-<h2>Sweep settings and machine</h2>
-{settings_html(result)}
-</main></body></html>
-"""
+    rec = result.recommendation if rated is None or rated.rate_summary is None else rated.rate_summary.recommendation
+    return render(
+        "report.html.j2",
+        **report_assets(),
+        when=result.started_at.strftime("%Y-%m-%d %H:%M UTC"), rated=rated is not None,
+        steps=0 if rated is None else len(rated.rate_steps), interrupted=result.interrupted,
+        # summary_paragraph, verdicts_html, workload_sections, schedule_html and rate_section_html escape
+        # every value they show (demo.fmt.esc); figures_html is Plotly's own div and JSON.
+        summary=Markup(summary_paragraph(result)) if rated is None else "",
+        count=f"{len(result.cells)} cell(s)" if rated is None else f"{len(rated.rate_steps)} rate step(s)",
+        verdict_basis=VERDICT_BASIS,
+        per=("Each is given per repeat: the median, and the range over repeats." if rated is None else
+             "Each is given per rate step, over the step's finished requests."),
+        verdicts=[Markup(verdicts_html(v)) for v in result.verdicts],
+        workload_sections=Markup(workload_sections(result)),
+        schedule=Markup(schedule_html(rec)),
+        rate_section=Markup(rate_section_html(result)) if rated is not None else "",
+        figs=Markup(figures_html(all_figures(result))) if rated is None else "",
+        cells=result.cells, several_arms=any(len(c.arms) > 1 for c in result.cells), side_heads=SIDE_HEADS,
+        times=TIMES, redact=result.spec.redact, server_rows=server_rows(result), settings_rows=settings_rows(result))
