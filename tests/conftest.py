@@ -62,6 +62,7 @@ TIMING_LANES: tuple[tuple[str, ...], ...] = (
      "tests/test_sweep_workload.py::test_per_request_speedup_and_acceptance_match_the_truth",
      "tests/test_tool_calls.py::test_a_race_whose_answers_are_the_same_tool_call_is_identical",
      "tests/test_users_race.py::test_four_users_per_user_speedup_matches_the_standins_truth",
+     "tests/test_session_preset.py::test_each_turns_speedup_and_the_sessions_match_the_truth_with_each_side_carrying_its_own",
      "tests/test_standin.py::test_truth_rate_is_the_configured_rate",
      "tests/test_standin.py::test_speed_falls_with_streams_in_flight"),
     ("tests/test_load_replay.py::test_replay_keeps_the_traces_gaps_over_the_speed_on_every_server",

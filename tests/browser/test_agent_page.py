@@ -36,7 +36,6 @@ SPEC_FIXTURE = FIXTURES / "stream-chat-tool-call-speculative.sse"
 BASE_SPEED = 1.0
 # name -> (pane key, replay speed of the speculative capture): suffix twice n-gram's speed.
 ARMS = {"ngram": ("speculative", 0.25), "suffix": ("suffix", 0.5)}
-TOLERANCE = 0.15  # the two arms' truths are 2x apart
 
 
 def truth(name: str) -> float:
@@ -100,20 +99,27 @@ def test_three_panes_play_the_agent_session_turn_by_turn(page, app: AppProcess, 
     seen = [n for n in page.evaluate("window.__landed") if n > 0]  # -1: the strip redrawn
     landed = [n for i, n in enumerate(seen) if i == 0 or n != seen[i - 1]]
     assert landed == list(range(1, TURNS + 1)), landed
+    # Each arm's own figures in its own row and pane: per turn and for the session, each arm's
+    # truths 2x apart (suffix replays twice n-gram's speed), so the page shows suffix's figure above
+    # n-gram's in every turn. How close each figure is to its truth is a timing claim, checked with
+    # nothing beside it: tests/test_session_preset.py's truth test, in the timing stage.
+    assert truth("suffix") / truth("ngram") == pytest.approx(2.0)
+    figures: dict[str, list[float]] = {}
     for name, (key, _speed) in ARMS.items():
         row = page.locator(f'#sd-turns tr[data-arm="{name}"] td[data-state="landed"]')
         expect(row).to_have_count(TURNS)
+        figures[name] = [final_value(row.nth(i)) for i in range(TURNS)]
         for i in range(TURNS):
             cell = row.nth(i)
-            assert abs(final_value(cell) / truth(name) - 1) < TOLERANCE, (name, i)
             expect(cell).to_have_attribute("data-identical", "True")
             # the capture's 23 of 32, 3.875 tokens per step
             expect(cell).to_contain_text("72% · 3.88/step", use_inner_text=True)
-        # The headline: the session's decode speedup over all five turns, against the same truth.
+        # The headline: the session's decode speedup over all five turns.
         head = page.locator(f'#sd-speedup-{key} .sd-speedup[data-session="{TURNS}"][data-state="final"]')
-        assert abs(final_value(head) / truth(name) - 1) < TOLERANCE
+        figures[name].append(final_value(head))
         expect(head).to_contain_text("session decode speedup", use_inner_text=True)
         page.wait_for_selector(f'#sd-badge-{key} [data-identical="true"]', timeout=15_000)
+    assert all(s > n > 0 for s, n in zip(figures["suffix"], figures["ngram"], strict=True)), figures
     # A tool call in each pane: the last turn's answer, name and arguments.
     for key in ("baseline", *(k for k, _s in ARMS.values())):
         call = page.locator(f'#sd-text-{key} .sd-tool-call[data-tool-call="0"]')
