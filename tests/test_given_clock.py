@@ -40,6 +40,7 @@ from harness.given_clock import (
     stream_events,
 )
 from harness.standin import Standin, StandinBehavior, Truth
+from tests.test_methods import LOAD_ARMS, LOAD_BASE
 
 EXACT = 1e-9
 TOKENS = 60
@@ -314,17 +315,8 @@ def test_a_batch_with_a_failed_request_pools_the_others() -> None:
     assert stats.decode_tokens_per_s_p50 == pytest.approx(50, rel=EXACT)
 
 
-# The load sweep's designs: eagle3 fast alone and falling fast, ngram holding, draft slower than the
-# baseline (tests/test_methods.py's, where the same sweep runs on stand-ins).
-LOAD_BASE = StandinBehavior(tokens_per_s=25, ttft_s=0.02, slowdown_in_flight=0.05)
-LOAD_ARMS = {
-    "eagle3": StandinBehavior(tokens_per_s=75, ttft_s=0.02, slowdown_in_flight=0.6, speculative=True,
-                              chunk_sizes=[3, 4]),
-    "ngram": StandinBehavior(tokens_per_s=37.5, ttft_s=0.02, slowdown_in_flight=0.05, speculative=True,
-                             chunk_sizes=[2, 3]),
-    "draft": StandinBehavior(tokens_per_s=17.5, ttft_s=0.02, slowdown_in_flight=0.05, speculative=True,
-                             chunk_sizes=[1, 2]),
-}
+# The load sweep's designs (eagle3 fast alone and falling fast, ngram holding, draft slower than the
+# baseline) are tests/test_methods.py's, where the same sweep runs on stand-ins: LOAD_BASE, LOAD_ARMS.
 
 
 def test_the_load_sweeps_speedups_and_crossover_per_arm() -> None:
