@@ -8,7 +8,7 @@ from demo.measure import over_bound
 from demo.sweep.crossover import find_crossover
 from demo.sweep.models import BatchStats, CellResult, CellSettings, SideCell, Spread, SweepResult, SweepSpec
 from demo.sweep.pooling import expected_tokens_per_step
-from demo.sweep.verdict import GAIN_NONE, GAIN_WORTH, decide, decide_arms, verdicts
+from demo.sweep.verdict import GAIN_NONE, GAIN_WORTH, decide, verdicts
 
 
 def cell(preset: str, concurrency: int, speedup: float | None, *, temperature: float = 0.0,
@@ -135,43 +135,18 @@ def test_a_gain_beyond_the_tokens_per_step_is_noise_and_not_counted() -> None:
     assert v.reconcile is None  # the speedup, bounded the same way, decides alike
 
 
-def test_a_win_from_a_cell_over_the_bound_is_not_counted_and_the_headline_says_why() -> None:
-    # At 1, a 4.00x speedup at 3.80 tokens per step (efficiency 1.05): the baseline was slowed, so its
-    # 2.10x throughput ratio is no win; the verdict rests on 4, no gain: don't (counted, it would be depends).
+def test_a_cell_over_the_bound_is_named_in_the_headline_with_the_reason() -> None:
+    # At 1, a 4.00x speedup at 3.80 tokens per step (efficiency 1.05): the baseline was slowed, a cell to
+    # run again. The verdict names it with the reason; its gain counts as every gain does, at most up to
+    # the tokens per step delivered (bounded_gain), so the decision is the same as without the flag.
     slowed = cell("json_reformat", 1, 2.1)
     slowed.first_arm.speedup = Spread(median=4.0, min=3.9, max=4.1, n=3)
     reason = over_bound(4.0, 3.8, "cell")
     assert slowed.first_arm.over_bound == reason and reason is not None and reason.startswith("efficiency 1.05 > 1")
-    v = decide([slowed, cell("json_reformat", 4, 1.0)], "JSON")
-    assert v.decision == "don't"
-    assert v.headline.startswith("json_reformat (T=0) at concurrency 4: throughput ratio 1.00×")
-    assert f"(concurrency 1 not counted as a win: {reason})" in v.headline
-    conc = next(i for i in v.checklist if i.name == "concurrency")
-    assert "at 1" not in conc.text  # its gain is in no checklist item either
-    # every cell over the bound with a win: no verdict, and why
-    alone = decide([slowed], "JSON")
-    assert alone.decision == "unknown"
-    assert alone.headline == ("json_reformat (T=0): no verdict, every gain measured is over the bound "
-                              f"(concurrency 1 not counted as a win: {reason})")
-    # one arm of several: its points leave the methods line too
-    both = slowed.model_copy(update={"arms": {"eagle3": slowed.first_arm.model_copy(update={"name": "eagle3"}),
-                                              "ngram": cell("json_reformat", 1, 1.5).first_arm.model_copy(
-                                                  update={"name": "ngram"})}})
-    top = decide_arms([both], "JSON")
-    assert [a.decision for a in top.per_arm] == ["unknown", "enable"]
-    assert top.methods_line == ("for this workload, enable ngram up to 1 concurrent request (every count measured); "
-                                "eagle3 not measured")  # no gain of eagle3's counts
-
-
-def test_a_cell_over_the_bound_without_a_win_still_counts_as_no_win() -> None:
-    # 0.90x throughput at 1.00 token a step, its speedup 1.08x: over the bound, but a slowed baseline only
-    # inflates a gain, so this one still says no win.
-    c = cell("poetry", 1, 0.9, temperature=1.0, accepted=0, drafted=52, drafts=13)
-    assert c.first_arm.over_bound is not None
-    v = decide([c], "Poetry")
-    assert v.decision == "don't"
-    assert (f"(concurrency 1: {c.first_arm.over_bound}; a slowed baseline only inflates a gain, so its throughput "
-            "ratio of 0.90× still says no win)") in v.headline
+    fair = cell("json_reformat", 1, 2.1)
+    flagged, plain = (decide([c, cell("json_reformat", 4, 1.0)], "JSON") for c in (slowed, fair))
+    assert flagged.decision == plain.decision == "depends"
+    assert f"(concurrency 1: {reason})" in flagged.headline and "efficiency" not in plain.headline
 
 
 @pytest.mark.parametrize(("points", "pays", "loses", "text"), [

@@ -245,7 +245,7 @@ class ArmCell(BaseModel):
     def over_bound(self) -> str | None:
         """Why the arm's speedup (median) is not a result: its efficiency exceeds 1, more than its tokens
         per step allow (demo.measure.over_bound); None otherwise. Read off the figures, so a results.json
-        written before it gets it too; the verdict counts no gain of such a cell."""
+        written before it gets it too; the verdict's headline names such a cell with the reason."""
         return over_bound(self.speedup.median if self.speedup else None, self.mean_acceptance_length, "cell")
 
 

@@ -6,12 +6,12 @@ It follows the talk's checklist, each item from measured figures:
 - concurrency: how the gain holds as more requests share the server;
 - prefill share: time to first token over end-to-end, which caps any decode gain.
 The decision itself rests on the throughput ratio (aggregate output tokens/s, speculative over
-baseline) at every concurrency tried; the checklist explains it. A cell whose speedup is more than its
-tokens per step allow (``ArmCell.over_bound``: the baseline was slowed) counts as no win: its gain
-counts only when it is no win anyway (``counts``), and the headline says which cell and why. Every
-ratio is said by its one name (docs/measurement.md): ``speedup`` for the decode ratio, ``throughput
-ratio`` for the aggregate one. Where the two would give different decisions, ``reconcile`` says why in
-one sentence.
+baseline) at every concurrency tried; the checklist explains it. A gain counts at most up to the
+tokens per step speculation delivered (``bounded_gain``), and a cell whose speedup is more than that
+allows (``ArmCell.over_bound``: the baseline was slowed) is named in the headline with the reason, a
+cell to run again. Every ratio is said by its one name (docs/measurement.md): ``speedup`` for the
+decode ratio, ``throughput ratio`` for the aggregate one. Where the two would give different
+decisions, ``reconcile`` says why in one sentence.
 
 With several arms, each arm gets its own verdict (its cells seen through ``CellResult.arm_view``)
 and one line on top says which arm to enable up to which concurrency (``choose_arms``, beside the
@@ -29,8 +29,8 @@ from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance, work
 
 # GAIN_WORTH (a gain that pays) and GAIN_NONE (below it, no gain worth the name) live with the
 # crossover (demo/sweep/crossover.py), which the load sweep shares; imported here as the verdict's own.
-__all__ = ["GAIN_NONE", "GAIN_WORTH", "VERDICT_BASIS", "bounded_gain", "counts", "credible_gain", "credible_gains",
-           "decide", "decide_arms", "over_bound_note", "reconcile", "verdicts"]
+__all__ = ["GAIN_NONE", "GAIN_WORTH", "VERDICT_BASIS", "bounded_gain", "credible_gain", "credible_gains", "decide",
+           "decide_arms", "reconcile", "verdicts"]
 ACCEPT_HIGH = 0.5
 ACCEPT_LOW = 0.25
 KV_TIGHT = 0.8  # speculation needs KV blocks for the drafts; above this the batch shrinks
@@ -159,23 +159,6 @@ def credible_gain(cell: CellResult) -> tuple[float, str | None]:
     return g, None
 
 
-def counts(cell: CellResult) -> bool:
-    """The cell's gain counts in the verdict: always, unless its speedup is over the bound
-    (``ArmCell.over_bound``: more than its tokens per step allow, so the baseline was slowed) and its
-    gain would be a win. A slowed baseline inflates a gain, so a gain below GAIN_WORTH is no win even
-    so, and counts; a win from such a cell is not a result."""
-    return cell.first_arm.over_bound is None or credible_gain(cell)[0] < GAIN_WORTH
-
-
-def over_bound_note(cell: CellResult) -> str:
-    """What the verdict did with a cell over the bound, and why: the reason of demo.measure.over_bound."""
-    c, why = cell.settings.concurrency, cell.first_arm.over_bound
-    if counts(cell):
-        return (f"concurrency {c}: {why}; a slowed baseline only inflates a gain, so its throughput ratio of "
-                f"{times(credible_gain(cell)[0])} still says no win")
-    return f"concurrency {c} not counted as a win: {why}"
-
-
 def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
     """The verdict for one workload's cells (one preset, one temperature, any concurrencies)."""
     first = cells[0].settings
@@ -185,17 +168,12 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
     verdict = WorkloadVerdict(preset=first.preset, title=title, temperature=first.temperature,
                               decision="unknown", headline="", acceptance_rate=a, num_spec_tokens=k,
                               expected_tokens_per_step=expected, measured_tokens_per_step=measured)
-    measured_cells = sorted(((c.settings.concurrency, c) for c in cells if c.throughput_ratio is not None),
-                            key=lambda x: x[0])
-    # A cell whose speedup is over the bound (the baseline was slowed) does not count as a win.
-    known = [(c, cell) for c, cell in measured_cells if counts(cell)]
-    bound_notes = "".join(f" ({over_bound_note(cell)})" for _c, cell in measured_cells
+    known = sorted(((c.settings.concurrency, c) for c in cells if c.throughput_ratio is not None), key=lambda x: x[0])
+    # A cell whose speedup is over the bound (the baseline was slowed): named, with the reason.
+    bound_notes = "".join(f" (concurrency {c}: {cell.first_arm.over_bound})" for c, cell in known
                           if cell.first_arm.over_bound is not None)
     reason = next((why for c in cells if (why := c.reason("acceptance_rate"))), None)
     verdict.checklist = [_structuredness(a, measured, expected, k, reason), _memory(cells)]
-    if not known and bound_notes:
-        verdict.headline = f"{label}: no verdict, every gain measured is over the bound{bound_notes}"
-        return verdict
     if not known:
         err = next((e for c in cells for e in c.errors), None) or next(
             (why for c in cells if (why := c.reason("throughput_ratio"))), "not measured")
@@ -273,10 +251,8 @@ def reconcile(cell: CellResult) -> str | None:
 
 
 def credible_gains(cells: list[CellResult]) -> list[tuple[int, float]]:
-    """(concurrency, credible gain) of the cells that have a gain, as the verdict weighs them: none of a
-    cell whose speedup is over the bound and whose gain would be a win (``counts``)."""
-    return sorted((c.settings.concurrency, credible_gain(c)[0]) for c in cells
-                  if c.throughput_ratio is not None and counts(c))
+    """(concurrency, credible gain) of the cells that have a gain, as the verdict weighs them."""
+    return sorted((c.settings.concurrency, credible_gain(c)[0]) for c in cells if c.throughput_ratio is not None)
 
 
 def decide_arms(cells: list[CellResult], title: str) -> WorkloadVerdict:
