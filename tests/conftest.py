@@ -59,6 +59,7 @@ TIMING_LANES: tuple[tuple[str, ...], ...] = (
      "tests/test_verify_schedule.py::test_the_recommended_schedule_is_restarted_and_swept_again",
      "tests/test_whatif.py::test_the_whatifs_figures_match_the_truth_at_each_length",
      "tests/test_sweep.py::test_speedups_and_acceptance_match_the_truth",
+     "tests/test_sweep.py::test_simultaneous_order_starts_both_batches_together",
      "tests/test_sweep_workload.py::test_per_request_speedup_and_acceptance_match_the_truth",
      "tests/test_tool_calls.py::test_a_race_whose_answers_are_the_same_tool_call_is_identical",
      "tests/test_users_race.py::test_four_users_per_user_speedup_matches_the_standins_truth",
