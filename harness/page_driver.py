@@ -167,6 +167,14 @@ def tile_value(page, side: str, key: str) -> float | None:
 PRESENT = re.compile("^")
 
 
+def settled_state(over_bound: str | None) -> str:
+    """The data-state a finished headline settles in, as its saved record decides it: "over-bound"
+    when the record says the speedup is over the bound (demo.measure.over_bound: a slowed baseline,
+    which a busy machine causes with stand-ins too; the page then flags it instead of headlining it),
+    "final" otherwise. A test of what the page or an export shows reads the record, not the clock."""
+    return "over-bound" if over_bound is not None else "final"
+
+
 def final_value(locator, timeout_ms: int = 30_000) -> float:
     """The exact figure a tile or headline carries in data-value, which it has only once final:
     waited for (Playwright's expect), since the page may draw it a moment after the run's status."""

@@ -35,6 +35,7 @@ from demo.runs.export import (
 from demo.runs.store import RunTooLarge, read_run, run_stem, save_run
 from demo.settings import Settings
 from demo.view import spec_pane_title
+from harness.page_driver import settled_state
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
 
@@ -148,8 +149,8 @@ def test_labels_say_recording_when_and_order(result: RaceResult) -> None:
 
 def test_final_figures_are_the_saved_ones(result: RaceResult) -> None:
     html = export_html(result, made_at=MADE_AT)
-    assert result.speedup is not None
-    assert f'data-state="final" data-value="{result.speedup!r}"' in html
+    assert result.speedup is not None  # its state as saved: a busy machine may slow the baseline (over the bound)
+    assert f'data-state="{settled_state(result.over_bound)}" data-value="{result.speedup!r}"' in html
     for side in ("baseline", "speculative"):
         rate = getattr(result, side).decode_tokens_per_s
         assert f'data-key="tokens_per_s" data-side="{side}" data-value="{rate!r}"' in html
@@ -266,12 +267,13 @@ def test_the_pages_download_is_one_handler_with_errors_in_the_status(run_path: P
 
 # --------------------------------------------------------------------------- several arms
 
-# Each arm's speedup under its tokens per step (3.0x at 4, 2.0x at 2.5, 1.2x at 1.5), as a real server's
-# must be: one over it is flagged instead of headlined (demo.measure.over_bound).
+# Each arm's speedup well under its tokens per step (3.0x at 4, 2.0x at 2.5, 1.2x at 2), as a real server's
+# must be: one over it is flagged instead of headlined (demo.measure.over_bound). A busy machine that
+# slows the baseline can still push one over; the tests read the state the record saved (settled_state).
 ARMS = {"eagle3": StandinBehavior(tokens_per_s=300, ttft_s=0.05, pieces=PIECES, speculative=True,
                                   chunk_sizes=[3, 5, 4]),
         "ngram": StandinBehavior(tokens_per_s=200, ttft_s=0.05, pieces=PIECES, speculative=True, chunk_sizes=[2, 3]),
-        "draft": StandinBehavior(tokens_per_s=120, ttft_s=0.05, pieces=PIECES, speculative=True, chunk_sizes=[1, 2])}
+        "draft": StandinBehavior(tokens_per_s=120, ttft_s=0.05, pieces=PIECES, speculative=True, chunk_sizes=[1, 2, 3])}
 
 
 def make_arms_run(out_dir: Path, max_tokens: int = 40) -> Path:
@@ -313,7 +315,8 @@ def test_a_race_of_three_arms_exports_every_arm(arms_result: RaceResult) -> None
         pane_html = html.split(f'id="final-{pane}"')[1].split("</section>")[0]
         assert f'data-key="tokens_per_s" data-side="speculative" data-value="{rate!r}"' in pane_html
         block = html.split(f'<div class="x-arm" data-arm="{name}">')[1].split('<div class="x-arm" ')[0]
-        assert arm.speedup is not None and f'data-state="final" data-value="{arm.speedup!r}"' in block
+        state = settled_state(arm.over_bound)  # as saved: a busy machine may slow the baseline (over the bound)
+        assert arm.speedup is not None and f'data-state="{state}" data-value="{arm.speedup!r}"' in block
         spec = arm.side.spec
         assert spec is not None and spec.acceptance_rate is not None and spec.mean_acceptance_length is not None
         assert f'data-key="acceptance_rate" data-side="speculative" data-value="{spec.acceptance_rate!r}"' in block

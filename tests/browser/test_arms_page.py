@@ -22,7 +22,16 @@ from playwright.sync_api import expect
 from common.waiting import held_within, wait_for
 from demo.runs.store import list_runs, read_run
 from harness.app_process import AppProcess
-from harness.page_driver import choose, final_tile_value, final_value, open_page, screenshot, start, wait_finished
+from harness.page_driver import (
+    choose,
+    final_tile_value,
+    final_value,
+    open_page,
+    screenshot,
+    settled_state,
+    start,
+    wait_finished,
+)
 from harness.standin import Standin, StandinBehavior
 from tests.browser.conftest import exactly, pair_app
 
@@ -32,7 +41,7 @@ PRESET_TITLE = "SQL from a schema"
 MAX_TOKENS = 100
 BASE_TOKENS_PER_S = 15.0  # the fastest arm streams 2.2 s: a client hiccup stays far under 5%
 # name -> (pane key, speed over the baseline, chunk sizes): the first arm keeps the pane ids of one arm.
-ARMS = {"eagle3": ("speculative", 3.0, [1, 3, 5, 4]), "ngram": ("ngram", 2.0, [2, 3]),
+ARMS = {"eagle3": ("speculative", 3.0, [3, 5, 4]), "ngram": ("ngram", 2.0, [2, 3]),
         "draft": ("draft", 1.2, [1, 2])}
 
 
@@ -140,12 +149,17 @@ def test_three_arms_stream_on_one_screen_each_against_its_truth(page, app, serve
     # the headline is to its truth is a timing claim, checked with nothing beside it: the same three-arm
     # race in tests/test_methods.py (timing stage), each within 5%; here, below, the page shows exactly
     # the figure the race saved.
+    # The state each headline settles in is the saved record's: final, or over the bound when a busy
+    # machine slowed the baseline (settled_state), never one the page makes up.
+    wait_for(lambda: len(set(list_runs(app.runs_dir)) - runs_before) == 1, 30, "the race saved")
+    (path,) = set(list_runs(app.runs_dir)) - runs_before
+    record = read_run(path)
     truth_base = base.last_truth
     assert truth_base.completion_tokens == MAX_TOKENS
     for name, (key, _times, _chunks) in ARMS.items():
         truth = arms[name].last_truth
         head = page.locator(f"#sd-speedup-{key} .sd-speedup")
-        expect(head).to_have_attribute("data-state", "final")
+        expect(head).to_have_attribute("data-state", settled_state(record.arms[name].over_bound))
         expect(head).to_have_attribute("data-arm", name)
         shown = final_value(head)
         expected = truth.decode_tokens_per_s / truth_base.decode_tokens_per_s
@@ -164,8 +178,6 @@ def test_three_arms_stream_on_one_screen_each_against_its_truth(page, app, serve
     expect(page.locator("#sd-race-plot .legendtext")).to_have_text([exactly(n) for n in ("baseline", *ARMS)])
     screenshot(page, "arms-2-finished")  # docs/images/race-three-arms.png is this picture
     # Saved with every arm, the same figures as the page.
-    (path,) = set(list_runs(app.runs_dir)) - runs_before
-    record = read_run(path)
     assert list(record.arms) == list(ARMS) and record.order == "sequential"
     for name, (key, _times, _chunks) in ARMS.items():
         assert final_value(page.locator(f"#sd-speedup-{key} .sd-speedup")) == record.arms[name].speedup
