@@ -66,7 +66,7 @@ def over_bound(speedup: float | None, mean_acceptance_length: float | None, what
     eff = efficiency(speedup, mean_acceptance_length)
     if eff is None or speedup is None or eff <= 1.0 + OVER_BOUND_NOISE:
         return None
-    return (f"efficiency {fmt_number(eff, 2)} > 1: a {fmt_speedup(speedup)} speedup at "
+    return (f"efficiency {fmt_number(eff, 2)} > 1: speedup {fmt_speedup(speedup)} at "
             f"{fmt_length(mean_acceptance_length)} tokens per step is more than speculation can give; the baseline "
             f"was slowed (threads, a neighbour, a cold cache): a {what} to run again, not a result")
 

@@ -138,7 +138,7 @@ FAIR_SPEC = Pace(tokens_per_s=60, ttft_s=0.1, chunk_sizes=(3,), speculative=True
 
 def bound_reason(speedup: str, efficiency: str, length: float, what: str) -> str:
     """The over-bound reason, written out here by hand."""
-    return (f"efficiency {efficiency} > 1: a {speedup} speedup at {length:.2f} tokens per step is more than "
+    return (f"efficiency {efficiency} > 1: speedup {speedup} at {length:.2f} tokens per step is more than "
             f"speculation can give; the baseline was slowed (threads, a neighbour, a cold cache): a {what} to run "
             "again, not a result")
 

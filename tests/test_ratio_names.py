@@ -21,8 +21,9 @@ from demo.sweep.verdict import GAIN_NONE, GAIN_WORTH, VERDICT_BASIS
 from demo.ui import evaluate_tab
 from harness.standin import Standin, StandinBehavior
 
-# Prefill 2 s, then 60 tokens: the baseline decodes them in 0.3 s, the speculative side (3 tokens a
-# step, the same step rate) in 0.1 s. Decode speedup ~3x; end to end 2.3 s against 2.1 s: ~1.1x.
+# Prefill 2 s, then 60 tokens: the baseline decodes them in 0.3 s, the speculative side (4 tokens a
+# step, each step 1.33x a plain one) in 0.1 s. Decode speedup ~3x at an efficiency of 0.75, room under
+# the bound for a busy machine (demo.measure.over_bound); end to end 2.3 s against 2.1 s: ~1.1x.
 TTFT_S = 2.0
 RATE = 200.0
 MAX_TOKENS = 60
@@ -70,7 +71,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[SweepResult, str, P
                                       "max_tokens": MAX_TOKENS, "temperature": 0}) + "\n" for i in range(3)))
     out = tmp / "out"
     with Standin(StandinBehavior(ttft_s=TTFT_S, tokens_per_s=RATE)) as base, \
-            Standin(StandinBehavior(ttft_s=TTFT_S, tokens_per_s=RATE * 3, chunk_sizes=[3], speculative=True,
+            Standin(StandinBehavior(ttft_s=TTFT_S, tokens_per_s=RATE * 3, chunk_sizes=[4], speculative=True,
                                     num_spec_tokens=4)) as spec:
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):

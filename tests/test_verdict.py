@@ -136,7 +136,7 @@ def test_a_gain_beyond_the_tokens_per_step_is_noise_and_not_counted() -> None:
 
 
 def test_a_cell_over_the_bound_is_named_in_the_headline_with_the_reason() -> None:
-    # At 1, a 4.00x speedup at 3.80 tokens per step (efficiency 1.05): the baseline was slowed, a cell to
+    # At 1, speedup 4.00x at 3.80 tokens per step (efficiency 1.05): the baseline was slowed, a cell to
     # run again. The verdict names it with the reason; its gain counts as every gain does, at most up to
     # the tokens per step delivered (bounded_gain), so the decision is the same as without the flag.
     slowed = cell("json_reformat", 1, 2.1)

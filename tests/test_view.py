@@ -113,7 +113,7 @@ def test_a_speedup_over_the_bound_is_flagged_where_the_headline_would_be() -> No
     assert value is not None and value.group(1) == "run again"  # not the multiple
     assert 'data-state="over-bound"' in html and "sd-over-bound" in html and "sd-win" not in html
     assert f'data-value="{over.speedup!r}"' in html  # the exact figure stays, for the record
-    assert view.esc(over.over_bound) in html and "efficiency 1.36 &gt; 1: a 4.00× speedup" in html
+    assert view.esc(over.over_bound) in html and "efficiency 1.36 &gt; 1: speedup 4.00× at" in html
     assert "> 1:" not in html  # the reason is escaped
     fair = given_race(Pace(tokens_per_s=30), {"eagle3": Pace(tokens_per_s=60, chunk_sizes=(3,), speculative=True)},
                       60)
