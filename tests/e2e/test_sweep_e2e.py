@@ -1,5 +1,6 @@
 """A small sweep against the two real CPU vLLM servers: it completes, and its verdict enables
-speculation for the copy-heavy preset and not for poetry at temperature 1.0.
+speculation for the copy-heavy preset and not for poetry at temperature 1.0 while poetry's drafts
+are rejected (a T=1 sample that repeats itself may rightly pay).
 
 Slow (~3-5 min on 2 cores): `pytest -m e2e tests/e2e/test_sweep_e2e.py`.
 """
@@ -17,6 +18,9 @@ from demo.settings import Settings
 from demo.sweep.models import SweepResult
 
 pytestmark = pytest.mark.e2e
+
+# An acceptance at which a T=1 sample has repeated itself enough for n-gram drafts to pay.
+POETRY_REPEATS_ITSELF = 0.10
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +59,17 @@ def test_the_verdict_enables_copy_heavy_and_not_poetry_at_t1(sweep: tuple[SweepR
     by = {(v.preset, v.temperature): v for v in result.verdicts}
     json_v, poetry_v = by[("json_reformat", 0.0)], by[("poetry", 1.0)]
     assert json_v.decision == "enable", json_v.headline
-    assert poetry_v.decision != "enable", poetry_v.headline
     assert json_v.acceptance_rate is not None and poetry_v.acceptance_rate is not None
     assert json_v.acceptance_rate > poetry_v.acceptance_rate
+    # Poetry sampled at T=1 is a new text each run (vLLM's seed does not make the speculative side's
+    # sample reproducible): mostly its drafts are all rejected (0% in 5 of 7 CI runs on 2026-12-06, a
+    # throughput ratio of 0.89-0.96x) and the verdict must not enable it; now and then the small model
+    # repeats itself (15%: 1.13x, "depends"; 19%: 1.37x on an AVX-512 host, "enable", rightly so for
+    # that sample). The claim held every time: while its drafts are rejected, poetry is not enabled.
+    json_ratio, poetry_ratio = (cell.throughput_ratio.median for cell in result.cells if cell.throughput_ratio)
+    assert json_ratio > poetry_ratio, (json_ratio, poetry_ratio)
+    if poetry_v.acceptance_rate < POETRY_REPEATS_ITSELF:
+        assert poetry_v.decision != "enable", poetry_v.headline
     assert "ENABLE  json_reformat (T=0) at concurrency 1:" in stdout
     html = (out / "report.html").read_text()
     assert 'data-preset="json_reformat" data-temperature="0.0" data-decision="enable"' in html
