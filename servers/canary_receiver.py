@@ -1,11 +1,13 @@
 """The canary's alert receiver: Alertmanager's webhook sets the share to 0 (servers/canary.py).
 
 ``POST /alert`` takes Alertmanager's webhook body (version 4: ``{"alerts": [{"status", "labels",
-"annotations", "startsAt"}, ...]}``). A firing alert the canary knows (an alerting rule of its arm
-in the rules file ``up --rules`` loaded) sets the share to 0 through the router's runtime API and is
-logged with its rule and its value (the ``value`` annotation the canary's rules carry). An alert it
-does not know is one line in the log and leaves the share as it is; so does a resolved alert:
-recovery is manual (``python -m servers canary --share P``). ``GET /health`` answers 200.
+"annotations", "startsAt"}, ...]}``), checked by a pydantic model (WebhookBody) as every other
+outside input is: a body that is not one is refused with 400 and one line in the log. A firing
+alert the canary knows (an alerting rule of its arm in the rules file ``up --rules`` loaded) sets
+the share to 0 through the router's runtime API and is logged with its rule and its value (the
+``value`` annotation the canary's rules carry). An alert it does not know is one line in the log
+and leaves the share as it is; so does a resolved alert: recovery is manual (``python -m servers
+canary --share P``). ``GET /health`` answers 200.
 
 The standard library's threading HTTP server: a socket timeout on every connection, bodies capped.
 """
@@ -13,19 +15,52 @@ The standard library's threading HTTP server: a socket timeout on every connecti
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servers.canary import CanaryError, CanaryState, append_event, read_canary, read_share, set_share
 
 MAX_BODY_BYTES = 1024 * 1024
+MAX_ALERTS = 100  # acted on per body; Alertmanager groups an arm's alerts into a handful
 SOCKET_TIMEOUT_S = 10.0
 _lock = threading.Lock()  # one share change at a time
+
+
+class WebhookAlert(BaseModel):
+    """One alert of Alertmanager's webhook body (version 4); the fields the canary does not read
+    (endsAt, generatorURL, fingerprint) are ignored. Label and annotation values are strings."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    status: Literal["firing", "resolved"]
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    startsAt: str | None = Field(default=None, max_length=64)  # noqa: N815 - Alertmanager's name
+
+    def label(self, key: str) -> str:
+        """A label's value, cut to 100 characters for the log; "?" when absent."""
+        return self.labels.get(key, "?")[:100]
+
+
+class WebhookBody(BaseModel):
+    """Alertmanager's webhook body (version 4): its alerts (the group's fields are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    alerts: list[WebhookAlert]
+
+
+def body_error(e: ValidationError) -> str:
+    """A refused body in one line: where it is wrong and why, as the log says it."""
+    first = e.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the body"
+    return f"not an Alertmanager webhook body: {where}: {first['msg']}"
 
 
 def log(line: str) -> None:
@@ -33,28 +68,18 @@ def log(line: str) -> None:
     print(f"{datetime.now(UTC):%Y-%m-%dT%H:%M:%S.%fZ} {line}", flush=True)
 
 
-def handle_alerts(state: CanaryState, body: dict[str, Any]) -> list[str]:
-    """Act on each alert of a webhook body; the lines logged (one per alert)."""
-    alerts = body.get("alerts")
-    if not isinstance(alerts, list):
-        raise ValueError("not an Alertmanager webhook body: no `alerts` list")
+def handle_alerts(state: CanaryState, body: WebhookBody) -> list[str]:
+    """Act on each alert of a webhook body (its first MAX_ALERTS); the lines logged (one per alert)."""
     lines = []
-    for a in alerts[:100]:
-        if not isinstance(a, dict):
-            continue
-        raw_labels, raw_notes = a.get("labels"), a.get("annotations")
-        labels: dict[str, Any] = raw_labels if isinstance(raw_labels, dict) else {}
-        notes: dict[str, Any] = raw_notes if isinstance(raw_notes, dict) else {}
-        name = str(labels.get("alertname", "?"))[:100]
-        arm = str(labels.get("arm", "?"))[:100]
-        value = str(notes.get("value", "n/a (the rule carries no value annotation)"))[:60]
-        firing = a.get("status") == "firing"
+    for a in body.alerts[:MAX_ALERTS]:
+        name, arm = a.label("alertname"), a.label("arm")
+        value = a.annotations.get("value", "n/a (the rule carries no value annotation)")[:60]
         if name not in state.known_alerts or arm not in (state.arm, "?"):
-            lines.append(f"unknown alert {name} (arm {arm}, {a.get('status')}): share untouched; "
+            lines.append(f"unknown alert {name} (arm {arm}, {a.status}): share untouched; "
                          f"the canary acts on {', '.join(state.known_alerts) or 'no alert (no --rules)'}")
             append_event(state.events_path, {"kind": "unknown_alert", "alert": name, "arm": arm})
             continue
-        if not firing:
+        if a.status == "resolved":
             lines.append(f"resolved {name} (arm {arm}): the share stays; recovery is manual (--share P)")
             append_event(state.events_path, {"kind": "resolved", "alert": name, "arm": arm})
             continue
@@ -65,9 +90,9 @@ def handle_alerts(state: CanaryState, body: dict[str, Any]) -> list[str]:
             after = read_share(state.admin_socket)
         event = append_event(state.events_path, {
             "kind": "rollback", "alert": name, "arm": arm, "value": value,
-            "threshold": str(notes.get("threshold", "n/a"))[:200], "starts_at": a.get("startsAt"),
+            "threshold": a.annotations.get("threshold", "n/a")[:200], "starts_at": a.startsAt,
             "share_before": before, "share_after": after, "by": "alertmanager"})
-        lines.append(f"rollback: {name} fired (arm {arm}, value {value}, since {a.get('startsAt')}): "
+        lines.append(f"rollback: {name} fired (arm {arm}, value {value}, since {a.startsAt}): "
                      f"share {before}% -> {after}% at {event['at']}")
     return lines
 
@@ -111,14 +136,16 @@ class Handler(BaseHTTPRequestHandler):
         if state is None:
             return self._answer(503, "no canary state")
         try:
-            body = json.loads(self.rfile.read(length))
-            if not isinstance(body, dict):
-                raise ValueError("not a JSON object")
+            body = WebhookBody.model_validate_json(self.rfile.read(length))
+        except ValidationError as e:
+            log(f"could not act on an alert: {body_error(e)[:200]}")
+            return self._answer(400, "not acted on")
+        try:
             for line in handle_alerts(state, body):
                 log(line)
-        except (ValueError, OSError, CanaryError) as e:
+        except (OSError, CanaryError) as e:
             log(f"could not act on an alert: {str(e)[:200]}")
-            return self._answer(400 if isinstance(e, ValueError) else 500, "not acted on")
+            return self._answer(500, "not acted on")
         return self._answer(200, "ok")
 
 
