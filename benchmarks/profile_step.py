@@ -31,11 +31,11 @@ from pathlib import Path
 import httpx
 
 from benchmarks.bench_presets import preset_request
+from common.sides import Side
 from demo.client import stream_completion
 from demo.measure import SideMeter
 from demo.settings import Settings
 from servers import procs
-from servers.config import Role
 from servers.settings import LauncherSettings
 from servers.state import read_state
 
@@ -110,7 +110,7 @@ def read_samples(path: Path, parts: list[tuple[str, tuple[str, ...]]]) -> Counte
     return out
 
 
-async def one_request(role: Role, url: str, model: str, preset: str, settings: Settings) -> tuple[int, int, float]:
+async def one_request(role: Side, url: str, model: str, preset: str, settings: Settings) -> tuple[int, int, float]:
     """(completion tokens, decode steps, decode seconds) of one streamed request, as the race
     measures them (demo.measure.SideMeter: tokens from usage, decode from first to last token)."""
     req = preset_request(settings, preset, None, warmup=False)
@@ -126,7 +126,7 @@ async def one_request(role: Role, url: str, model: str, preset: str, settings: S
     return tokens, steps, meter.t_last - meter.t_first
 
 
-def profile(role: Role, url: str, pgid: int, model: str, preset: str, rate: int, settings: Settings,
+def profile(role: Side, url: str, pgid: int, model: str, preset: str, rate: int, settings: Settings,
             spy: str, out_dir: Path) -> None:
     kinds = {pid: k for pid in procs.group_pids(pgid) if (k := process_kind(pid))}
     spies = {}

@@ -39,7 +39,7 @@ from demo.fmt import fmt_speedup, or_na
 from demo.load.engine import LoadResult, LoadStep
 from demo.runs.store import read_load
 from demo.sweep.models import Recommendation
-from demo.sweep.schedule import ADAPTIVE_ARM, adaptive_lesson, points_from_cells
+from demo.sweep.schedule import ADAPTIVE_ARM, adaptive_lesson, server_points
 
 UP_ARGS = "--arms ngram,adaptive --share-arm-cores --host 127.0.0.1"
 UP_TIMEOUT_S = 1500.0  # a cold start compiles for minutes on 2 busy cores
@@ -95,7 +95,7 @@ def _speedup(step: LoadStep | None, arm: str) -> float | None:
 def _drafts(step: LoadStep | None, arm: str) -> int | None:
     if step is None:
         return None
-    return next((p.drafts for p in points_from_cells([step.cell]) if p.server == arm), None)
+    return next((p.drafts for p in server_points([step.cell]) if p.server == arm), None)
 
 
 def compare(first: LoadResult, second: LoadResult, schedule: Schedule, static: str) -> Verification:
@@ -108,8 +108,8 @@ def compare(first: LoadResult, second: LoadResult, schedule: Schedule, static: s
                       adaptive_drafts_after=_drafts(after.get(u), ADAPTIVE_ARM))
             for u in sorted(before)]
     return Verification(schedule=schedule, static_arm=static, rows=rows,
-                        lesson_before=adaptive_lesson(points_from_cells([s.cell for s in first.steps])),
-                        lesson_after=adaptive_lesson(points_from_cells([s.cell for s in second.steps])))
+                        lesson_before=adaptive_lesson(server_points([s.cell for s in first.steps])),
+                        lesson_after=adaptive_lesson(server_points([s.cell for s in second.steps])))
 
 
 def verify(first: LoadResult, restart: Callable[[Schedule], None],

@@ -95,7 +95,7 @@ def race_figure(snapshot: RaceSnapshot | None) -> go.Figure:
     return _figure(traces, fig_layout)
 
 
-def acceptance_figure(result: RaceResult | None) -> go.Figure:
+def position_acceptance_figure(result: RaceResult | None) -> go.Figure:
     """Per draft position: how often the server kept that drafted token."""
     title = "Acceptance by draft position"
     if result is None:

@@ -7,7 +7,7 @@ tool_choice, parallel_tool_calls); they reach every side of a race alike through
 
 A multi-turn preset (a session) adds ``turns``: after each answer, the messages the session adds
 (the logged tool result, a user's reply). The page plays the turns one after another, each side
-carrying its own answer into its next turn (demo.turns).
+carrying its own answer into its next turn (demo.agent_race).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class Preset(SamplingFields, ToolFields):
     include: dict[str, str] = Field(default_factory=dict)
     # In booth mode's default rotation (demo.live.booth); SPECDEMO_BOOTH_PRESETS can still name it.
     booth: bool = True
-    # A session: the turns after the first, played one after another (demo.turns). Empty: one race.
+    # A session: the turns after the first, played one after another (demo.agent_race). Empty: one race.
     turns: list[Turn] = Field(default_factory=list, max_length=MAX_TURNS)
     first_label: str = Field("", max_length=24)  # the first turn's label in the per-turn strip
 

@@ -198,7 +198,7 @@ async def stream_race(
     """Run a race and yield snapshots at most every ``interval_s``; the last holds ``.result``.
 
     ``side_requests`` (by "baseline" and arm name) sends a side its own request instead of ``req``:
-    in a session each side carries its own answers (demo.turns). ``req`` is the one the record keeps.
+    in a session each side carries its own answers (demo.agent_race). ``req`` is the one the record keeps.
 
     Setting ``stop`` (or cancelling the consumer) closes every stream, so the servers abort
     the requests; with ``stop`` a final snapshot with a cancelled result still comes out.

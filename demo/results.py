@@ -21,16 +21,15 @@ from pydantic import (
     model_validator,
 )
 
+from common.sides import SIDES as SIDES  # the pair, re-exported: demo names it from here
+from common.sides import Side as Side
 from demo.limits import MaxTokens, Temperature
 from demo.sampling import SamplingFields
 from demo.tool_request import FunctionCall, HistoryToolCall, ToolFields
 
-Side = Literal["baseline", "speculative"]
-# The sides of a race, in the order they are shown: the one spelling of the pair in demo/. servers/ has
-# its own Role: it imports nothing from demo. A race has one baseline and 1 to 3 *arms* (speculative
-# servers): each arm's side is "speculative" (the role) and the arm is named in ``arms`` (RaceResult.arms,
-# CellResult.arms, LoadStep.arms); ``speculative`` and the figures beside it always hold the first arm.
-SIDES: tuple[Side, ...] = ("baseline", "speculative")
+# The sides of a race (common/sides.py, shared with servers/). Each arm's side is "speculative" and the
+# arm is named in ``arms`` (RaceResult.arms, CellResult.arms, LoadStep.arms); ``speculative`` and the
+# figures beside it always hold the first arm.
 FIRST_ARM = "speculative"  # the first arm's name in a record saved before arms (and when nothing names it)
 # simultaneous: both servers at the same instant (on one GPU they compete); sequential: the
 # baseline, then the speculative server, each alone (the fair A/B). The race, the sweep, the

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from demo.agent_race import ArmSession, SessionResult
 from demo.fmt import NA, csv_cell, esc, fmt_int, fmt_length, fmt_percent, fmt_rate, fmt_seconds, fmt_speedup, or_na
 from demo.load.engine import LoadSide, LoadStep, UsersRace
 from demo.measure import LOOP_NOTE
@@ -35,7 +36,6 @@ from demo.results import (
 )
 from demo.sampling import sampling_body
 from demo.server_info import ServerInfo, down_message
-from demo.turns import ArmSession, SessionResult
 
 PENDING = "…"
 

@@ -3,7 +3,7 @@
 An *arm* is one speculative server: a name (by default its method), a speculative config, the
 port it listens on and, on a CPU, the cores it computes on (``Arm``). ``ARM_CONFIGS`` names the
 speculative configs an arm can run, beside the model pairs of servers/profiles.py. The baseline
-and one arm is today's pair (``Role`` baseline | speculative in servers/config.py); the CPU
+and one arm is the pair (``Side`` baseline | speculative, common/sides.py); the CPU
 launcher starts more arms with ``up --arms ngram,ngram-k2`` (ports and cores from ``cpu_arms``),
 recording each server with its arm in the state file.
 

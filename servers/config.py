@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-Role = Literal["baseline", "speculative"]
+from common.sides import Side
 
 # n-gram lookup in the prompt: no second model; wins where the answer copies the prompt.
 NGRAM_CONFIG: dict[str, Any] = {
@@ -31,7 +31,7 @@ SMOLLM2_TOOL_PARSER = "hermes"
 
 class ServerConfig(BaseModel):
     """One vLLM server's settings; ``args()`` turns them into its ``vllm serve`` command line."""
-    role: Role
+    role: Side
     model: str  # a local model folder or a hub id
     served_model_name: str = "smollm2"
     host: str = "127.0.0.1"

@@ -25,12 +25,13 @@ from typing import Any, Literal, TextIO
 import httpx
 from pydantic import ValidationError
 
+from common.sides import SIDES, Side
 from common.validation import validation_summary
 from common.waiting import held_within
 from servers import procs
 from servers.arms import ARCTIC_INFERENCE, cpu_arms, get_arm_config, needs_arctic_inference, refusal
-from servers.config import COMMON_ENV, SMOLLM2_TOOLS_TEMPLATE, Role, ServerConfig
-from servers.progress import Progress
+from servers.config import COMMON_ENV, SMOLLM2_TOOLS_TEMPLATE, ServerConfig
+from servers.progress import StartProgress
 from servers.settings import ROOT, LauncherSettings, parse_cores
 from servers.state import LauncherState, ServerRecord, SupervisorRecord, clear_state, read_state, write_state
 from servers.warmup import warm_up
@@ -38,7 +39,6 @@ from servers.warmup import warm_up
 SETUP_COMMAND = "scripts/setup_cpu_servers.sh"
 SUFFIX_SETUP_COMMAND = "bash scripts/setup_cpu_servers.sh --suffix"
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-ROLES: tuple[Role, Role] = ("baseline", "speculative")
 
 
 class LauncherError(Exception):
@@ -66,7 +66,7 @@ class Plan:
 
     Its role, config, command, environment, log, compile-cache key, arm and cores.
     """
-    role: Role
+    role: Side
     config: ServerConfig
     cmd: list[str]
     env: dict[str, str]
@@ -90,7 +90,7 @@ class Plan:
 class Server:
     """One server to start: its role, its arm's name (None: the pair's), port, cores and config."""
 
-    role: Role
+    role: Side
     arm: str | None
     port: int
     cores: str
@@ -201,7 +201,7 @@ def resolve_model(s: LauncherSettings, out: TextIO) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def server_config(s: LauncherSettings, role: Role, model: str, server: Server | None = None) -> ServerConfig:
+def server_config(s: LauncherSettings, role: Side, model: str, server: Server | None = None) -> ServerConfig:
     """A server's ServerConfig: the pair's server of ``role``, or ``server`` (an arm)."""
     return ServerConfig(
         role=role,
@@ -230,7 +230,7 @@ def chat_template(s: LauncherSettings) -> str | None:
     return str(SMOLLM2_TOOLS_TEMPLATE) if s.model is None else None
 
 
-def server_env(s: LauncherSettings, role: Role, cores: str | None = None,
+def server_env(s: LauncherSettings, role: Side, cores: str | None = None,
                speculative_config: dict[str, Any] | None = None) -> dict[str, str]:
     """A server's environment; ``cores``: its own (an arm's), else its role's setting;
     ``speculative_config``: its own, which decides whether arctic-inference is on its PYTHONPATH."""
@@ -307,7 +307,7 @@ def in_process_worker_env(cores: set[int], iomp: bool) -> dict[str, str]:
     return env
 
 
-def server_cpus(s: LauncherSettings, role: Role, cores: str | None = None) -> set[int] | None:
+def server_cpus(s: LauncherSettings, role: Side, cores: str | None = None) -> set[int] | None:
     """The cores every process of a CPU server runs on: its own cores (the settings'), so that its
     API server and engine core, which busy-wait while the worker computes, take them from that
     server's worker and not from the other server's (docs/cpu-servers.md). None (any core) on a
@@ -521,7 +521,7 @@ def wait_healthy(
     startup_timeout_s runs out.
     """
     t0 = time.monotonic()
-    progress = Progress(out)
+    progress = StartProgress(out)
     pending = {p.name: (p, proc, rec) for p, proc, rec in started}
     while pending:
         elapsed = time.monotonic() - t0
@@ -664,7 +664,7 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
     records = {r.name: r for r in state.servers} if state else {}
     on_cpu = (state.device if state else s.device) == "cpu"
     # The pair's two servers; with arms started (`up --arms`), the baseline and each arm as recorded.
-    named: list[tuple[Role, str]] = [(role, role) for role in ROLES]
+    named: list[tuple[Side, str]] = [(role, role) for role in SIDES]
     if state and any(r.arm for r in state.servers):
         named = [(r.role, r.name) for r in state.servers]
     rows = []

@@ -29,8 +29,8 @@ from urllib.parse import urlparse
 import yaml
 
 from common.paths import ROOT
+from common.sides import Side
 from servers.arms import METHODS
-from servers.config import Role
 from servers.profiles import BASELINE_PORT, SPECULATIVE_PORT
 
 COMPOSE_PROMETHEUS_CONFIG = ROOT / "monitoring" / "prometheus" / "prometheus.yml"
@@ -47,7 +47,7 @@ PROMETHEUS_IMAGE = "prom/prometheus:v3.5.0"
 GRAFANA_IMAGE = "grafana/grafana:12.1.0"
 # docker-compose.yml's service names: the GPU pair, the `cpu` profile's pair and the `methods`
 # profile's baseline (the others are down).
-COMPOSE_TARGETS: dict[Role, list[str]] = {
+COMPOSE_TARGETS: dict[Side, list[str]] = {
     "baseline": [f"baseline:{BASELINE_PORT}", f"baseline-cpu:{BASELINE_PORT}",
                  f"{METHODS.compose_service('baseline')}:{METHODS.port('baseline')}"],
     "speculative": [f"speculative:{SPECULATIVE_PORT}", f"speculative-cpu:{SPECULATIVE_PORT}"],
@@ -71,7 +71,7 @@ Grafana is not packaged in Debian: run it with Docker (docs/monitoring.md)."""
 
 
 def scrape_config(
-    targets: Mapping[Role, Sequence[str]],
+    targets: Mapping[Side, Sequence[str]],
     arm_targets: Mapping[str, Sequence[str]] | None = None,
     interval_s: int = SCRAPE_INTERVAL_S,
     rule_files: Sequence[str] = (),
@@ -103,7 +103,7 @@ def config_text(config: dict[str, Any], header: str = "") -> str:
     return header + yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
 
 
-def launcher_targets(host: str, baseline_port: int, speculative_port: int) -> dict[Role, list[str]]:
+def launcher_targets(host: str, baseline_port: int, speculative_port: int) -> dict[Side, list[str]]:
     """The two servers `python -m servers up` starts (0.0.0.0 is reached on 127.0.0.1)."""
     reach = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
     return {"baseline": [f"{reach}:{baseline_port}"], "speculative": [f"{reach}:{speculative_port}"]}

@@ -23,7 +23,8 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from servers.config import COMMON_ENV, NGRAM_CONFIG, SMOLLM2_TOOL_PARSER, SMOLLM2_TOOLS_TEMPLATE, Role, ServerConfig
+from common.sides import Side
+from servers.config import COMMON_ENV, NGRAM_CONFIG, SMOLLM2_TOOL_PARSER, SMOLLM2_TOOLS_TEMPLATE, ServerConfig
 
 Device = Literal["gpu", "cpu"]
 
@@ -301,7 +302,7 @@ def env_file_text(profile: Profile) -> str:
     return "\n".join(lines) + "\n"
 
 
-def serve_command(profile: Profile, role: Role, host: str = "127.0.0.1") -> str:
+def serve_command(profile: Profile, role: Side, host: str = "127.0.0.1") -> str:
     """A shell line that starts one server of the pair without Docker (same flags as compose)."""
     pair = profile.server_configs(host=host)
     config = pair.baseline if role == "baseline" else pair.speculative

@@ -38,7 +38,7 @@ def phase_of(log_path: Path) -> str:
     return "starting python"
 
 
-class Progress:
+class StartProgress:
     """The launcher's one-line view of each server's start phase, redrawn in place on a terminal.
 
     Elsewhere (a log, a pipe) it prints a line when a phase changes or every 15 s.

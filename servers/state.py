@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 from common.files import atomic_write
-from servers.config import Role
+from common.sides import Side
 
 
 class ServerRecord(BaseModel):
@@ -19,7 +19,7 @@ class ServerRecord(BaseModel):
     Its role, URL, arm, cores, PID, process group, start time, log, model and last start.
     """
 
-    role: Role
+    role: Side
     url: str
     # A speculative server started as a named arm (`up --arms`), and its CPU cores; None: the pair's
     # server of that role (state files from before arms).

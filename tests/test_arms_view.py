@@ -16,7 +16,7 @@ from demo.live.request import default_order
 from demo.live.session import RaceControl
 from demo.live.status import final_status
 from demo.live.users import users_frames
-from demo.load.engine import StreamWatch, make_spec, request_from_race, run_load
+from demo.load.engine import StreamWatch, load_spec, request_from_race, run_load
 from demo.race import compare_arms
 from demo.results import ArmSnapshot, RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot, SpecStats
 from demo.server_info import ServerInfo
@@ -159,7 +159,7 @@ def test_the_race_chart_has_a_line_per_arm_in_its_palette_colour() -> None:
 
 def test_the_result_charts_per_arm() -> None:
     result = _result()
-    acc = charts.acceptance_figure(result)
+    acc = charts.position_acceptance_figure(result)
     assert [t.name for t in acc.data] == list(ARMS) and acc.layout.barmode == "group"
     chunks = charts.chunk_figure(result)
     assert [t.name for t in chunks.data] == ["baseline", *ARMS]
@@ -218,7 +218,7 @@ def test_the_stream_watch_watches_every_arm_by_name() -> None:
         settings = Settings(baseline_url=base.url, speculative_url=arms["eagle3"].url, save_runs=False,
                             arms=[{"name": n, "url": s.url} for n, s in arms.items()])
         req = RaceRequest(prompt="Say hi", max_tokens=12, order="simultaneous")
-        spec = make_spec(settings, req, [2], "simultaneous")
+        spec = load_spec(settings, req, [2], "simultaneous")
         watch = StreamWatch(2, [a.name for a in spec.arm_list()])
         asyncio.run(run_load(spec, request_from_race(req), settings, observe=watch))
     assert list(watch.first_of_arms()) == list(ARMS)

@@ -1,4 +1,4 @@
-"""The canary view's logic without a browser (demo/live/canary.py), against stand-ins and a real canary.
+"""The canary view's logic without a browser (demo/live/canary_stage.py), against stand-ins and a real canary.
 
 The canary is `python -m servers canary up` in front of two stand-ins, with the default eligibility
 (the client's ``x-specdemo-eligible: 1`` header), the evaluator's acceptance rule for the stand-in's
@@ -26,7 +26,7 @@ import pytest
 
 from common.canary_rules import DEFAULT_HEADER, default_eligibility
 from common.waiting import wait_for
-from demo.live.canary import (
+from demo.live.canary_stage import (
     BAD_PRESET,
     GOOD_PRESET,
     PROMETHEUS_FIRED,

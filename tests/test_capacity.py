@@ -16,7 +16,7 @@ from demo.sweep.capacity import (
     cost_per_million_output_tokens,
 )
 from demo.sweep.models import CellResult, CellSettings, SideCell, Spread
-from demo.sweep.pooling import points_from_cells
+from demo.sweep.pooling import measured_points
 
 # (concurrency, output tokens/s, TTFT p95 s, ITL p95 s): throughput and latency both grow with concurrency.
 BASE = [(1, 20.0, 0.20, 0.040), (2, 36.0, 0.35, 0.050), (4, 60.0, 0.60, 0.070), (8, 70.0, 1.20, 0.120)]
@@ -191,7 +191,7 @@ def _cell(c: int, base_tps: float | None, spec_tps: float | None, errors: list[s
 
 def test_points_from_cells() -> None:
     cells = [_cell(1, 20.0, 40.0, []), _cell(2, 36.0, None, ["speculative: HTTP 500 from the server"])]
-    pts = points_from_cells(cells)
+    pts = measured_points(cells)
     assert [(p.side, p.concurrency, p.output_tokens_per_s, p.error) for p in pts] == [
         ("baseline", 1, 20.0, None), ("speculative", 1, 40.0, None),
         ("baseline", 2, 36.0, None), ("speculative", 2, None, "HTTP 500 from the server"),

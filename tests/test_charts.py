@@ -15,13 +15,13 @@ def test_race_figure_plots_cumulative_tokens() -> None:
 
 
 def test_empty_figures_before_a_run() -> None:
-    for fig in (charts.race_figure(None), charts.acceptance_figure(None), charts.chunk_figure(None)):
+    for fig in (charts.race_figure(None), charts.position_acceptance_figure(None), charts.chunk_figure(None)):
         assert not fig.data and fig.layout.annotations
 
 
 def test_acceptance_and_chunk_figures_from_result() -> None:
     r = _result()
-    acc = charts.acceptance_figure(r)
+    acc = charts.position_acceptance_figure(r)
     assert [round(v, 6) for v in acc.data[0].y] == [90.0, 70.0, 50.0, 30.0]
     chunks = charts.chunk_figure(r)
     spec = [t for t in chunks.data if t.name == "speculative"][0]
@@ -32,5 +32,5 @@ def test_acceptance_figure_na_reason() -> None:
     r = _result()
     r.speculative.spec = None
     r.speculative.na_reasons["spec"] = "metrics missing"
-    fig = charts.acceptance_figure(r)
+    fig = charts.position_acceptance_figure(r)
     assert not fig.data and "metrics missing" in fig.layout.annotations[0].text

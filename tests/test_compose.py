@@ -25,9 +25,10 @@ import pytest
 import yaml
 
 from common.paths import ROOT
+from common.sides import Side
 from harness.ports import free_port
 from servers.arms import METHODS
-from servers.config import COMMON_ENV, NGRAM_CONFIG, Role
+from servers.config import COMMON_ENV, NGRAM_CONFIG
 from servers.launcher import flag_value
 from servers.profiles import (
     CONTAINER_HOST,
@@ -44,8 +45,8 @@ ENV_EXAMPLE = ROOT / ".env.example"
 DOCKERFILE = ROOT / "docker" / "Dockerfile.app"
 DOCKERIGNORE = ROOT / ".dockerignore"
 SMOKE = ROOT / "scripts" / "gpu_smoke.sh"
-GPU_SERVERS: dict[Role, str] = {"baseline": "baseline", "speculative": "speculative"}
-CPU_SERVERS: dict[Role, str] = {"baseline": "baseline-cpu", "speculative": "speculative-cpu"}
+GPU_SERVERS: dict[Side, str] = {"baseline": "baseline", "speculative": "speculative"}
+CPU_SERVERS: dict[Side, str] = {"baseline": "baseline-cpu", "speculative": "speculative-cpu"}
 # Profile `methods`: server name (baseline or an arm) -> service, in start order (servers/arms.py METHODS).
 METHODS_SERVERS: dict[str, str] = {name: METHODS.compose_service(name) for name in METHODS.servers}
 GPU_SERVICES = [*GPU_SERVERS.values(), *METHODS_SERVERS.values()]
@@ -319,7 +320,7 @@ def check_gpu_services(doc: dict[str, Any], env: dict[str, str] | None = None) -
     return problems
 
 
-def check_app(doc: dict[str, Any], app: str, servers: dict[Role, str]) -> list[str]:
+def check_app(doc: dict[str, Any], app: str, servers: dict[Side, str]) -> list[str]:
     services = doc["services"]
     s = services[app]
     env = s.get("environment") or {}

@@ -29,6 +29,7 @@ import pytest
 import yaml
 
 from common.paths import ROOT
+from common.sides import Side
 from common.waiting import wait_for
 from demo.race import run_race
 from demo.results import Message, RaceRequest
@@ -39,7 +40,6 @@ from demo.sweep.measured import Measured, measured_figures, read_results
 from harness.ports import free_port
 from harness.standin import Standin, StandinBehavior
 from servers import monitor
-from servers.config import Role
 
 # Streams of 1.5 s and more: the sweep samples KV-cache use once a second while a batch runs.
 BASE = StandinBehavior(tokens_per_s=45, ttft_s=0.02)
@@ -283,7 +283,7 @@ def prometheus(pair: tuple[Standin, Standin], swept: Path, tmp_path: Path) -> It
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.skip("Prometheus is not installed (bash scripts/install_prometheus.sh)")
-    targets: dict[Role, list[str]] = {"baseline": [pair[0].url.removeprefix("http://")],
+    targets: dict[Side, list[str]] = {"baseline": [pair[0].url.removeprefix("http://")],
                                       "speculative": [pair[1].url.removeprefix("http://")]}
     config = monitor.scrape_config(targets, interval_s=1, rule_files=[str(swept / FILE_NAME)])
     (tmp_path / "prometheus.yml").write_text(monitor.config_text(config))

@@ -19,7 +19,7 @@ from demo.live.session import RaceControl
 from demo.load.engine import LoadResult
 from demo.load.page import write_files
 from demo.load.rate import RateStep
-from demo.load.rate_view import RATE_HEADERS, side_cells
+from demo.load.rate_view import RATE_HEADERS, rate_side_cells
 from demo.settings import Settings
 from demo.ui import load_panel
 from harness.margins import within
@@ -39,7 +39,7 @@ def panel_for(settings: Settings, budget: StreamBudget) -> load_panel.LoadPanel:
 
 def rows_of(step: RateStep) -> list[list[str]]:
     """What the table must show of a step: a row per server, its name and its record's cells."""
-    return [[side.name, *side_cells(side)] for side in step.servers()]
+    return [[side.name, *rate_side_cells(side)] for side in step.servers()]
 
 
 def test_rate_frames_draw_each_step_from_its_records_and_match_the_truth(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from demo.errors import BadInput
 from demo.live.budget import StreamBudget
 from demo.live.load_stream import LoadFrame, load_frames
 from demo.live.session import RaceControl
-from demo.load.engine import LoadResult, LoadSpec, make_spec, request_from_race
+from demo.load.engine import LoadResult, LoadSpec, load_spec, request_from_race
 from demo.results import RaceRequest
 from demo.runs.replay import run_label
 from demo.runs.store import read_load, read_run, save_load, stem_parts
@@ -209,12 +209,12 @@ def test_the_panel_builds_the_request_of_the_race_tab(tmp_path: Path) -> None:
         panel.prepare("1", "sequential", None, "json_reformat", None, None, None)
 
 
-def test_make_spec_is_the_clis_and_the_pages(tmp_path: Path) -> None:
+def test_load_spec_is_the_clis_and_the_pages(tmp_path: Path) -> None:
     settings = Settings(runs_dir=tmp_path)
     req = RaceRequest(prompt="hi", max_tokens=10)
-    assert make_spec(settings, req, [1, 2], "sequential").users == [1, 2]
+    assert load_spec(settings, req, [1, 2], "sequential").users == [1, 2]
     with pytest.raises(ValueError) as e:
-        make_spec(settings, req, [1], "sequential", repeats=0)
+        load_spec(settings, req, [1], "sequential", repeats=0)
     assert "\n" not in str(e.value) and "repeats" in str(e.value)
     assert request_from_race(req).prompt == "hi"
 

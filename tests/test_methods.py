@@ -31,7 +31,7 @@ from demo.runs.store import is_good, read_run, save_run
 from demo.server_info import probe_arms
 from demo.settings import Settings
 from demo.sweep.crossover import choose_arms
-from demo.sweep.figures import acceptance_figure, throughput_figure
+from demo.sweep.figures import cell_acceptance_figure, throughput_figure
 from demo.sweep.models import CellResult, SweepResult
 from harness.given_clock import given_load, given_sweep
 from harness.standin import Standin, StandinBehavior, Truth
@@ -440,7 +440,7 @@ def test_the_evaluator_gives_a_verdict_per_arm_and_one_line_on_top(load_servers,
     csv_head = (tmp_path / "results.csv").read_text().splitlines()[0]
     assert "arm_draft_speedup_median" in csv_head and "arm_draft_throughput_ratio_median" in csv_head
     # charts: a series per arm
-    for fig in (throughput_figure(result), acceptance_figure(result)):
+    for fig in (throughput_figure(result), cell_acceptance_figure(result)):
         names = [t.name for t in fig.data]
         assert [n.split()[-1] for n in names] == ["eagle3", "ngram", "draft"], names
 

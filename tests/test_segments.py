@@ -22,7 +22,7 @@ from demo.sweep.models import Segment, SweepResult
 from demo.sweep.profile import RequestOutcome
 from demo.sweep.report import finalize, write_outputs
 from demo.sweep.report_workload import segments_html, summary_paragraph
-from demo.sweep.runner import make_spec, new_result, run_sweep
+from demo.sweep.runner import new_result, run_sweep, sweep_spec
 from demo.sweep.segments import (
     MAX_TAG_SEGMENTS,
     OTHER_TAGS,
@@ -196,8 +196,8 @@ def run_tagged_sweep(monkeypatch: pytest.MonkeyPatch) -> tuple[SweepResult, dict
                                       by_marker=by_marker)) as (base, spec):
         settings = Settings(baseline_url=base.url, speculative_url=spec.url, save_runs=False)
         # Both sides at once (each stand-in has its own process): a request takes its slower side's time.
-        sweep_spec = make_spec(settings, [], "1", "", 1, 0, None, "simultaneous", workload=workload)
-        result = finalize(asyncio.run(run_sweep(sweep_spec, settings, new_result(sweep_spec, {}), {},
+        plan = sweep_spec(settings, [], "1", "", 1, 0, None, "simultaneous", workload=workload)
+        result = finalize(asyncio.run(run_sweep(plan, settings, new_result(plan, {}), {},
                                                 workload=workload)))
         rates = {side: {t.prompt: t.decode_tokens_per_s for t in s.truth()} for side, s in
                  (("baseline", base), ("speculative", spec))}

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from demo.agent_race import SessionSnapshot, stream_session
+from demo.live.agent_frames import session_frames
 from demo.live.frames import Frame
 from demo.live.session import RaceControl
-from demo.live.turns import session_frames
 from demo.presets import MAX_TURNS, Preset, Turn, load_presets
 from demo.results import Message, ToolCall, answer_message, next_turn
 from demo.settings import Settings
-from demo.turns import SessionSnapshot, stream_session
 from demo.view import session_badge_html
 from harness.standin import Standin, StandinBehavior, Truth
 

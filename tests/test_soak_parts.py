@@ -24,9 +24,9 @@ from benchmarks.soak.memory import MB, Sample, dir_usage, group_rss_bytes, growt
 from benchmarks.soak.run import parse_args
 from benchmarks.soak.summary import GROWTH_LIMIT_MB_PER_H, Sighting, summarize
 from benchmarks.soak_standin import standin_args
+from common.sides import Side
 from common.waiting import held_within
 from harness.standin import Standin
-from servers.config import Role
 
 LINE = ('booth-race {"n": 3, "preset": "json_reformat", "source": "live", "outcome": "done", "speedup": 1.95, '
         '"saved": "20261130-184500-json_reformat.json", "started_at": "2026-11-30T18:44:50+00:00", '
@@ -147,7 +147,7 @@ def test_growth_is_the_least_squares_slope_in_mb_per_hour() -> None:
 
 
 def test_kills_land_one_per_slot_in_order_and_repeat_with_the_seed() -> None:
-    roles: list[Role] = ["speculative", "baseline"]
+    roles: list[Side] = ["speculative", "baseline"]
     plan = plan_kills(roles, 1800, random.Random(7), lead_s=120, tail_s=420)
     assert [r for r, _ in plan] == roles
     (_, a), (_, b) = plan

@@ -22,7 +22,7 @@ from demo.settings import ROOT, Settings
 from demo.sweep.models import SCHEMA_VERSION, CellResult, SweepResult, SweepSpec
 from demo.sweep.plan import resolve_presets
 from demo.sweep.report import finalize, write_outputs
-from demo.sweep.runner import Progress, make_spec, new_result, run_sweep
+from demo.sweep.runner import SweepProgress, new_result, run_sweep, sweep_spec
 from harness.standin import Standin, StandinBehavior, Truth
 from tests.signals import interruptible
 
@@ -185,10 +185,10 @@ def test_bad_numbers_name_their_flag_on_the_command_line(tmp_path: Path, args: l
 
 def test_bad_numbers_are_said_without_flags_for_the_page() -> None:
     with pytest.raises(BadInput) as exc:
-        make_spec(Settings(), ["poetry"], "0", "", 1, 0, 20)
+        sweep_spec(Settings(), ["poetry"], "0", "", 1, 0, 20)
     assert str(exc.value) == "concurrency values must be between 1 and 1024"
     with pytest.raises(BadInput, match="^temperatures must be between 0 and 2$"):
-        make_spec(Settings(), ["poetry"], "1", "3", 1, 0, 20)
+        sweep_spec(Settings(), ["poetry"], "1", "3", 1, 0, 20)
 
 
 def test_ctrl_c_writes_partial_results(tmp_path: Path) -> None:
@@ -249,7 +249,7 @@ def test_simultaneous_order_starts_both_batches_together() -> None:
 
 
 def test_progress_counts_every_batch() -> None:
-    seen: list[Progress] = []
+    seen: list[SweepProgress] = []
     with Standin(BASE) as base, Standin(SPEC) as spec:
         sw = SweepSpec(baseline_url=base.url, speculative_url=spec.url, presets=["poetry"], concurrency=[1, 2],
                        repeats=2, warmup=1, max_tokens=8)
@@ -272,8 +272,8 @@ def test_terminal_progress_bar_redraws_one_line() -> None:
 
     out = Tty()
     bar = ProgressBar(out)
-    bar.update(Progress(done=0, total=4, label="json_reformat T=0 c=1: baseline, repeat 1/2"))
-    bar.update(Progress(done=2, total=4, label="json_reformat T=0 c=1: speculative, repeat 1/2"))
+    bar.update(SweepProgress(done=0, total=4, label="json_reformat T=0 c=1: baseline, repeat 1/2"))
+    bar.update(SweepProgress(done=2, total=4, label="json_reformat T=0 c=1: speculative, repeat 1/2"))
     bar.close()
     text = out.getvalue()
     assert text.count("\r") == 2 and text.endswith("\n") and text.count("\n") == 1

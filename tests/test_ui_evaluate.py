@@ -16,7 +16,7 @@ import pytest
 from demo.fmt import esc, fmt_percent, fmt_speedup
 from demo.settings import Settings
 from demo.sweep.models import SweepResult
-from demo.sweep.runner import make_spec
+from demo.sweep.runner import sweep_spec
 from demo.ui import evaluate_tab
 from demo.workload import WorkloadError
 from harness.standin import Standin, StandinBehavior
@@ -108,7 +108,7 @@ def test_escaped_error_and_status(tmp_path: Path) -> None:
 def test_the_page_counts_a_workload_cell_by_its_rounds(tmp_path: Path) -> None:
     settings = Settings()
     workload, _ = evaluate_tab.load_upload(str(_jsonl(tmp_path / "w.jsonl", 5)), settings)
-    spec = make_spec(settings, ["poetry"], "1,2", "", 1, 0, 20, workload=workload)
+    spec = sweep_spec(settings, ["poetry"], "1,2", "", 1, 0, 20, workload=workload)
     # poetry: 2 cells x 1 round; the workload: 5 rounds at c=1, 3 at c=2; x 2 sides x 1 repeat
     assert evaluate_tab.batches_of(spec, workload) == (2 + 5 + 3) * 2
     assert evaluate_tab.batches_of(spec, None) == 2 * 2
@@ -188,5 +188,5 @@ def test_one_arm_is_todays_tab(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_page_counts_each_arms_batches() -> None:
     settings = Settings(speculative_url="http://s:2", arms=[{"name": "a", "url": "http://s:2"},
                                                             {"name": "b", "url": "http://b:3"}])
-    spec = make_spec(settings, ["poetry"], "1,2", "", 1, 0, 20)
+    spec = sweep_spec(settings, ["poetry"], "1,2", "", 1, 0, 20)
     assert evaluate_tab.batches_of(spec, None) == 2 * 3  # 2 cells: the baseline and two arms each

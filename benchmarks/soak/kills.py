@@ -10,15 +10,15 @@ import httpx
 from pydantic import BaseModel
 
 from benchmarks.soak.logs import RaceSeen
+from common.sides import Side
 from demo.metrics import parse_metrics
-from servers.config import Role
 
 # A due kill lands only while the server has at least this share of the live answer to come.
 MID_STREAM_TO_COME = 0.5
 
 
-def plan_kills(roles: list[Role], duration_s: float, rng: random.Random, lead_s: float,
-               tail_s: float) -> list[tuple[Role, float]]:
+def plan_kills(roles: list[Side], duration_s: float, rng: random.Random, lead_s: float,
+               tail_s: float) -> list[tuple[Side, float]]:
     """(role, planned seconds after the page opened) per kill, in the given order: the window
     [lead_s, duration_s - tail_s] is cut into one slot per kill, each kill at a uniform random time
     in its own slot (so the kills are spread out and in order). A window too short collapses to
@@ -31,7 +31,7 @@ def plan_kills(roles: list[Role], duration_s: float, rng: random.Random, lead_s:
 
 
 class Kill(BaseModel):
-    role: Role
+    role: Side
     planned_at_s: float
     killed_at: datetime | None = None
     killed_at_s: float | None = None

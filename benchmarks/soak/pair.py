@@ -16,10 +16,10 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from common.paths import ROOT
+from common.sides import SIDES, Side
 from harness.ports import free_port
 from servers import procs
-from servers.config import Role
-from servers.launcher import ROLES, health_ok
+from servers.launcher import health_ok
 from servers.settings import LauncherSettings
 from servers.state import LauncherState, ServerRecord, read_state
 
@@ -78,7 +78,7 @@ class Pair:
             self.env = dict(os.environ)
             self.settings = LauncherSettings(_env_file=ROOT / ".env")
 
-    def url(self, role: Role) -> str:
+    def url(self, role: Side) -> str:
         port = self.settings.baseline_port if role == "baseline" else self.settings.speculative_port
         return f"http://{self.settings.host}:{port}"
 
@@ -89,11 +89,11 @@ class Pair:
     def state(self) -> LauncherState | None:
         return read_state(self.settings.state_file)
 
-    def record(self, role: Role) -> ServerRecord | None:
+    def record(self, role: Side) -> ServerRecord | None:
         st = self.state()
         return next((r for r in st.servers if r.role == role), None) if st else None
 
-    def healthy(self, role: Role) -> bool:
+    def healthy(self, role: Side) -> bool:
         return health_ok(self.url(role))
 
     def supervised(self) -> bool:
@@ -114,8 +114,8 @@ class Pair:
         between (one server up, or no supervisor) is refused untouched: the soak would have to stop
         a pair it did not start."""
         if self.kind == "cpu":
-            healthy = [r for r in ROLES if self.healthy(r)]
-            if len(healthy) == len(ROLES) and self.supervised():
+            healthy = [r for r in SIDES if self.healthy(r)]
+            if len(healthy) == len(SIDES) and self.supervised():
                 self.log("the CPU pair is already running under its supervisor: using it, leaving it running")
                 return
             if healthy or self.supervised():

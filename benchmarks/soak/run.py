@@ -26,9 +26,9 @@ from benchmarks.soak.page import CAPTION_SELECTOR, Page
 from benchmarks.soak.pair import TIMINGS, Pair
 from benchmarks.soak.summary import Sighting, Summary, summarize
 from common.paths import ROOT
+from common.sides import SIDES
 from demo.presets import load_presets
 from servers import procs
-from servers.launcher import ROLES
 
 SAMPLE_EVERY_S = 60.0
 PAGE_POLL_S = 3.0
@@ -138,7 +138,7 @@ class Soak:
             if k.killed_at is None and not k.note:
                 k.note = "no time left in the run (use more --minutes)"
         restarts1 = pair.restarts()
-        restarts = {r: restarts1.get(r, 0) - restarts0.get(r, 0) for r in ROLES}
+        restarts = {r: restarts1.get(r, 0) - restarts0.get(r, 0) for r in SIDES}
         for c in page.console:
             rec.event("console-error", text=c.text)
         return summarize(servers=a.servers, seed=a.seed, minutes_planned=a.minutes, started=started, ended=ended,
@@ -209,7 +209,7 @@ class Soak:
         used, files = dir_usage(self.runs_dir)
         s = Sample(t_s=time.monotonic() - self.t0, at=datetime.now(UTC), app_rss_bytes=tree_rss_bytes(self.app_pid),
                    supervisor_rss_bytes=procs.rss_bytes([sup.pid]) if sup and procs.is_running(sup.pid) else None,
-                   server_rss_bytes={r: servers.get(r) for r in ROLES}, runs_dir_bytes=used, runs_files=files)
+                   server_rss_bytes={r: servers.get(r) for r in SIDES}, runs_dir_bytes=used, runs_files=files)
         self.samples.append(s)
         self.rec.write("samples.jsonl", s)
 
@@ -310,7 +310,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if a.minutes <= 0:
         ap.error("--minutes must be > 0")
     kills = [k.strip() for k in a.kills.split(",") if k.strip()]
-    bad = [k for k in kills if k not in ROLES]
+    bad = [k for k in kills if k not in SIDES]
     if bad or len(set(kills)) != len(kills):
         ap.error(f"--kills takes baseline and/or speculative, each once: {a.kills!r}")
     a.kills = kills

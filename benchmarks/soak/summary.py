@@ -9,16 +9,15 @@ from pydantic import BaseModel
 from benchmarks.soak.kills import Kill, cut_race, first_live_after
 from benchmarks.soak.logs import RaceSeen
 from benchmarks.soak.memory import MB, Sample, growth_mb_per_h
+from common.sides import SIDES, Side
 from demo.measure import percentile
-from servers.config import Role
-from servers.launcher import ROLES
 
 GROWTH_LIMIT_MB_PER_H = 50.0
 GROWTH_JUDGED_FROM_MIN = 20.0
 
 
 class KillResult(BaseModel):
-    role: Role
+    role: Side
     planned_at_s: float
     killed_at_s: float | None
     mid_race: bool | None  # the live race on at the kill failed (None: no kill)
@@ -53,7 +52,7 @@ class Summary(BaseModel):
     live_speedup_median: float | None
     live_speedup_min: float | None
     live_speedup_max: float | None
-    restarts: dict[Role, int]  # per server, during the soak (from status)
+    restarts: dict[Side, int]  # per server, during the soak (from status)
     kills: list[KillResult]
     app_rss_mb_first: float | None
     app_rss_mb_last: float | None
@@ -131,7 +130,7 @@ class Summary(BaseModel):
 def summarize(*, servers: str, seed: int, minutes_planned: float, started: datetime, ended: datetime,
               races: list[RaceSeen], unreadable_lines: int, kills: list[Kill], samples: list[Sample],
               markers: list[Sighting], console_errors: list[Sighting],
-              restarts: dict[Role, int]) -> Summary:
+              restarts: dict[Side, int]) -> Summary:
     """Everything the soak saw -> the figures and the verdict (pure: no clock, no disk)."""
     minutes_run = (ended - started).total_seconds() / 60
     live = [r for r in races if r.source == "live"]
@@ -201,7 +200,7 @@ def summarize(*, servers: str, seed: int, minutes_planned: float, started: datet
         app_rss_mb_first=app[0][1] / MB if app else None, app_rss_mb_last=app[-1][1] / MB if app else None,
         app_growth_mb_per_h=growth, growth_judged=judged,
         supervisor_rss_mb_last=to_mb(last.supervisor_rss_bytes) if last else None,
-        server_rss_mb_last={r: to_mb(last.server_rss_bytes.get(r)) if last else None for r in ROLES},
+        server_rss_mb_last={r: to_mb(last.server_rss_bytes.get(r)) if last else None for r in SIDES},
         runs_dir_mb_max=max((s.runs_dir_bytes / MB for s in samples), default=None),
         runs_dir_mb_last=last.runs_dir_bytes / MB if last else None,
         runs_files_last=last.runs_files if last else None,

@@ -113,12 +113,12 @@ def load_request(args: argparse.Namespace, settings: Settings) -> RaceRequest:
     return build_request(argparse.Namespace(**{**vars(args), "warmup": False}), settings)
 
 
-def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str, repeats: int = 1,
+def load_spec_of_flags(settings: Settings, req: RaceRequest, users: list[int], order: str, repeats: int = 1,
               warmup: int = 0, slo: Slo | None = None, rate: RateLoad | None = None) -> LoadSpec:
     """The load sweep's spec (``rate``: open loop); raises UsageError naming the flags when the settings do
     not make one."""
     try:
-        return load.make_spec(settings, req, users, order, repeats, warmup, slo, rate=rate)
+        return load.load_spec(settings, req, users, order, repeats, warmup, slo, rate=rate)
     except ValueError as e:
         if isinstance(e.__cause__, ValidationError):  # name the flags, not the fields
             raise usage_error(e.__cause__, ("repeats", "warmup")) from None
@@ -135,7 +135,7 @@ def rate_load(args: argparse.Namespace) -> RateLoad:
         return make_rate_load(args.rate, requests=args.requests, duration_s=args.duration, arrivals=args.arrivals,
                               burstiness=args.burstiness, seed=args.arrival_seed, drain_s=args.drain_s,
                               normalized=args.normalize,
-                              slo_ms={n: getattr(args, f"slo_{n}_ms") for n in SLO_FIGURES},
+                              slo_ms={n: getattr(args, f"slo_{n}_ms_text") for n in SLO_FIGURES},
                               slo_percentile={n: getattr(args, f"slo_{n}_p") for n in SLO_FIGURES})
     except BadInput as e:
         raise usage_error(e) from None
@@ -144,7 +144,7 @@ def rate_load(args: argparse.Namespace) -> RateLoad:
 def rate_slo(args: argparse.Namespace) -> RateSlo:
     """The open-loop SLOs from ``--slo-*-ms`` and ``--slo-*-p``; UsageError (one line) on a bad one."""
     try:
-        return make_rate_slo({n: getattr(args, f"slo_{n}_ms") for n in SLO_FIGURES},
+        return make_rate_slo({n: getattr(args, f"slo_{n}_ms_text") for n in SLO_FIGURES},
                              {n: getattr(args, f"slo_{n}_p") for n in SLO_FIGURES})
     except BadInput as e:
         raise usage_error(e) from None
@@ -264,17 +264,17 @@ def _n(v: float | None, digits: int = 1) -> str:
     return or_na(fmt_number(v, digits))
 
 
-def _ms(v: float | None) -> str:
+def _ms_text(v: float | None) -> str:
     return or_na(fmt_number(v * 1000 if v is not None else None, 0))
 
 
-def side_cells(s: LoadSide) -> list[str]:
+def load_side_cells(s: LoadSide) -> list[str]:
     """A server's row of the load table: per-user tok/s (min-max), total tok/s, TTFT and ITL p95 (ms),
     queue peak, KV peak, preemptions; "n/a" where unknown."""
     per_user = _n(s.per_user_decode_tokens_per_s)
     if s.per_user_decode_tokens_per_s_min is not None and s.per_user_decode_tokens_per_s_max is not None:
         per_user += f" ({s.per_user_decode_tokens_per_s_min:.0f}-{s.per_user_decode_tokens_per_s_max:.0f})"
-    return [per_user, _n(s.output_tokens_per_s), _ms(s.ttft_p95_s), _ms(s.itl_p95_s),
+    return [per_user, _n(s.output_tokens_per_s), _ms_text(s.ttft_p95_s), _ms_text(s.itl_p95_s),
             _n(s.num_requests_waiting_peak, 0), or_na(fmt_percent(s.kv_cache_usage_peak_perc, 0)),
             _n(s.num_preemptions, 0)]
 
@@ -308,7 +308,7 @@ def load_table(r: LoadResult) -> str:
     for step in r.steps:
         rows = server_rows(step)
         for name, side in rows:
-            cells = [str(step.users) if name == "baseline" else "", name, *side_cells(side)]
+            cells = [str(step.users) if name == "baseline" else "", name, *load_side_cells(side)]
             lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
         if len(step.arms) > 1:
             lines += [f"{'':5}  {'':12}  {name}: speedup (per-user decode) {speedup_text(a.speedup, a)}, "
@@ -371,7 +371,7 @@ def cmd_load(args: argparse.Namespace) -> int:
                if rate is None and (args.slo_ttft_ms is not None or args.slo_itl_ms is not None) else None)
     except ValidationError as e:
         raise UsageError(validation_summary(e)) from None
-    spec = make_spec(settings, req, users, args.order, args.repeats, args.warmup, slo, rate=rate)
+    spec = load_spec_of_flags(settings, req, users, args.order, args.repeats, args.warmup, slo, rate=rate)
     if requests is not None:  # each request's own length: the spec says the longest
         spec = spec.model_copy(update={"workload": name, "max_tokens": max(r.max_tokens for r in requests)})
     result = LoadResult(spec=spec)

@@ -12,7 +12,7 @@ from typing import Any
 
 from demo import view
 from demo.cli.args import UsageError, add_sampling_args, add_server_args, build_request, settings_from_args
-from demo.cli.load import make_spec, run, server_rows, side_cells, step_json, users_arg
+from demo.cli.load import load_side_cells, load_spec_of_flags, run, server_rows, step_json, users_arg
 from demo.client import request_body
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load.engine import LoadResult, StreamWatch, users_race
@@ -182,7 +182,7 @@ def users_table(r: LoadResult) -> str:
     names = ["per-user decode tok/s", "total output tok/s", "TTFT p95 (ms)", "ITL p95 (ms)", "queue peak",
              "KV-cache peak", "preemptions"]
     rows = server_rows(step)
-    cols = [side_cells(side) for _, side in rows]
+    cols = [load_side_cells(side) for _, side in rows]
     lines = [f"{step.users} users, order: {r.spec.order}   {r.spec.workload}", "",
              f"{'':26}" + "".join(f"{name:>22}" for name, _ in rows)]
     lines += [f"{name:26}" + "".join(f"{col[i]:>22}" for col in cols) for i, name in enumerate(names)]
@@ -200,7 +200,7 @@ def users_table(r: LoadResult) -> str:
 
 def cmd_race_users(args: argparse.Namespace, settings: Settings, users: int, req: RaceRequest) -> int:
     """``race --users N`` (N > 1): N copies of the prompt per side at once, through the load engine."""
-    spec = make_spec(settings, req, [users], req.order, warmup=1 if req.warmup else 0)
+    spec = load_spec_of_flags(settings, req, [users], req.order, warmup=1 if req.warmup else 0)
     # User 1's answers on the baseline and every arm, with their events: the saved race replays them.
     watch = StreamWatch(1, [a.name for a in spec.arm_list()])
     result = run(spec, req, settings, progress=False, observe=watch)

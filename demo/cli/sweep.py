@@ -28,7 +28,7 @@ from demo.sweep.models import CellResult, SweepResult, SweepSpec
 from demo.sweep.plan import UnknownPresetError, resolve_presets
 from demo.sweep.rates import check_workload, new_load_result, run_rate_sweep_of
 from demo.sweep.report import DECISION_LABELS, finalize, write_outputs
-from demo.sweep.runner import Progress, make_spec, new_result, run_sweep
+from demo.sweep.runner import SweepProgress, new_result, run_sweep, sweep_spec
 from demo.sweep.verdict import VERDICT_BASIS
 from demo.workload import Workload, WorkloadError, open_workload
 
@@ -170,7 +170,7 @@ class ProgressBar:
         self.tty = stream.isatty()
         self.last_done = -1
 
-    def update(self, p: Progress) -> None:
+    def update(self, p: SweepProgress) -> None:
         """Draw the progress ``p``: redraw the line on a terminal, else write a line when a batch has finished."""
         if not self.enabled:
             return
@@ -205,7 +205,7 @@ def build_spec(args: argparse.Namespace, settings: Settings, workload: Workload 
     slo = Slo(ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms) if (args.slo_ttft_ms or args.slo_itl_ms) else None
     price = args.gpu_hour_price if args.gpu_hour_price is not None else settings.gpu_hour_price
     try:
-        return make_spec(settings, names, args.concurrency, args.temperatures, args.repeats, args.warmup,
+        return sweep_spec(settings, names, args.concurrency, args.temperatures, args.repeats, args.warmup,
                          args.max_tokens, args.order, workload=workload, redact=args.redact, slo=slo,
                          gpu_hour_price=price, shared_gpu=args.shared_gpu,
                          gpu_shares=parse_shares(args.gpu_shares) if getattr(args, "gpu_shares", None) else None)

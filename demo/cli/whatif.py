@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from demo.cli.args import UsageError, add_server_args, settings_from_args, usage_error
-from demo.cli.load import load_request, make_spec, users_arg
+from demo.cli.load import load_request, load_spec_of_flags, users_arg
 from demo.errors import BadInput
 from demo.fmt import fmt_number, fmt_speedup, or_na
 from demo.load.whatif import DEFAULT_LENGTHS, WhatifResult, check_length, parse_lengths, run_whatif
@@ -133,7 +133,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     if not args.preset and not args.prompt:
         args.preset = "json_reformat"
     req = load_request(args, settings)
-    spec = make_spec(settings, req, users, args.order, args.repeats, args.warmup)
+    spec = load_spec_of_flags(settings, req, users, args.order, args.repeats, args.warmup)
     result = WhatifResult(users=users[0], order=spec.order, workload=spec.workload, max_tokens=spec.max_tokens,
                           temperature=spec.temperature, repeats=spec.repeats, warmup=spec.warmup,
                           baseline_url=spec.baseline_url)

@@ -50,7 +50,7 @@ from demo.live.request import build_request, default_order, preset_user_text
 from demo.live.saving import Saved, save
 from demo.live.session import RaceControl
 from demo.live.status import final_status
-from demo.load.engine import make_spec, request_from_race
+from demo.load.engine import load_spec, request_from_race
 from demo.presets import Preset
 from demo.race import validate_request
 from demo.results import SIDES, ArmSnapshot, Order, RaceResult, RaceSnapshot, SideSnapshot
@@ -502,7 +502,7 @@ class Booth:
     async def _live_load(self, preset: Preset) -> None:
         req = build_request({preset.name: preset}, preset.name, preset_user_text(preset), preset.temperature,
                             min(preset.max_tokens, BOOTH_LOAD_MAX_TOKENS), "sequential")
-        spec = make_spec(self.settings, req, self.load_users, "sequential")
+        spec = load_spec(self.settings, req, self.load_users, "sequential")
         control = RaceControl()
         started = datetime.now(UTC)
         users = self.load_users

@@ -12,9 +12,9 @@ import plotly.graph_objects as go
 from pydantic import BaseModel, ConfigDict
 
 from demo import charts, view
+from demo.agent_race import SessionResult
 from demo.load.engine import UsersRace
 from demo.results import SIDES, RaceResult, RaceSnapshot, SideSnapshot
-from demo.turns import SessionResult
 
 # Each frame costs the browser ~30 ms of a core whatever it changes (Gradio's per-message work),
 # taken on a CPU laptop from the servers being measured (docs/benchmarks.md, the page's cost).
@@ -39,8 +39,8 @@ class Frame(BaseModel):
     result: RaceResult | None = None  # set once, on the final frame (an N-user race: user 1's)
     users: UsersRace | None = None  # an N-user race's record, on its final frame (demo.live.users)
     failed: list[str] = []  # the sides whose stream failed (the booth switches to a recording)
-    turns: str | None = None  # a session's per-turn strip (demo.live.turns); None: not a session
-    session: SessionResult | None = None  # a session's turns landed so far (demo.live.turns)
+    turns: str | None = None  # a session's per-turn strip (demo.live.agent_frames); None: not a session
+    session: SessionResult | None = None  # a session's turns landed so far (demo.live.agent_frames)
 
 
 class ResultView(BaseModel):
@@ -49,13 +49,14 @@ class ResultView(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     badge: str
-    acceptance_figure: go.Figure
+    position_acceptance_figure: go.Figure
     chunk_figure: go.Figure
 
 
 def result_view(result: RaceResult | None) -> ResultView:
     """The badge and the two result charts; their empty state for None (a race starting)."""
-    return ResultView(badge=view.identical_badge_html(result), acceptance_figure=charts.acceptance_figure(result),
+    return ResultView(badge=view.identical_badge_html(result),
+                      position_acceptance_figure=charts.position_acceptance_figure(result),
                       chunk_figure=charts.chunk_figure(result))
 
 

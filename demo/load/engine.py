@@ -69,7 +69,7 @@ from demo.sweep.models import (
     Spread,
 )
 from demo.sweep.runner import StreamObserver, make_servers, run_cell, settings_arms
-from demo.sweep.schedule import points_from_cells, recommend
+from demo.sweep.schedule import recommend, server_points
 from demo.workload import WorkloadRequest
 
 # SideCell's reason keys -> LoadSide's field names.
@@ -372,7 +372,7 @@ def parse_users(text: str, max_users: int) -> list[int]:
     return sorted(set(values))
 
 
-def make_spec(settings: Settings, req: RaceRequest, users: list[int], order: str, repeats: int = 1,
+def load_spec(settings: Settings, req: RaceRequest, users: list[int], order: str, repeats: int = 1,
               warmup: int = 0, slo: Slo | None = None, rate: RateLoad | None = None) -> LoadSpec:
     """The sweep of ``req`` over ``users`` (or, ``rate`` given, over its request rates) on the settings'
     servers (the CLI's and the page's); ValueError with a one-line message for what LoadSpec refuses."""
@@ -474,7 +474,7 @@ def recommend_schedule(result: LoadResult, slo: ScheduleSlo | None = None) -> Re
     if slo is None and target is not None and target.itl_ms:
         slo = ScheduleSlo(max_itl_p95_ms=target.itl_ms)
     configs = {a.name: {"method": a.method} for a in result.spec.arm_list() if a.method}
-    return recommend(points_from_cells([s.cell for s in result.steps]), configs, slo, workload=result.spec.workload)
+    return recommend(server_points([s.cell for s in result.steps]), configs, slo, workload=result.spec.workload)
 
 
 def _cell_settings(spec: LoadSpec, users: int, requests: int = 1) -> CellSettings:

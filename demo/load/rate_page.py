@@ -14,7 +14,7 @@ from demo import palette
 from demo.charts import COLORS, empty_figure, figures_html, layout
 from demo.fmt import esc, fmt_speedup, or_na
 from demo.load.rate import QUEUE_SOURCE, RUNNING_SOURCE, RateLoad, RateSide
-from demo.load.rate_view import HEAD, side_cells
+from demo.load.rate_view import HEAD, rate_side_cells
 from demo.pages import render, report_assets
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def rate_table_html(result: LoadResult) -> str:
     for step in result.rate_steps:
         for i, side in enumerate(step.servers()):
             first = f"{step.rate_requests_per_s:g}" if step.label is None else step.label
-            cells = [first if i == 0 else "", side.name, *side_cells(side)]
+            cells = [first if i == 0 else "", side.name, *rate_side_cells(side)]
             rows.append("<tr>" + "".join(f'<td{" class=l" if j == 1 else ""}>{esc(c)}</td>'
                                          for j, c in enumerate(cells)) + "</tr>")
         notes = [f"{n}: speedup {or_na(fmt_speedup(a.speedup))}, throughput ratio "

@@ -34,7 +34,7 @@ def _s3(p: dict[str, float | None]) -> str:
     return "/".join("n/a" if v is None else f"{v:.1f}" for v in vals)
 
 
-def side_cells(s: RateSide) -> list[str]:
+def rate_side_cells(s: RateSide) -> list[str]:
     """A server's row of the rate table (after the rate and its name)."""
     running = "n/a" if s.running_mean is None else f"{s.running_mean:.1f}/{s.running_p95:.0f}"
     queue = "n/a" if s.queue_time_mean_s is None else f"{s.queue_time_mean_s * 1000:.0f}"
@@ -64,7 +64,7 @@ def rate_rows(r: LoadResult) -> list[list[str]]:
     rows = []
     for step in r.rate_steps:
         first = f"{step.rate_requests_per_s:g}" if step.label is None else step.label
-        rows += [[first if i == 0 else "", side.name, *side_cells(side), side_notes(step, side)]
+        rows += [[first if i == 0 else "", side.name, *rate_side_cells(side), side_notes(step, side)]
                  for i, side in enumerate(step.servers())]
     return rows
 
@@ -111,7 +111,7 @@ def rate_table(r: LoadResult) -> str:
     for step in r.rate_steps:
         for i, side in enumerate(step.servers()):
             first = f"{step.rate_requests_per_s:g}" if step.label is None else f"{step.rate_requests_per_s:.2f}*"
-            cells = [first if i == 0 else "", side.name, *side_cells(side)]
+            cells = [first if i == 0 else "", side.name, *rate_side_cells(side)]
             lines.append("  ".join(c.rjust(w) for c, w in zip(cells, WIDTHS, strict=True)))
         for n, a in step.arms.items():
             lines.append(f"{'':8}{n}: speedup (per-request decode) {or_na(fmt_speedup(a.speedup))}, throughput "

@@ -88,13 +88,13 @@ def drift(m: Measured, live: LiveFigures, margins: DriftMargins | None = None) -
               live.na_reasons.get("acceptance_rate"), m.na_reasons.get("acceptance_rate")),
         _line("tokens per step", live.tokens_per_step, m.tokens_per_step, -mg.tokens_per_step_drop, 2, "",
               live.na_reasons.get("tokens_per_step"), m.na_reasons.get("tokens_per_step")),
-        _line("time per output token", _ms(live.time_per_output_token_s), _ms(m.time_per_output_token_s),
+        _line("time per output token", _to_ms(live.time_per_output_token_s), _to_ms(m.time_per_output_token_s),
               mg.itl_rise, 1, " ms", live.na_reasons.get("time_per_output_token_s"),
               m.na_reasons.get("time_per_output_token_s"), f" at {m.users} users"),
     ]
 
 
-def _ms(v: float | None) -> float | None:
+def _to_ms(v: float | None) -> float | None:
     return None if v is None else v * 1000
 
 

@@ -61,7 +61,7 @@ def throughput_figure(result: SweepResult) -> go.Figure:
     return fig
 
 
-def acceptance_figure(result: SweepResult) -> go.Figure:
+def cell_acceptance_figure(result: SweepResult) -> go.Figure:
     """Acceptance rate by temperature, one line per preset (pooled over concurrencies)."""
     title = "Acceptance by temperature"
     # Each request's own temperature (a workload file) has no place on a temperature axis.
@@ -116,5 +116,5 @@ def time_split_figure(result: SweepResult) -> go.Figure:
 
 def all_figures(result: SweepResult) -> list[tuple[str, go.Figure]]:
     """The report's figures as (key, figure) pairs: throughput ratio, acceptance and time split."""
-    return [("throughput", throughput_figure(result)), ("acceptance", acceptance_figure(result)),
+    return [("throughput", throughput_figure(result)), ("acceptance", cell_acceptance_figure(result)),
             ("time-split", time_split_figure(result))]

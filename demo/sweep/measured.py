@@ -85,13 +85,13 @@ def measured_figures(result: SweepResult, source: str, arm: str | None = None, u
                    arm=name, cells=len(cells), users=at, top_users=counts[-1],
                    model=next((s.model for s in result.servers if s.side == "speculative" and s.arm in (name, None)),
                               None))
-    _pool_acceptance(out, [c.arms[name].side for c in cells])
+    _pool_cell_acceptance(out, [c.arms[name].side for c in cells])
     _speed(out, [c.arms[name].side for c in cells if c.settings.concurrency == at])
     _top(out, [c for c in cells if c.settings.concurrency == counts[-1]], name)
     return out
 
 
-def _pool_acceptance(out: Measured, sides: list[SideCell]) -> None:
+def _pool_cell_acceptance(out: Measured, sides: list[SideCell]) -> None:
     batches = [b for s in sides for b in s.batches if b.draft_tokens and b.drafts and b.accepted_tokens is not None]
     acc = acceptance(sum(b.accepted_tokens or 0 for b in batches), sum(b.draft_tokens or 0 for b in batches),
                      sum(b.drafts or 0 for b in batches))

@@ -90,7 +90,7 @@ def batch_stats(side: Side, results: list[SideResult], wall_s: float | None, kv_
             (r.na_reasons["itl_p95_s"] for r in ok if "itl_p95_s" in r.na_reasons), "not measured")
     stats.sample_text = answer_text(ok[0].text, ok[0].tool_calls)[:SAMPLE_CHARS] if keep_text else ""
     if side == "speculative":
-        _pool_acceptance(stats, ok, before, after)
+        _pool_batch_acceptance(stats, ok, before, after)
     return stats
 
 
@@ -109,7 +109,7 @@ def _pool_pressure(stats: BatchStats, before: MetricsSample | None, after: Metri
             why if failed is not None or before is None else "the server's /metrics has no vllm:num_requests_waiting")
 
 
-def _pool_acceptance(stats: BatchStats, ok: list[SideResult], before: MetricsSample | None,
+def _pool_batch_acceptance(stats: BatchStats, ok: list[SideResult], before: MetricsSample | None,
                      after: MetricsSample | None) -> None:
     """Per-request acceptance summed over the batch; else the /metrics delta around the batch."""
     per = [r.spec for r in ok]
@@ -251,7 +251,7 @@ def assemble_arms(settings: CellSettings, base: list[BatchStats], arms: Mapping[
     return cell
 
 
-def points_from_cells(cells: Sequence[CellResult]) -> list[MeasuredPoint]:
+def measured_points(cells: Sequence[CellResult]) -> list[MeasuredPoint]:
     """One workload's cells (one per concurrency) -> the capacity module's measured points, both sides.
 
     Each SideCell's medians over the repeats: output_tokens_per_s.median, TTFT and ITL p50/p95
@@ -291,7 +291,7 @@ def summarize_workloads(result: SweepResult) -> list[WorkloadSummary]:
         arms = list(lowest.arms)
 
         def capacity(arm: str, measured: list[CellResult] = measured) -> Capacity:
-            return build_capacity(points_from_cells([c.arm_view(arm) for c in measured if arm in c.arms]),
+            return build_capacity(measured_points([c.arm_view(arm) for c in measured if arm in c.arms]),
                                   slo=spec.slo, gpu_hour_price=spec.gpu_hour_price, shared_gpu=spec.shared_gpu,
                                   order=spec.order, gpu_shares=spec.gpu_shares, arm=arm)
 
@@ -299,7 +299,7 @@ def summarize_workloads(result: SweepResult) -> list[WorkloadSummary]:
             preset=name, kind=lowest.settings.kind, temperature=temperature,
             profile_concurrency=lowest.settings.concurrency,
             profile=workload_profile(lowest.requests, redacted=spec.redact),
-            capacity=build_capacity(points_from_cells(measured), slo=spec.slo, gpu_hour_price=spec.gpu_hour_price,
+            capacity=build_capacity(measured_points(measured), slo=spec.slo, gpu_hour_price=spec.gpu_hour_price,
                                     shared_gpu=spec.shared_gpu, order=spec.order, gpu_shares=spec.gpu_shares,
                                     arm=arms[0] if arms else None),
             arm_capacity={arm: capacity(arm) for arm in arms} if len(arms) > 1 else {}))

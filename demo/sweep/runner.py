@@ -9,7 +9,7 @@ its order (``order="sequential"``, each server alone: the fair A/B), ``repeats``
 request is streamed by demo.client and measured by demo.measure.SideMeter; demo.sweep.pooling
 turns those per-request figures into batch, side and cell figures. This module runs the cells
 (orchestration and I/O); the plan comes from demo.sweep.plan, the machine's description from
-demo.sweep.machine. The spec itself is checked here too (make_spec: from the text the command line
+demo.sweep.machine. The spec itself is checked here too (sweep_spec: from the text the command line
 and the Evaluate tab take).
 
 A failing server never stops the sweep: its requests' one-line errors land in the cell.
@@ -53,7 +53,7 @@ WARMUP_MAX_TOKENS = 16  # warm-up batches only need to touch every code path onc
 KV_SAMPLE_INTERVAL_S = 1.0
 
 
-class Progress(BaseModel):
+class SweepProgress(BaseModel):
     """How far a sweep is: batches done of the total, and what runs now."""
 
     done: int  # batches finished
@@ -61,7 +61,7 @@ class Progress(BaseModel):
     label: str  # what runs now, e.g. "json_reformat T=0 c=4: speculative, repeat 2/3"
 
 
-ProgressFn = Callable[[Progress], None]
+ProgressFn = Callable[[SweepProgress], None]
 CellFn = Callable[[CellResult], None]
 # Watches a batch's streams as they go (the live page: user 1's text, every user's progress).
 # Called with the stream's server ("baseline", else the arm's name: every arm is watched), the
@@ -93,7 +93,7 @@ def same_host(a: str, b: str) -> bool:
     return urlparse(a).hostname == urlparse(b).hostname
 
 
-def make_spec(settings: Settings, presets: list[str], concurrency: str, temperatures: str | None, repeats: int,
+def sweep_spec(settings: Settings, presets: list[str], concurrency: str, temperatures: str | None, repeats: int,
               warmup: int, max_tokens: int | None, order: str = "sequential", *, workload: Workload | None = None,
               redact: bool = False, slo: Slo | None = None, gpu_hour_price: float | None = None,
               shared_gpu: bool | None = None, gpu_shares: dict[str, float] | None = None) -> SweepSpec:
@@ -444,7 +444,7 @@ async def run_sweep(
         nonlocal done
         done += finished
         if on_progress is not None:
-            on_progress(Progress(done=done, total=total, label=label))
+            on_progress(SweepProgress(done=done, total=total, label=label))
 
     try:
         await describe_servers(servers, arms, settings, result)

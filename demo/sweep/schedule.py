@@ -63,7 +63,7 @@ class ServerPoint(BaseModel):
     drafts: int | None = None  # drafts the server made in the measured batches (None: not known)
 
 
-def points_from_cells(cells: Sequence[CellResult]) -> list[ServerPoint]:
+def server_points(cells: Sequence[CellResult]) -> list[ServerPoint]:
     """Every server's point per cell (one workload's cells: the caller picks them)."""
     out: list[ServerPoint] = []
     for c in cells:
@@ -101,7 +101,7 @@ def sweep_recommendation(result: SweepResult, slo: ScheduleSlo | None = None) ->
         return NoRecommendation(reason="no concurrency cells: the sweep measured one concurrency per workload "
                                        "(run it with --concurrency 1,2,4,8,16)")
     configs = {a.name: {"method": a.method} for a in result.spec.arms if a.method}
-    return recommend(points_from_cells(cells), configs, slo, workload=name)
+    return recommend(server_points(cells), configs, slo, workload=name)
 
 
 def _meets(p: ServerPoint, slo: ScheduleSlo | None) -> bool:

@@ -13,7 +13,7 @@ import gradio as gr
 from demo.assets import static_text
 from demo.live.booth import Booth
 from demo.live.budget import StreamBudget
-from demo.live.canary import CanaryStage
+from demo.live.canary_stage import CanaryStage
 from demo.live.session import RaceRegistry
 from demo.settings import Settings
 from demo.ui import booth_view, canary_tab, evaluate_tab, load_panel, race_tab, replay_tab

@@ -1,7 +1,7 @@
 """The "Canary" tab: traffic through the canary's router at a set rate, the live share, each path's
 figures, the switch to what speculation does badly, the rollback and its timeline (issue 42).
 
-Layout and wiring only: the logic is demo/live/canary.py (``CanaryStage``, one per app, shared by
+Layout and wiring only: the logic is demo/live/canary_stage.py (``CanaryStage``, one per app, shared by
 every viewer: there is one router). The view is redrawn every POLL_S seconds by a ``gr.Timer``
 that starts when the tab is first opened, so the other tabs pay nothing for it; each tick reads
 the canary's status and its Prometheus, never a vLLM server's /metrics.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from demo.live.canary import (
+from demo.live.canary_stage import (
     BAD_PRESET,
     DEFAULT_MAX_TOKENS,
     GOOD_PRESET,

@@ -50,7 +50,7 @@ from demo.sweep.rates import (
 from demo.sweep.report import VERDICT_CSS, finalize, write_outputs
 from demo.sweep.report import verdicts_html as workload_verdicts_html
 from demo.sweep.report_workload import capacity_html, profile_html, segments_html, summary_paragraph
-from demo.sweep.runner import Progress, make_spec, new_result, run_sweep, settings_arms, spec_arms
+from demo.sweep.runner import SweepProgress, new_result, run_sweep, settings_arms, spec_arms, sweep_spec
 from demo.sweep.verdict import VERDICT_BASIS
 from demo.view import run_status_html
 from demo.workload import Workload, WorkloadError, open_workload
@@ -298,7 +298,7 @@ class EvaluateTab:
         except ValidationError as e:
             return self.failed(f"SLO: {validation_summary(e)}")
         try:
-            spec = make_spec(self.settings, list(names or []), conc, temps, int(reps or 1), int(warm or 0),
+            spec = sweep_spec(self.settings, list(names or []), conc, temps, int(reps or 1), int(warm or 0),
                              int(max_tok) if max_tok else None, workload=workload, redact=bool(redacted),
                              slo=slo, gpu_hour_price=gpu_price or None)
             chosen = resolve_presets(spec.presets, self.settings.presets_dir)
@@ -318,7 +318,7 @@ class EvaluateTab:
                                f"page's budget of {self.budget.total} (SPECDEMO_MAX_STREAMS): use a lower "
                                "concurrency, or `python -m demo sweep`.")
 
-        def on_progress(p: Progress) -> None:
+        def on_progress(p: SweepProgress) -> None:
             progress(p.done / p.total if p.total else 1.0, desc=p.label)
 
         try:
@@ -343,7 +343,7 @@ class EvaluateTab:
         return (run_status_html("done" if not failed_cells else "error", text=done),
                 upload_status_html(workload, lines) if workload is not None else gr.skip(),
                 summary_paragraph(result) if result.workloads else "", verdicts_html(result),
-                workload_html(result), figures.throughput_figure(result), figures.acceptance_figure(result),
+                workload_html(result), figures.throughput_figure(result), figures.cell_acceptance_figure(result),
                 figures.time_split_figure(result), self._table(result), files, "", *_rate_plots(None))
 
     async def _run_rates(self, workload: Workload | None, lines: list[str], rates: str, n: float | None,
@@ -361,7 +361,7 @@ class EvaluateTab:
             load = make_rate_load(rates, requests=int(n), slo_ms={"ttft": ttft_ms or None, "itl": itl_ms or None},
                                   slo_percentile={"ttft": p, "itl": p})
             check_workload(workload)
-            spec = make_spec(self.settings, [], "1", "", 1, 0, int(max_tok) if max_tok else None, workload=workload,
+            spec = sweep_spec(self.settings, [], "1", "", 1, 0, int(max_tok) if max_tok else None, workload=workload,
                              redact=redacted)
             rated = new_load_result(spec, load, workload, spec.max_tokens)
         except BadInput as e:
@@ -398,7 +398,8 @@ class EvaluateTab:
             f", {saturated} saturated server step(s) (see the table)" if saturated else "")
         empty = _empty()  # the concurrency sweep's outputs show nothing from an earlier run
         return (run_status_html("done", text=done), upload_status_html(workload, lines), "", "", "",
-                figures.throughput_figure(empty), figures.acceptance_figure(empty), figures.time_split_figure(empty),
+                figures.throughput_figure(empty), figures.cell_acceptance_figure(empty),
+                figures.time_split_figure(empty),
                 [], [str(paths[k]) for k in ("html", "json", "csv")], rate_text_html(rated), *_rate_plots(rated))
 
     def _table(self, result: SweepResult) -> Any:
@@ -515,7 +516,7 @@ def _results(several: bool) -> dict[str, Any]:
     c["throughput_plot"] = gr.Plot(figures.throughput_figure(_empty()), label="Throughput ratio",
                                    elem_id="sd-eval-throughput")
     with gr.Row():
-        c["acc_plot"] = gr.Plot(figures.acceptance_figure(_empty()), label="Acceptance",
+        c["acc_plot"] = gr.Plot(figures.cell_acceptance_figure(_empty()), label="Acceptance",
                                 elem_id="sd-eval-acceptance")
         c["split_plot"] = gr.Plot(figures.time_split_figure(_empty()), label="TTFT vs decode",
                                   elem_id="sd-eval-split")

@@ -32,7 +32,7 @@ from demo.live.request import FREE_PROMPT, build_request, preset_user_text
 from demo.live.session import RaceRegistry
 from demo.live.status import internal_error_text
 from demo.load.arrivals import parse_rates
-from demo.load.engine import LoadResult, LoadSpec, make_spec, parse_users, request_from_race
+from demo.load.engine import LoadResult, LoadSpec, load_spec, parse_users, request_from_race
 from demo.load.page import write_files
 from demo.load.rate import RateLoad, make_rate_load
 from demo.load.view import STEP_HEADERS
@@ -144,7 +144,7 @@ class LoadPanel:
         loaded = None if not workload else Workload.model_validate(workload)
         req = build_request(self.presets, preset_name, prompt_text, temperature, max_tok, order, loaded)
         validate_request(req, self.settings)
-        return make_spec(self.settings, req, users, order, rate=rate), request_from_race(req)
+        return load_spec(self.settings, req, users, order, rate=rate), request_from_race(req)
 
     async def on_run(self, users_text: str, order: str, max_tok: float | None, preset_name: str | None,
                      prompt_text: str | None, temperature: float | None, workload: dict | None,

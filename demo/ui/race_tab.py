@@ -32,6 +32,8 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from demo import charts, view
+from demo.agent_race import SessionResult
+from demo.live.agent_frames import session_frames
 from demo.live.budget import StreamBudget, Ticket, streams_needed
 from demo.live.frame_stream import race_frames
 from demo.live.frames import result_view
@@ -48,7 +50,6 @@ from demo.live.request import (
 from demo.live.saving import save
 from demo.live.session import RaceRegistry
 from demo.live.status import final_status, internal_error_text
-from demo.live.turns import session_frames
 from demo.live.users import users_frames, users_from_input
 from demo.load.engine import UsersRace
 from demo.presets import Preset, PresetProblem, load_presets, session_preset
@@ -58,7 +59,6 @@ from demo.runs.export import export_to_temp
 from demo.runs.store import Run, race_of, record_from_dump
 from demo.server_info import ServerInfo, probe_arms, probe_servers
 from demo.settings import Settings
-from demo.turns import SessionResult
 from demo.ui.outputs import StreamOutputs, frame_updates
 from demo.workload import Workload, WorkloadRequest
 
@@ -117,7 +117,7 @@ class RaceTab:
     order_label: gr.HTML
     run_status: gr.HTML
     badge: gr.HTML
-    turns: gr.HTML  # a session's per-turn strip (demo.live.turns), under the headline; empty otherwise
+    turns: gr.HTML  # a session's per-turn strip (demo.live.agent_frames), under the headline; empty otherwise
     panes: dict[str, Pane]  # by pane key: "baseline", "speculative" (the first arm), then each other arm
     # below the fold
     race_plot: gr.Plot
@@ -228,7 +228,7 @@ class RaceTab:
             return status_html, badge_html, gr.skip(), gr.skip(), *arm_badges
         start_view = result_view(None)
         return (view.run_status_html("waiting", f"this page runs {self.settings.max_concurrent_races} at a time"),
-                start_view.badge, start_view.acceptance_figure, start_view.chunk_figure,
+                start_view.badge, start_view.position_acceptance_figure, start_view.chunk_figure,
                 *(view.identical_badge_html(None, arm=p.arm) for p in self.arm_panes.values() if p.badge is not None))
 
     async def on_race(self, preset_name: str, prompt_text: str, temp: float, max_tok: float, order_value: Order,
@@ -312,7 +312,7 @@ class RaceTab:
             titles = arm_titles(self.settings, [ServerInfo(**i) for i in infos], result)
             out: dict[Any, Any] = {
                 self.run_status: end.status,
-                self.badge: shown.badge, self.acc_plot: shown.acceptance_figure,
+                self.badge: shown.badge, self.acc_plot: shown.position_acceptance_figure,
                 self.chunk_plot: shown.chunk_figure,
                 self.history: rows,
                 self.history_df: view.history_table([view.HistoryRow(**r) for r in rows]),
@@ -471,7 +471,7 @@ def _below_the_fold_content() -> dict[str, Any]:
     with gr.Row():
         b["race_plot"] = gr.Plot(charts.race_figure(None), show_label=False, elem_id="sd-race-plot")
     with gr.Row():
-        b["acc_plot"] = gr.Plot(charts.acceptance_figure(None), show_label=False, elem_id="sd-acc-plot")
+        b["acc_plot"] = gr.Plot(charts.position_acceptance_figure(None), show_label=False, elem_id="sd-acc-plot")
         b["chunk_plot"] = gr.Plot(charts.chunk_figure(None), show_label=False, elem_id="sd-chunk-plot")
     with gr.Accordion("Servers", open=True):
         b["servers"] = gr.HTML(elem_id="sd-servers")

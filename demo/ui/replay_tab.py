@@ -161,7 +161,7 @@ class ReplayTab:
         yield stream.values({self.banner: view.recording_banner_html(result, note),
                              self.order_label: view.order_html(result.order),
                              self.status: view.run_status_html("running", "playing the recording"),
-                             self.badge: start_view.badge, self.acc_plot: start_view.acceptance_figure,
+                             self.badge: start_view.badge, self.acc_plot: start_view.position_acceptance_figure,
                              self.chunk_plot: start_view.chunk_figure, **self._unused(result),
                              **self._arm_badges(None, result)})
         async for frame in throttled_frames(replay_snapshots(result)):
@@ -170,7 +170,7 @@ class ReplayTab:
         step_figures: dict[Any, Any] = {} if users is None else {
             self.speedup: view.users_speedup_html(users.users, users.step, running=False),
             **{self.panes[side][1]: view.users_step_html(side, users) for side in SIDES}}
-        yield stream.values({self.badge: end_view.badge, self.acc_plot: end_view.acceptance_figure,
+        yield stream.values({self.badge: end_view.badge, self.acc_plot: end_view.position_acceptance_figure,
                              self.chunk_plot: end_view.chunk_figure, **step_figures,
                              **self._arm_badges(result, result),
                              self.status: view.run_status_html("done", "end of the recording (figures as saved)")})
@@ -245,7 +245,8 @@ def build(settings: Settings) -> ReplayTab:
     gr.HTML(view.burst_legend_html())
     race_plot = gr.Plot(charts.race_figure(None), label="Tokens over time (recorded)", elem_id="sd-replay-race")
     with gr.Row():
-        acc_plot = gr.Plot(charts.acceptance_figure(None), label="Acceptance by position", elem_id="sd-replay-acc")
+        acc_plot = gr.Plot(charts.position_acceptance_figure(None), label="Acceptance by position",
+                           elem_id="sd-replay-acc")
         chunk_plot = gr.Plot(charts.chunk_figure(None), label="Tokens per chunk", elem_id="sd-replay-chunk")
     tab = ReplayTab(settings=settings, run=run, refresh=refresh, play=play, stop=stop, export=export,
                     exported=exported, banner=banner, speedup=speedup, order_label=order_label, status=status,

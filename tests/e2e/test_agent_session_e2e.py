@@ -1,5 +1,5 @@
 """The agent session (presets/agent_session.yaml) played turn by turn on the real CPU vLLM servers,
-as the page plays it (demo.turns, in the page's order): the servers take every turn's history (the
+as the page plays it (demo.agent_race, in the page's order): the servers take every turn's history (the
 side's own answers, their tool calls with the ids vLLM gave them, the logged tool results), every
 turn finishes on every side with the same answer, and each turn's figures and the session's are
 measured. The per-turn table is printed: the figures for docs/benchmarks.md.
@@ -16,10 +16,10 @@ import os
 
 import pytest
 
+from demo.agent_race import SessionResult, stream_session
 from demo.live.request import default_order
 from demo.presets import load_presets
 from demo.settings import ArmSetting, Settings
-from demo.turns import SessionResult, stream_session
 
 pytestmark = pytest.mark.e2e
 

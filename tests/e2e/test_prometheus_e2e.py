@@ -24,13 +24,13 @@ import pytest
 import yaml
 
 from common.paths import ROOT
+from common.sides import Side
 from common.waiting import held_within, wait_for
 from demo.race import run_race
 from demo.results import Message, RaceRequest, RaceResult
 from demo.settings import Settings
 from harness.ports import free_port
 from servers import monitor
-from servers.config import Role
 from tests.promql import PROMETHEUS_SERIES, dashboard_queries, exposed_names, metric_names
 
 pytestmark = pytest.mark.e2e
@@ -104,7 +104,7 @@ def prometheus(real_servers: Settings, guardrails_file: Path,
     if binary is None:
         pytest.skip("Prometheus is not installed (bash scripts/install_prometheus.sh, i.e. apt-get install prometheus)")
     tmp = tmp_path_factory.mktemp("prometheus")
-    targets: dict[Role, list[str]] = {"baseline": [_host_port(real_servers.baseline_url)],
+    targets: dict[Side, list[str]] = {"baseline": [_host_port(real_servers.baseline_url)],
                                       "speculative": [_host_port(real_servers.speculative_url)]}
     config = monitor.scrape_config(targets, interval_s=INTERVAL_S, rule_files=[str(guardrails_file)])
     (tmp / "prometheus.yml").write_text(monitor.config_text(config))

@@ -1,4 +1,4 @@
-"""A session preset on the page, without Gradio: its turns raced one after another (demo.turns), drawn
+"""A session preset on the page, without Gradio: its turns raced one after another (demo.agent_race), drawn
 as the race's own Frames.
 
 Each pane streams the turn racing now (its answer, tiles and shading, as a race); under the headline
@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import AsyncGenerator, Sequence
 
 from demo import view
+from demo.agent_race import SessionResult, stream_session
 from demo.live.budget import Ticket
 from demo.live.frame_stream import SNAPSHOT_INTERVAL_S, RaceFrames
 from demo.live.frames import Frame
@@ -21,7 +22,6 @@ from demo.live.session import RaceControl
 from demo.presets import Preset
 from demo.results import RaceRequest
 from demo.settings import Settings
-from demo.turns import SessionResult, stream_session
 
 
 def session_frames(req: RaceRequest, preset: Preset, settings: Settings, control: RaceControl,
