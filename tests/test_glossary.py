@@ -9,7 +9,8 @@ from pathlib import Path
 from common.paths import ROOT
 
 PACKAGES = ("demo", "servers", "harness", "common")
-# retired identifier -> what replaces it (an attribute of another library's, such as gr.Progress, is not ours)
+# retired identifier -> what replaces it (an attribute of another library's, such as gr.Progress, is not ours,
+# nor the end of a name built in an f-string, such as f"slo_{n}_ms")
 RETIRED = {
     "Role": "Side (common/sides.py): a server's part in a comparison, one spelling for demo/ and servers/",
     "ROLES": "SIDES (common/sides.py)",
@@ -35,7 +36,7 @@ GLOSSARY = (ROOT / "docs" / "development.md").read_text().split("## Glossary", 1
 
 def _uses(name: str, root: Path = ROOT) -> list[str]:
     """Each line of PACKAGES' modules under ``root`` that holds ``name`` as a word: path:line."""
-    word = re.compile(rf"(?<![\w.]){re.escape(name)}\b")
+    word = re.compile(rf"(?<![\w.}}]){re.escape(name)}\b")  # not an attribute, nor a suffix in an f-string
     return [f"{path.relative_to(root)}:{n}" for pkg in PACKAGES for path in sorted((root / pkg).rglob("*.py"))
             for n, line in enumerate(path.read_text().splitlines(), 1) if word.search(line)]
 

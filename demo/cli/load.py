@@ -135,7 +135,7 @@ def rate_load(args: argparse.Namespace) -> RateLoad:
         return make_rate_load(args.rate, requests=args.requests, duration_s=args.duration, arrivals=args.arrivals,
                               burstiness=args.burstiness, seed=args.arrival_seed, drain_s=args.drain_s,
                               normalized=args.normalize,
-                              slo_ms={n: getattr(args, f"slo_{n}_ms_text") for n in SLO_FIGURES},
+                              slo_ms={n: getattr(args, f"slo_{n}_ms") for n in SLO_FIGURES},
                               slo_percentile={n: getattr(args, f"slo_{n}_p") for n in SLO_FIGURES})
     except BadInput as e:
         raise usage_error(e) from None
@@ -144,7 +144,7 @@ def rate_load(args: argparse.Namespace) -> RateLoad:
 def rate_slo(args: argparse.Namespace) -> RateSlo:
     """The open-loop SLOs from ``--slo-*-ms`` and ``--slo-*-p``; UsageError (one line) on a bad one."""
     try:
-        return make_rate_slo({n: getattr(args, f"slo_{n}_ms_text") for n in SLO_FIGURES},
+        return make_rate_slo({n: getattr(args, f"slo_{n}_ms") for n in SLO_FIGURES},
                              {n: getattr(args, f"slo_{n}_p") for n in SLO_FIGURES})
     except BadInput as e:
         raise usage_error(e) from None
