@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from common.validation import validation_errors
 from servers.canary import CanaryError, CanaryState, append_event, read_canary, read_share, set_share
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -57,10 +58,9 @@ class WebhookBody(BaseModel):
 
 
 def body_error(e: ValidationError) -> str:
-    """A refused body in one line: where it is wrong and why, as the log says it."""
-    first = e.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "the body"
-    return f"not an Alertmanager webhook body: {where}: {first['msg']}"
+    """A refused body in one line: where it is wrong and why (common.validation), as the log says it."""
+    where, why = validation_errors(e)[0]
+    return f"not an Alertmanager webhook body: {where or 'the body'}: {why}"
 
 
 def log(line: str) -> None:

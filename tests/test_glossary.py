@@ -3,6 +3,7 @@ demo/, servers/, harness/ or common/, and every name the glossary points at is d
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -34,11 +35,17 @@ RETIRED_MODULES = {
 GLOSSARY = (ROOT / "docs" / "development.md").read_text().split("## Glossary", 1)[1].split("\n## ", 1)[0]
 
 
+@functools.cache
+def _sources(root: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """PACKAGES' modules under ``root``, read once: (path relative to root, its lines)."""
+    return tuple((str(path.relative_to(root)), tuple(path.read_text().splitlines()))
+                 for pkg in PACKAGES for path in sorted((root / pkg).rglob("*.py")))
+
+
 def _uses(name: str, root: Path = ROOT) -> list[str]:
     """Each line of PACKAGES' modules under ``root`` that holds ``name`` as a word: path:line."""
     word = re.compile(rf"(?<![\w.}}]){re.escape(name)}\b")  # not an attribute, nor a suffix in an f-string
-    return [f"{path.relative_to(root)}:{n}" for pkg in PACKAGES for path in sorted((root / pkg).rglob("*.py"))
-            for n, line in enumerate(path.read_text().splitlines(), 1) if word.search(line)]
+    return [f"{path}:{n}" for path, lines in _sources(root) for n, line in enumerate(lines, 1) if word.search(line)]
 
 
 def test_no_retired_name_comes_back() -> None:
@@ -62,7 +69,7 @@ def test_the_scan_finds_a_planted_retired_name(tmp_path: Path) -> None:
 
 
 def test_every_name_the_glossary_points_at_is_defined() -> None:
-    code = "\n".join(path.read_text() for pkg in PACKAGES for path in (ROOT / pkg).rglob("*.py"))
+    code = "\n".join(line for _path, lines in _sources(ROOT) for line in lines)
     rows = [line.split("|")[3] for line in GLOSSARY.splitlines() if line.startswith("| ") and "---" not in line][1:]
     names = {m.split(".")[-1] for row in rows for m in re.findall(r"`([A-Za-z_][\w.]*)`", row)}
     missing = [n for n in sorted(names) if not re.search(rf"^\s*(?:def |class |async def )?{n}\b[\s(:=]", code, re.M)]
