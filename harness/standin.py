@@ -1162,12 +1162,14 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _serve_until_stopped(behavior: StandinBehavior, host: str, port: int) -> None:
-    s = Standin(behavior, host=host, port=port, log_level="info").start()
     # Its imports out of the collector's reach, as the client's are: a full collection between a
     # chunk's write and its send time, on a busy machine, would move the truth the tests check.
+    # Before it serves: once /health answers, nothing but requests holds the process's GIL (an import
+    # and a collection after it held a busy machine's first requests 10-75 ms before their handler).
     from demo.client import settle_heap  # here: the in-process Standin needs none of the client
 
     settle_heap()
+    s = Standin(behavior, host=host, port=port, log_level="info").start()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))  # stop cleanly
     print(f"stand-in vLLM server ({'speculative' if behavior.speculative else 'baseline'}) on {s.url}; "
           "Ctrl+C to stop", flush=True)
