@@ -278,7 +278,8 @@ class SideMeter:
             tool_calls=self.tool_calls,
             done=self.done,
             error=self.error,
-            status=self.status,
+            # Not sent yet (its turn in a sequential A/B, or the start line): queued, not waiting on a server.
+            status="queued" if not self.started and self.status == "waiting" else self.status,
             server_wait=self.server_wait,
         )
 

@@ -459,7 +459,7 @@ class SideSnapshot(BaseModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)  # the answer's tool calls so far
     done: bool = False
     error: str | None = None
-    status: str = "waiting"  # waiting | streaming | done | error | cancelled
+    status: str = "waiting"  # queued (not sent yet) | waiting | streaming | done | error | cancelled
     # Set while the stream is quiet past the read timeout and the server says it is working on it.
     server_wait: ServerWait | None = None
 

@@ -111,7 +111,7 @@ def _spec_reason(result: SideResult | None, field: str) -> str | None:
 def side_tiles(snap: SideSnapshot, result: SideResult | None, speculative: bool) -> list[Tile]:
     """The tiles of one pane: live figures from the snapshot, final ones from the result."""
     live = result is None
-    pending = live and snap.status in ("waiting", "streaming")
+    pending = live and snap.status in ("queued", "waiting", "streaming")
     note = "live" if live and snap.status == "streaming" else None
     elapsed: float | None
     if result is None:
@@ -243,7 +243,8 @@ def side_status_html(side: Side, snap: SideSnapshot, quiet_s: float | None = Non
     if snap.error:
         return (f'<div class="sd-side-error" role="alert" data-side="{esc(side)}">'
                 f'<b>{esc(who or side.capitalize())} failed:</b> {esc(snap.error)}</div>')
-    labels = {"waiting": "waiting for the first token…", "streaming": "streaming",
+    labels = {"queued": "waiting its turn (not sent yet)", "waiting": "waiting for the first token…",
+              "streaming": "streaming",
               "done": "done", "cancelled": "stopped", "error": "failed"}
     label = labels.get(snap.status, snap.status)
     if quiet_s is not None and snap.status in ("waiting", "streaming"):

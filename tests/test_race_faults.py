@@ -203,7 +203,7 @@ def test_sequential_second_side_waits_at_zero_elapsed() -> None:
         snaps = asyncio.run(go(base, spec))
     # while the baseline streams, the speculative request has not been sent yet
     waiting = [s.speculative for s in snaps if s.baseline.status == "streaming" and s.baseline.completion_tokens]
-    assert all(w.status == "waiting" and not w.completion_tokens for w in waiting)
+    assert all(w.status == "queued" and not w.completion_tokens for w in waiting)  # not sent: no quiet-server line
     assert len(waiting) >= 3 and all(w.elapsed_s == 0.0 for w in waiting)
     final = snaps[-1].result
     assert final is not None and final.speculative.complete

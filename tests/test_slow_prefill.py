@@ -15,13 +15,14 @@ import httpx
 import pytest
 
 from common.waiting import held_within, wait_for
+from demo import view
 from demo.client import StreamError, make_http_client, stream_completion
-from demo.live.frame_stream import race_frames
+from demo.live.frame_stream import quiet_status, race_frames
 from demo.live.session import RaceControl
 from demo.live.status import server_working_text
 from demo.metrics import in_flight, parse_metrics, progress_signature
 from demo.race import run_race
-from demo.results import Message, RaceRequest, ServerWait, SideSnapshot
+from demo.results import Message, RaceRequest, RaceSnapshot, ServerWait, SideSnapshot
 from demo.settings import Settings
 from harness.standin import FIXTURES, Standin, StandinBehavior
 
@@ -228,3 +229,15 @@ def test_the_working_line_says_prefill_or_quiet_and_the_bound() -> None:
     queued = snap.model_copy(update={"server_wait": ServerWait(quiet_s=5.0, waiting=1)})
     assert "(queued, or its grammar being built)" in (server_working_text(queued, 5.0, 600.0) or "")
     assert server_working_text(snap.model_copy(update={"server_wait": None}), 5.0, 600.0) is None
+
+
+def test_a_side_not_sent_yet_waits_its_turn_with_no_quiet_line() -> None:
+    # A sequential A/B: the baseline is quiet for 40 s (a long prefill), the speculative request is not
+    # sent yet. Only the baseline gets the quiet line; the other pane says it waits its turn.
+    base = SideSnapshot(side="baseline", status="waiting", elapsed_s=40.0)
+    spec = SideSnapshot(side="speculative", status="queued")
+    shown = RaceSnapshot(order="sequential", baseline=base, speculative=spec)
+    long_ago = time.monotonic() - 40.0
+    lines = quiet_status(shown, {"baseline": long_ago, "speculative": long_ago}, Settings(save_runs=False))
+    assert list(lines) == ["baseline"] and "nothing from the server for 40 s" in lines["baseline"]
+    assert "waiting its turn (not sent yet)" in view.side_status_html("speculative", spec)

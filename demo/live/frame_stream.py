@@ -175,7 +175,7 @@ class RaceFrames:
             try:
                 await asyncio.wait_for(self.changed.wait(), timeout=1.0)
             except TimeoutError:
-                quiet = _quiet_status(self.shown, self.progress_at, self.settings)
+                quiet = quiet_status(self.shown, self.progress_at, self.settings)
                 return Frame(side_status=quiet) if quiet else None
             self.changed.clear()
             return None
@@ -190,7 +190,7 @@ class RaceFrames:
         self.shown = snap
         frame = self._dress(self.throttle.frame(snap, now))
         # Heartbeat snapshots keep coming while a server is silent: say so on its pane.
-        frame.side_status = _quiet_status(snap, self.progress_at, self.settings) or None
+        frame.side_status = quiet_status(snap, self.progress_at, self.settings) or None
         return frame
 
     def _dress(self, frame: Frame) -> Frame:
@@ -219,7 +219,7 @@ def _waiting_html(ticket: Ticket | None) -> str:
     return view.run_status_html("waiting", waiting_text(ticket) if ticket else "", text="Waiting for free streams…")
 
 
-def _quiet_status(shown: RaceSnapshot | None, progress_at: dict[str, float],
+def quiet_status(shown: RaceSnapshot | None, progress_at: dict[str, float],
                   settings: Settings) -> dict[str, str]:
     """Status lines for running sides that have sent nothing for a while, by pane key: how long,
     and either when the client gives up (the read timeout) or that the server says it is working
