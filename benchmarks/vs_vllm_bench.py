@@ -1,6 +1,6 @@
 """Does our engine measure what `vllm bench serve` measures, on the same servers and requests?
 
-The check that our probes do not disturb the servers (issue 22, "no observer effect"): the same
+The check that our probes do not disturb the servers ("no observer effect"): the same
 requests (one prompt, ``--requests`` times, ``--max-tokens`` each, greedy) at ``--concurrency``
 streams, through our batch engine (demo/sweep/runner.py ``run_batch``, with its /metrics
 sampling, exactly as the evaluator and the load sweep run it) and through `vllm bench serve`

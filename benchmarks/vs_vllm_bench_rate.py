@@ -1,5 +1,5 @@
 """Does our open-loop step measure what `vllm bench serve --request-rate R` measures, on the same
-servers, requests and arrival law? (issue 41's peer check, beside benchmarks/vs_vllm_bench.py's
+servers, requests and arrival law? (The open-loop peer check, beside benchmarks/vs_vllm_bench.py's
 closed-loop one.)
 
 Per run, for each rate: our step (``python -m demo load --rate R --requests N --normalize``, the

@@ -34,7 +34,7 @@ def settle_heap() -> None:
     Called once the imports are done (the page, the CLI, a test worker). A chunk's arrival time is
     taken when the client reads it, so a pause of the client's process at a stream's first or last
     token moves a measured rate. A full collection over the page's imports (~176,000 objects) took
-    ~100 ms on a 2-core VM (2026-12-01): 10% of a 1 s stream's rate, twice what the tests allow;
+    ~100 ms on a 2-core VM: 10% of a 1 s stream's rate, twice what the tests allow;
     over what is left after this, well under 1 ms. The frozen objects are the imports, alive to the
     end anyway.
     """
@@ -55,7 +55,7 @@ def collector_paused() -> Iterator[None]:
 
     settle_heap() takes the imports out of reach, but what a long-running page or a sweep keeps
     alive grows, and an automatic full collection at a stream's first or last token moves its rate
-    (50-170 ms seen here in a test worker under load, 2026-12-02). Objects freed by reference
+    (50-170 ms in a test worker on a busy 2-core VM). Objects freed by reference
     counting are freed as always; only cycles wait for the collector, which is on again as soon as
     no measured run is left (or stays off if someone else had turned it off). Runs that overlap
     without a gap for MAX_COLLECTOR_PAUSE_S get one collection as the next run starts.

@@ -1,6 +1,6 @@
 """One core kept busy, as on a shared runner: the background load of ``scripts/test.sh --busy``.
 
-One busy loop (``while True: pass``, as the issue's experiment ran it beside CI) in a session of its
+One busy loop (``while True: pass``, the neighbour a busy CI machine has) in a session of its
 own, at the priority of whoever starts it (nice 0 as CI runs; under Linux's autogroups a session is
 scheduled as one group, so the loop competes like another user's job). It is bounded twice: whoever
 starts it stops it (test.sh's EXIT trap), and it ends by itself after ``max_s`` if that stop never

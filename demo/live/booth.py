@@ -537,7 +537,7 @@ class Booth:
         shown_preset = preset
         order = [preset, *[p for p in self.rotation if p is not preset]]
         # A recording raced in the booth's order first (several arms on CPU: sequential), else any
-        # simultaneous one (the pair's, from before the arms).
+        # simultaneous one (a pair's recording without arms still shows the lesson).
         race_orders = [self.order, *(["simultaneous"] if self.order != "simultaneous" else [])]
         for race_order in race_orders:
             for candidate in order:

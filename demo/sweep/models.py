@@ -51,7 +51,7 @@ class WorkloadSpec(BaseModel):
     issues: list[LoadIssue] = Field(default_factory=list)  # skipped lines, by file and line
     ignored_fields: dict[str, int] = Field(default_factory=dict)  # field -> lines it was ignored on
     # Sessions and turns measured (a request without a session is a session of one turn); None: a
-    # results file from before they were counted.
+    # results file that does not count them (an older version's, which still loads).
     sessions: int | None = None
     turns: int | None = None
     history: History | None = None  # how sessions' turns got their history ("logged"); None: no sessions

@@ -1,5 +1,5 @@
 """The "Canary" tab: traffic through the canary's router at a set rate, the live share, each path's
-figures, the switch to what speculation does badly, the rollback and its timeline (issue 42).
+figures, the switch to what speculation does badly, the rollback and its timeline.
 
 Layout and wiring only: the logic is demo/live/canary_stage.py (``CanaryStage``, one per app, shared by
 every viewer: there is one router). The view is redrawn every POLL_S seconds by a ``gr.Timer``

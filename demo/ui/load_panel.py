@@ -45,7 +45,7 @@ from demo.workload import Workload, WorkloadRequest
 log = logging.getLogger(__name__)
 
 DEFAULT_USERS = "1,2,4,8,16"
-# Short answers keep a sweep to minutes on a CPU pair (the measurements used 160).
+# Short answers keep a sweep to minutes on a CPU pair.
 DEFAULT_MAX_TOKENS = 160
 MODES = [("Users", "users"), ("Requests per second", "rate")]
 DEFAULT_RATES = "0.5,1,2"
