@@ -1,6 +1,6 @@
 """Does the client keep up with many fast streams? Ours and `vllm bench serve` against the truth.
 
-A fast stand-in (harness/standin.py, in its own process so that it shares neither the GIL nor
+A fast stand-in (harness/standin/, in its own process so that it shares neither the GIL nor
 the CPU count of the clients) serves ``--streams`` concurrent streams (default 256 x 100
 tokens/s: 25,600 tokens/s in all). First our batch engine (demo/sweep/runner.py ``run_batch``,
 the engine of the page's users, the load sweep and the evaluator) sends them; then

@@ -20,13 +20,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import subprocess
 import sys
 import time
 from typing import Any
 
-from demo.measure import efficiency
+from demo.measure import efficiency, median
 from demo.presets import load_presets
 from demo.race import run_race
 from demo.results import SIDES, RaceRequest, RaceResult
@@ -42,10 +41,6 @@ def preset_request(settings: Settings, name: str, max_tokens: int | None, warmup
 
 
 def preset_row(name: str, runs: list[RaceResult]) -> dict[str, Any]:
-    def med(values: list[float | None]) -> float | None:
-        vals = [v for v in values if v is not None]
-        return statistics.median(vals) if vals else None
-
     last = runs[-1]
     spec = [r.speculative.spec for r in runs]
     return {
@@ -54,15 +49,15 @@ def preset_row(name: str, runs: list[RaceResult]) -> dict[str, Any]:
         "runs": len(runs),
         "completion_tokens": last.speculative.completion_tokens,
         "prompt_tokens": last.baseline.prompt_tokens,
-        "baseline_decode_tokens_per_s": med([r.baseline.decode_tokens_per_s for r in runs]),
-        "speculative_decode_tokens_per_s": med([r.speculative.decode_tokens_per_s for r in runs]),
-        "speedup": med([r.speedup for r in runs]),
-        "e2e_speedup": med([r.e2e_speedup for r in runs]),
-        "baseline_ttft_s": med([r.baseline.ttft_s for r in runs]),
-        "speculative_ttft_s": med([r.speculative.ttft_s for r in runs]),
-        "acceptance_rate": med([s.acceptance_rate if s else None for s in spec]),
-        "mean_acceptance_length": med([s.mean_acceptance_length if s else None for s in spec]),
-        "efficiency": med([efficiency(r.speedup, s.mean_acceptance_length if s else None)
+        "baseline_decode_tokens_per_s": median([r.baseline.decode_tokens_per_s for r in runs]),
+        "speculative_decode_tokens_per_s": median([r.speculative.decode_tokens_per_s for r in runs]),
+        "speedup": median([r.speedup for r in runs]),
+        "e2e_speedup": median([r.e2e_speedup for r in runs]),
+        "baseline_ttft_s": median([r.baseline.ttft_s for r in runs]),
+        "speculative_ttft_s": median([r.speculative.ttft_s for r in runs]),
+        "acceptance_rate": median([s.acceptance_rate if s else None for s in spec]),
+        "mean_acceptance_length": median([s.mean_acceptance_length if s else None for s in spec]),
+        "efficiency": median([efficiency(r.speedup, s.mean_acceptance_length if s else None)
                            for r, s in zip(runs, spec, strict=True)]),
         "identical_text": all(r.identical_text for r in runs),
         "errors": sorted({e for r in runs for e in (r.baseline.error, r.speculative.error) if e}),

@@ -1,4 +1,4 @@
-"""The stand-in vLLM server (harness/standin.py) behind vLLM's command line, for the soak test.
+"""The stand-in vLLM server (harness/standin/) behind vLLM's command line, for the soak test.
 
 The launcher appends vLLM's flags to SPECDEMO_SERVERS_SERVER_COMMAND
 (``python -m benchmarks.soak_standin``), so the real supervisor starts, watches and restarts
@@ -20,7 +20,7 @@ SPECULATIVE_CHUNKS = "1,3,5,2"
 
 
 def standin_args(argv: list[str] | None) -> list[str]:
-    """vLLM's flags -> harness/standin.py's flags."""
+    """vLLM's flags -> the stand-in's flags (harness/standin/_cli.py)."""
     p = argparse.ArgumentParser(prog="python -m benchmarks.soak_standin")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)

@@ -98,7 +98,7 @@ def main() -> None:
         for run in range(a.runs):
             for side in SIDES:
                 ep = settings.endpoint(side)
-                model, tokenizer = _served_model(ep.url)
+                model, tokenizer = served_model_and_path(ep.url)
                 first_ours = run % 2 == 0  # alternate which tool goes first
                 for tool in (("ours", "bench") if first_ours else ("bench", "ours")):
                     if tool == "ours":
@@ -130,7 +130,7 @@ def user_prompt(settings: Settings, preset: str) -> str:
     return next(m.text for m in p.messages or [] if m.role == "user")
 
 
-def _served_model(url: str) -> tuple[str, str]:
+def served_model_and_path(url: str) -> tuple[str, str]:
     """The served model's name and its local path (the tokenizer, read offline)."""
     first = httpx.get(f"{url.rstrip('/')}/v1/models", timeout=5).json()["data"][0]
     return str(first["id"]), str(first.get("root") or first["id"])

@@ -46,11 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.vllm_bench import bench_command
-from benchmarks.vs_vllm_bench import _served_model, user_prompt
+from benchmarks.vs_vllm_bench import served_model_and_path, user_prompt
 from demo.load.arrivals import parse_rates
-from demo.load.rate import RateSide, RateSlo, capacity_of
+from demo.load.rate_models import RateSide
+from demo.load.rate_summary import capacity_of
 from demo.results import SIDES, Side
 from demo.settings import Settings
+from demo.slo import Slo
 
 FIGURES = ("completed_requests_per_s", "output_tokens_per_s", "tpot_p50_ms", "itl_p50_ms", "itl_p99_ms")
 
@@ -84,7 +86,7 @@ def _our_figures(side: dict[str, Any]) -> dict[str, Any]:
 
 def bench(url: str, dataset: Path, rate: float, n: int, max_tokens: int, out_dir: Path, tag: str) -> dict[str, Any]:
     """`vllm bench serve --request-rate` on one server: its figures."""
-    model, tokenizer = _served_model(url)
+    model, tokenizer = served_model_and_path(url)
     result = out_dir / f"{tag}.json"
     cmd = bench_command(url, model, tokenizer, dataset, n, n, max_tokens, result, "--request-rate", f"{rate:g}",
                         "--seed", "0", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99")
@@ -175,12 +177,12 @@ def capacity_check(a: argparse.Namespace, settings: Settings, prompt: str, datas
     """Ours against `vllm bench serve --goodput` over the same rates: each server's capacity under the SLO."""
     rates = parse_rates(a.rates)
     on_their_draws = {r: replay_step(settings, prompt, r, a.requests, a.max_tokens, a.slo_e2e_ms, tmp) for r in rates}
-    slo = RateSlo.model_validate(on_their_draws[rates[0]]["slo"])
+    slo = Slo.model_validate(on_their_draws[rates[0]]["slo"])
     ours_caps = our_capacity(settings, prompt, a.rates, a.requests, a.max_tokens, a.slo_e2e_ms, a.save_ours)
     print(f"\ncapacity within e2e p95 <= {a.slo_e2e_ms:g} ms: {a.requests} x {a.preset} user prompt, "
           f"{a.max_tokens} tokens, Poisson normalized to N/R, rates {a.rates}")
     for side in SIDES:
-        model, tokenizer = _served_model(settings.endpoint(side).url)
+        model, tokenizer = served_model_and_path(settings.endpoint(side).url)
         shares: list[tuple[float, float]] = []
         p95s: list[tuple[float, float]] = []
         for rate in rates:

@@ -1,7 +1,7 @@
 """Which requests a canary may send to the speculative server: the eligibility file.
 
 The evaluator decides what pays (demo/sweep/segments.py: greedy requests, JSON output, a tag); the
-canary's router (servers/canary.py) enforces it. Between them is this data file, so that servers/
+canary's router (servers/canary/) enforces it. Between them is this data file, so that servers/
 never imports demo/. A request is eligible when it matches ANY rule; a rule matches when ALL its
 conditions hold. A condition is one of:
 

@@ -18,7 +18,7 @@ def validation_summary(e: ValidationError, every: bool = False, count_rest: bool
     """'field: message' of the first error (of every error, joined by '; ', with ``every``);
     ``count_rest`` adds '(and N more)'; ``name`` says a field path in the caller's words (the
     CLI's flag: demo.cli.args.usage_error). Never the input itself: it may hold a secret."""
-    errors = validation_errors(e)
+    errors = list(dict.fromkeys(validation_errors(e)))  # a union reports once per member: said once
     if name is not None:
         errors = [(name(loc) if loc else loc, msg) for loc, msg in errors]
     text = "; ".join(f"{loc}: {msg}" if loc else msg for loc, msg in (errors if every else errors[:1]))

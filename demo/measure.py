@@ -10,7 +10,7 @@ import json
 import statistics
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from demo.fmt import fmt_length, fmt_number, fmt_speedup
@@ -29,6 +29,12 @@ from demo.results import (
 )
 
 NO_CONTINUOUS_USAGE = "the server sent no per-chunk usage (continuous_usage_stats), so per-chunk tokens are unknown"
+
+
+def median(values: Iterable[float | None]) -> float | None:
+    """The median of the known values (None skipped: a figure not measured); None when none is known."""
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -4,7 +4,7 @@ is marked safe (``markupsafe.Markup``), so a forgotten escape cannot exist. One 
 
 Escaping is demo.fmt.esc's (quotes included: ``&quot;``, ``&#x27;``), the same as every fragment of the
 page, so a value reads the same wherever it is shown. Small fragments for Gradio components stay
-functions (demo/view.py); a page that shows one passes it as Markup, at one place, saying why it is safe.
+functions (demo/view/); a page that shows one passes it as Markup, at one place, saying why it is safe.
 """
 
 from __future__ import annotations

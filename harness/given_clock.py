@@ -11,7 +11,7 @@ real time is left to the stand-ins' timing checks.
     result = measure(pace.events(60), "speculative")  # demo.measure.SideMeter, fed the events
     result.decode_tokens_per_s  # 50 (the tokens after the first over the time since it arrived)
 
-The pace is the stand-in's (harness/standin.py): the prefill token alone in the first chunk, then
+The pace is the stand-in's (harness/standin/): the prefill token alone in the first chunk, then
 ``chunk_sizes`` cycled; token m ready at TTFT + m / tokens_per_s and a chunk sent when its last token
 is ready; a speculative request's final usage chunk carries vLLM's per-request metrics for those
 chunks (``spec_metrics_for``); a stand-in slowing with the streams in flight is a pace per count
@@ -27,12 +27,13 @@ from dataclasses import dataclass, replace
 
 from demo.load.arrivals import ArrivalSchedule
 from demo.load.engine import LoadResult, LoadSpec, LoadStep, finish
-from demo.load.rate import RateSide, RateSlo, RateStep, arm_step, side_figures
+from demo.load.rate import arm_step, side_figures
+from demo.load.rate_models import RateSide, RateStep
 from demo.measure import SideMeter, same_answer
 from demo.metrics import MetricsSample, parse_metrics
 from demo.race import compare_arms
 from demo.results import ChunkEvent, RaceRequest, RaceResult, Side, SideResult, SpecPerRequest
-from demo.sweep.capacity import Slo
+from demo.slo import Slo
 from demo.sweep.models import ArmSpec, BatchStats, CellResult, CellSettings, SweepResult, SweepSpec
 from demo.sweep.pooling import assemble_arms, batch_stats
 from demo.sweep.report import finalize
@@ -257,7 +258,7 @@ def given_sweep(concurrency: Sequence[int], base: ServerDesign, arms: Mapping[st
 # --------------------------------------------------------------------------- open loop (load --rate)
 
 
-def given_rate_side(name: str, schedule: ArrivalSchedule, pace: Pace, tokens: int, slo: RateSlo, *,
+def given_rate_side(name: str, schedule: ArrivalSchedule, pace: Pace, tokens: int, slo: Slo, *,
                     slots: int | None = None, drain_s: float = 30.0) -> RateSide:
     """One server at one rate step: request i sent at its offset (no send lag) and answered at ``pace``
     once one of ``slots`` is free (first come first served, as the stand-in's max_num_seqs; None: no
@@ -291,7 +292,7 @@ def given_rate_side(name: str, schedule: ArrivalSchedule, pace: Pace, tokens: in
                         [0.0] * len(results), None)
 
 
-def given_rate_step(schedule: ArrivalSchedule, base: Pace, arms: Mapping[str, Pace], tokens: int, slo: RateSlo, *,
+def given_rate_step(schedule: ArrivalSchedule, base: Pace, arms: Mapping[str, Pace], tokens: int, slo: Slo, *,
                     slots: int | None = None, drain_s: float = 30.0) -> RateStep:
     """One rate step: the one schedule to the baseline and to each arm (given_rate_side), each arm's
     ratios by demo.load.rate.arm_step."""

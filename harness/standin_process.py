@@ -1,4 +1,4 @@
-"""A stand-in vLLM server (harness/standin.py) in its own process: ``StandinProcess``.
+"""A stand-in vLLM server (harness/standin/) in its own process: ``StandinProcess``.
 
 ``Standin`` runs in a thread of the caller's process, so it shares the caller's GIL and CPU
 time: fine for tests, wrong for measuring a client at tens of thousands of tokens/s, where the

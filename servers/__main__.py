@@ -54,7 +54,8 @@ def _plain(annotation: Any) -> Any:
     return args[0] if get_origin(annotation) in (Union, UnionType) and len(args) == 1 else annotation
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every subcommand and its flags (the settings' own, from servers/settings.py)."""
     p = argparse.ArgumentParser(prog="python -m servers", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -79,11 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _settings(args: argparse.Namespace) -> LauncherSettings:
+def launcher_settings(args: argparse.Namespace) -> LauncherSettings:
+    """The settings a parsed command line asks for: a profile's, then the flags given over it."""
     overrides: dict[str, Any] = {}
     profile = getattr(args, "profile", None)
     if profile:
-        overrides.update(_profile_overrides(profile))
+        overrides.update(profile_overrides(profile))
     for field in (*cli_fields(COMMON), *cli_fields(UP)):
         value = getattr(args, field, None)
         if value is not None:
@@ -91,7 +93,7 @@ def _settings(args: argparse.Namespace) -> LauncherSettings:
     return LauncherSettings(**overrides)
 
 
-def _profile_overrides(name: str) -> dict[str, Any]:
+def profile_overrides(name: str) -> dict[str, Any]:
     """Settings from a named model pair in servers/profiles.py (shared with docker-compose)."""
     from servers.profiles import get_profile
 
@@ -122,13 +124,13 @@ def main(argv: list[str] | None = None) -> int:
 
     A launcher error or bad settings is one line on stderr (launcher.report_error gives its code).
     """
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.command == "monitor":  # Prometheus for the pair: its own flags (servers/monitor.py)
         return monitor.run(args)
-    if args.command == "canary":  # the router in front of the pair: its own flags (servers/canary.py)
+    if args.command == "canary":  # the router in front of the pair: its own flags (servers/canary/)
         return canary.run(args)
     try:
-        s = _settings(args)
+        s = launcher_settings(args)
         if args.command == "up":
             return supervisor.up(s, detach=args.detach)
         if args.command == "status":

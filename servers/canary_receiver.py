@@ -1,4 +1,4 @@
-"""The canary's alert receiver: Alertmanager's webhook sets the share to 0 (servers/canary.py).
+"""The canary's alert receiver: Alertmanager's webhook sets the share to 0 (servers/canary/).
 
 ``POST /alert`` takes Alertmanager's webhook body (version 4: ``{"alerts": [{"status", "labels",
 "annotations", "startsAt"}, ...]}``), checked by a pydantic model (WebhookBody) as every other

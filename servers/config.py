@@ -1,6 +1,6 @@
 """One source of truth for how a vLLM server of the pair is started.
 
-The launcher (servers/launcher.py) and docker-compose.yml both take their flags from
+The launcher (servers/launcher/) and docker-compose.yml both take their flags from
 here (a test checks compose against ``vllm_args``), so the two paths cannot drift apart.
 """
 

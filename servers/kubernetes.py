@@ -12,7 +12,7 @@ Differences from compose, on purpose: each engine is its own pod on its own GPU,
 the model from ``modelURL``; the served model names get a ``-baseline``/``-speculative`` suffix
 (``-<arm>`` in methods/) so the chart's router does not pool the engines as replicas of one model.
 deploy/kubernetes/methods/ runs servers/arms.py METHODS, the compose `methods` profile: one modelSpec
-per arm, a GPU each. deploy/kubernetes/canary/ is the canary's split (servers/canary.py) as a Gateway
+per arm, a GPU each. deploy/kubernetes/canary/ is the canary's split (servers/canary/) as a Gateway
 API HTTPRoute: requests with the eligibility header to weighted backendRefs, the rest to the
 baseline; its rollback is a JSON patch that sets the speculative weight to 0 (docs/canary.md).
 """

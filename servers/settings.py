@@ -196,8 +196,8 @@ class LauncherSettings(BaseSettings):
     max_restarts_per_hour: int = Field(5, ge=0)
 
     # Replaces "<python> -m vllm.entrypoints.openai.api_server" (the vLLM flags are still
-    # appended). For tests and unusual installs, e.g. "python harness/standin.py" (tests/test_launcher.py
-    # uses a smaller stand-in of its own). A hidden flag: --server-command.
+    # appended). For tests and unusual installs, e.g. "python -m benchmarks.soak_standin"
+    # (tests/test_launcher.py uses a smaller stand-in of its own). A hidden flag: --server-command.
     server_command: str | None = Field(None, json_schema_extra=cli(UP, hidden=True))
 
     @field_validator("baseline_cores", "speculative_cores")

@@ -3,7 +3,7 @@
 - ``compose``: docker-compose.yml's `command:` interpolated with each profile block of .env.example
   (GPU profiles) or as written (the `cpu` and `methods` profiles' services; a methods server's role
   is its arm's name, or baseline);
-- ``launcher``: what `python -m servers up --profile NAME` runs (servers/launcher.py server_config);
+- ``launcher``: what `python -m servers up --profile NAME` runs (servers/launcher/_plan.py server_config);
 - ``helm``: the `vllm serve` line the production-stack chart renders from deploy/kubernetes/NAME/values.yaml.
 
 Each is the argv after `vllm serve` (the model positional or ``--model``). tests/test_kubernetes.py
@@ -20,7 +20,7 @@ import yaml
 
 from common.paths import ROOT
 from servers import launcher
-from servers.__main__ import _profile_overrides
+from servers.__main__ import profile_overrides
 from servers.profiles import CONTAINER_HOST, PROFILES
 from servers.settings import LauncherSettings
 from tests.test_compose import (
@@ -70,7 +70,7 @@ def launcher_commands() -> list[Command]:
         out: list[Command] = []
         for p in PROFILES.values():
             # A CPU server in compose reads the tool template from its mount, the launcher from the checkout.
-            overrides = _profile_overrides(p.name)
+            overrides = profile_overrides(p.name)
             if p.device == "cpu":
                 overrides["chat_template"] = CPU_CHAT_TEMPLATE
             s = LauncherSettings(_env_file=None, host=CONTAINER_HOST, **overrides)

@@ -1,4 +1,4 @@
-"""Shared pytest fixtures. Stand-in vLLM servers: real HTTP on 127.0.0.1 (see harness/standin.py)."""
+"""Shared pytest fixtures. Stand-in vLLM servers: real HTTP on 127.0.0.1 (see harness/standin/)."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ from contextlib import ExitStack
 import pytest
 
 from demo import charts, palette, view
+from demo.fmt import esc
 from demo.live.frames import frame_for, pane_sides
 from demo.live.pane_title import arm_titles, spec_title
 from demo.live.request import default_order
@@ -24,7 +25,7 @@ from demo.settings import Settings
 from demo.ui.outputs import frame_updates
 from harness.given_clock import Pace, given_race
 from harness.standin import Standin, StandinBehavior
-from tests.test_view import EVIL, _snapshot
+from tests.test_view import EVIL, sample_snapshot
 
 ARMS = {"eagle3": 90.0, "ngram": 60.0, "draft": 36.0}  # decode tokens/s; the baseline's 30
 
@@ -37,7 +38,7 @@ def _side(side: str, rate: float, text: str = "abc def", chunks: dict[int, int] 
                       e2e_s=60 / rate, text=text, tokens_per_chunk=chunks or {1: 60}, complete=True, spec=spec)
 
 
-def _result(texts: dict[str, str] | None = None) -> RaceResult:
+def sample_result(texts: dict[str, str] | None = None) -> RaceResult:
     texts = texts or {}
     arms = {n: _side("speculative", r, texts.get(n, "abc def"), {1: 10, 3: 10}, [0.9, 0.5]) for n, r in ARMS.items()}
     return compare_arms(RaceRequest(prompt="p", order="sequential"), _side("baseline", 30.0), arms)
@@ -63,7 +64,7 @@ def test_pane_keys_keep_the_first_arms_ids() -> None:
     assert view.pane_key(0, "eagle3") == "speculative"  # #sd-pane-speculative, as with one arm
     assert view.pane_key(1, "ngram") == "ngram" and view.pane_key(2, "speculative") == "arm-speculative"
     assert list(pane_sides(_several())) == ["baseline", "speculative", "ngram", "draft"]
-    assert list(pane_sides(_snapshot())) == ["baseline", "speculative"]
+    assert list(pane_sides(sample_snapshot())) == ["baseline", "speculative"]
 
 
 def test_an_arms_headline_live_then_final_then_na() -> None:
@@ -72,7 +73,7 @@ def test_an_arms_headline_live_then_final_then_na() -> None:
     assert "2.00×" in live and 'data-state="running"' in live and "data-value" not in live  # no exact live figure
     assert 'data-state="running"' in view.arm_speedup_html("ngram", None, None, running=True)
     assert 'data-state="idle"' in view.arm_speedup_html("ngram", None, None, running=False)
-    result = _result()
+    result = sample_result()
     final = view.arm_speedup_html("ngram", snap.arms["ngram"], result.arms["ngram"], running=False)
     assert f'data-value="{result.arms["ngram"].speedup!r}"' in final and 'data-arm="ngram"' in final
     assert "2.00×" in final and "sd-win" in final
@@ -98,12 +99,12 @@ def test_each_arm_over_the_bound_is_flagged_in_its_own_pane() -> None:
     assert first is not None and ngram is not None and r.arms["ngram"].over_bound is not None
     assert 'data-state="final"' in first and "2.00×" in first and "over-bound" not in first
     assert 'data-state="over-bound"' in ngram and 'data-arm="ngram"' in ngram and ">run again<" in ngram
-    assert view.esc(r.arms["ngram"].over_bound) in ngram and "4.00×</div>" not in ngram
+    assert esc(r.arms["ngram"].over_bound) in ngram and "4.00×</div>" not in ngram
     assert frame.speedup is not None and 'data-state="final"' in frame.speedup  # the first arm's, fair
 
 
 def test_identical_badge_per_arm() -> None:
-    result = _result({"ngram": "abc <b>X"})
+    result = sample_result({"ngram": "abc <b>X"})
     assert 'data-identical="true"' in view.identical_badge_html(result, arm="eagle3")
     differs = view.identical_badge_html(result, arm="ngram")
     assert 'data-identical="false"' in differs and 'data-arm="ngram"' in differs
@@ -114,14 +115,14 @@ def test_identical_badge_per_arm() -> None:
 
 
 def test_a_frame_of_several_arms_has_a_pane_and_headline_each() -> None:
-    frame = frame_for(_several(_result()), with_chart=True)
+    frame = frame_for(_several(sample_result()), with_chart=True)
     assert frame.speculative is not None and frame.speculative.headline_html is not None
     assert 'data-arm="eagle3"' in frame.speculative.headline_html
     assert frame.arms is not None and list(frame.arms) == ["ngram", "draft"]
     draft = frame.arms["draft"]
     assert 'data-key="acceptance_rate"' in draft.tiles_html and 'data-state="final"' in (draft.headline_html or "")
     # One arm: exactly the frame of two panes, no headline in the pane.
-    one = frame_for(_snapshot(), with_chart=False)
+    one = frame_for(sample_snapshot(), with_chart=False)
     assert one.arms is None and one.speculative is not None and one.speculative.headline_html is None
 
 
@@ -153,12 +154,12 @@ def test_the_race_chart_has_a_line_per_arm_in_its_palette_colour() -> None:
     assert [t.name for t in fig.data] == ["baseline", "eagle3", "ngram", "Draft <model>"]
     assert [t.line.color for t in fig.data] == [charts.COLORS["baseline"], *palette.ARM_COLORS]
     assert palette.arm_color(0) == charts.COLORS["speculative"] and palette.arm_color(3) == palette.arm_color(0)
-    one = charts.race_figure(_snapshot())
+    one = charts.race_figure(sample_snapshot())
     assert [t.name for t in one.data] == ["baseline", "speculative"]  # one arm: as always
 
 
 def test_the_result_charts_per_arm() -> None:
-    result = _result()
+    result = sample_result()
     acc = charts.position_acceptance_figure(result)
     assert [t.name for t in acc.data] == list(ARMS) and acc.layout.barmode == "group"
     chunks = charts.chunk_figure(result)
@@ -186,7 +187,7 @@ def test_a_cpu_race_of_several_arms_defaults_to_sequential_and_says_why(device: 
 
 
 def test_arm_titles_name_each_arm_and_its_method() -> None:
-    titles = arm_titles(_settings(), None, _result())
+    titles = arm_titles(_settings(), None, sample_result())
     assert list(titles) == ["speculative", "ngram", "draft"]
     assert "eagle3 (eagle3, k=2)" in titles["speculative"] and "draft (draft, k=2)" in titles["draft"]
     one = Settings(speculative_url="http://127.0.0.1:9000", spec_method="ngram", spec_num_tokens=4)
@@ -253,7 +254,7 @@ def test_n_users_with_several_arms_race_the_first_and_the_others_say_so() -> Non
 
 
 def test_a_stopped_race_of_several_arms_says_every_request_was_aborted() -> None:
-    stopped = _result().model_copy(update={"cancelled": True})
+    stopped = sample_result().model_copy(update={"cancelled": True})
     assert "Stopped: every request was aborted" in final_status(stopped, None)
     pair = compare_arms(RaceRequest(prompt="p"), _side("baseline", 30.0), {"speculative": _side("speculative", 60.0)},
                         cancelled=True)

@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from demo.fmt import esc
 from demo.live.booth import VIEWER_TIMEOUT_S, BoothView, RestartWatch, Viewer
 from demo.live.frames import Frame
 from demo.results import RaceRequest, RaceResult, SideResult
@@ -258,7 +259,7 @@ def test_a_booth_turn_with_two_arms_races_both_one_after_another_on_cpu(tmp_path
         assert result.order == "sequential" and "-sequential" in run.name
         assert list(result.arms) == ["eagle3", "ngram"] and all(a.side.complete for a in result.arms.values())
         assert live is not None and live.caption is not None and live.frame is not None
-        assert 'data-state="live"' in live.caption and view.esc(view.cpu_arms_order_note(2)) in live.caption
+        assert 'data-state="live"' in live.caption and esc(view.cpu_arms_order_note(2)) in live.caption
         assert live.frame.arms is not None and list(live.frame.arms) == ["ngram"]  # the second arm's pane
         assert live.badges is not None and set(live.badges) == {"speculative", "ngram"}
         assert 'data-arm="ngram"' in live.badges["ngram"] and 'data-identical="true"' in live.badges["ngram"]

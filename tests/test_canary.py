@@ -1,4 +1,4 @@
-"""The canary's router (servers/canary.py, Debian's HAProxy) in front of a stand-in pair.
+"""The canary's router (servers/canary/, Debian's HAProxy) in front of a stand-in pair.
 
 Stand-in truth: each stand-in records every request it got, with its headers and body. Through
 the router, with the share at 10%, 50% and 100%, 400 eligible requests split within one request of

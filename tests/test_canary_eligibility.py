@@ -3,7 +3,7 @@
 From a results.json whose segments say greedy, JSON output and a tag pay (and short prompts too),
 ``eligibility_from`` gives the client's header rule plus one rule per routable segment; short
 prompts are listed as not routed. The file round-trips through common/canary_rules.py, and the
-router (servers/canary.py) turns it into HAProxy ACLs; `haproxy -c` accepts the config where
+router (servers/canary/) turns it into HAProxy ACLs; `haproxy -c` accepts the config where
 HAProxy is installed. Fast stage.
 """
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from common.canary_rules import Condition, EligibilityRule
-from servers.canary import CanaryState, Eligibility
+from common.canary_rules import Condition, Eligibility, EligibilityRule
+from servers.canary import CanaryState
 from servers.canary_receiver import MAX_ALERTS, WebhookBody, body_error, handle_alerts
 
 # Alertmanager's webhook body, version 4, with the fields it always sends (its docs' example shape).

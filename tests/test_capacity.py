@@ -7,10 +7,10 @@ import json
 import pytest
 
 from demo.results import Side
+from demo.slo import Slo
 from demo.sweep.capacity import (
     Capacity,
     MeasuredPoint,
-    Slo,
     build_capacity,
     capacity_summary,
     cost_per_million_output_tokens,
@@ -38,7 +38,7 @@ def test_cost_arithmetic_by_hand() -> None:
 
 
 def test_capacity_point_when_latency_grows_with_concurrency() -> None:
-    cap = build_capacity(points(), slo=Slo(ttft_ms=700, itl_ms=60), gpu_hour_price=2.50)
+    cap = build_capacity(points(), slo=Slo.of_ms(700, 60), gpu_hour_price=2.50)
     assert cap.concurrencies == [1, 2, 4, 8]
     meets = {(p.side, p.concurrency): p.meets_slo for p in cap.points}
     assert meets == {("baseline", 1): True, ("baseline", 2): True, ("baseline", 4): False, ("baseline", 8): False,
@@ -66,15 +66,16 @@ def test_capacity_point_when_latency_grows_with_concurrency() -> None:
 def test_highest_concurrency_meeting_the_target_even_past_a_miss() -> None:
     # A noisy point: c=2 misses, c=4 meets. The highest measured concurrency that meets it wins.
     base = [(1, 20.0, 0.2, 0.04), (2, 30.0, 0.9, 0.05), (4, 50.0, 0.6, 0.05)]
-    cap = build_capacity(points(base, SPEC[:1]), slo=Slo(ttft_ms=700))
+    cap = build_capacity(points(base, SPEC[:1]), slo=Slo.of_ms(ttft_ms=700))
     assert cap.best.baseline is not None and cap.best.baseline.concurrency == 4
 
 
 def test_results_json_shape() -> None:
-    cap = build_capacity(points(), slo=Slo(ttft_ms=700, itl_ms=60), gpu_hour_price=2.50)
+    cap = build_capacity(points(), slo=Slo.of_ms(700, 60), gpu_hour_price=2.50)
     data = json.loads(cap.model_dump_json())
     assert {"gpu_hour_price", "slo", "points", "best", "saving", "note", "price_note"} <= set(data)
-    assert data["slo"] == {"ttft_ms": 700.0, "itl_ms": 60.0}
+    assert data["slo"] == {"ttft": {"ms": 700.0, "percentile": 95.0}, "itl": {"ms": 60.0, "percentile": 95.0},
+                           "e2e": None, "min_user_tokens_per_s": None}
     assert {"side", "concurrency", "output_tokens_per_s", "ttft_p95_s", "itl_p95_s", "meets_slo",
             "cost_per_million_output_tokens"} <= set(data["points"][0])
     assert Capacity.model_validate(data) == cap  # results.json reads back
@@ -96,7 +97,7 @@ def test_no_slo_takes_the_top_throughput_and_says_so() -> None:
 
 
 def test_nothing_meets_the_slo() -> None:
-    cap = build_capacity(points(), slo=Slo(ttft_ms=100), gpu_hour_price=2.0)
+    cap = build_capacity(points(), slo=Slo.of_ms(ttft_ms=100), gpu_hour_price=2.0)
     assert cap.best.baseline is None and cap.best.speculative is None
     assert cap.best.na_reasons["baseline"] == ("it meets the latency target at no measured concurrency "
                                                "(at 1: TTFT p95 200 ms > 100 ms)")
@@ -106,7 +107,7 @@ def test_nothing_meets_the_slo() -> None:
 
 
 def test_speculative_slower_is_none_with_the_reason() -> None:
-    cap = build_capacity(points(SPEC, BASE), slo=Slo(itl_ms=60))
+    cap = build_capacity(points(SPEC, BASE), slo=Slo.of_ms(itl_ms=60))
     assert cap.saving.text.startswith("none: speculative serves ")
     assert cap.saving.more_tokens_per_gpu_hour_pct is not None and cap.saving.more_tokens_per_gpu_hour_pct < 0
 
@@ -114,7 +115,7 @@ def test_speculative_slower_is_none_with_the_reason() -> None:
 def test_one_side_failing() -> None:
     failed = [MeasuredPoint(side="speculative", concurrency=c, error="connection refused") for c in (1, 2)]
     base = [p for p in points(BASE[:2], []) if p.side == "baseline"]
-    cap = build_capacity(base + failed, slo=Slo(ttft_ms=700), gpu_hour_price=1.0)
+    cap = build_capacity(base + failed, slo=Slo.of_ms(ttft_ms=700), gpu_hour_price=1.0)
     spec_points = [p for p in cap.points if p.side == "speculative"]
     assert all(p.meets_slo is None and p.na_reasons["meets_slo"] == "connection refused" for p in spec_points)
     assert all(p.na_reasons["output_tokens_per_s"] == "connection refused" for p in spec_points)
@@ -126,7 +127,7 @@ def test_one_side_failing() -> None:
                                "concurrency (connection refused)")
     # The other way round: only speculative has a point.
     cap2 = build_capacity([MeasuredPoint(side="baseline", concurrency=1, error="HTTP 500")]
-                          + [p for p in points([], SPEC[:2]) if p.side == "speculative"], slo=Slo(ttft_ms=700))
+                          + [p for p in points([], SPEC[:2]) if p.side == "speculative"], slo=Slo.of_ms(ttft_ms=700))
     assert cap2.saving.text.startswith("speculative only: it meets your latency target (up to concurrency 2, "
                                        "70.0 output tokens/s) and the baseline does not: it failed")
 
@@ -134,14 +135,14 @@ def test_one_side_failing() -> None:
 def test_unmeasured_latency_is_unknown_not_met() -> None:
     m = [MeasuredPoint(side="baseline", concurrency=1, output_tokens_per_s=10.0, ttft_p95_s=0.1),
          MeasuredPoint(side="speculative", concurrency=1, output_tokens_per_s=20.0, ttft_p95_s=0.1, itl_p95_s=0.01)]
-    cap = build_capacity(m, slo=Slo(ttft_ms=500, itl_ms=50))
+    cap = build_capacity(m, slo=Slo.of_ms(500, 50))
     assert cap.points[0].meets_slo is None
     assert cap.points[0].na_reasons["meets_slo"] == "ITL p95 was not measured"
     assert cap.best.baseline is None and cap.best.speculative is not None
 
 
 def test_target_met_at_the_highest_concurrency_is_flagged() -> None:
-    cap = build_capacity(points(), slo=Slo(ttft_ms=5000), gpu_hour_price=2.5, shared_gpu=True)
+    cap = build_capacity(points(), slo=Slo.of_ms(ttft_ms=5000), gpu_hour_price=2.5, shared_gpu=True)
     assert cap.best.baseline is not None and cap.best.baseline.at_highest_measured
     assert cap.note.endswith("The baseline and speculative servers still met the target at 8, the highest "
                              "concurrency run: their capacity may be higher; run higher concurrencies to find it.")
@@ -157,9 +158,9 @@ def test_price_note_says_which_share_the_price_covers() -> None:
 
 
 def test_summary_paragraph() -> None:
-    cap = build_capacity(points(), slo=Slo(ttft_ms=700, itl_ms=60), gpu_hour_price=2.50)
+    cap = build_capacity(points(), slo=Slo.of_ms(700, 60), gpu_hour_price=2.50)
     assert capacity_summary(cap) == (
-        "Your latency target: time to first token p95 ≤ 700 ms and inter-token latency p95 ≤ 60 ms. "
+        "Your latency target: TTFT p95 ≤ 700 ms and ITL p95 ≤ 60 ms. "
         "The baseline server served 36.0 output tokens/s within it, with 2 requests at once "
         "($19.29 per million output tokens); the speculative server served 110.0 output tokens/s within it, "
         "with 4 requests at once ($6.31 per million output tokens). Speculative serves 206% more tokens per "
@@ -197,6 +198,6 @@ def test_points_from_cells() -> None:
         ("baseline", 2, 36.0, None), ("speculative", 2, None, "HTTP 500 from the server"),
     ]
     assert (pts[2].ttft_p95_s, pts[2].itl_p95_s, pts[2].ttft_p50_s, pts[2].itl_p50_s) == (0.4, 0.04, 0.1, 0.01)
-    cap = build_capacity(pts, slo=Slo(ttft_ms=500))
+    cap = build_capacity(pts, slo=Slo.of_ms(ttft_ms=500))
     assert cap.best.speculative is not None and cap.best.speculative.concurrency == 1
     assert cap.best.baseline is not None and cap.best.baseline.concurrency == 2

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from demo import charts
-from tests.test_view import _result, _snapshot
+from tests.test_view import sample_result, sample_snapshot
 
 
 def test_race_figure_plots_cumulative_tokens() -> None:
-    fig = charts.race_figure(_snapshot())
+    fig = charts.race_figure(sample_snapshot())
     by_name = {t.name: t for t in fig.data}
     assert list(by_name["speculative"].y) == [0, 1, 4]
     assert list(by_name["speculative"].x) == [0.0, 0.06, 0.09]
@@ -20,7 +20,7 @@ def test_empty_figures_before_a_run() -> None:
 
 
 def test_acceptance_and_chunk_figures_from_result() -> None:
-    r = _result()
+    r = sample_result()
     acc = charts.position_acceptance_figure(r)
     assert [round(v, 6) for v in acc.data[0].y] == [90.0, 70.0, 50.0, 30.0]
     chunks = charts.chunk_figure(r)
@@ -29,7 +29,7 @@ def test_acceptance_and_chunk_figures_from_result() -> None:
 
 
 def test_acceptance_figure_na_reason() -> None:
-    r = _result()
+    r = sample_result()
     r.speculative.spec = None
     r.speculative.na_reasons["spec"] = "metrics missing"
     fig = charts.position_acceptance_figure(r)

@@ -701,7 +701,7 @@ def test_gpu_smoke_script_is_shellcheck_clean() -> None:
 
 FAKE_DOCKER = """#!{python}
 # A stand-in `docker` for scripts/gpu_smoke.sh: `compose up` starts two stand-in vLLM servers
-# (harness/standin.py, real HTTP on 127.0.0.1); `inspect` reports health from their /health.
+# (harness/standin/, real HTTP on 127.0.0.1); `inspect` reports health from their /health.
 import os, pathlib, signal, subprocess, sys, urllib.request
 state = pathlib.Path(os.environ["FAKE_DOCKER_STATE"])
 ports = dict(zip(("baseline", "speculative"), os.environ["FAKE_DOCKER_PORTS"].split(",")))

@@ -18,10 +18,12 @@ import httpx
 import pytest
 
 from demo.load.arrivals import ArrivalSchedule, draw_schedule
-from demo.load.rate import RateLoad, RateSlo, SloBound, rate_summary
+from demo.load.rate_models import RateLoad
+from demo.load.rate_summary import rate_summary
 from demo.measure import efficiency, over_bound
 from demo.race import compare_arm
 from demo.results import RaceResult
+from demo.slo import Slo, SloBound
 from demo.sweep.crossover import find_crossover
 from demo.sweep.models import Recommendation
 from demo.sweep.pooling import batch_stats
@@ -404,7 +406,7 @@ SLOW_TOKENS = 21  # 0.05 s + 20 tokens at 100/s: 0.25 s a request, alone
 def test_a_rate_step_below_capacity_keeps_up() -> None:
     pace = Pace(tokens_per_s=100, ttft_s=0.05)
     schedule = draw_schedule(2.0, "constant", requests=12)  # one request every 0.5 s, 0.25 s each
-    side = given_rate_side("baseline", schedule, pace, SLOW_TOKENS, RateSlo(ttft=SloBound(ms=100)), slots=1)
+    side = given_rate_side("baseline", schedule, pace, SLOW_TOKENS, Slo(ttft=SloBound(ms=100)), slots=1)
     assert side.accounted and (side.sent, side.finished, side.cut) == (12, 12, 0)
     assert not side.saturated
     assert side.ttft_s == pytest.approx({"p50": 0.05, "p95": 0.05, "p99": 0.05}, rel=EXACT)
@@ -420,7 +422,7 @@ def test_a_rate_step_below_capacity_keeps_up() -> None:
 def test_a_rate_step_above_capacity_queues_misses_its_slo_and_saturates() -> None:
     pace = Pace(tokens_per_s=100, ttft_s=0.05)
     schedule = draw_schedule(10.0, "constant", requests=12)  # every 0.1 s, one slot of 0.25 s
-    side = given_rate_side("baseline", schedule, pace, SLOW_TOKENS, RateSlo(ttft=SloBound(ms=520)), slots=1)
+    side = given_rate_side("baseline", schedule, pace, SLOW_TOKENS, Slo(ttft=SloBound(ms=520)), slots=1)
     # request i waits i x (0.25 - 0.1) s for the slot: its TTFT is 0.05 + 0.15 i
     ttfts = [0.05 + 0.15 * i for i in range(12)]
     assert side.ttft_s == pytest.approx({f"p{p}": q(ttfts, p) for p in (50, 95, 99)}, rel=EXACT)
@@ -439,7 +441,7 @@ def test_a_rate_step_above_capacity_queues_misses_its_slo_and_saturates() -> Non
 def test_a_rate_step_cut_at_its_bound_counts_every_request() -> None:
     pace = Pace(tokens_per_s=100, ttft_s=0.05)
     schedule = draw_schedule(10.0, "constant", requests=12)
-    side = given_rate_side("baseline", schedule, pace, SLOW_TOKENS, RateSlo(), slots=1, drain_s=1.0)
+    side = given_rate_side("baseline", schedule, pace, SLOW_TOKENS, Slo(), slots=1, drain_s=1.0)
     # bound 1.2 + 1.0 s: the slot finishes requests at 0.35, 0.6, ... 2.1 s; the rest are cut
     assert (side.finished, side.cut, side.failed) == (8, 4, 0) and side.accounted
     assert side.saturated and "cut" in side.saturation_note
@@ -452,7 +454,7 @@ def test_rate_steps_give_the_capacity_under_the_slo_and_the_crossover_in_request
     rates = [1.0, 2.0, 4.0]
     base_rate = {1.0: 100.0, 2.0: 50.0, 4.0: 25.0}
     gain = {1.0: 3.0, 2.0: 1.2, 4.0: 0.8}
-    slo = RateSlo(itl=SloBound(ms=30))
+    slo = Slo(itl=SloBound(ms=30))
     load = RateLoad(rates=rates, arrivals="constant", requests=10, slo=slo)
     steps = []
     for i, rate in enumerate(rates):
@@ -473,7 +475,7 @@ def test_rate_steps_give_the_capacity_under_the_slo_and_the_crossover_in_request
 def test_a_rate_step_from_a_traces_own_times() -> None:
     schedule = ArrivalSchedule.from_offsets([0.0, 0.1, 0.15, 1.0, 1.05, 1.1, 2.0, 2.5])
     pace = Pace(tokens_per_s=100, ttft_s=0.05)
-    side = given_rate_side("baseline", schedule, pace, SLOW_TOKENS, RateSlo(e2e=SloBound(ms=300)))
+    side = given_rate_side("baseline", schedule, pace, SLOW_TOKENS, Slo(e2e=SloBound(ms=300)))
     assert side.finished == 8 and side.good == 8 and not side.saturated
     assert side.offered_requests_per_s == pytest.approx(8 / 2.5, rel=EXACT)
     assert side.duration_s == pytest.approx(2.5 + 0.25, rel=EXACT)

@@ -3,6 +3,7 @@ demo/, servers/, harness/ or common/, and every name the glossary points at is d
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
 from pathlib import Path
@@ -25,12 +26,16 @@ RETIRED = {
     "_ms": "_to_ms (a figure in ms) or _ms_text (its text)",
     "_pool_acceptance": "_pool_batch_acceptance (demo/sweep/pooling.py) or _pool_cell_acceptance "
                         "(demo/sweep/measured.py)",
+    "RateSlo": "Slo (demo/slo.py): one SLO model for the evaluator, the rate sweep and the schedule",
+    "ScheduleSlo": "Slo (demo/slo.py), its decode_part() for a band's k",
+    "make_rate_slo": "slo_of_bounds (demo/slo.py)",
+    "_validation_message": "common.validation.validation_summary (every=True)",
 }
 # retired module -> where its job lives now (one file name for one job)
 RETIRED_MODULES = {
     "demo/turns.py": "demo/agent_race.py",
     "demo/live/turns.py": "demo/live/agent_frames.py",
-    "demo/live/canary.py": "demo/live/canary_stage.py (servers/canary.py is the canary itself)",
+    "demo/live/canary.py": "demo/live/canary_stage.py (servers/canary/ is the canary itself)",
 }
 GLOSSARY = (ROOT / "docs" / "development.md").read_text().split("## Glossary", 1)[1].split("\n## ", 1)[0]
 
@@ -80,3 +85,28 @@ def test_each_word_has_one_row_and_each_retired_name_is_not_in_it() -> None:
     words = re.findall(r"^\| ([^|]+?) \|", GLOSSARY, re.M)[1:]  # the header row's "word" left out
     assert len(words) == len(set(words)) and {"server", "side", "arm", "pane"} <= set(words), words
     assert not any(re.search(rf"`{name}`", GLOSSARY) for name in RETIRED)
+
+
+def _private_imports(root: Path, dirs: tuple[str, ...]) -> list[str]:
+    """Each ``from M import _name`` in ``dirs`` under ``root``: path:line M._name (a dunder is not private)."""
+    found = []
+    for d in dirs:
+        for path in sorted((root / d).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom):
+                    found += [f"{path.relative_to(root)}:{node.lineno} {node.module}.{a.name}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    # A package shows its inside and outside (docs/development.md "Names"): a helper another module
+    # needs is public, in a private module (demo/workload/_lines.py) or a public one; tests and
+    # benchmarks use the same names as the product.
+    assert not _private_imports(ROOT, (*PACKAGES, "tests", "benchmarks", "docs"))
+
+
+def test_the_private_import_scan_finds_a_planted_one(tmp_path: Path) -> None:
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "x.py").write_text("from demo.y import _helper, public\nfrom __future__ import annotations\n")
+    assert _private_imports(tmp_path, ("demo",)) == ["demo/x.py:1 demo.y._helper"]

@@ -436,10 +436,10 @@ def test_unknown_profile(env: Env) -> None:
 def test_gpu_profile_flags_come_from_the_profile() -> None:
     """--profile maps a named pair onto the launcher's settings; vllm_args stays the only flag source."""
     from servers import launcher
-    from servers.__main__ import _parser, _settings
+    from servers.__main__ import build_parser, launcher_settings
     from servers.profiles import PROFILES
 
-    s = _settings(_parser().parse_args(["up", "--profile", "llama-draft", "--baseline-port", "9000"]))
+    s = launcher_settings(build_parser().parse_args(["up", "--profile", "llama-draft", "--baseline-port", "9000"]))
     prof = PROFILES["llama-draft"]
     pair = prof.server_configs(baseline_port=9000)
     assert launcher.server_config(s, "baseline", prof.model).vllm_args() == pair.baseline.vllm_args()
@@ -547,11 +547,12 @@ def test_servers_read_tool_calls_with_the_models_parser_and_template() -> None:
     """The default model: our template with tools and the hermes parser; another model: its own
     template; a profile: its family's parser; an empty parser: no tool flags (vLLM then refuses tools)."""
     from servers import launcher
-    from servers.__main__ import _parser, _settings
+    from servers.__main__ import build_parser, launcher_settings
     from servers.config import SMOLLM2_TOOLS_TEMPLATE
 
     def args(*flags: str) -> list[str]:
-        return launcher.server_config(_settings(_parser().parse_args(["up", *flags])), "baseline", "/m").vllm_args()
+        s = launcher_settings(build_parser().parse_args(["up", *flags]))
+        return launcher.server_config(s, "baseline", "/m").vllm_args()
 
     default = args()
     assert default[default.index("--chat-template") + 1] == str(SMOLLM2_TOOLS_TEMPLATE)
@@ -570,9 +571,9 @@ def test_servers_read_tool_calls_with_the_models_parser_and_template() -> None:
 def test_cli_flags_are_the_settings_fields_marked_for_the_cli() -> None:
     """The parser is built from LauncherSettings: every flag sets the field of its name (two keep a
     shorter spelling), and the spellings users and scripts know stay exactly these."""
-    from servers.__main__ import _parser, _settings
+    from servers.__main__ import build_parser, launcher_settings
 
-    choices = next(a for a in _parser()._actions if a.dest == "command").choices
+    choices = next(a for a in build_parser()._actions if a.dest == "command").choices
     assert isinstance(choices, dict)  # the subparsers action maps each subcommand to its parser
     up = choices["up"]
     flags = {o for a in up._actions for o in a.option_strings if o.startswith("--")}
@@ -585,16 +586,18 @@ def test_cli_flags_are_the_settings_fields_marked_for_the_cli() -> None:
         "--worker-in-engine-core", "--no-worker-in-engine-core", "--arms", "--share-arm-cores",
         "--no-share-arm-cores", "--adaptive-schedule", "--tool-call-parser", "--chat-template",
     }
-    s = _settings(_parser().parse_args(["up", "--kv-space", "3", "--startup-timeout", "7.5", "--baseline-port", "9001",
-                                        "--per-request-spec-metrics", "off", "--run-dir", "/tmp/x"]))
+    s = launcher_settings(build_parser().parse_args(["up", "--kv-space", "3", "--startup-timeout", "7.5",
+                                                     "--baseline-port", "9001", "--per-request-spec-metrics", "off",
+                                                     "--run-dir", "/tmp/x"]))
     assert (s.kvcache_space_gib, s.startup_timeout_s, s.baseline_port) == (3, 7.5, 9001)
     assert s.per_request_spec_metrics == "off"
     assert str(s.run_dir) == "/tmp/x"
-    assert _settings(_parser().parse_args(["up", "--no-warmup"])).warmup is False
-    assert _settings(_parser().parse_args(["up"])).warmup is True  # unset: the setting's default
-    assert _settings(_parser().parse_args(["up", "--no-worker-in-engine-core"])).worker_in_engine_core is False
+    assert launcher_settings(build_parser().parse_args(["up", "--no-warmup"])).warmup is False
+    assert launcher_settings(build_parser().parse_args(["up"])).warmup is True  # unset: the setting's default
+    no_worker = launcher_settings(build_parser().parse_args(["up", "--no-worker-in-engine-core"]))
+    assert no_worker.worker_in_engine_core is False
     with pytest.raises(SystemExit):
-        _parser().parse_args(["up", "--device", "tpu"])
+        build_parser().parse_args(["up", "--device", "tpu"])
 
 
 def test_a_cpu_server_runs_its_worker_in_the_engine_core_with_openmp_placed_as_vllm_would() -> None:

@@ -25,10 +25,12 @@ from common.waiting import wait_for
 from demo.cli import main
 from demo.load.arrivals import MAX_ARRIVAL_WINDOW_S, ArrivalSchedule, draw_schedule, parse_rates
 from demo.load.engine import LoadResult, LoadSpec, run_load
-from demo.load.rate import RateLoad, RateSide, RateSlo, RateStep, SloBound, batch_of, capacity_of, crossover_of
+from demo.load.rate_models import RateLoad, RateSide, RateStep
+from demo.load.rate_summary import batch_of, capacity_of, crossover_of
 from demo.measure import percentile, spread_gaps_s
 from demo.metrics import histogram_quantile, parse_metrics
 from demo.settings import ROOT, Settings
+from demo.slo import Slo, SloBound
 from demo.workload import WorkloadRequest
 from harness.margins import within
 from harness.standin import Standin, StandinBehavior, Truth
@@ -150,7 +152,7 @@ def test_rate_sweep_matches_the_truth_below_around_and_above_saturation(capsys) 
     # Capacity under an ITL p50 SLO set between two measured rates: within 10% of the truth's, found the same way.
     truth_p50 = [percentile(truth_itl(per["baseline"][k]), 50) or 0.0 for k in range(len(steps))]
     bound_ms = 1000 * (truth_p50[0] * truth_p50[1]) ** 0.5
-    slo = RateSlo(itl=SloBound(ms=bound_ms, percentile=50))
+    slo = Slo(itl=SloBound(ms=bound_ms, percentile=50))
     truth_sides = [RateSide(name="baseline", rate_requests_per_s=s.rate_requests_per_s, sent=1, finished=1,
                             slo_figures_s={"itl": p}) for s, p in zip(steps, truth_p50, strict=True)]
     measured_sides = [s.baseline.model_copy(update={"slo_figures_s": {"itl": s.baseline.itl_s["p50"]}})
@@ -247,7 +249,7 @@ def test_arrival_laws_have_the_asked_rate_and_burstiness() -> None:
 
 
 def test_capacity_is_interpolated_and_never_extrapolated() -> None:
-    slo = RateSlo(itl=SloBound(ms=100, percentile=99))
+    slo = Slo(itl=SloBound(ms=100, percentile=99))
 
     def side(rate: float, itl_ms: float | None, cut: int = 0) -> RateSide:
         return RateSide(name="x", rate_requests_per_s=rate, sent=10, finished=10 - cut, cut=cut,
@@ -298,7 +300,7 @@ def test_bad_input_is_one_line(flags: list[str], words: str, capsys) -> None:
 
 
 def test_load_json_keeps_rate_steps_and_the_schedule_reads_it(tmp_path: Path, capsys) -> None:
-    load = RateLoad(rates=[3], duration_s=2.5, drain_s=2, slo=RateSlo(e2e=SloBound(ms=2000)))
+    load = RateLoad(rates=[3], duration_s=2.5, drain_s=2, slo=Slo(e2e=SloBound(ms=2000)))
     with Standin.pair(StandinBehavior(tokens_per_s=400, ttft_s=0.01)) as (base, spec):
         assert main(["load", "--baseline-url", base.url, "--speculative-url", spec.url, "--prompt", "hi",
                      "--max-tokens", "8", "--rate", "3", "--duration", "2.5", "--drain-s", "2", "--slo-e2e-ms", "2000",

@@ -18,7 +18,7 @@ from demo.live.load_stream import LoadFrame, load_frames
 from demo.live.session import RaceControl
 from demo.load.engine import LoadResult
 from demo.load.page import write_files
-from demo.load.rate import RateStep
+from demo.load.rate_models import RateStep
 from demo.load.rate_view import RATE_HEADERS, rate_side_cells
 from demo.settings import Settings
 from demo.ui import load_panel

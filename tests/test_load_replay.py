@@ -16,7 +16,7 @@ import pytest
 from demo.cli import main
 from demo.load.arrivals import MAX_ARRIVAL_WINDOW_S, replay_of
 from demo.load.engine import LoadResult
-from demo.load.rate import RateStep
+from demo.load.rate_models import RateStep
 from demo.workload import load_workload
 from harness.margins import inside
 from harness.standin import Standin, StandinBehavior

@@ -247,7 +247,7 @@ def test_a_server_failing_mid_sweep_fails_its_step_and_the_sweep_goes_on(pair) -
 
 
 @pytest.mark.parametrize(("extra", "says"), [
-    (["--slo-itl-ms", "-5"], "itl_ms"),
+    (["--slo-itl-ms", "-5"], "--slo-itl-ms must be above 0, got -5"),
     (["--repeats", "0"], "--repeats: Input should be greater than or equal to 1"),
     (["--max-tokens", "0"], "--max-tokens: Input should be greater than or equal to 1"),
     (["--out", "/proc/no-such-dir"], "--out /proc/no-such-dir: cannot write there"),

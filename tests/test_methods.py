@@ -547,7 +547,7 @@ def test_the_launcher_refuses_unknown_arms_and_too_few_cores(tmp_path: Path, mon
     with pytest.raises(ValidationError, match="each arm once"):
         LauncherSettings(arms="ngram,ngram")
     s = LauncherSettings(arms="ngram,ngram-k2", run_dir=tmp_path)
-    monkeypatch.setattr(launcher.os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
     with pytest.raises(launcher.LauncherError, match="3 servers .* need one core each, and this machine gives us 2"):
         launcher.check_cores(s)
     launcher.check_cores(LauncherSettings(run_dir=tmp_path))  # the pair: no refusal
@@ -556,10 +556,10 @@ def test_the_launcher_refuses_unknown_arms_and_too_few_cores(tmp_path: Path, mon
     assert [(srv.name, srv.cores) for srv in launcher.servers(shared)] == [
         ("baseline", "0"), ("ngram", "1"), ("ngram-k2", "1")]
     launcher.check_cores(shared)
-    monkeypatch.setattr(launcher.os, "sched_getaffinity", lambda _pid: {0})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0})
     with pytest.raises(launcher.LauncherError, match="--share-arm-cores"):
         launcher.check_cores(shared)
-    monkeypatch.setattr(launcher.os, "sched_getaffinity", lambda _pid: {0, 1})
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
     launcher.check_cores(LauncherSettings(arms="ngram,ngram-k2", server_command="python x.py", run_dir=tmp_path))
     # an old state file (no arm, no cores) still loads
     from servers.state import ServerRecord

@@ -311,9 +311,9 @@ def test_monitor_runs_prometheus_with_the_launcher_targets(tmp_path: Path) -> No
 
 
 def test_servers_help_lists_monitor_with_its_flags() -> None:
-    from servers.__main__ import _parser
+    from servers.__main__ import build_parser
 
-    parser = _parser()
+    parser = build_parser()
     assert "monitor" in parser.format_help()
     args = parser.parse_args(["monitor", "--print-config", "--baseline", "h:1", "--port", "19091"])
     assert (args.command, args.print_config, args.baseline, args.port) == ("monitor", True, "h:1", 19091)

@@ -19,11 +19,12 @@ from demo.fmt import esc
 from demo.load.arrivals import Replay
 from demo.load.engine import LoadResult, LoadSpec, finish
 from demo.load.page import load_html
-from demo.load.rate import RateLoad, RateSlo, SloBound
+from demo.load.rate_models import RateLoad
 from demo.load.rate_page import rate_html
 from demo.runs.export import export_html
 from demo.runs.store import read_run
 from demo.server_info import ServerInfo
+from demo.slo import Slo, SloBound
 from demo.sweep.machine import machine_info
 from demo.sweep.models import WorkloadSpec
 from demo.sweep.report import report_html
@@ -83,7 +84,7 @@ def test_the_load_page_escapes_every_user_field() -> None:
 
 
 def rate_result(workload: str, replay: Replay | None = None) -> LoadResult:
-    slo = RateSlo(itl=SloBound(ms=100))
+    slo = Slo(itl=SloBound(ms=100))
     load = (RateLoad(rates=[1.0, 2.0], arrivals="constant", requests=4, slo=slo) if replay is None
             else RateLoad(rates=[2.0], slo=slo, replay=replay))
     steps = []

@@ -13,7 +13,7 @@ from demo.race import compare
 from demo.results import ChunkEvent, Message, RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot
 from demo.runs.export import export_html
 from demo.sweep.profile import RankedRequest
-from demo.sweep.report_workload import _ranked_rows
+from demo.sweep.report_workload import ranked_rows_html
 from demo.view import speedup_html
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -131,6 +131,6 @@ def speedup_html_for(result: RaceResult) -> str:
 def test_the_sweeps_per_request_table_labels_a_looping_request() -> None:
     row = RankedRequest(id="r1", speedup=2.4, loop=True, prompt_sha256="0" * 64, prompt_preview="Reformat this")
     calm = row.model_copy(update={"id": "r2", "loop": False})
-    html = _ranked_rows([row, calm], redacted=False)
+    html = ranked_rows_html([row, calm], redacted=False)
     first, second = html.split('<tr data-request="r2"')
     assert LOOP_NOTE in first and LOOP_NOTE not in second

@@ -1,6 +1,6 @@
 """Sampling end to end: what a preset, the page or a CLI flag says is what both sides receive.
 
-The stand-ins record every request's body (harness/standin.py ``RecordedRequest``): each test
+The stand-ins record every request's body (harness/standin/ ``RecordedRequest``): each test
 compares those bodies with the preset or the flags, never with what the client meant to send.
 The saved run keeps the sampling, and the page, Replay and the export say it in one line.
 """
@@ -17,6 +17,7 @@ import pytest
 from common.paths import ROOT
 from demo import view
 from demo.cli import main
+from demo.fmt import esc
 from demo.live.request import build_request, preset_user_text
 from demo.live.status import final_status
 from demo.presets import load_presets
@@ -84,7 +85,7 @@ def test_the_pages_race_of_a_preset_sends_its_sampling_to_both_sides(tmp_path: P
     again = read_run(path)
     assert sampling_body(again.request) == sampling_body(req) and again.request.seed == 11
     status = final_status(again, path.name)
-    assert view.esc("T=0 · top_p 0.9 · stop ['\\n\\n\\n', 'END'] · seed 11 · JSON schema 'order_record'") in status
+    assert esc("T=0 · top_p 0.9 · stop ['\\n\\n\\n', 'END'] · seed 11 · JSON schema 'order_record'") in status
 
 
 def test_an_edited_prompt_is_a_free_prompt_without_the_presets_sampling(tmp_path: Path) -> None:
@@ -145,7 +146,7 @@ def test_race_flags_reach_both_sides_the_json_and_the_saved_run(
     assert line == ("T=0 · top_p 0.8 · top_k 40 · min_p 0.05 · stop ['\\n\\n', '<END>'] · presence_penalty 0.25 · "
                     "frequency_penalty -0.5 · repetition_penalty 1.1 · seed 5 · JSON schema 'my_record'")
     for html in (view.recording_banner_html(run), export_html(run)):
-        assert view.esc(line) in html and "'<END>'" not in html.split("<script", 1)[0]
+        assert esc(line) in html and "'<END>'" not in html.split("<script", 1)[0]
 
 
 def test_a_preset_flag_on_top_keeps_the_presets_other_sampling(runs_dir: Path) -> None:

@@ -17,11 +17,11 @@ from common.spec_schedule import check_schedule, parse_schedule
 from demo.cli import main
 from demo.load.engine import LoadResult, LoadSpec
 from demo.server_info import ServerInfo
+from demo.slo import Slo
 from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.schedule import (
     NoRecommendation,
     Recommendation,
-    ScheduleSlo,
     ServerPoint,
     deploy_snippets,
     off_cost,
@@ -41,7 +41,7 @@ def pts(rows: dict[int, dict[str, float]], k: dict[str, int]) -> list[ServerPoin
 K = {"baseline": 0, "k4": 4, "k2": 2}
 
 
-def rec_of(points: list[ServerPoint], slo: ScheduleSlo | None = None) -> Recommendation:
+def rec_of(points: list[ServerPoint], slo: Slo | None = None) -> Recommendation:
     rec = recommend(points, {"k4": {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4},
                              "k2": {"method": "ngram", "num_speculative_tokens": 2}}, slo)
     assert isinstance(rec, Recommendation), rec
@@ -96,10 +96,10 @@ def test_an_slo_picks_the_best_that_meets_it() -> None:
               ServerPoint(users=1, server="k4", k=4, per_user_decode_tokens_per_s=160, itl_p95_s=0.090),
               ServerPoint(users=1, server="k2", k=2, per_user_decode_tokens_per_s=70, itl_p95_s=0.040)]
     assert rec_of(points).bands[0].k == 4
-    assert rec_of(points, ScheduleSlo(max_itl_p95_ms=50)).bands[0].k == 2
-    none = rec_of(points, ScheduleSlo(max_itl_p95_ms=5)).bands[0]
+    assert rec_of(points, Slo.of_ms(itl_ms=50)).bands[0].k == 2
+    none = rec_of(points, Slo.of_ms(itl_ms=5)).bands[0]
     assert none.k == 4 and "none meets ITL p95 ≤ 5 ms: the fastest" in none.why
-    assert rec_of(points, ScheduleSlo(min_user_tokens_per_s=100)).bands[0].k == 4
+    assert rec_of(points, Slo(min_user_tokens_per_s=100)).bands[0].k == 4
 
 
 def test_configured_but_off_says_when_to_route_to_a_plain_server() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from demo.cli import main
 from demo.fmt import esc
-from demo.load.rate import RateStep
+from demo.load.rate_models import RateStep
 from demo.settings import Settings
 from demo.sweep.models import SweepResult
 from demo.sweep.rates import capacity_text, load_result

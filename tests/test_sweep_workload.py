@@ -131,7 +131,8 @@ def test_capacity_point_on_a_server_whose_latency_grows_with_concurrency(tmp_pat
                      "--concurrency", "1,2,4", "--repeats", "1", "--slo-ttft-ms", "600", "--gpu-hour-price", "2.5")
         assert done.returncode == 0, done.stderr
     cap = results(tmp_path / "out")["capacity"]
-    assert cap["slo"] == {"ttft_ms": 600.0, "itl_ms": None}
+    assert cap["slo"] == {"ttft": {"ms": 600.0, "percentile": 95.0}, "itl": None, "e2e": None,
+                          "min_user_tokens_per_s": None}
     meets = {(p["side"], p["concurrency"]): p["meets_slo"] for p in cap["points"]}
     assert meets == {("baseline", 1): True, ("baseline", 2): True, ("baseline", 4): False,
                      ("speculative", 1): True, ("speculative", 2): True, ("speculative", 4): True}

@@ -1,4 +1,4 @@
-"""demo/view.py: formatting and escaping of what the page shows."""
+"""demo/view/: formatting and escaping of what the page shows."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import io
 import re
 
 from demo import view
+from demo.fmt import esc
 from demo.results import RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot, SpecStats
 from harness.given_clock import Pace, given_race
 
 EVIL = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
 
 
-def _result(**kw) -> RaceResult:
+def sample_result(**kw) -> RaceResult:
     base = SideResult(side="baseline", url="http://b", completion_tokens=200, ttft_s=0.05,
                       decode_tokens_per_s=33.3333, e2e_s=6.05, text="abc def",
                       tokens_per_chunk={1: 200}, complete=True)
@@ -29,7 +30,7 @@ def _result(**kw) -> RaceResult:
     return RaceResult(**fields)
 
 
-def _snapshot(result: RaceResult | None = None, **side_kw) -> RaceSnapshot:
+def sample_snapshot(result: RaceResult | None = None, **side_kw) -> RaceSnapshot:
     b = SideSnapshot(side="baseline", status="streaming", text="ab", completion_tokens=2,
                      elapsed_s=0.5, ttft_s=0.05, tokens_per_s=30.0,
                      bursts=[(0.05, 1, "a"), (0.08, 1, "b")])
@@ -59,7 +60,7 @@ def test_burst_classes_by_tokens_in_chunk() -> None:
 
 
 def test_live_tiles_show_snapshot_figures_and_pending_acceptance() -> None:
-    tiles = {t.key: t for t in view.side_tiles(_snapshot().speculative, None, speculative=True)}
+    tiles = {t.key: t for t in view.side_tiles(sample_snapshot().speculative, None, speculative=True)}
     assert tiles["tokens_per_s"].text == "90.0" and tiles["tokens_per_s"].value == 90.0
     assert tiles["tokens_per_s"].note == "live"
     assert tiles["tokens"].text == "4"
@@ -68,8 +69,8 @@ def test_live_tiles_show_snapshot_figures_and_pending_acceptance() -> None:
 
 
 def test_final_tiles_show_the_result_exactly() -> None:
-    r = _result()
-    tiles = {t.key: t for t in view.side_tiles(_snapshot(r).speculative, r.speculative, True)}
+    r = sample_result()
+    tiles = {t.key: t for t in view.side_tiles(sample_snapshot(r).speculative, r.speculative, True)}
     assert tiles["tokens_per_s"].value == 97.123 and tiles["tokens_per_s"].text == "97.1"
     assert tiles["acceptance_rate"].text == "71%" and tiles["acceptance_rate"].value == 0.7123
     assert tiles["mean_acceptance_length"].text == "3.85"
@@ -79,27 +80,27 @@ def test_final_tiles_show_the_result_exactly() -> None:
 
 
 def test_unknown_figures_say_na_with_reason() -> None:
-    r = _result()
+    r = sample_result()
     r.speculative.spec = None
     r.speculative.na_reasons["spec"] = "server sent no speculative metrics"
     r.baseline.decode_tokens_per_s = None
     r.baseline.na_reasons["decode_tokens_per_s"] = "only one token"
-    b = {t.key: t for t in view.side_tiles(_snapshot(r).baseline, r.baseline, False)}
+    b = {t.key: t for t in view.side_tiles(sample_snapshot(r).baseline, r.baseline, False)}
     assert b["tokens_per_s"].text == "n/a" and b["tokens_per_s"].note == "only one token"
-    s = {t.key: t for t in view.side_tiles(_snapshot(r).speculative, r.speculative, True)}
+    s = {t.key: t for t in view.side_tiles(sample_snapshot(r).speculative, r.speculative, True)}
     assert s["acceptance_rate"].text == "n/a"
     assert s["acceptance_rate"].note == "server sent no speculative metrics"
     assert view.na_label("x") == "n/a (x)" and view.na_label(None) == "n/a"
 
 
 def test_speedup_only_from_the_result() -> None:
-    assert view.PENDING in view.speedup_html(_snapshot())  # live: not computed in the UI
-    live = _snapshot().model_copy(update={"live_speedup": 3.0})  # the core's live figure, shown as is
+    assert view.PENDING in view.speedup_html(sample_snapshot())  # live: not computed in the UI
+    live = sample_snapshot().model_copy(update={"live_speedup": 3.0})  # the core's live figure, shown as is
     assert "3.00×" in view.speedup_html(live) and "live decode speedup" in view.speedup_html(live)
-    html = view.speedup_html(_snapshot(_result()))
+    html = view.speedup_html(sample_snapshot(sample_result()))
     assert "2.91×" in html and 'data-value="2.9137"' in html and "end to end 2.88×" in html
-    na = _result(speedup=None, na_reasons={"speedup": "baseline failed"})
-    assert "baseline failed" in view.speedup_html(_snapshot(na))
+    na = sample_result(speedup=None, na_reasons={"speedup": "baseline failed"})
+    assert "baseline failed" in view.speedup_html(sample_snapshot(na))
 
 
 def test_a_speedup_over_the_bound_is_flagged_where_the_headline_would_be() -> None:
@@ -108,30 +109,30 @@ def test_a_speedup_over_the_bound_is_flagged_where_the_headline_would_be() -> No
     over = given_race(Pace(tokens_per_s=30), {"eagle3": Pace(tokens_per_s=120, chunk_sizes=(3,), speculative=True)},
                       60)
     assert over.over_bound is not None and over.speedup is not None
-    html = view.speedup_html(_snapshot(over))
+    html = view.speedup_html(sample_snapshot(over))
     value = re.search(r'<div class="sd-speedup-value">([^<]*)</div>', html)
     assert value is not None and value.group(1) == "run again"  # not the multiple
     assert 'data-state="over-bound"' in html and "sd-over-bound" in html and "sd-win" not in html
     assert f'data-value="{over.speedup!r}"' in html  # the exact figure stays, for the record
-    assert view.esc(over.over_bound) in html and "efficiency 1.36 &gt; 1: speedup 4.00× at" in html
+    assert esc(over.over_bound) in html and "efficiency 1.36 &gt; 1: speedup 4.00× at" in html
     assert "> 1:" not in html  # the reason is escaped
     fair = given_race(Pace(tokens_per_s=30), {"eagle3": Pace(tokens_per_s=60, chunk_sizes=(3,), speculative=True)},
                       60)
-    html = view.speedup_html(_snapshot(fair))
+    html = view.speedup_html(sample_snapshot(fair))
     assert 'data-state="final"' in html and "2.00×" in html and "over-bound" not in html and "run again" not in html
-    live = view.speedup_html(_snapshot().model_copy(update={"live_speedup": 4.0}))
+    live = view.speedup_html(sample_snapshot().model_copy(update={"live_speedup": 4.0}))
     assert "4.00×" in live and "over-bound" not in live
 
 
 def test_identical_badge() -> None:
-    assert 'data-identical="true"' in view.identical_badge_html(_result())
-    r = _result(identical_text=False, first_difference=4)
+    assert 'data-identical="true"' in view.identical_badge_html(sample_result())
+    r = sample_result(identical_text=False, first_difference=4)
     r.speculative.text = "abc <b>X"
     html = view.identical_badge_html(r)
     assert "character 4" in html and "&lt;b&gt;X" in html and "<b>X" not in html
-    hot = _result(request=RaceRequest(temperature=1.0), identical_text=False)
+    hot = sample_result(request=RaceRequest(temperature=1.0), identical_text=False)
     assert 'data-identical="not-compared"' in view.identical_badge_html(hot)
-    unknown = _result(identical_text=None, na_reasons={"identical_text": "stopped early"})
+    unknown = sample_result(identical_text=None, na_reasons={"identical_text": "stopped early"})
     assert "n/a (stopped early)" in view.identical_badge_html(unknown)
 
 
@@ -154,8 +155,8 @@ def test_order_labels() -> None:
 
 
 def test_history_rows_and_csv() -> None:
-    r1 = _result()
-    r2 = _result(preset="=cmd()", speedup=None, cancelled=True)
+    r1 = sample_result()
+    r2 = sample_result(preset="=cmd()", speedup=None, cancelled=True)
     rows = [view.history_row(r1), view.history_row(r2)]
     table = view.history_table(rows)
     assert table[0][1] == "=cmd()" and table[0][6] == "n/a" and table[0][-1] == "stopped"
@@ -167,8 +168,8 @@ def test_history_rows_and_csv() -> None:
 
 
 def test_pane_view_final() -> None:
-    r = _result()
-    pv = view.pane_view("baseline", _snapshot(r))
+    r = sample_result()
+    pv = view.pane_view("baseline", sample_snapshot(r))
     assert 'data-value="33.3333"' in pv.tiles_html
 
 
@@ -221,14 +222,14 @@ def test_live_figures_change_the_markup_only_when_their_text_changes() -> None:
     # A live tokens/s of 90.01 and 90.04 both read "90.0": the tile's markup must not differ, or
     # the browser redraws it in every frame. The exact figure is written once final.
     def live_html(rate: float) -> str:
-        snap = _snapshot().speculative.model_copy(update={"tokens_per_s": rate})
+        snap = sample_snapshot().speculative.model_copy(update={"tokens_per_s": rate})
         return view.tiles_html("speculative", view.side_tiles(snap, None, speculative=True))
 
     assert live_html(90.01) == live_html(90.04)
     assert live_html(90.01) != live_html(91.0)
     assert "data-value" not in live_html(90.01).split('data-key="tokens_per_s"')[1].split(">")[0]
-    r = _result()
-    final = view.tiles_html("speculative", view.side_tiles(_snapshot(r).speculative, r.speculative, True))
+    r = sample_result()
+    final = view.tiles_html("speculative", view.side_tiles(sample_snapshot(r).speculative, r.speculative, True))
     assert 'data-key="tokens_per_s" data-side="speculative" data-value="97.123"' in final
-    running = [view.speedup_html(_snapshot().model_copy(update={"live_speedup": x})) for x in (2.501, 2.504)]
+    running = [view.speedup_html(sample_snapshot().model_copy(update={"live_speedup": x})) for x in (2.501, 2.504)]
     assert running[0] == running[1] and ">2.50×<" in running[0]

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from demo.errors import BadInput
 from demo.fmt import validation_summary
 from demo.load.arrivals import ARRIVALS
-from demo.load.rate import DEFAULT_DRAIN_S
+from demo.load.rate_models import DEFAULT_DRAIN_S
 from demo.presets import resolve_presets
 from demo.race import validate_request
 from demo.results import SIDES, Message, RaceRequest

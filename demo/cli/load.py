@@ -40,11 +40,11 @@ from demo.load.engine import (
     run_load,
 )
 from demo.load.page import write_files
-from demo.load.rate import SLO_FIGURES, RateLoad, RateSlo, RateStep, make_rate_load, make_rate_slo
+from demo.load.rate_models import RateLoad, RateStep, make_rate_load
 from demo.load.rate_view import rate_json, rate_step_line, rate_table
 from demo.results import RaceRequest
 from demo.settings import Settings
-from demo.sweep.capacity import Slo
+from demo.slo import SLO_FIGURES, Slo, slo_of_bounds
 from demo.sweep.schedule import recommendation_json, recommendation_lines
 from demo.workload import WorkloadError, WorkloadRequest, open_workload
 
@@ -141,10 +141,10 @@ def rate_load(args: argparse.Namespace) -> RateLoad:
         raise usage_error(e) from None
 
 
-def rate_slo(args: argparse.Namespace) -> RateSlo:
+def rate_slo(args: argparse.Namespace) -> Slo:
     """The open-loop SLOs from ``--slo-*-ms`` and ``--slo-*-p``; UsageError (one line) on a bad one."""
     try:
-        return make_rate_slo({n: getattr(args, f"slo_{n}_ms") for n in SLO_FIGURES},
+        return slo_of_bounds({n: getattr(args, f"slo_{n}_ms") for n in SLO_FIGURES},
                              {n: getattr(args, f"slo_{n}_p") for n in SLO_FIGURES})
     except BadInput as e:
         raise usage_error(e) from None
@@ -367,10 +367,10 @@ def cmd_load(args: argparse.Namespace) -> int:
     users = users_arg(args.users, settings) if rate is None else []
     req = load_request(args, settings) if requests is None else requests[0].to_race_request()
     try:
-        slo = (Slo(ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms)
+        slo = (slo_of_bounds({"ttft": args.slo_ttft_ms, "itl": args.slo_itl_ms})
                if rate is None and (args.slo_ttft_ms is not None or args.slo_itl_ms is not None) else None)
-    except ValidationError as e:
-        raise UsageError(validation_summary(e)) from None
+    except BadInput as e:  # names the flag
+        raise usage_error(e) from None
     spec = load_spec_of_flags(settings, req, users, args.order, args.repeats, args.warmup, slo, rate=rate)
     if requests is not None:  # each request's own length: the spec says the longest
         spec = spec.model_copy(update={"workload": name, "max_tokens": max(r.max_tokens for r in requests)})

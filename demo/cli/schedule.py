@@ -14,8 +14,9 @@ from pydantic import ValidationError
 from demo.cli.args import UsageError
 from demo.fmt import validation_summary
 from demo.load.engine import LoadResult, recommend_schedule
-from demo.load.rate import rate_schedule
-from demo.sweep.models import NoRecommendation, Recommendation, ScheduleSlo, SweepResult
+from demo.load.rate_summary import rate_schedule
+from demo.slo import Slo
+from demo.sweep.models import NoRecommendation, Recommendation, SweepResult
 from demo.sweep.rates import load_result
 from demo.sweep.schedule import recommendation_json, recommendation_lines, sweep_cells, sweep_recommendation
 
@@ -64,7 +65,7 @@ def check_model(result: LoadResult | SweepResult, path: Path, model: str | None)
 
 
 def recommend_from(result: LoadResult | SweepResult, path: Path,
-                   slo: ScheduleSlo | None) -> Recommendation | NoRecommendation:
+                   slo: Slo | None) -> Recommendation | NoRecommendation:
     """The recommendation; UsageError when the sweep has no load steps or concurrency cells."""
     if isinstance(result, SweepResult) and (rated := load_result(result)) is not None:  # sweep --rate
         result = rated
@@ -89,7 +90,7 @@ def recommend_from(result: LoadResult | SweepResult, path: Path,
 def cmd_schedule(args: argparse.Namespace) -> int:
     """Read, check, recommend, print; 0 with a schedule, 1 without one (its reason printed)."""
     try:
-        slo = (ScheduleSlo(min_user_tokens_per_s=args.min_user_tokens_per_s, max_itl_p95_ms=args.max_itl_ms)
+        slo = (Slo.of_ms(itl_ms=args.max_itl_ms, min_user_tokens_per_s=args.min_user_tokens_per_s)
                if args.min_user_tokens_per_s is not None or args.max_itl_ms is not None else None)
     except ValidationError as e:
         raise UsageError(validation_summary(e)) from None

@@ -18,11 +18,11 @@ from typing import TextIO
 from demo.cli.args import UsageError, add_open_loop_args, add_server_args, settings_from_args, usage_error
 from demo.errors import BadInput
 from demo.fmt import fmt_speedup
-from demo.load.rate import DEFAULT_DRAIN_S, RateLoad, RateStep, make_rate_load
+from demo.load.rate_models import DEFAULT_DRAIN_S, RateLoad, RateStep, make_rate_load
 from demo.load.rate_view import rate_step_line, rate_table
 from demo.presets import load_presets
 from demo.settings import Settings
-from demo.sweep.capacity import Slo
+from demo.slo import slo_of_bounds
 from demo.sweep.guardrails import guardrails_for, write_guardrails
 from demo.sweep.models import CellResult, SweepResult, SweepSpec
 from demo.sweep.plan import UnknownPresetError, resolve_presets
@@ -202,9 +202,10 @@ def build_spec(args: argparse.Namespace, settings: Settings, workload: Workload 
         names = [n.strip() for n in args.presets.split(",") if n.strip()]
     else:
         names = [] if workload is not None else sorted(load_presets(settings.presets_dir)[0])
-    slo = Slo(ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms) if (args.slo_ttft_ms or args.slo_itl_ms) else None
     price = args.gpu_hour_price if args.gpu_hour_price is not None else settings.gpu_hour_price
     try:
+        slo = (slo_of_bounds({"ttft": args.slo_ttft_ms, "itl": args.slo_itl_ms})
+               if args.slo_ttft_ms is not None or args.slo_itl_ms is not None else None)
         return sweep_spec(settings, names, args.concurrency, args.temperatures, args.repeats, args.warmup,
                          args.max_tokens, args.order, workload=workload, redact=args.redact, slo=slo,
                          gpu_hour_price=price, shared_gpu=args.shared_gpu,

@@ -2,7 +2,7 @@
 each path's figures from the canary's own Prometheus, the switch to bad traffic and the rollback.
 
 The canary itself (HAProxy, Prometheus, Alertmanager, the receiver) is ``python -m servers canary
-up``'s (servers/canary.py, docs/canary.md); this module drives it and reads it:
+up``'s (servers/canary/, docs/canary.md); this module drives it and reads it:
 
 - **Traffic**: open loop (demo/load/arrivals.py ``draw_schedule``: Poisson arrivals at the rate
   asked, drawn a window of TRAFFIC_WINDOW_S at a time), each request streamed and measured by the
@@ -66,7 +66,7 @@ START_COMMAND = ("python -m servers canary up --share 50 --rules DIR/guardrails.
 ROUTER_RATE = ('sum by (server) (rate(haproxy_server_http_responses_total{{job="{job}", proxy="{backend}"}}'
                '[{w}]))')
 # By the path's role (baseline or speculative), which the canary's Prometheus sets on each server
-# whatever its arm's name (servers/canary.py).
+# whatever its arm's name (servers/canary/).
 ITL_P95 = 'histogram_quantile(0.95, sum by (le, role) (rate(vllm:inter_token_latency_seconds_bucket[{w}])))'
 ACCEPTANCE = ('sum by (role) (rate(vllm:spec_decode_num_accepted_tokens_total[{w}])) / '
               'sum by (role) (rate(vllm:spec_decode_num_draft_tokens_total[{w}]))')

@@ -41,7 +41,7 @@ from demo.live.session import RaceControl
 from demo.live.status import internal_error_text
 from demo.load.engine import LoadResult, LoadSpec, LoadStep, finish, run_load
 from demo.load.figures import per_user_figure, total_figure
-from demo.load.rate import RateStep
+from demo.load.rate_models import RateStep
 from demo.load.rate_page import goodput_figure, latency_figure, rate_capacity_html
 from demo.load.rate_view import RATE_HEADERS, rate_finished_text, rate_rows
 from demo.load.view import STEP_HEADERS, crossover_html, finished_text, order_words, step_label, step_rows

@@ -39,7 +39,9 @@ from pydantic import BaseModel, Field, ValidationError, computed_field, model_va
 
 from demo.fmt import validation_summary
 from demo.limits import Repeats, WarmupBatches
-from demo.load.rate import RateLoad, RateStep, RateSummary, rate_summary, run_rate_sweep
+from demo.load.rate import run_rate_sweep
+from demo.load.rate_models import RateLoad, RateStep, RateSummary
+from demo.load.rate_summary import rate_summary
 from demo.measure import SideMeter
 from demo.race import compare
 from demo.results import (
@@ -55,7 +57,7 @@ from demo.results import (
 )
 from demo.sampling import SAMPLING_FIELDS
 from demo.settings import Settings
-from demo.sweep.capacity import Slo
+from demo.slo import Slo
 from demo.sweep.crossover import Crossover, choose_arms, find_crossover
 from demo.sweep.models import (
     ArmSpec,
@@ -64,7 +66,6 @@ from demo.sweep.models import (
     CellStatus,
     NoRecommendation,
     Recommendation,
-    ScheduleSlo,
     SideCell,
     Spread,
 )
@@ -435,10 +436,9 @@ def _arm_step(cell: CellResult, name: str) -> ArmStep:
 
 
 def within_slo(side: LoadSide, slo: Slo) -> bool:
-    """The side's step meets the target (an unknown figure does not meet it)."""
-    if slo.ttft_ms is not None and (side.ttft_p95_s is None or side.ttft_p95_s * 1000 > slo.ttft_ms):
-        return False
-    return not (slo.itl_ms is not None and (side.itl_p95_s is None or side.itl_p95_s * 1000 > slo.itl_ms))
+    """The side's step meets the target on its p95s and per-user speed (an unknown figure does not)."""
+    measured = {("ttft", 95): side.ttft_p95_s, ("itl", 95): side.itl_p95_s}
+    return slo.check(lambda figure, q: measured.get((figure, q)), side.per_user_decode_tokens_per_s).meets is True
 
 
 def finish(result: LoadResult) -> LoadResult:
@@ -467,12 +467,12 @@ def finish(result: LoadResult) -> LoadResult:
     return result
 
 
-def recommend_schedule(result: LoadResult, slo: ScheduleSlo | None = None) -> Recommendation | NoRecommendation:
+def recommend_schedule(result: LoadResult, slo: Slo | None = None) -> Recommendation | NoRecommendation:
     """The schedule of k per users band from the steps so far; ``slo`` (default: the latency target's
-    ITL bound) is what a band's k must meet."""
+    decode part, Slo.decode_part) is what a band's k must meet."""
     target = result.spec.slo
-    if slo is None and target is not None and target.itl_ms:
-        slo = ScheduleSlo(max_itl_p95_ms=target.itl_ms)
+    if slo is None and target is not None and target.decode_part().given:
+        slo = target.decode_part()
     configs = {a.name: {"method": a.method} for a in result.spec.arm_list() if a.method}
     return recommend(server_points([s.cell for s in result.steps]), configs, slo, workload=result.spec.workload)
 

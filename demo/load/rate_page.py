@@ -13,7 +13,7 @@ from markupsafe import Markup
 from demo import palette
 from demo.charts import COLORS, empty_figure, figures_html, layout
 from demo.fmt import esc, fmt_speedup, or_na
-from demo.load.rate import QUEUE_SOURCE, RUNNING_SOURCE, RateLoad, RateSide
+from demo.load.rate_models import QUEUE_SOURCE, RUNNING_SOURCE, RateLoad, RateSide
 from demo.load.rate_view import HEAD, rate_side_cells
 from demo.pages import render, report_assets
 
@@ -56,7 +56,7 @@ def _latency_traces(result: LoadResult, axes: str = "") -> list[go.Scatter]:
 
 def _good_field(result: LoadResult) -> tuple[str, str]:
     rate = result.spec.rate
-    if rate is not None and rate.slo.bounds():
+    if rate is not None and rate.slo.given:
         return "goodput_requests_per_s", f"goodput (req/s within {rate.slo.describe()})"
     return "completed_requests_per_s", "completed req/s (no SLO given: every finished request)"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
-from demo.load.rate import QUEUE_SOURCE, RUNNING_SOURCE, RateSide, RateStep
+from demo.load.rate_models import QUEUE_SOURCE, RUNNING_SOURCE, RateSide, RateStep
 from demo.sweep.schedule import recommendation_json, recommendation_lines
 
 if TYPE_CHECKING:

@@ -7,8 +7,9 @@ concurrencies that were run. ``results.json`` carries the result as ``"capacity"
 
 - A point is one server (side) at one concurrency: aggregate output tokens/s (all streams of a
   batch together), TTFT and ITL p50/p95.
-- An SLO bounds TTFT p95 and/or ITL p95 (either may be absent). A side's capacity point is the
-  highest measured concurrency whose point meets it; without an SLO, the point of highest throughput.
+- The SLO (demo/slo.py) bounds TTFT and/or ITL at p50 or p95 (the percentiles a point has). A side's
+  capacity point is the highest measured concurrency whose point meets it; without an SLO, the point of
+  highest throughput.
 - Cost per million output tokens = price per GPU-hour / (output tokens/s x 3600) x 1e6.
 - Saving: at each side's capacity point, speculative tokens per GPU-hour over the baseline's.
 """
@@ -20,27 +21,7 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, Field
 
 from demo.results import SIDES, Order, Side
-
-
-class Slo(BaseModel):
-    """The latency target: p95 bounds in milliseconds; None means that figure is not constrained."""
-
-    ttft_ms: float | None = Field(None, gt=0)  # on TTFT p95
-    itl_ms: float | None = Field(None, gt=0)  # on ITL p95
-
-    @property
-    def given(self) -> bool:
-        """Whether a target is set at all (TTFT, ITL or both)."""
-        return self.ttft_ms is not None or self.itl_ms is not None
-
-    def describe(self) -> str:
-        """The target in words, e.g. "time to first token p95 ≤ 500 ms"; "no latency target" when none is set."""
-        parts = []
-        if self.ttft_ms is not None:
-            parts.append(f"time to first token p95 ≤ {self.ttft_ms:g} ms")
-        if self.itl_ms is not None:
-            parts.append(f"inter-token latency p95 ≤ {self.itl_ms:g} ms")
-        return " and ".join(parts) or "no latency target"
+from demo.slo import Slo
 
 
 class MeasuredPoint(BaseModel):
@@ -142,25 +123,17 @@ def cost_per_million_output_tokens(gpu_hour_price: float, output_tokens_per_s: f
 
 
 def _check_slo(p: MeasuredPoint, slo: Slo) -> tuple[bool | None, list[str], str | None]:
-    """(meets, misses, why unknown)."""
+    """(meets, misses, why unknown): the point's TTFT and ITL at p50 and p95 against the target (Slo.check)."""
     if not slo.given:
         return None, [], "no latency target given"
     if p.output_tokens_per_s is None:
         return None, [], p.error or "not measured"
-    misses: list[str] = []
-    unknown: list[str] = []
-    for label, value_s, bound_ms in (("TTFT p95", p.ttft_p95_s, slo.ttft_ms), ("ITL p95", p.itl_p95_s, slo.itl_ms)):
-        if bound_ms is None:
-            continue
-        if value_s is None:
-            unknown.append(f"{label} was not measured")
-        elif value_s * 1000 > bound_ms:
-            misses.append(f"{label} {value_s * 1000:,.0f} ms > {bound_ms:g} ms")
-    if misses:
-        return False, misses, None
-    if unknown:
-        return None, [], "; ".join(unknown)
-    return True, [], None
+    measured = {("ttft", 50): p.ttft_p50_s, ("ttft", 95): p.ttft_p95_s, ("itl", 50): p.itl_p50_s,
+                ("itl", 95): p.itl_p95_s}
+    c = slo.check(lambda figure, q: measured.get((figure, q)))
+    if c.misses:
+        return False, c.misses, None
+    return c.meets, [], "; ".join(c.unknown) or None
 
 
 def _price_note(shared_gpu: bool, order: Order, price: float | None, currency: str) -> str:

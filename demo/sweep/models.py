@@ -16,7 +16,8 @@ from demo.limits import Concurrency, MaxTokens, Repeats, Temperature, WarmupBatc
 from demo.measure import over_bound
 from demo.results import FIRST_ARM, Api, Order, Side, arms_out, first_arm_in
 from demo.server_info import ServerInfo
-from demo.sweep.capacity import Capacity, Slo
+from demo.slo import Slo
+from demo.sweep.capacity import Capacity
 from demo.sweep.headroom import ClientHeadroom
 from demo.sweep.profile import RequestOutcome, WorkloadProfile
 from demo.workload import Format, History, LoadIssue, SampleInfo, Workload
@@ -490,22 +491,6 @@ class SessionReplay(BaseModel):
 
 # The recommended schedule: demo/sweep/schedule.py builds it; load.json and results.json hold it.
 
-class ScheduleSlo(BaseModel):
-    """What a band's k must meet: None leaves that figure free."""
-
-    min_user_tokens_per_s: float | None = Field(None, gt=0)  # per-user decode tokens/s, at least
-    max_itl_p95_ms: float | None = Field(None, gt=0)  # inter-token latency p95, at most
-
-    def describe(self) -> str:
-        """The target in words."""
-        parts = []
-        if self.min_user_tokens_per_s is not None:
-            parts.append(f"per-user decode ≥ {self.min_user_tokens_per_s:g} tokens/s")
-        if self.max_itl_p95_ms is not None:
-            parts.append(f"ITL p95 ≤ {self.max_itl_p95_ms:g} ms")
-        return " and ".join(parts) or "no target"
-
-
 class Band(BaseModel):
     """One band of the schedule: users (batch size) from..to, the k, and the figures behind it."""
 
@@ -552,7 +537,7 @@ class Recommendation(BaseModel):
     bands: list[Band]
     configured_but_off: OffCost = Field(default_factory=OffCost)
     workload: str | None = None
-    slo: ScheduleSlo | None = None
+    slo: Slo | None = None
     text: str = ""  # one line: "k=4 up to 2 users, off from 3 (…)"
     notes: list[str] = Field(default_factory=list)  # what to know before deploying it (arms left out, no method)
     # The stage's line: does the adaptive arm keep the static arm's gain and stay at the baseline where it loses.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 
-from demo.measure import Acceptance, acceptance, efficiency, percentile
+from demo.measure import Acceptance, acceptance, efficiency, median, percentile
 from demo.metrics import MetricsSample, spec_stats_from_delta
 from demo.results import FIRST_ARM, SIDES, Side, SideResult, answer_text
 from demo.sweep.capacity import Capacity, MeasuredPoint, build_capacity
@@ -26,11 +26,6 @@ from demo.sweep.models import (
 from demo.sweep.profile import workload_profile
 
 SAMPLE_CHARS = 300
-
-
-def median(values: list[float]) -> float | None:
-    """The median; None for no values."""
-    return statistics.median(values) if values else None
 
 
 def spread(values: list[float]) -> Spread | None:

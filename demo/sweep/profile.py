@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from demo.measure import copyness, efficiency, percentile
+from demo.measure import copyness, efficiency, median, percentile
 from demo.race import compare
 from demo.results import SIDES, SideResult
 from demo.workload import LoggedAnswer, WorkloadRequest
@@ -174,8 +174,7 @@ def pool_outcomes(outcomes: Sequence[RequestOutcome]) -> list[RequestOutcome]:
                                          for side in dict.fromkeys(k for g in group for k in g.other_call)})
         for f in ("prompt_tokens", "output_tokens", "prefill_share", "speedup", "acceptance_rate", "tokens_per_step",
                   "efficiency", "copyness"):
-            known = [getattr(g, f) for g in group if getattr(g, f) is not None]
-            value = statistics.median(known) if known else None
+            value = median(getattr(g, f) for g in group)
             if value is None:
                 out.na_reasons[f] = next((g.na_reasons[f] for g in group if f in g.na_reasons), "not measured")
             elif f in ("prompt_tokens", "output_tokens"):
@@ -202,13 +201,10 @@ def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """Pearson's r; None for fewer than 3 pairs or a constant series."""
     if len(xs) != len(ys) or len(xs) < 3:
         return None
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    sxx = sum((x - mx) ** 2 for x in xs)
-    syy = sum((y - my) ** 2 for y in ys)
-    if sxx == 0 or syy == 0:
+    try:
+        return statistics.correlation(xs, ys)
+    except statistics.StatisticsError:  # a constant series
         return None
-    return float(sxy / (sxx * syy) ** 0.5)
 
 
 def _preview(text: str | None) -> str | None:

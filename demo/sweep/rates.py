@@ -23,13 +23,8 @@ from demo.charts import figures_html
 from demo.errors import BadInput
 from demo.fmt import esc, validation_summary
 from demo.load.engine import LoadResult, LoadSpec, finish
-from demo.load.rate import (
-    QUEUE_SOURCE,
-    RUNNING_SOURCE,
-    RateLoad,
-    RateStep,
-    run_rate_sweep,
-)
+from demo.load.rate import run_rate_sweep
+from demo.load.rate_models import QUEUE_SOURCE, RUNNING_SOURCE, RateLoad, RateStep
 from demo.load.rate_page import goodput_figure, latency_figure, rate_table_html, schedule_html, summary_html
 from demo.load.rate_view import rate_json
 from demo.settings import Settings

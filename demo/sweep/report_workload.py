@@ -81,7 +81,8 @@ def _loop_note(loop: bool) -> str:
     return f'<div class="loop" data-loop="true">⟳ {_e(LOOP_NOTE)}</div>' if loop else ""
 
 
-def _ranked_rows(rows: list[RankedRequest], redacted: bool) -> str:
+def ranked_rows_html(rows: list[RankedRequest], redacted: bool) -> str:
+    """The rows of a gain-most or gain-least table: each request's id, preview (unless redacted) and figures."""
     out = []
     for r in rows:
         text = "redacted" if redacted or r.prompt_preview is None else r.prompt_preview
@@ -123,9 +124,10 @@ def profile_html(w: WorkloadSummary) -> str:
             '<th class="l">prompt</th><th class="l">sha256</th></tr>')
     ranked = ""
     if p.gain_most:
-        ranked = (f"<h3>Gain most</h3><table class=\"gain-most\">{head}{_ranked_rows(p.gain_most, p.redacted)}</table>"
+        ranked = (f"<h3>Gain most</h3><table class=\"gain-most\">{head}"
+                  f"{ranked_rows_html(p.gain_most, p.redacted)}</table>"
                   f"<h3>Gain least</h3><table class=\"gain-least\">{head}"
-                  f"{_ranked_rows(p.gain_least, p.redacted)}</table>")
+                  f"{ranked_rows_html(p.gain_least, p.redacted)}</table>")
     else:
         ranked = f'<p class="muted">No per-request ranking: {_e(p.na_reasons.get("gain_most", "not measured"))}.</p>'
     unranked = (f'<p class="muted">Not ranked (no speedup measured): {_e(", ".join(p.unranked[:20]))}'

@@ -36,8 +36,8 @@ from demo.presets import Preset
 from demo.results import FIRST_ARM, Message, RaceRequest, SideResult, ToolCall, answer_message, next_turn
 from demo.server_info import probe_server
 from demo.settings import Endpoint, Settings
+from demo.slo import Slo
 from demo.streaming import ServerHandle, stream_into
-from demo.sweep.capacity import Slo
 from demo.sweep.headroom import HeadroomProbe
 from demo.sweep.machine import machine_info, server_version
 from demo.sweep.models import ArmSpec, BatchStats, CellResult, CellSettings, SweepResult, SweepSpec, WorkloadSpec

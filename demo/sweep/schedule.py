@@ -33,6 +33,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from demo.fmt import fmt_number, fmt_speedup, or_na
+from demo.slo import Slo
 from demo.sweep.crossover import GAIN_NONE
 from demo.sweep.models import (
     Band,
@@ -41,7 +42,6 @@ from demo.sweep.models import (
     OffCost,
     OffPoint,
     Recommendation,
-    ScheduleSlo,
     SweepResult,
 )
 
@@ -94,7 +94,7 @@ def sweep_cells(result: SweepResult) -> tuple[str | None, list[CellResult]]:
     return None, []
 
 
-def sweep_recommendation(result: SweepResult, slo: ScheduleSlo | None = None) -> Recommendation | NoRecommendation:
+def sweep_recommendation(result: SweepResult, slo: Slo | None = None) -> Recommendation | NoRecommendation:
     """The schedule from an evaluator sweep's concurrency cells (results.json's ``recommendation``)."""
     name, cells = sweep_cells(result)
     if not cells:
@@ -104,16 +104,15 @@ def sweep_recommendation(result: SweepResult, slo: ScheduleSlo | None = None) ->
     return recommend(server_points(cells), configs, slo, workload=name)
 
 
-def _meets(p: ServerPoint, slo: ScheduleSlo | None) -> bool:
+def _meets(p: ServerPoint, slo: Slo | None) -> bool:
+    """The point meets the target on its ITL p95 and per-user speed (an unknown figure does not)."""
     if slo is None:
         return True
-    if slo.min_user_tokens_per_s is not None and (p.per_user_decode_tokens_per_s or 0) < slo.min_user_tokens_per_s:
-        return False
-    return not (slo.max_itl_p95_ms is not None
-                and (p.itl_p95_s is None or p.itl_p95_s * 1000 > slo.max_itl_p95_ms))
+    return slo.check(lambda figure, q: p.itl_p95_s if (figure, q) == ("itl", 95) else None,
+                     p.per_user_decode_tokens_per_s).meets is True
 
 
-def _best(points: Sequence[ServerPoint], slo: ScheduleSlo | None) -> tuple[ServerPoint, bool]:
+def _best(points: Sequence[ServerPoint], slo: Slo | None) -> tuple[ServerPoint, bool]:
     """The fastest candidate meeting the SLO (True), else the fastest of all (False)."""
     meeting = [p for p in points if _meets(p, slo)]
     pool = meeting or list(points)
@@ -133,7 +132,7 @@ def _users(n: int) -> str:
     return f"{n} user" + ("" if n == 1 else "s")
 
 
-def _why(p: ServerPoint, base: ServerPoint, met: bool, slo: ScheduleSlo | None) -> str:
+def _why(p: ServerPoint, base: ServerPoint, met: bool, slo: Slo | None) -> str:
     rate = f"{or_na(fmt_number(p.per_user_decode_tokens_per_s, 1))} tokens/s per user"
     if p.server == "baseline":
         text = f"at {_users(p.users)} the baseline (k=0) was fastest: {rate}"
@@ -145,7 +144,7 @@ def _why(p: ServerPoint, base: ServerPoint, met: bool, slo: ScheduleSlo | None) 
     return text
 
 
-def _bands(chosen: list[tuple[ServerPoint, ServerPoint, bool]], slo: ScheduleSlo | None) -> list[Band]:
+def _bands(chosen: list[tuple[ServerPoint, ServerPoint, bool]], slo: Slo | None) -> list[Band]:
     counts = [p.users for p, _, _ in chosen]
     bands: list[Band] = []
     for i, (p, base, met) in enumerate(chosen):
@@ -265,7 +264,7 @@ def _one_method(points: Sequence[ServerPoint], configs: Mapping[str, Mapping[str
 
 
 def recommend(points: Sequence[ServerPoint], configs: Mapping[str, Mapping[str, Any]] | None = None,
-              slo: ScheduleSlo | None = None, workload: str | None = None) -> Recommendation | NoRecommendation:
+              slo: Slo | None = None, workload: str | None = None) -> Recommendation | NoRecommendation:
     """The schedule from the measured points; ``configs``: each arm's speculative config by name (its
     method's keys; without one, ``{"method": ...}`` is left for the caller to fill)."""
     configs = configs or {}

@@ -25,10 +25,10 @@ Dimensions and buckets (stated in the report through ``buckets_text``):
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
 
 from demo.fmt import fmt_percent, fmt_speedup
+from demo.measure import median
 from demo.sweep.models import CellResult, Segment, SegmentDimension, SegmentVerdict, SessionReplay, SweepResult
 from demo.sweep.profile import RequestOutcome
 from demo.sweep.verdict import ACCEPT_LOW, GAIN_NONE, GAIN_WORTH, bounded_gain
@@ -135,11 +135,6 @@ def group_outcomes(outcomes: Sequence[RequestOutcome]) -> list[tuple[SegmentDime
 # --------------------------------------------------------------------------- one segment
 
 
-def _median(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.median(known) if known else None
-
-
 def segment_verdict(speedup: float | None, tokens_per_step: float | None, acceptance_rate: float | None,
                     measured: int) -> tuple[SegmentVerdict, str]:
     """A segment's verdict and its one-line reason, with the evaluator's thresholds; n/a when too few."""
@@ -163,10 +158,10 @@ def build_segment(dimension: SegmentDimension, label: str, outcomes: Sequence[Re
     """One segment from its requests' outcomes: medians, the speedup's range, the verdict."""
     speedups = [o.speedup for o in outcomes if o.speedup is not None]
     seg = Segment(dimension=dimension, label=label, concurrency=concurrency, requests=len(outcomes),
-                  measured=len(speedups), speedup=_median(speedups),
+                  measured=len(speedups), speedup=median(speedups),
                   speedup_min=min(speedups) if speedups else None, speedup_max=max(speedups) if speedups else None,
-                  acceptance_rate=_median([o.acceptance_rate for o in outcomes]),
-                  tokens_per_step=_median([o.tokens_per_step for o in outcomes]))
+                  acceptance_rate=median([o.acceptance_rate for o in outcomes]),
+                  tokens_per_step=median([o.tokens_per_step for o in outcomes]))
     for field in ("speedup", "acceptance_rate", "tokens_per_step"):
         if getattr(seg, field) is None:
             seg.na_reasons[field] = next((o.na_reasons[field] for o in outcomes if field in o.na_reasons),

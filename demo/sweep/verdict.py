@@ -23,6 +23,7 @@ from __future__ import annotations
 from demo.fmt import fmt_percent as pct
 from demo.fmt import fmt_speedup as times
 from demo.fmt import fmt_temperature
+from demo.measure import median
 from demo.sweep.crossover import GAIN_NONE, GAIN_WORTH, choose_arms, find_crossover
 from demo.sweep.models import CellResult, ChecklistItem, SweepResult, WorkloadVerdict
 from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance, workload_groups
@@ -121,10 +122,9 @@ def _concurrency(gains: list[tuple[int, float]]) -> ChecklistItem:
 
 
 def _prefill(cells: list[CellResult]) -> ChecklistItem:
-    shares = sorted(c.baseline.prefill_share for c in cells if c.baseline.prefill_share is not None)
-    if not shares:
+    share = median(c.baseline.prefill_share for c in cells)
+    if share is None:
         return ChecklistItem(name="prefill share", status="unknown", text="prefill share n/a (no request finished)")
-    share = shares[len(shares) // 2]
     lowest = min(cells, key=lambda c: c.settings.concurrency)
     text = f"prefill (time to first token) is {pct(share)} of a request's time on the baseline"
     d, e = lowest.speedup, lowest.e2e_speedup

@@ -34,11 +34,11 @@ from demo.fmt import esc, fmt_percent, fmt_speedup, fmt_temperature, or_na, vali
 from demo.live.budget import StreamBudget, sweep_streams, waiting_text
 from demo.live.status import internal_error_text
 from demo.load.engine import LoadResult, LoadSpec
-from demo.load.rate import RateLoad, make_rate_load
+from demo.load.rate_models import RateLoad, make_rate_load
 from demo.presets import load_presets, resolve_presets
 from demo.settings import Settings
+from demo.slo import Slo
 from demo.sweep import figures
-from demo.sweep.capacity import Slo
 from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.rates import (
     check_workload,
@@ -294,7 +294,7 @@ class EvaluateTab:
         if not names and workload is None:
             return self.failed("Pick at least one preset, or upload a workload file.")
         try:
-            slo = Slo(ttft_ms=ttft_ms or None, itl_ms=itl_ms or None) if (ttft_ms or itl_ms) else None
+            slo = Slo.of_ms(ttft_ms or None, itl_ms or None) if (ttft_ms or itl_ms) else None
         except ValidationError as e:
             return self.failed(f"SLO: {validation_summary(e)}")
         try:

@@ -34,7 +34,7 @@ from demo.live.status import internal_error_text
 from demo.load.arrivals import parse_rates
 from demo.load.engine import LoadResult, LoadSpec, load_spec, parse_users, request_from_race
 from demo.load.page import write_files
-from demo.load.rate import RateLoad, make_rate_load
+from demo.load.rate_models import RateLoad, make_rate_load
 from demo.load.view import STEP_HEADERS
 from demo.presets import Preset, load_presets
 from demo.race import validate_request

@@ -33,6 +33,7 @@ import gradio as gr
 
 from demo import charts, view
 from demo.agent_race import SessionResult
+from demo.fmt import esc
 from demo.live.agent_frames import session_frames
 from demo.live.budget import StreamBudget, Ticket, streams_needed
 from demo.live.frame_stream import race_frames
@@ -535,8 +536,8 @@ def _workload(dump: dict | None) -> Workload | None:
 
 def _preset_errors_html(errors: list[PresetProblem]) -> str:
     return '<div class="sd-banner" role="alert"><ul>' + "".join(
-        (f"<li>{view.esc(e.file)}: {view.esc(e.message)}</li>" if e.file == "SPECDEMO_UI_PRESET"
-         else f"<li>Preset file {view.esc(e.file)} skipped: {view.esc(e.message)}</li>") for e in errors
+        (f"<li>{esc(e.file)}: {esc(e.message)}</li>" if e.file == "SPECDEMO_UI_PRESET"
+         else f"<li>Preset file {esc(e.file)} skipped: {esc(e.message)}</li>") for e in errors
     ) + "</ul></div>"
 
 
@@ -549,14 +550,14 @@ def _placeholder(side: str) -> str:
 def _expect_html(preset: Preset | None) -> str:
     if preset is None:
         return '<div class="sd-expect"></div>'
-    text = view.esc(preset.expect + view.sampling_note(preset.to_request()))
+    text = esc(preset.expect + view.sampling_note(preset.to_request()))
     return f'<div class="sd-expect" title="{text}">What to expect: {text}</div>'
 
 
 def _workload_expect_html(workload: Workload | None, req: WorkloadRequest) -> str:
-    name = view.esc(workload.name if workload else "")
-    text = (f"From the uploaded workload {name}: request {view.esc(req.id)} "
-            f"({view.esc(view.sampling_text(req.to_race_request()))}, max {req.max_tokens} tokens), "
+    name = esc(workload.name if workload else "")
+    text = (f"From the uploaded workload {name}: request {esc(req.id)} "
+            f"({esc(view.sampling_text(req.to_race_request()))}, max {req.max_tokens} tokens), "
             "as sent by the Evaluate tab.")
     return f'<div class="sd-expect" data-workload="true" title="{text}">What to expect: {text}</div>'
 

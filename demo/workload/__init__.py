@@ -27,9 +27,11 @@ A bad line (row, file) is a ``LoadIssue`` (file, line, one-line message) and is 
 always raise ``WorkloadError``. Issue messages never quote the file's text: a workload may be
 confidential.
 
-The package: ``model`` (the vocabulary: request, workload, issues, the fields ignored or refused),
-``lines`` (every line's checks), ``forms`` (one parser per form of JSON object), ``files`` (a file
-or folder as rows); this module loads, samples and slices.
+The package's public names are the ones here (``__all__``); its modules are private: ``_model`` (the
+vocabulary: request, workload, issues, the fields ignored or refused), ``_lines`` (every line's
+checks), ``_forms`` (one parser per form of JSON object), ``_loadtools`` (AIPerf, GuideLLM),
+``_gateway`` (LiteLLM's logs), ``_files`` (a file or folder as rows); this module loads, samples
+and slices.
 """
 
 from __future__ import annotations
@@ -40,8 +42,8 @@ from pathlib import Path
 
 from demo.results import Api
 from demo.settings import Settings
-from demo.workload.files import _folder, _read_file
-from demo.workload.model import (
+from demo.workload._files import read_file, read_folder
+from demo.workload._model import (
     ANSWER_MAX_TOKENS_CAP,
     DEFAULT_MAX_TOKENS,
     DEFAULT_REASON,
@@ -53,13 +55,13 @@ from demo.workload.model import (
     UNUSED_REASON,
     Format,
     History,
+    Item,
     LoadIssue,
     LoggedAnswer,
     SampleInfo,
     Workload,
     WorkloadError,
     WorkloadRequest,
-    _Item,
     answer_max_tokens,
     ignored_reason,
 )
@@ -78,7 +80,7 @@ def _summary(issues: list[LoadIssue]) -> str:
     return listed + more
 
 
-def _collect(items: list[_Item], name: str, fmt: Format
+def _collect(items: list[Item], name: str, fmt: Format
              ) -> tuple[list[WorkloadRequest], list[LoadIssue], Counter[str], int]:
     """The requests (every one: a repeated id gets "#2", "#3", ...), the issues, the ignored fields
     counted, and how many ids were repeated. A session's turns are numbered in file order."""
@@ -136,12 +138,12 @@ def load_workload(path: Path | str, *, max_bytes: int, max_prompt_chars: int, st
     name = path.name or str(path)
     fmt: Format
     if path.is_dir():
-        fmt, items = "folder", list(_folder(path, max_bytes, max_prompt_chars, text_api))
+        fmt, items = "folder", list(read_folder(path, max_bytes, max_prompt_chars, text_api))
     elif not path.is_file():
         raise WorkloadError(f"{path}: no such file or folder; give a workload file (JSONL, CSV, OpenAI batch, "
                             "ShareGPT) or a folder of .txt files")
     else:
-        fmt, items = _read_file(path, name, max_bytes, max_prompt_chars, text_api)
+        fmt, items = read_file(path, name, max_bytes, max_prompt_chars, text_api)
     requests, issues, ignored, repeated = _collect(items, name, fmt)
     if strict and issues:
         raise WorkloadError(f"{name}: {len(issues)} bad line(s), nothing was sent (strict): {_summary(issues)}",

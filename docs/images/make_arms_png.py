@@ -3,7 +3,7 @@ Chromium at 1280x720.
 
     .venv/bin/python docs/images/make_arms_png.py
 
-The servers are the test stand-ins (harness/standin.py) on free ports, not vLLM: the picture shows
+The servers are the test stand-ins (harness/standin/) on free ports, not vLLM: the picture shows
 the page, and its figures are the stand-ins' (baseline 40 tokens/s one token a step; arms at 3.0x,
 2.0x and 1.2x its speed, each in its own steps), not a measurement. The page runs as `python app.py`
 on a free port with SPECDEMO_ARMS (harness/app_process.py); nothing touches ports 8000/8001/7860.

@@ -2,7 +2,7 @@
 
     .venv/bin/python docs/images/make_race_png.py
 
-The servers are the test stand-ins (harness/standin.py) on free ports, not vLLM: the picture shows
+The servers are the test stand-ins (harness/standin/) on free ports, not vLLM: the picture shows
 the page, and its figures are the stand-ins' (baseline 40 tokens/s one token a step, speculative
 100 tokens/s in steps of 1/3/5/2 tokens), not a measurement. The page runs as `python app.py` on a
 free port (harness/app_process.py); nothing touches ports 8000/8001/7860.

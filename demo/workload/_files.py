@@ -13,34 +13,34 @@ from typing import Any, Literal
 
 from demo.race import prompt_size_problem
 from demo.results import Api, Message
-from demo.workload.forms import (
-    _kind,
-    _read_objects,
-    _Row,
+from demo.workload._forms import (
+    Row,
+    form_of,
+    read_objects,
 )
-from demo.workload.lines import _id, _request, _sampling_of
-from demo.workload.model import (
+from demo.workload._lines import line_id, make_request, sampling_of
+from demo.workload._model import (
     CSV_COLUMNS,
     CSV_NUMBERS,
     RECOGNISE_LINES,
     TEXT_SUFFIXES,
     UNRECOGNISED,
     Format,
+    Item,
+    LineFields,
     LoadIssue,
+    ReadRequest,
+    SkipLine,
     WorkloadError,
-    _check_size,
-    _decode,
-    _Item,
-    _LineFields,
-    _Read,
-    _shown,
-    _Skip,
+    check_size,
+    decode_text,
+    shown_field,
 )
 
 FOLDER_SUFFIXES = (*TEXT_SUFFIXES, ".json")  # a folder's files that are read
 
 
-def _line_rows(text: str) -> Iterator[_Row]:
+def _line_rows(text: str) -> Iterator[Row]:
     """One JSON value a line (JSONL); blank lines separate nothing and are not an error."""
     # Split on "\n" only: str.splitlines() would also split inside a JSON string holding a raw U+2028
     # or \x85 (json.dumps(ensure_ascii=False) writes them as is) and shift every line number after it.
@@ -49,12 +49,12 @@ def _line_rows(text: str) -> Iterator[_Row]:
         if not raw.strip():
             continue
         try:
-            yield _Row(no, no, json.loads(raw))
+            yield Row(no, no, json.loads(raw))
         except json.JSONDecodeError as e:
-            yield _Row(no, no, None, f"not valid JSON ({e.msg} at column {e.colno})")
+            yield Row(no, no, None, f"not valid JSON ({e.msg} at column {e.colno})")
 
 
-def _array_rows(text: str, name: str) -> Iterator[_Row]:
+def _array_rows(text: str, name: str) -> Iterator[Row]:
     """The items of one JSON array, each with the line it starts on and its number; broken JSON stops
     the file."""
     decoder, at, line, seen = json.JSONDecoder(), text.index("[") + 1, 1, 0
@@ -72,7 +72,7 @@ def _array_rows(text: str, name: str) -> Iterator[_Row]:
             line += text.count("\n", seen, at)
             seen = at
             value, at = decoder.raw_decode(text, at)
-            yield _Row(line, nth, value)
+            yield Row(line, nth, value)
             at = skip_space(at)
             if text[at:at + 1] == "]" and not text[at + 1:].strip():
                 return
@@ -101,17 +101,17 @@ def _csv_columns(header: list[str], name: str) -> list[str]:
     if "prompt" not in columns or unknown or len(set(columns)) != len(columns) or {"tag", "category"} <= set(columns):
         raise WorkloadError(
             f"{name}: wrong CSV header: needed column: prompt; optional: id, tag or category, "
-            f"{', '.join(CSV_COLUMNS[4:])}; found: {', '.join(repr(_shown(c)) for c in columns) or 'nothing'}")
+            f"{', '.join(CSV_COLUMNS[4:])}; found: {', '.join(repr(shown_field(c)) for c in columns) or 'nothing'}")
     return columns
 
 
-def _csv_row(row: dict[str, str], start: int, max_prompt_chars: int, text_api: Api) -> _Read:
+def _csv_row(row: dict[str, str], start: int, max_prompt_chars: int, text_api: Api) -> ReadRequest:
     """One CSV row: its prompt (one user message, or a completions prompt), numbers, stop and tag."""
     prompt = row["prompt"]
     if not prompt.strip():
-        raise _Skip("the prompt is empty")
+        raise SkipLine("the prompt is empty")
     if over := prompt_size_problem(len(prompt), max_prompt_chars):
-        raise _Skip(over)
+        raise SkipLine(over)
     values: dict[str, Any] = {}
     problems: list[str] = []
     for column, kind in CSV_NUMBERS.items():
@@ -120,24 +120,24 @@ def _csv_row(row: dict[str, str], start: int, max_prompt_chars: int, text_api: A
         if value is not None:
             values[column] = value
     if problems:
-        raise _Skip("; ".join(problems))
+        raise SkipLine("; ".join(problems))
     ignored = ("prompt_tokens_count",) if values.pop("prompt_tokens_count", None) is not None else ()
     if (out := values.pop("output_tokens_count", None)) is not None:  # GuideLLM's column: max_tokens
         if values.get("max_tokens", out) != out:
-            raise _Skip("output_tokens_count and max_tokens differ; give one")
+            raise SkipLine("output_tokens_count and max_tokens differ; give one")
         values["max_tokens"] = out
     if row.get("stop"):
         values["stop"] = row["stop"]  # one stop sequence
     tag = (row.get("tag") or row.get("category") or "").strip() or None
     if tag is not None and len(tag) > 64:
-        raise _Skip("tag must be text of 1 to 64 characters")
+        raise SkipLine("tag must be text of 1 to 64 characters")
     text: list[Message] | str = [Message(role="user", content=prompt)] if text_api == "chat" else prompt
-    rid = _id((row.get("id") or "").strip() or None, start)
-    return _Read(_request(rid, start, text, _sampling_of(values), tag=tag, max_prompt_chars=max_prompt_chars),
+    rid = line_id((row.get("id") or "").strip() or None, start)
+    return ReadRequest(make_request(rid, start, text, sampling_of(values), tag=tag, max_prompt_chars=max_prompt_chars),
                  ignored)
 
 
-def _csv(text: str, name: str, max_prompt_chars: int, text_api: Api) -> Iterator[_Item]:
+def _csv(text: str, name: str, max_prompt_chars: int, text_api: Api) -> Iterator[Item]:
     """A CSV file with a header: one request a row (quoted fields may span lines)."""
     # A field may be as long as the file; the csv module's default cap (131,072) would cut long prompts.
     csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
@@ -164,33 +164,33 @@ def _csv(text: str, name: str, max_prompt_chars: int, text_api: Api) -> Iterator
             continue
         try:
             if len(cells) != len(columns):
-                raise _Skip(f"{len(cells)} fields, but the header has {len(columns)}")
+                raise SkipLine(f"{len(cells)} fields, but the header has {len(columns)}")
             yield _csv_row(dict(zip(columns, cells, strict=True)), start, max_prompt_chars, text_api)
-        except _Skip as e:
+        except SkipLine as e:
             yield LoadIssue(file=name, line=start, message=str(e))
 
 
-def _json_file(p: Path, text: str, max_prompt_chars: int) -> Iterator[_Item]:
+def _json_file(p: Path, text: str, max_prompt_chars: int) -> Iterator[Item]:
     """One .json file of a folder: one object (a request body, a ShareGPT conversation, a log row...),
     its id the file name unless it gives its own."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise _Skip(f"not valid JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
+        raise SkipLine(f"not valid JSON at line {e.lineno} column {e.colno} ({e.msg})") from None
     if not isinstance(data, dict):
-        raise _Skip('expected one JSON object (a request body such as {"messages": [...]})')
+        raise SkipLine('expected one JSON object (a request body such as {"messages": [...]})')
     try:
-        _, items = _read_objects([_Row(1, 1, data)], p.name, max_prompt_chars)
+        _, items = read_objects([Row(1, 1, data)], p.name, max_prompt_chars)
     except WorkloadError as e:  # one file's whole-file problem (a token-count trace) skips that file
-        raise _Skip(str(e).removeprefix(f"{p.name} is ")) from None
+        raise SkipLine(str(e).removeprefix(f"{p.name} is ")) from None
     for item in items:
         if isinstance(item, LoadIssue):
-            raise _Skip(item.message)
+            raise SkipLine(item.message)
         own = "id" in data or "custom_id" in data or "request_id" in data or "session_id" in data
         yield item if own else item._replace(request=item.request.model_copy(update={"id": p.name, "line": None}))
 
 
-def _folder(folder: Path, max_bytes: int, max_prompt_chars: int, text_api: Api) -> Iterator[_Item]:
+def read_folder(folder: Path, max_bytes: int, max_prompt_chars: int, text_api: Api) -> Iterator[Item]:
     """A folder of .txt / .md files, one prompt each, and .json files, one request body (or any one
     object of a JSON form) each; id = the file name."""
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in FOLDER_SUFFIXES)
@@ -198,21 +198,22 @@ def _folder(folder: Path, max_bytes: int, max_prompt_chars: int, text_api: Api) 
         others = sum(1 for p in folder.iterdir() if p.is_file())
         raise WorkloadError(f"folder {folder.name} has no .txt, .md or .json files ({others} other files); "
                             "put one prompt in each .txt or .md file, or one request body in each .json file")
-    _check_size(sum(p.stat().st_size for p in files), f"folder {folder.name} (its .txt/.md/.json files)", max_bytes)
+    check_size(sum(p.stat().st_size for p in files), f"folder {folder.name} (its .txt/.md/.json files)", max_bytes)
     for p in files:
         try:
             try:
-                text = _decode(p.read_bytes(), p.name)
+                text = decode_text(p.read_bytes(), p.name)
             except WorkloadError as e:  # one file in the wrong encoding skips that file, not the folder
-                raise _Skip(str(e).removeprefix(f"{p.name}: ")) from None
+                raise SkipLine(str(e).removeprefix(f"{p.name}: ")) from None
             if not text.strip():
-                raise _Skip("the file is empty")
+                raise SkipLine("the file is empty")
             if p.suffix.lower() == ".json":
                 yield from _json_file(p, text, max_prompt_chars)
                 continue
             body: list[Message] | str = [Message(role="user", content=text)] if text_api == "chat" else text
-            yield _Read(_request(p.name, None, body, _LineFields(), tag=None, max_prompt_chars=max_prompt_chars), ())
-        except _Skip as e:
+            request = make_request(p.name, None, body, LineFields(), tag=None, max_prompt_chars=max_prompt_chars)
+            yield ReadRequest(request, ())
+        except SkipLine as e:
             yield LoadIssue(file=p.name, message=str(e))
 
 
@@ -263,11 +264,11 @@ def _recognise(text: str, suffix: str, name: str) -> Shape:
     raise WorkloadError(f"{name}: {UNRECOGNISED}")
 
 
-def _read_file(path: Path, name: str, max_bytes: int, max_prompt_chars: int, text_api: Api
-               ) -> tuple[Format, list[_Item]]:
+def read_file(path: Path, name: str, max_bytes: int, max_prompt_chars: int, text_api: Api
+              ) -> tuple[Format, list[Item]]:
     """A workload file: its size checked before reading, its text decoded, its form recognised, read."""
-    _check_size(path.stat().st_size, name, max_bytes)
-    text = _decode(path.read_bytes(), name)
+    check_size(path.stat().st_size, name, max_bytes)
+    text = decode_text(path.read_bytes(), name)
     if "\x00" in text:
         raise WorkloadError(f"{name} is a binary file (it holds NUL bytes), not text; save the workload as UTF-8 "
                             "text (JSONL, CSV or ShareGPT JSON: docs/workloads.md)")
@@ -280,8 +281,8 @@ def _read_file(path: Path, name: str, max_bytes: int, max_prompt_chars: int, tex
         return "csv", list(_csv(text, name, max_prompt_chars, text_api))
     if shape == "json-object":
         data = json.loads(text)
-        if _kind(data) == "request" and "messages" not in data and "prompt" not in data:
+        if form_of(data) == "request" and "messages" not in data and "prompt" not in data:
             raise WorkloadError(f"{name}: {UNRECOGNISED}")
-        return _read_objects([_Row(1, 1, data)], name, max_prompt_chars)
+        return read_objects([Row(1, 1, data)], name, max_prompt_chars)
     rows = _array_rows(text, name) if shape == "json-array" else _line_rows(text)
-    return _read_objects(list(rows), name, max_prompt_chars)
+    return read_objects(list(rows), name, max_prompt_chars)

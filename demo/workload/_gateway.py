@@ -15,8 +15,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-from demo.workload.lines import _id, _request_line, _shown
-from demo.workload.model import ANSWER_MAX_TOKENS_CAP, DEFAULT_MAX_TOKENS, LoggedAnswer, _Read, _Skip
+from demo.workload._lines import line_id, request_line, shown_field
+from demo.workload._model import ANSWER_MAX_TOKENS_CAP, DEFAULT_MAX_TOKENS, LoggedAnswer, ReadRequest, SkipLine
 
 CHAT_CALLS = ("completion", "acompletion")
 TEXT_CALLS = ("text_completion", "atext_completion")
@@ -56,7 +56,7 @@ def _parsed(data: dict[str, Any]) -> dict[str, Any]:
         try:
             out[key] = json.loads(value) if value.strip() else None
         except json.JSONDecodeError as e:
-            raise _Skip(f"{key}: a JSON-in-string field that is not JSON ({e.msg} at column {e.colno}); export the "
+            raise SkipLine(f"{key}: a JSON-in-string field that is not JSON ({e.msg} at column {e.colno}); export the "
                         "log's JSON columns as JSON") from None
     return out
 
@@ -98,13 +98,13 @@ def _redacted(messages: Any) -> bool:
     return isinstance(messages, list) and any(isinstance(m, dict) and m.get("content") == REDACTED for m in messages)
 
 
-def _litellm_row(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) -> _Read:
+def litellm_row(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int) -> ReadRequest:
     """One LiteLLM log row (either form) as the request it logged, with its figures as logged."""
     row = _parsed(data)
     call = row.get("call_type")
     if call not in (*CHAT_CALLS, *TEXT_CALLS):
-        shown = f"call_type {call}" if isinstance(call, str) and _shown(call) == call else "its call_type"
-        raise _Skip(f"{shown} generates no chat or text completion to measure; only completion and "
+        shown = f"call_type {call}" if isinstance(call, str) and shown_field(call) == call else "its call_type"
+        raise SkipLine(f"{shown} generates no chat or text completion to measure; only completion and "
                     "text_completion rows are read")
     spend = is_spendlogs(row)
     sent = row.get("proxy_server_request") if spend else row.get("model_parameters")
@@ -113,25 +113,25 @@ def _litellm_row(data: dict[str, Any], no: int, nth: int, max_prompt_chars: int)
     if _not_logged(messages) and spend:
         messages = sent.get("messages", sent.get("prompt"))
     if _not_logged(messages):
-        raise _Skip(NOT_LOGGED if spend else "the prompt was not logged (the payload's messages are empty); "
+        raise SkipLine(NOT_LOGGED if spend else "the prompt was not logged (the payload's messages are empty); "
                     "log the messages, or give the request bodies (OpenAI JSONL)")
     if _redacted(messages):
-        raise _Skip("the prompt was redacted by LiteLLM (message logging is off); give the request bodies instead")
+        raise SkipLine("the prompt was redacted by LiteLLM (message logging is off); give the request bodies instead")
     body = {k: v for k, v in sent.items() if k not in ("messages", "prompt", *GATEWAY_KEYS)}
-    ignored = [f"log.{_shown(k)}" if _shown(k) == k else "log.(a key)" for k in sent if k in GATEWAY_KEYS]
+    ignored = [f"log.{shown_field(k)}" if shown_field(k) == k else "log.(a key)" for k in sent if k in GATEWAY_KEYS]
     if call in TEXT_CALLS and isinstance(messages, str | list) and not _is_chat(messages):
         body["prompt"] = messages
     else:
         body["messages"] = messages
     logged = _logged(row)
     default = min(logged.completion_tokens, ANSWER_MAX_TOKENS_CAP) if logged.completion_tokens else DEFAULT_MAX_TOKENS
-    rid = _id(row.get("request_id") if spend else row.get("id"), nth)
+    rid = line_id(row.get("request_id") if spend else row.get("id"), nth)
     session = row.get("session_id") if spend else row.get("trace_id")
     start = _seconds(row.get("startTime"))
     where: dict[str, Any] = {"logged": logged, **({"arrival_s": start} if start is not None and start >= 0 else {})}
     if isinstance(session, str) and session.strip():
         where["session"] = session.strip()[:200]
-    return _request_line(body, no, nth, max_prompt_chars, rid=rid, ignored=tuple(ignored), max_tokens=default,
+    return request_line(body, no, nth, max_prompt_chars, rid=rid, ignored=tuple(ignored), max_tokens=default,
                          tolerant=True, **where)
 
 

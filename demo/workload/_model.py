@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from demo.errors import BadInput
 from demo.limits import MAX_TOKENS_LIMIT, MaxTokens, Temperature
@@ -270,7 +270,7 @@ class Workload(BaseModel):
                         for field, n in sorted(self.ignored_fields.items())]
 
 
-class _LineFields(SamplingFields):
+class LineFields(SamplingFields):
     """A line's length, temperature, seed and sampling as written, before defaults are applied."""
 
     # strict: true is not a max_tokens, "0.7" is not a temperature.
@@ -281,17 +281,17 @@ class _LineFields(SamplingFields):
     seed: int | None = Field(None, ge=-(2**63), lt=2**64)
 
 
-class _Skip(Exception):  # noqa: N818 - a line skipped, not a failure
+class SkipLine(Exception):  # noqa: N818 - a line skipped, not a failure
     """A line to skip: the one-line reason (never the line's text)."""
 
 
-class _Read(NamedTuple):
+class ReadRequest(NamedTuple):
     request: WorkloadRequest
     ignored: tuple[str, ...]  # the fields of its line not sent (counted in Workload.ignored_fields)
 
 
-_Item = _Read | LoadIssue
-_Parsed = _Read | list[_Read]  # one line is one request, or (a multi_turn session) one per turn
+Item = ReadRequest | LoadIssue
+Parsed = ReadRequest | list[ReadRequest]  # one line is one request, or (a multi_turn session) one per turn
 
 
 UNRECOGNISED = (
@@ -324,24 +324,13 @@ def _mb(n: int) -> str:
     return f"{n / 1_000_000:.1f} MB" if n >= 1_000_000 else f"{n:,} bytes"
 
 
-def _shown(field: str) -> str:
+def shown_field(field: str) -> str:
     """A field name of the file as we may show it: an identifier of up to 40 characters; any other key
     may be the file's text, so it is not shown."""
     return field if FIELD_NAME.fullmatch(field) else "(a key that is not a field name)"
 
 
-def _validation_message(e: ValidationError) -> str:
-    """Pydantic's errors as one line, without the offending values (they may be confidential)."""
-    parts: list[str] = []
-    for err in e.errors():
-        loc = ".".join(str(p) for p in err["loc"])
-        part = f"{loc}: {err['msg']}" if loc else err["msg"]
-        if part not in parts:  # a union reports once per member
-            parts.append(part)
-    return "; ".join(parts)
-
-
-def _decode(data: bytes, name: str) -> str:
+def decode_text(data: bytes, name: str) -> str:
     """UTF-8 (a leading BOM is dropped); otherwise a WorkloadError naming the line and byte offset."""
     try:
         return data.decode("utf-8-sig")
@@ -352,7 +341,7 @@ def _decode(data: bytes, name: str) -> str:
         ) from None
 
 
-def _check_size(size: int, name: str, max_bytes: int) -> None:
+def check_size(size: int, name: str, max_bytes: int) -> None:
     if size > max_bytes:
         raise WorkloadError(
             f"{name} is {_mb(size)}, over the {_mb(max_bytes)} limit; sample it down or raise "
