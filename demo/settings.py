@@ -134,6 +134,11 @@ class Settings(BaseSettings):
     arms: list[ArmSetting] = Field(default_factory=list)
     # A PEM file of CA certificates to trust for https endpoints (TLS verification is always on).
     ca_bundle: Path | None = None
+    # A Ray cluster to send the load, rate and evaluator sweeps' requests from (--ray ADDRESS; "auto":
+    # the cluster this machine belongs to): its workers share each step out (demo/load/fleet.py).
+    # None: this process sends them. Needs requirements-ray.txt; the page never uses it.
+    ray_address: str | None = None
+    ray_workers: int | None = Field(None, ge=1, le=256)  # default: one per node of the cluster
 
     connect_timeout_s: float = Field(5.0, gt=0)
     # Longest silence allowed between two chunks of a stream (also covers time to first byte) before

@@ -11,24 +11,67 @@ alike: a StreamError marks the meter failed, a cancel marks it stopped and goes 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import httpx
 
 from demo.client import StreamError, discover_model, stream_completion
 from demo.measure import SideMeter
-from demo.results import RaceRequest, ServerWait, Side
+from demo.results import RaceRequest, ServerWait, Side, SideResult
 from demo.settings import Endpoint, Settings
+from demo.sweep.headroom import ClientHeadroom
+
+
+@dataclass
+class SendOutcome:
+    """What a send loop did with its part of a schedule, by the schedule's own request index."""
+
+    results: dict[int, SideResult | None]  # None: still open at the bound, cut
+    lags_s: dict[int, float]  # how late each request was sent against its offset
+    open_at_end: int  # streams still open when the last request of the part was sent
+    end_s: float  # from t0 to when the loop stopped waiting (every request ended, or the bound)
+    client: ClientHeadroom | None = None  # the sender's headroom (merged: the worst worker's)
+
+
+@dataclass
+class BatchOutcome:
+    """A batch's requests as its workers sent them: each result by the batch's request index, the
+    batch's wall time (one start to the last worker's end) and the client's headroom (the worst worker's)."""
+
+    results: dict[int, SideResult]
+    wall_s: float
+    client: ClientHeadroom | None = None
+
+
+class Fleet(Protocol):
+    """Workers elsewhere that send a server's requests from one start (demo/load/fleet.py: Ray actors,
+    ``--ray``): a rate step's schedule split between them, or a batch's requests and streams."""
+
+    workers: int
+
+    async def send_schedule(self, server: ServerHandle, model: str, reqs: Sequence[RaceRequest],
+                            offsets_s: Sequence[float], bound_s: float, settings: Settings) -> SendOutcome:
+        """Every request of the schedule at its offset, by the workers between them; merged."""
+        ...
+
+    async def stream_batch(self, server: ServerHandle, model: str, reqs: Sequence[RaceRequest], concurrency: int,
+                           settings: Settings) -> BatchOutcome:
+        """Every request through ``concurrency`` streams, shared among the workers; merged."""
+        ...
 
 
 class ServerHandle:
     """One server as a measurement talks to it: its side, URL, HTTP client (its key and headers),
-    served model (discovered once, when not given) and, for an arm, its name, label and method."""
+    served model (discovered once, when not given), for an arm its name, label and method, and the
+    fleet that sends its requests when not this process (``--ray``)."""
 
     def __init__(self, side: Side, url: str, model: str | None, http: httpx.AsyncClient, *, arm: str | None = None,
-                 label: str | None = None, method: str | None = None) -> None:
+                 label: str | None = None, method: str | None = None, fleet: Fleet | None = None) -> None:
         self.side, self.url, self.model, self.http = side, url, model, http
         self.arm, self.label, self.method = arm, label, method
+        self.fleet = fleet  # None: this process sends the requests (the default)
 
     @classmethod
     def of(cls, endpoint: Endpoint, http: httpx.AsyncClient, url: str | None = None) -> ServerHandle:

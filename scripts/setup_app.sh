@@ -14,7 +14,7 @@ PY="${PYTHON:-python3.11}"
 command -v "$PY" >/dev/null 2>&1 || PY=python3
 pyver="$("$PY" -c 'import sys; print(sys.version)')"
 app_hash="$( (echo "$pyver"; cat "$ROOT/requirements.txt") | sha256sum | cut -d' ' -f1)"
-dev_hash="$( (echo "$pyver"; cat "$ROOT/requirements.txt" "$ROOT/requirements-dev.txt") | sha256sum | cut -d' ' -f1)"
+dev_hash="$( (echo "$pyver"; cat "$ROOT/requirements.txt" "$ROOT/requirements-ray.txt" "$ROOT/requirements-dev.txt") | sha256sum | cut -d' ' -f1)"
 # Installed, by their metadata (an import of Gradio alone takes seconds).
 CHECK=(-c "import importlib.metadata as m, sys; [m.version(p) for p in sys.argv[1:]]" gradio httpx plotly pydantic-settings)
 if [[ "${1:-}" == "--app" ]]; then

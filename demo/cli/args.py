@@ -23,6 +23,7 @@ from demo.race import validate_request
 from demo.results import SIDES, Message, RaceRequest
 from demo.sampling import MAX_SCHEMA_BYTES, MAX_STOP_SEQUENCES, ResponseFormat
 from demo.settings import MAX_ARMS, ArmSetting, Settings, check_arm_name, same_url
+from demo.streaming import Fleet
 
 
 class UsageError(Exception):
@@ -48,6 +49,28 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
                    "SPECDEMO_ARM_<NAME>_API_KEY or SPECDEMO_API_KEY")
     g.add_argument("--ca-bundle", help="a PEM file of CA certificates to trust for https endpoints "
                    "(default: SPECDEMO_CA_BUNDLE, else the system's)")
+
+
+def add_ray_args(p: argparse.ArgumentParser) -> None:
+    """--ray ADDRESS and --ray-workers N: send a sweep's requests from a Ray cluster's workers."""
+    g = p.add_argument_group("beyond one machine", "send the requests from a Ray cluster's workers, each step "
+                             "shared out from one start (pip install -r requirements-ray.txt; docs/load.md)")
+    g.add_argument("--ray", metavar="ADDRESS", help="the cluster: 'auto' (the one this machine belongs to) or "
+                   "HOST:PORT (default: SPECDEMO_RAY_ADDRESS, else this process sends them)")
+    g.add_argument("--ray-workers", type=int, metavar="N", help="workers, one CPU each (default: one per node)")
+
+
+def fleet_of(settings: Settings) -> Fleet | None:
+    """The Ray fleet the settings ask for (--ray, SPECDEMO_RAY_ADDRESS), or None; UsageError in one line
+    when Ray is missing or the cluster cannot place the workers."""
+    if not settings.ray_address:
+        return None
+    from demo.load.fleet import FleetError, fleet_for  # a Ray cluster only when asked for
+
+    try:
+        return fleet_for(settings)
+    except FleetError as e:
+        raise UsageError(str(e)) from None
 
 
 def _headers(values: list[str], flag: str) -> dict[str, str]:
@@ -116,6 +139,10 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
             overrides[f"{side}_headers"] = _headers(getattr(args, f"{side}_header"), f"--{side}-header")
     if getattr(args, "ca_bundle", None):
         overrides["ca_bundle"] = args.ca_bundle
+    if getattr(args, "ray", None):
+        overrides["ray_address"] = args.ray
+    if getattr(args, "ray_workers", None) is not None:
+        overrides["ray_workers"] = args.ray_workers
     if getattr(args, "arm", None):
         spec_url = getattr(args, "speculative_url", None)
         overrides.update(_arm_overrides(parse_arms(args.arm, spec_url is not None), spec_url))

@@ -17,8 +17,10 @@ from pydantic import ValidationError
 from demo.cli.args import (
     UsageError,
     add_open_loop_args,
+    add_ray_args,
     add_server_args,
     build_request,
+    fleet_of,
     settings_from_args,
     usage_error,
 )
@@ -61,6 +63,7 @@ def add_load_parser(sub: argparse._SubParsersAction) -> None:
                                    "queue, KV cache and preemptions, and where the gain crosses the verdict's "
                                    "thresholds.")
     add_server_args(p)
+    add_ray_args(p)
     kind = p.add_mutually_exclusive_group(required=True)
     kind.add_argument("--users", help="closed loop: user counts, comma-separated, e.g. 1,2,4,8,16 "
                       "(each from 1 to SPECDEMO_MAX_USERS, default 32)")
@@ -225,7 +228,7 @@ def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, re
 
     sent = request_from_race(req) if requests is None else requests
     return asyncio.run(run_load(spec, sent, settings, on_step=done, on_progress=say,
-                                result=result, observe=observe, on_rate_step=rate_done))
+                                result=result, observe=observe, on_rate_step=rate_done, fleet=fleet_of(settings)))
 
 
 # --------------------------------------------------------------------------- output

@@ -15,7 +15,15 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from demo.cli.args import UsageError, add_open_loop_args, add_server_args, settings_from_args, usage_error
+from demo.cli.args import (
+    UsageError,
+    add_open_loop_args,
+    add_ray_args,
+    add_server_args,
+    fleet_of,
+    settings_from_args,
+    usage_error,
+)
 from demo.errors import BadInput
 from demo.fmt import fmt_speedup
 from demo.load.rate_models import DEFAULT_DRAIN_S, RateLoad, RateStep, make_rate_load
@@ -103,7 +111,7 @@ def cmd_rate_sweep(args: argparse.Namespace, settings: Settings, spec: SweepSpec
 
     try:
         asyncio.run(run_rate_sweep_of(spec, load, workload, settings, result, rated, max_tokens=args.max_tokens,
-                                      on_step=step_done, on_progress=say))
+                                      on_step=step_done, on_progress=say, fleet=fleet_of(settings)))
     except KeyboardInterrupt:
         result.interrupted = True
         write_outputs(finalize(result), args.out)
@@ -122,6 +130,7 @@ def add_sweep_parser(sub: argparse._SubParsersAction) -> None:
                                    "prompts, same concurrency), with warm-up and repeats; writes results.json, "
                                    "results.csv and report.html with a verdict per workload.")
     add_server_args(p)
+    add_ray_args(p)
     p.add_argument("--presets", help="comma-separated preset names (default: every preset, unless --workload "
                    "is given: then only the workload)")
     w = p.add_argument_group("your workload", "a file of your own requests (docs/workloads.md); combined with "
@@ -289,7 +298,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(run_sweep(spec, settings, result, presets, on_progress=bar.update, on_cell=write_so_far,
-                              workload=workload))
+                              workload=workload, fleet=fleet_of(settings)))
     except KeyboardInterrupt:
         bar.close()
         result.interrupted = True

@@ -58,6 +58,7 @@ from demo.results import (
 from demo.sampling import SAMPLING_FIELDS
 from demo.settings import Settings
 from demo.slo import Slo
+from demo.streaming import Fleet
 from demo.sweep.crossover import Crossover, choose_arms, find_crossover
 from demo.sweep.models import (
     ArmSpec,
@@ -488,7 +489,7 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadReque
                    on_step: StepFn | None = None, on_progress: ProgressFn | None = None,
                    http: httpx.AsyncClient | None = None, result: LoadResult | None = None,
                    observe: StreamObserver | None = None,
-                   on_rate_step: Callable[[RateStep], None] | None = None) -> LoadResult:
+                   on_rate_step: Callable[[RateStep], None] | None = None, fleet: Fleet | None = None) -> LoadResult:
     """Every users count of ``spec``, ascending, each a cell of ``request`` copied ``users`` times
     (a list: user i sends request i, wrapping round when it is shorter; longer, every request is
     sent once, ``users`` at a time, as an evaluator workload cell), appended to
@@ -498,9 +499,10 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadReque
     ``observe`` watches every stream of the measured batches (demo.sweep.runner.StreamObserver:
     the side, the user's index, its meter). With ``spec.rate``: the open-loop rate steps instead
     (demo/load/rate.py; arrival i sends request i of ``request``, wrapping round), each handed to
-    ``on_rate_step`` as it ends; a replay (``spec.rate.replay``) sends each request as the file gave it."""
+    ``on_rate_step`` as it ends; a replay (``spec.rate.replay``) sends each request as the file gave it.
+    ``fleet`` (``--ray``): its workers send the requests, this process measures."""
     result = result if result is not None else LoadResult(spec=spec)
-    servers = make_servers(settings, spec.baseline_url, spec.arm_list(), http)
+    servers = make_servers(settings, spec.baseline_url, spec.arm_list(), http, fleet)
     reqs = request if isinstance(request, list) else [request]
     if spec.rate is None or spec.rate.replay is None:  # a replay sends each request's own length and sampling
         reqs = [r.model_copy(update={"max_tokens": spec.max_tokens, "temperature": spec.temperature}) for r in reqs]

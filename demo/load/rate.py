@@ -46,7 +46,6 @@ from collections.abc import Callable, Mapping, Sequence
 from demo.client import StreamError, collector_paused
 from demo.load.arrivals import ArrivalSchedule
 from demo.load.rate_models import (
-    MAX_OPEN_STREAMS,
     MIN_TREND_REQUESTS,
     PERCENTILES,
     SATURATED_SHARE,
@@ -57,13 +56,15 @@ from demo.load.rate_models import (
     RateSummary,
 )
 from demo.load.rate_summary import rate_summary
+from demo.load.send import send_schedule
 from demo.measure import median, percentile
 from demo.metrics import MetricsSample, histogram_quantile, scrape_metrics
 from demo.results import RaceRequest, SideResult
 from demo.settings import Settings
 from demo.slo import Slo, SloFigure
 from demo.streaming import ServerHandle
-from demo.sweep.runner import KV_SAMPLE_INTERVAL_S, kv_sampler, one_request
+from demo.sweep.headroom import HeadroomProbe
+from demo.sweep.runner import KV_SAMPLE_INTERVAL_S, kv_sampler
 
 # --------------------------------------------------------------------------- measuring one server
 
@@ -230,82 +231,48 @@ async def run_rate_side(server: ServerHandle, schedule: ArrivalSchedule, req: Ra
     """Send ``schedule`` to ``server`` open-loop (each request at its time, whatever the others do; arrival
     i sends ``req``, or of a list its request i, wrapping round: a trace's or a workload's requests),
     wait for every request or the bound (arrival window + ``drain_s``), cut what is still open, and
-    measure. Never raises for a failing server: its requests fail with the error."""
+    measure. With the handle's fleet (``--ray``) its workers send the schedule between them, from one
+    start; the /metrics scrapes stay here. Never raises for a failing server: its requests fail with the error."""
     http = server.http
     reqs = [req] if isinstance(req, RaceRequest) else list(req)
     bound_s = schedule.window_s + drain_s
     try:
         model = await server.ensure_model(http, settings)
     except StreamError as e:
-        results: list[SideResult | None] = [SideResult(side=server.side, url=server.url, error=str(e))
-                                            for _ in schedule.offsets_s]
-        return side_figures(name, schedule, results, 0, 0.0, bound_s, slo, None, None, [], [], [], None)
+        failed: list[SideResult | None] = [SideResult(side=server.side, url=server.url, error=str(e))
+                                           for _ in schedule.offsets_s]
+        return side_figures(name, schedule, failed, 0, 0.0, bound_s, slo, None, None, [], [], [], None)
     before = await scrape_metrics(http, server.url, settings)
     running: list[float] = []
     kv: list[float] = []
     stop = asyncio.Event()
     sampler = (asyncio.create_task(kv_sampler(http, server.url, settings, kv, stop, running=running))
                if before.ok else None)
-    tasks: list[asyncio.Task[SideResult] | None] = []
-    lags: list[float] = []
-    refused: dict[int, SideResult] = {}
-    open_at_end: int | None = None
-    open_now: set[asyncio.Task[SideResult]] = set()
-    t0 = time.perf_counter()
     try:
-        with collector_paused():  # no collector pause at a measured token
-            for i, offset in enumerate(schedule.offsets_s):
-                wait = t0 + offset - time.perf_counter()
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                lags.append(max(0.0, time.perf_counter() - t0 - offset))
-                if len(open_now) >= MAX_OPEN_STREAMS:
-                    refused[i] = SideResult(side=server.side, url=server.url, error=(
-                        f"not sent: {MAX_OPEN_STREAMS} streams already open (the client's cap)"))
-                    tasks.append(None)
-                    continue
-                task = asyncio.create_task(one_request(http, server, model, reqs[i % len(reqs)], i))
-                open_now.add(task)
-                task.add_done_callback(open_now.discard)
-                tasks.append(task)
-            open_at_end = len(open_now)
-            live = [t for t in tasks if t is not None]
-            left = t0 + bound_s - time.perf_counter()
-            if live:
-                await asyncio.wait(live, timeout=max(0.0, left))
-            t_end = time.perf_counter()
-            pending = [t for t in live if not t.done()]
-            for t in pending:
-                t.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        if server.fleet is not None:
+            out = await server.fleet.send_schedule(server, model, reqs, schedule.offsets_s, bound_s, settings)
+        else:
+            async with HeadroomProbe() as probe:  # is the client keeping up while it sends?
+                with collector_paused():  # no collector pause at a measured token
+                    out = await send_schedule(http, server, model, reqs, list(enumerate(schedule.offsets_s)),
+                                              time.perf_counter(), bound_s)
+            out.client = probe.result()
     finally:
         stop.set()
         if sampler is not None:
             sampler.cancel()
             await asyncio.gather(sampler, return_exceptions=True)
-        for task in open_now:  # cancelled from outside (Ctrl-C): leave no stream open
-            task.cancel()
-        await asyncio.gather(*(t for t in tasks if t is not None), return_exceptions=True)
     after = await scrape_metrics(http, server.url, settings) if before.ok else None
-    results = []
-    cut = 0
-    last_finish = 0.0
-    for i, done in enumerate(tasks):
-        if done is None:
-            results.append(refused[i])
-        elif done.cancelled():
-            results.append(None)
-            cut += 1
-        elif (exc := done.exception()) is not None:
-            results.append(SideResult(side=server.side, url=server.url, error=f"{type(exc).__name__}: {exc}"))
-        else:
-            r = done.result()
-            results.append(r)
-            if r.complete and r.e2e_s is not None:
-                last_finish = max(last_finish, schedule.offsets_s[i] + lags[i] + r.e2e_s)
-    duration = (t_end - t0) if cut else (last_finish or (t_end - t0))
-    return side_figures(name, schedule, results, cut, duration, bound_s, slo, before, after, running, kv, lags,
-                        open_at_end)
+    results = [out.results.get(i) for i in range(len(schedule.offsets_s))]
+    lags = [out.lags_s.get(i, 0.0) for i in range(len(schedule.offsets_s))]
+    cut = sum(r is None for r in results)
+    last_finish = max((schedule.offsets_s[i] + lags[i] + r.e2e_s for i, r in enumerate(results)
+                       if r is not None and r.complete and r.e2e_s is not None), default=0.0)
+    duration = out.end_s if cut else (last_finish or out.end_s)
+    side = side_figures(name, schedule, results, cut, duration, bound_s, slo, before, after, running, kv, lags,
+                        out.open_at_end)
+    side.client = out.client
+    return side
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:

@@ -13,6 +13,7 @@ from demo.errors import BadInput
 from demo.fmt import validation_summary
 from demo.load.arrivals import Arrivals, ArrivalSchedule, Replay, draw_schedule, parse_rates, step_seed
 from demo.slo import Slo, slo_of_bounds
+from demo.sweep.headroom import ClientHeadroom
 from demo.sweep.models import NoRecommendation, Recommendation
 from demo.sweep.runner import KV_SAMPLE_INTERVAL_S
 
@@ -133,6 +134,9 @@ class RateSide(BaseModel):
     num_preemptions: int | None = None
     num_spec_tokens: int | None = None  # k, as the server reported it per request (None: baseline, or not reported)
     send_lag_max_ms: float | None = None  # the latest any request went out after its scheduled time
+    # The client's own headroom while it sent (event-loop lag, CPU; limited past either limit): with
+    # --ray the worst worker's. None: not measured (a step that sent nothing).
+    client: ClientHeadroom | None = None
     open_at_arrivals_end: int | None = None  # requests open when the last one was sent
     saturated: bool = False
     saturation_note: str = ""

@@ -28,6 +28,7 @@ from demo.load.rate_models import QUEUE_SOURCE, RUNNING_SOURCE, RateLoad, RateSt
 from demo.load.rate_page import goodput_figure, latency_figure, rate_table_html, schedule_html, summary_html
 from demo.load.rate_view import rate_json
 from demo.settings import Settings
+from demo.streaming import Fleet
 from demo.sweep.models import SweepResult, SweepSpec
 from demo.sweep.runner import describe_servers, make_servers, spec_arms
 from demo.workload import Workload
@@ -62,14 +63,14 @@ def new_load_result(spec: SweepSpec, load: RateLoad, workload: Workload, max_tok
 async def run_rate_sweep_of(spec: SweepSpec, load: RateLoad, workload: Workload, settings: Settings,
                             result: SweepResult, rated: LoadResult, *, max_tokens: int | None = None,
                             http: httpx.AsyncClient | None = None, on_step: RateStepFn | None = None,
-                            on_progress: ProgressFn | None = None) -> LoadResult:
+                            on_progress: ProgressFn | None = None, fleet: Fleet | None = None) -> LoadResult:
     """Every rate of ``load``, ascending, through demo/load/rate.py ``run_rate_sweep`` (the step function
     ``demo load --rate`` uses): the workload's requests (``max_tokens`` on each, when given), the servers of
     ``spec``. ``rated`` (new_load_result) gains each step as it ends, and ``result.rate`` its JSON (so a
     caller writing the files after each step keeps what was measured); ``on_step`` is then called.
     Cancelled (Ctrl-C, Stop): both are marked interrupted with the steps so far, and it propagates."""
     arms = spec_arms(spec)
-    servers = make_servers(settings, spec.baseline_url, arms, http)
+    servers = make_servers(settings, spec.baseline_url, arms, http, fleet)
     sent = [r.to_race_request() for r in workload.requests]
     if max_tokens is not None:
         sent = [r.model_copy(update={"max_tokens": max_tokens}) for r in sent]

@@ -37,8 +37,8 @@ from demo.results import FIRST_ARM, Message, RaceRequest, SideResult, ToolCall, 
 from demo.server_info import probe_server
 from demo.settings import Endpoint, Settings
 from demo.slo import Slo
-from demo.streaming import ServerHandle, stream_into
-from demo.sweep.headroom import HeadroomProbe
+from demo.streaming import Fleet, ServerHandle, stream_into
+from demo.sweep.headroom import ClientHeadroom, HeadroomProbe
 from demo.sweep.machine import machine_info, server_version
 from demo.sweep.models import ArmSpec, BatchStats, CellResult, CellSettings, SweepResult, SweepSpec, WorkloadSpec
 from demo.sweep.plan import batch_requests, cell_label, cell_requests, plan_cells
@@ -125,10 +125,10 @@ def sweep_spec(settings: Settings, presets: list[str], concurrency: str, tempera
 
 
 def make_servers(settings: Settings, baseline_url: str, arms: Sequence[ArmSpec],
-                 http: httpx.AsyncClient | None = None) -> dict[str, ServerHandle]:
+                 http: httpx.AsyncClient | None = None, fleet: Fleet | None = None) -> dict[str, ServerHandle]:
     """"baseline" and each arm by name -> its server: the URL as given, the model, key and headers of
     the settings' endpoint of that name (else the shared ones). Each gets its own client unless
-    ``http`` is shared."""
+    ``http`` is shared. With a ``fleet`` (``--ray``), its workers send every server's requests."""
     endpoints = {e.arm: e for e in settings.arm_endpoints()}
     base = settings.endpoint("baseline")
     servers = {"baseline": ServerHandle("baseline", baseline_url, base.model,
@@ -138,6 +138,8 @@ def make_servers(settings: Settings, baseline_url: str, arms: Sequence[ArmSpec],
             side="speculative", url=a.url, model=settings.model, api_key=settings.api_key))
         servers[a.name] = ServerHandle("speculative", a.url, e.model, http or make_http_client(settings, endpoint=e),
                                   arm=a.name, label=a.label, method=a.method)
+    for handle in servers.values():
+        handle.fleet = fleet
     return servers
 
 
@@ -201,10 +203,10 @@ def followed_other_call(answer: SideResult, logged: Message | None) -> bool | No
     return not same_tool_calls(answer.tool_calls, [ToolCall.of_history(c) for c in logged.tool_calls])
 
 
-async def _stream_all(http: httpx.AsyncClient, server: ServerHandle, model: str, reqs: list[RaceRequest],
-                      concurrency: int, observe: StreamObserver | None = None,
-                      sessions: Sequence[Sequence[int]] | None = None,
-                      logged: Sequence[Message | None] | None = None) -> list[SideResult]:
+async def stream_all(http: httpx.AsyncClient, server: ServerHandle, model: str, reqs: list[RaceRequest],
+                     concurrency: int, observe: StreamObserver | None = None,
+                     sessions: Sequence[Sequence[int]] | None = None,
+                     logged: Sequence[Message | None] | None = None) -> list[SideResult]:
     """``concurrency`` streams at once, each taking the next request as it finishes one: a slice of
     real traffic. Results in request order. With ``sessions`` (the indices of each session's turns,
     in order; every other request alone), a stream takes a whole session and plays its turns one
@@ -247,7 +249,8 @@ async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[Ra
     """Every request of ``reqs`` through ``concurrency`` streams; the batch figures and each request's
     result (in order). ``observe`` watches every stream as it goes (StreamObserver); ``sessions``:
     sessions played turn by turn, each side carrying its own answers in place of the ``logged`` ones
-    (_stream_all)."""
+    (stream_all). With the handle's fleet (``--ray``), and neither of those, its workers send the
+    requests between them."""
     try:
         model = await server.ensure_model(http, settings)
     except StreamError as e:
@@ -261,11 +264,18 @@ async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[Ra
                if before.ok else None)
     t_start = time.perf_counter()
     probe = HeadroomProbe()
+    spread = server.fleet is not None and observe is None and not sessions
+    client: ClientHeadroom | None = None
     try:
-        async with probe:  # is the client keeping up? (its loop lag and CPU, not the server's)
-            with collector_paused():  # no collector pause at a measured token
-                results = await _stream_all(http, server, model, reqs, concurrency, observe, sessions, logged)
-        wall_s = time.perf_counter() - t_start
+        if spread and server.fleet is not None:  # the workers send; each says its own headroom
+            out = await server.fleet.stream_batch(server, model, reqs, concurrency, settings)
+            results, wall_s, client = [out.results[i] for i in range(len(reqs))], out.wall_s, out.client
+        else:
+            async with probe:  # is the client keeping up? (its loop lag and CPU, not the server's)
+                with collector_paused():  # no collector pause at a measured token
+                    results = await stream_all(http, server, model, reqs, concurrency, observe, sessions, logged)
+            wall_s = time.perf_counter() - t_start
+            client = probe.result()
     finally:
         stop.set()
         if sampler is not None:
@@ -286,7 +296,7 @@ async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[Ra
             "kv_cache_usage_peak_perc",
             f"the batch took {wall_s:.1f} s, less than one KV sample ({KV_SAMPLE_INTERVAL_S:g} s apart, so as not "
             "to slow the server): not sampled while it ran")
-    stats.client = probe.result()
+    stats.client = client
     return stats, results
 
 
@@ -430,13 +440,15 @@ async def run_sweep(
     on_progress: ProgressFn | None = None,
     on_cell: CellFn | None = None,
     workload: Workload | None = None,
+    fleet: Fleet | None = None,
 ) -> SweepResult:
     """Run every cell, appending to ``result.cells`` as each one ends (so a caller that is
     interrupted still holds every finished cell, and the interrupted one). ``workload`` is the
-    customer's file (spec.workload describes it), measured after the presets."""
+    customer's file (spec.workload describes it), measured after the presets. ``fleet`` (``--ray``):
+    its workers send the batches' requests."""
     cells = plan_cells(spec, presets, workload)
     arms = spec_arms(spec)
-    servers = make_servers(settings, spec.baseline_url, arms, http)
+    servers = make_servers(settings, spec.baseline_url, arms, http, fleet)
     total = len(cells) * spec.repeats * len(servers)  # batches
     done = 0
 
