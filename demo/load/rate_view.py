@@ -54,6 +54,8 @@ def side_notes(step: RateStep, side: RateSide) -> str:
                      f"{or_na(fmt_speedup(arm.goodput_ratio))}")
     if side.saturated:
         notes.append(f"saturated: {side.saturation_note}")
+    if side.client is not None and side.client.limited:
+        notes.append(f"client-limited: {side.client.note}")
     notes += [f"error: {e}" for e in side.errors]
     return "; ".join(notes)
 
@@ -120,6 +122,8 @@ def rate_table(r: LoadResult) -> str:
         for side in step.servers():
             if side.saturated:
                 lines.append(f"{'':8}saturated ({side.name}): {side.saturation_note}")
+            if side.client is not None and side.client.limited:
+                lines.append(f"{'':8}client-limited ({side.name}): {side.client.note}")
             lines += [f"{'':8}error ({side.name}): {e}" for e in side.errors]
     if rate.replay is not None:
         lines.append(f"*: the {rate.replay.label}; req/s: the trace's mean rate at that speed.")
