@@ -60,7 +60,7 @@ def test_a_rate_step_is_shared_by_workers_on_two_nodes_and_every_request_counted
     with process_pair(BEHAVIOR, BEHAVIOR) as (base, spec):
         assert main(["load", "--baseline-url", base.url, "--speculative-url", spec.url, "--rate", "8",
                      "--requests", "24", "--arrival-seed", "3", "--ray", cluster.address, "--ray-workers", "2",
-                     "--max-tokens", "20", "--no-progress", "--out", str(tmp_path / "o")]) == 0
+                     "--max-tokens", "20", "--prompt", "hi", "--no-progress", "--out", str(tmp_path / "o")]) == 0
         truths = {"baseline": base.truth(), "speculative": spec.truth()}
     saved = LoadResult.model_validate_json((tmp_path / "o" / "load.json").read_text())
     [step] = saved.rate_steps
@@ -79,8 +79,8 @@ def test_a_rate_step_is_shared_by_workers_on_two_nodes_and_every_request_counted
 def test_a_closed_loop_step_through_the_workers(cluster: Cluster, tmp_path: Path, capsys) -> None:
     with process_pair(BEHAVIOR, BEHAVIOR) as (base, spec):
         assert main(["load", "--baseline-url", base.url, "--speculative-url", spec.url, "--users", "4",
-                     "--max-tokens", "20", "--ray", cluster.address, "--ray-workers", "2", "--no-progress",
-                     "--out", str(tmp_path / "o")]) == 0
+                     "--max-tokens", "20", "--prompt", "hi", "--ray", cluster.address, "--ray-workers", "2",
+                     "--no-progress", "--out", str(tmp_path / "o")]) == 0
         n_base = len(base.truth())
     saved = LoadResult.model_validate_json((tmp_path / "o" / "load.json").read_text())
     [step] = saved.steps
@@ -107,8 +107,8 @@ def test_without_ray_nothing_of_ray_is_imported() -> None:
 def test_a_cluster_that_is_not_there_is_one_line(capsys) -> None:
     code = ("from demo.cli import main; import sys; sys.exit(main(['load', '--rate', '1', '--requests', '1', "
             "'--ray', '127.0.0.1:1', '--baseline-url', 'http://127.0.0.1:9', '--speculative-url', "
-            "'http://127.0.0.1:9', '--no-progress']))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+            "'http://127.0.0.1:9', '--prompt', 'hi', '--no-progress']))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert lines and "--ray 127.0.0.1:1" in lines[-1] and "Traceback" not in out.stderr, out.stderr

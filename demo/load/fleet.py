@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ from demo.sweep.headroom import ClientHeadroom, HeadroomProbe
 
 START_LEAD_S = 2.0  # the start is this far ahead of the driver's now: every worker holds its part by then
 PLACEMENT_TIMEOUT_S = 60.0  # the cluster has this long to place the workers
+CONNECT_TIMEOUT_S = 5.0  # a cluster's address must take a TCP connection within this
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -126,11 +128,25 @@ def worst_headroom(parts: Sequence[ClientHeadroom | None]) -> ClientHeadroom | N
     return worst
 
 
+def _check_reachable(address: str) -> None:
+    """A HOST:PORT that takes no TCP connection within CONNECT_TIMEOUT_S is said so in one line (Ray
+    itself would retry its GCS for minutes); "auto" and ray:// addresses are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if address == "auto" or "://" in address or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise FleetError(f"--ray {address}: no Ray cluster answers there ({e.strerror or type(e).__name__}); "
+                         "start one with `ray start --head`, or pass --ray auto on a node of one") from None
+
+
 class RayFleet:
     """``workers`` senders on the Ray cluster at ``address`` ("auto": the one this machine belongs to)."""
 
     def __init__(self, address: str, workers: int | None = None) -> None:
         ray = _ray()
+        _check_reachable(address)
         try:
             if not ray.is_initialized():
                 ray.init(address=address, log_to_driver=False, configure_logging=False,
