@@ -47,32 +47,38 @@ class Probe:
             self.lags.append(max(0.0, loop.time() - due))
 
 
+class Tally:
+    """What one stream has said so far: its tokens (from usage) and when the first one came."""
+
+    def __init__(self, loads: Any) -> None:
+        self.loads, self.t0, self.tokens = loads, time.perf_counter(), 0
+        self.first: float | None = None
+
+    def take(self, payload: str | bytes) -> bool:
+        """One SSE data payload; False at [DONE]."""
+        if payload in ("[DONE]", b"[DONE]"):
+            return False
+        usage = self.loads(payload).get("usage")
+        if usage:
+            self.tokens = usage.get("completion_tokens") or self.tokens
+            if self.first is None and self.tokens:
+                self.first = time.perf_counter() - self.t0
+        return True
+
+
 async def httpx_stream(client: Any, url: str, b: dict[str, Any], loads: Any, out: list[Any]) -> None:
     """One stream through httpx: tokens and first-token time appended to ``out``."""
-    t0 = time.perf_counter()
-    first = None
-    tokens = 0
+    tally = Tally(loads)
     async with client.stream("POST", url, json=b) as r:
         async for line in r.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == "[DONE]":
+            if line.startswith("data:") and not tally.take(line[5:].strip()):
                 break
-            d = loads(payload)
-            u = d.get("usage")
-            if u:
-                tokens = u.get("completion_tokens") or tokens
-                if first is None and tokens:
-                    first = time.perf_counter() - t0
-    out.append((tokens, first))
+    out.append((tally.tokens, tally.first))
 
 
 async def aiohttp_stream(session: Any, url: str, b: dict[str, Any], loads: Any, out: list[Any]) -> None:
     """One stream through aiohttp (its bytes split into SSE events here)."""
-    t0 = time.perf_counter()
-    first = None
-    tokens = 0
+    tally = Tally(loads)
     async with session.post(url, json=b) as r:
         buf = b""
         async for chunk in r.content.iter_any():
@@ -80,19 +86,10 @@ async def aiohttp_stream(session: Any, url: str, b: dict[str, Any], loads: Any, 
             while b"\n\n" in buf:
                 ev, buf = buf.split(b"\n\n", 1)
                 for line in ev.split(b"\n"):
-                    if not line.startswith(b"data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == b"[DONE]":
-                        out.append((tokens, first))
+                    if line.startswith(b"data:") and not tally.take(line[5:].strip()):
+                        out.append((tally.tokens, tally.first))
                         return
-                    d = loads(payload)
-                    u = d.get("usage")
-                    if u:
-                        tokens = u.get("completion_tokens") or tokens
-                        if first is None and tokens:
-                            first = time.perf_counter() - t0
-    out.append((tokens, first))
+    out.append((tally.tokens, tally.first))
 
 
 async def run_candidate(name: str, url: str, model: str, n: int, max_tokens: int) -> dict[str, Any]:
