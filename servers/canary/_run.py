@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -127,21 +128,33 @@ def _spawn(name: str, cmd: list[str], run_dir: Path, url: str) -> ProcRecord:
     return ProcRecord(name=name, pid=proc.pid, pgid=proc.pid, start_ticks=ticks, log_path=log, url=url)
 
 
-def up(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    """Start the router (and the receiver; with --rules, Prometheus and Alertmanager too)."""
-    run_dir: Path = args.run_dir
+@dataclass
+class _Plan:
+    """What ``up`` checked before it writes or starts anything."""
+
+    share: int
+    eligibility: Eligibility
+    haproxy: str  # its binary
+    baseline: str
+    speculative: str
+    rules_text: str | None  # the staged guardrails (--rules), or None: no alert path
+    known: list[str]  # the alerts the receiver acts on
+
+
+def _plan(args: argparse.Namespace) -> _Plan:
+    """Every check of ``up`` that needs nothing started: no canary running, the eligibility, the
+    binaries, the pair, the ports, the rules; CanaryError in one line on the first that fails."""
     share = parse_share(args.share if args.share is not None else "0")
-    old = read_canary(run_dir)
+    old = read_canary(args.run_dir)
     if old is not None and any(_alive(p) for p in old.processes):
         raise CanaryError(f"a canary is already running ({old.router_url}): `python -m servers canary down` first")
     eligibility = read_eligibility(args.eligibility) if args.eligibility else default_eligibility()
     check_eligibility(eligibility)
     haproxy = _binary("haproxy")
     baseline, speculative = pair_urls(args.pair_run_dir, args.baseline_url, args.speculative_url)
-    host = args.host
-    _port_free(host, args.port, "--port")
-    _port_free(host, args.receiver_port, "--receiver-port")
-    _port_free(host, args.metrics_port, "--metrics-port")
+    for port, flag in ((args.port, "--port"), (args.receiver_port, "--receiver-port"),
+                       (args.metrics_port, "--metrics-port")):
+        _port_free(args.host, port, flag)
     rules_text: str | None = None
     known: list[str] = []
     if args.rules is not None:
@@ -154,9 +167,14 @@ def up(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         rules_text, known = stage_rules(raw, arm=args.arm, alert_for=args.alert_for, window=args.alert_window)
         _binary("prometheus")
         _binary("prometheus-alertmanager")
-        _port_free(host, args.prometheus_port, "--prometheus-port")
-        _port_free(host, args.alertmanager_port, "--alertmanager-port")
+        _port_free(args.host, args.prometheus_port, "--prometheus-port")
+        _port_free(args.host, args.alertmanager_port, "--alertmanager-port")
+    return _Plan(share, eligibility, haproxy, baseline, speculative, rules_text, known)
 
+
+def _write_router_config(args: argparse.Namespace, plan: _Plan) -> tuple[Path, Path]:
+    """The run dir's HAProxy config (checked by ``haproxy -c``) and eligibility file: (admin socket, config)."""
+    run_dir: Path = args.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     sock = run_dir.resolve() / "admin.sock"
     if len(str(sock)) > MAX_SOCKET_PATH:  # the kernel's limit for a unix socket's path (108 bytes)
@@ -164,44 +182,61 @@ def up(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
                           f"{MAX_SOCKET_PATH} characters); choose a shorter one")
     sock.unlink(missing_ok=True)
     cfg = run_dir / "haproxy.cfg"
-    atomic_write(cfg, haproxy_config(host=host, port=args.port, admin_socket=sock, baseline=baseline,
-                                     speculative=speculative, share=share, eligibility=eligibility,
+    atomic_write(cfg, haproxy_config(host=args.host, port=args.port, admin_socket=sock, baseline=plan.baseline,
+                                     speculative=plan.speculative, share=plan.share, eligibility=plan.eligibility,
                                      metrics_port=args.metrics_port))
-    atomic_write(run_dir / ELIGIBILITY_FILE, eligibility.model_dump_json(indent=2))
-    checked = subprocess.run([haproxy, "-c", "-q", "-f", str(cfg)], capture_output=True, text=True, timeout=30)
+    atomic_write(run_dir / ELIGIBILITY_FILE, plan.eligibility.model_dump_json(indent=2))
+    checked = subprocess.run([plan.haproxy, "-c", "-q", "-f", str(cfg)], capture_output=True, text=True, timeout=30)
     if checked.returncode != 0:
         raise CanaryError(f"HAProxy refused the generated config {cfg}: "
                           f"{(checked.stderr or checked.stdout).strip().splitlines()[-1][:200]}")
-    state = CanaryState(
-        started_at=datetime.now(UTC), router_url=f"http://{host}:{args.port}", admin_socket=sock,
-        router_metrics_url=f"http://{host}:{args.metrics_port}/metrics",
-        baseline_url=baseline, speculative_url=speculative, arm=args.arm, eligibility=eligibility,
-        known_alerts=known, alert_for=args.alert_for, alert_window=args.alert_window,
-        events_path=run_dir / "events.jsonl", processes=[])
+    return sock, cfg
+
+
+def _start_processes(args: argparse.Namespace, plan: _Plan, state: CanaryState, cfg: Path) -> str:
+    """The router, the receiver and (with rules) the alert path, each waited for; the receiver's URL.
+    On any failure every process started is stopped and the state file removed."""
+    run_dir: Path = args.run_dir
     try:
-        router = _spawn("router", [haproxy, "-db", "-f", str(cfg)], run_dir, state.router_url)
+        router = _spawn("router", [plan.haproxy, "-db", "-f", str(cfg)], run_dir, state.router_url)
         state.processes.append(router)
-        _wait_ready(router, lambda: "Name: HAProxy" in admin(sock, "show info", 1.0), "HAProxy")
-        receiver_url = f"http://{host}:{args.receiver_port}"
+        _wait_ready(router, lambda: "Name: HAProxy" in admin(state.admin_socket, "show info", 1.0), "HAProxy")
+        receiver_url = f"http://{args.host}:{args.receiver_port}"
         receiver = _spawn("receiver", [sys.executable, "-m", "servers.canary_receiver", "--run-dir", str(run_dir),
-                                       "--host", host, "--port", str(args.receiver_port)], run_dir, receiver_url)
+                                       "--host", args.host, "--port", str(args.receiver_port)], run_dir, receiver_url)
         state.processes.append(receiver)
         atomic_write(state_path(run_dir), state.model_dump_json(indent=2))  # the receiver reads it
         _wait_ready(receiver, lambda: _http_ready(f"{receiver_url}/health"), "the alert receiver")
-        if rules_text is not None:
-            _start_alert_path(args, state, rules_text, receiver_url, baseline, speculative)
+        if plan.rules_text is not None:
+            _start_alert_path(args, state, plan.rules_text, receiver_url, plan.baseline, plan.speculative)
         atomic_write(state_path(run_dir), state.model_dump_json(indent=2))
-        append_event(state.events_path, {"kind": "share", "share_before": None, "share_after": share, "by": "up"})
+        append_event(state.events_path, {"kind": "share", "share_before": None, "share_after": plan.share,
+                                         "by": "up"})
     except BaseException:
         _stop_all(state)
         state_path(run_dir).unlink(missing_ok=True)
         raise
-    print(f"canary up: router {state.router_url} (HAProxy PID {router.pid}), share {share}% of eligible "
-          f"traffic to {speculative}, the rest to {baseline}", file=out)
-    print(f"eligible: {_rules_text(eligibility)}", file=out)
-    if known:
+    return receiver_url
+
+
+def up(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+    """Start the router (and the receiver; with --rules, Prometheus and Alertmanager too)."""
+    plan = _plan(args)
+    sock, cfg = _write_router_config(args, plan)
+    host, run_dir = args.host, args.run_dir
+    state = CanaryState(
+        started_at=datetime.now(UTC), router_url=f"http://{host}:{args.port}", admin_socket=sock,
+        router_metrics_url=f"http://{host}:{args.metrics_port}/metrics",
+        baseline_url=plan.baseline, speculative_url=plan.speculative, arm=args.arm, eligibility=plan.eligibility,
+        known_alerts=plan.known, alert_for=args.alert_for, alert_window=args.alert_window,
+        events_path=run_dir / "events.jsonl", processes=[])
+    receiver_url = _start_processes(args, plan, state, cfg)
+    print(f"canary up: router {state.router_url} (HAProxy PID {state.processes[0].pid}), share {plan.share}% of "
+          f"eligible traffic to {plan.speculative}, the rest to {plan.baseline}", file=out)
+    print(f"eligible: {_rules_text(plan.eligibility)}", file=out)
+    if plan.known:
         print(f"rollback: Prometheus {state.processes[-1].url} -> Alertmanager {state.processes[-2].url} -> "
-              f"{receiver_url}/alert on {', '.join(known)} (for {args.alert_for or 'as written'}, window "
+              f"{receiver_url}/alert on {', '.join(plan.known)} (for {args.alert_for or 'as written'}, window "
               f"{args.alert_window or 'as written'}); recovery is manual: --share P", file=out)
     else:
         print(f"rollback: no --rules, no alert path started; the receiver {receiver_url}/alert knows no alert",
