@@ -327,7 +327,6 @@ class Standin:
 
     async def _generate(self, request: Request) -> Response:
         t_request = time.perf_counter()
-        b = self.behavior.model_copy()  # one request sees one consistent behaviour
         chat = request.url.path.endswith("/chat/completions")
         raw = await request.body()
         bad_json: ValueError | None
@@ -340,50 +339,17 @@ class Standin:
         with self._lock:
             self.requests.append(RecordedRequest(method="POST", path=request.url.path,
                                                  headers=dict(request.headers), body=body))
-        if (denied := self._check_auth(request)) is not None:  # vLLM checks the key first
-            return denied
-        if bad_json is not None or not isinstance(body, dict):
-            # FastAPI's validation error, as vLLM words it (see error-bad-json.txt).
-            pos = getattr(bad_json, "pos", 0)
-            detail = {"type": "json_invalid", "loc": f"body.{pos}", "msg": "JSON decode error",
-                      "input": "<dict of 0 items>",
-                      "ctx": {"error": getattr(bad_json, "msg", "Input should be a valid dictionary")}}
-            return error_response(400, f"1 validation error:\n  {detail!r}", "Bad Request", f"body.{pos}")
-        model = body.get("model")
-        if model is not None and model != b.model:
-            return error_response(404, f"The model `{model}` does not exist. Valid aliases: {b.model}.",
-                                  "NotFoundError", "model")
-        max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
-        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            return error_response(400, f"max_tokens must be at least 1, got {max_tokens}. "
-                                  f"(parameter=max_tokens, value={max_tokens})", "BadRequestError", "max_tokens")
-        if not b.tool_parser and (refused := tools_refused(body)) is not None:
+        b = self.behavior.model_copy()  # one request sees one consistent behaviour
+        if (refused := self._refusal(request, body, bad_json, b)) is not None:
             return refused
+        assert isinstance(body, dict)  # _refusal answered anything else
         prompt_text = json.dumps(body.get("messages") if chat else body.get("prompt"))
-        for marker, fields in b.by_marker.items():
-            if marker in prompt_text:
-                b = b.model_copy(update=fields)
-                StandinBehavior.model_validate(b.model_dump())  # the same checks as any behaviour
-                break
-        b = synthetic_behavior(b)  # a what-if's steps and rate (b is this request's copy from here on)
-        if b.slowdown_per_running:
-            with self._lock:
-                factor = 1 + b.slowdown_per_running * len(self._running)
-            b.ttft_s, b.tokens_per_s = b.ttft_s * factor, b.tokens_per_s / factor
+        b = self._behavior_for(b, prompt_text)
         prompt_tokens = prompt_words(body, chat)
-        if b.fault == "too_long" or (b.reject_prompt_over_context and prompt_tokens > b.max_model_len):
-            return too_long_response(b.max_model_len)
-        if b.fault == "server_error":
-            return error_response(500, "Internal server error: the stand-in was told to fail (fault=server_error).",
-                                  "InternalServerError", None)
-        if b.fault == "refuse":
-            transport = request.scope.get("standin.transport")
-            if transport is not None:
-                transport.abort()  # drop the connection without any response
-                return _Dropped()
-            return error_response(503, "Service unavailable (fault=refuse).", "ServiceUnavailableError", None)
-
+        if (faulted := self._fault(request, b, prompt_tokens)) is not None:
+            return faulted
         room = max(1, b.max_model_len - prompt_tokens)
+        max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
         n = min(max_tokens or room, room)
         pieces = b.pieces or DEFAULT_PIECES
         finish = "length"
@@ -406,6 +372,62 @@ class Standin:
                 self._finish(truth, "aborted")
                 raise
         return _SSE(gen.stream, lambda outcome: self._finish(truth, outcome))
+
+    def _refusal(self, request: Request, body: Any, bad_json: ValueError | None,
+                 b: StandinBehavior) -> Response | None:
+        """vLLM's answer to a request it refuses before generating (in its order: the key, the JSON,
+        the model, max_tokens, tools without a parser); None when it takes the request."""
+        if (denied := self._check_auth(request)) is not None:  # vLLM checks the key first
+            return denied
+        if bad_json is not None or not isinstance(body, dict):
+            # FastAPI's validation error, as vLLM words it (see error-bad-json.txt).
+            pos = getattr(bad_json, "pos", 0)
+            detail = {"type": "json_invalid", "loc": f"body.{pos}", "msg": "JSON decode error",
+                      "input": "<dict of 0 items>",
+                      "ctx": {"error": getattr(bad_json, "msg", "Input should be a valid dictionary")}}
+            return error_response(400, f"1 validation error:\n  {detail!r}", "Bad Request", f"body.{pos}")
+        model = body.get("model")
+        if model is not None and model != b.model:
+            return error_response(404, f"The model `{model}` does not exist. Valid aliases: {b.model}.",
+                                  "NotFoundError", "model")
+        max_tokens = body.get("max_tokens", body.get("max_completion_tokens"))
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            return error_response(400, f"max_tokens must be at least 1, got {max_tokens}. "
+                                  f"(parameter=max_tokens, value={max_tokens})", "BadRequestError", "max_tokens")
+        if not b.tool_parser:
+            return tools_refused(body)
+        return None
+
+    def _behavior_for(self, b: StandinBehavior, prompt_text: str) -> StandinBehavior:
+        """This request's behaviour: a marker's fields in its prompt, a what-if's steps and rate, and the
+        slowdown by the requests running now."""
+        for marker, fields in b.by_marker.items():
+            if marker in prompt_text:
+                b = b.model_copy(update=fields)
+                StandinBehavior.model_validate(b.model_dump())  # the same checks as any behaviour
+                break
+        b = synthetic_behavior(b)  # a what-if's steps and rate (b is this request's copy from here on)
+        if b.slowdown_per_running:
+            with self._lock:
+                factor = 1 + b.slowdown_per_running * len(self._running)
+            b.ttft_s, b.tokens_per_s = b.ttft_s * factor, b.tokens_per_s / factor
+        return b
+
+    def _fault(self, request: Request, b: StandinBehavior, prompt_tokens: int) -> Response | None:
+        """The answer of a fault told to fail the request at once (too long, 500, refused), or of a
+        prompt over the context; None otherwise."""
+        if b.fault == "too_long" or (b.reject_prompt_over_context and prompt_tokens > b.max_model_len):
+            return too_long_response(b.max_model_len)
+        if b.fault == "server_error":
+            return error_response(500, "Internal server error: the stand-in was told to fail (fault=server_error).",
+                                  "InternalServerError", None)
+        if b.fault == "refuse":
+            transport = request.scope.get("standin.transport")
+            if transport is not None:
+                transport.abort()  # drop the connection without any response
+                return _Dropped()
+            return error_response(503, "Service unavailable (fault=refuse).", "ServiceUnavailableError", None)
+        return None
 
     # Bookkeeping called from the server loop while chunks go out.
     def _sent(self, truth: Truth, b: StandinBehavior, sizes: list[int], texts: list[str], t: float) -> None:
