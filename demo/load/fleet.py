@@ -28,9 +28,9 @@ import os
 import socket
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from common.paths import ROOT
 from demo.client import collector_paused, make_http_client
 from demo.load.send import send_schedule, stream_part
 from demo.results import RaceRequest
@@ -41,7 +41,6 @@ from demo.sweep.headroom import ClientHeadroom, HeadroomProbe
 START_LEAD_S = 2.0  # the start is this far ahead of the driver's now: every worker holds its part by then
 PLACEMENT_TIMEOUT_S = 60.0  # the cluster has this long to place the workers
 CONNECT_TIMEOUT_S = 5.0  # a cluster's address must take a TCP connection within this
-ROOT = Path(__file__).resolve().parents[2]
 
 
 class FleetError(RuntimeError):
@@ -64,7 +63,7 @@ class FleetWorker:
                    reqs: list[RaceRequest], part: list[tuple[int, float]], start_epoch: float,
                    bound_s: float) -> tuple[SendOutcome, ClientHeadroom]:
         """Send ``part`` (index, offset) of a rate step's schedule from the start."""
-        async with self._handle(url, side, model, headers, settings) as server:
+        async with _Handle(url, side, model, headers, settings) as server:
             t0 = time.perf_counter() + (start_epoch - time.time())
             await asyncio.sleep(max(0.0, t0 - time.perf_counter()))  # the probe measures the step, not the wait
             async with HeadroomProbe() as probe:
@@ -77,7 +76,7 @@ class FleetWorker:
                      start_epoch: float) -> tuple[BatchOutcome, float]:
         """Stream the batch's requests ``indices`` through ``concurrency`` streams, from the start;
         the outcome and when this worker ended, as a wall-clock instant."""
-        async with self._handle(url, side, model, headers, settings) as server:
+        async with _Handle(url, side, model, headers, settings) as server:
             await asyncio.sleep(max(0.0, start_epoch - time.time()))
             t0 = time.perf_counter()
             async with HeadroomProbe() as probe:
@@ -89,10 +88,6 @@ class FleetWorker:
     def where(self) -> tuple[str, int]:
         """(the id of the Ray node this worker runs on, its PID)."""
         return _ray().get_runtime_context().get_node_id(), os.getpid()
-
-    @staticmethod
-    def _handle(url: str, side: str, model: str, headers: dict[str, str], settings: Settings) -> _Handle:
-        return _Handle(url, side, model, headers, settings)
 
 
 class _Handle:

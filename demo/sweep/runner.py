@@ -264,11 +264,11 @@ async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[Ra
                if before.ok else None)
     t_start = time.perf_counter()
     probe = HeadroomProbe()
-    spread = server.fleet is not None and observe is None and not sessions
+    fleet = server.fleet if observe is None and not sessions else None  # a live view and sessions stay here
     client: ClientHeadroom | None = None
     try:
-        if spread and server.fleet is not None:  # the workers send; each says its own headroom
-            out = await server.fleet.stream_batch(server, model, reqs, concurrency, settings)
+        if fleet is not None:  # the workers send; each says its own headroom
+            out = await fleet.stream_batch(server, model, reqs, concurrency, settings)
             results, wall_s, client = [out.results[i] for i in range(len(reqs))], out.wall_s, out.client
         else:
             async with probe:  # is the client keeping up? (its loop lag and CPU, not the server's)
