@@ -13,12 +13,12 @@ from demo.client import settle_heap
 from harness import margins
 from harness.standin import Standin, StandinBehavior
 
-# Parallel runs (scripts/test.sh: pytest-xdist, ``-n 2 --dist loadscope --no-loadscope-reorder``,
+# Parallel runs (scripts/test.sh: pytest-xdist, ``-n 3 --dist loadscope --no-loadscope-reorder``,
 # with the scheduler below). The unit of work is a module: its tests run on one worker, in order,
 # so a module-scoped app, browser or server pair starts once and its fixed artifact names cannot
 # collide. The modules of a group in GROUPS run one after the other on one worker, never beside
-# each other; the groups go out first, longest first, so that neither worker is left with a long
-# one at the end while the other idles. (Not xdist_group marks: with pytest 9, xdist 3.8's
+# each other; the groups go out first, longest first, so that no worker is left with a long one at
+# the end while the others idle. (Not xdist_group marks: with pytest 9, xdist 3.8's
 # --dist loadgroup no longer groups anything, as it renames item._nodeid, which pytest 9 ignores.)
 GROUPS: dict[str, tuple[str, ...]] = {
     # The page in Chromium with an app subprocess each (~8 min serial): one page module at a time.
