@@ -330,9 +330,10 @@ def test_a_race_of_three_arms_exports_every_arm(arms_result: RaceResult) -> None
     # every pane's title in the live page's words, the same Replay shows (one builder: view.saved_pane_titles)
     divs = re.findall(r'<section class="x-pane"[^>]*>(<div class="sd-pane-title"[^>]*>[^<]*</div>)', html)
     assert divs[1:] == recorded_arm_titles(r) and divs[0].endswith(">Baseline</div>")
-    # the arms differ (their stand-ins' rates): each block shows its own figures, in the arms' order
-    speedups = [r.arms[n].speedup or 0 for n in r.arms]
-    assert speedups[0] > speedups[1] > speedups[2]
+    # the arms differ (their stand-ins' rates): each block above showed its own arm's figures, three
+    # different ones (their order is measured timing here: a race's figures against their truth are the
+    # timing stage's, tests/test_methods.py)
+    assert len({r.arms[n].speedup for n in r.arms}) == 3
     assert "<img" not in markup(html)  # model output in the markup is escaped (the loop note quotes it)
 
 

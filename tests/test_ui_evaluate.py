@@ -135,7 +135,7 @@ def _arm_servers(arms: dict, base) -> Iterator:
 
 
 def test_a_sweep_of_three_arms_shows_every_verdict_and_the_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.test_methods import COUNTS, LOAD_ARMS, LOAD_BASE, LOAD_LINE, LOAD_TOKENS
+    from tests.test_methods import COUNTS, LOAD_ARMS, LOAD_BASE, LOAD_TOKENS
 
     monkeypatch.delenv("SPECDEMO_ARMS", raising=False)
     with contextmanager(_arm_servers)(LOAD_ARMS, LOAD_BASE) as (base, arms):
@@ -146,15 +146,17 @@ def test_a_sweep_of_three_arms_shows_every_verdict_and_the_one_line(monkeypatch:
     status, verdict, table, files = out[0], out[3], out[8], out[9]
     assert 'data-state="done"' in status, status
     result = SweepResult.model_validate_json(Path(next(f for f in files if f.endswith(".json"))).read_text())
-    gains = [(c.settings.concurrency, {n: round(a.speedup.median, 2) if a.speedup else a.na_reasons.get("speedup")
-                                           for n, a in c.arms.items()})
-             for c in result.cells]
-    # the one line on top, then each arm's verdict, as the evaluator decided them
-    line = LOAD_LINE.format(noun="concurrent request")
-    assert f"{line}</p>" in verdict, gains
+    # The one line on top, then each arm's verdict, as the evaluator decided them from what it measured.
+    # Which arm wins at which count rests on measured timing here; the designs' verdicts and line are
+    # checked on a given clock (tests/test_methods.py,
+    # test_the_evaluators_verdict_per_arm_and_one_line_on_a_given_clock), through the same functions.
+    (v,) = result.verdicts
+    assert v.methods_line is not None and v.methods_line.startswith("for this workload, ")
+    assert f"{esc(v.methods_line)}</p>" in verdict
     assert verdict.index('class="sv-methods"') < verdict.index('class="sv-verdict"')
-    decided = [(v.arm, v.decision) for v in result.verdicts[0].per_arm]
-    assert decided == [("eagle3", "depends"), ("ngram", "enable"), ("draft", "don't")], gains
+    decided = [(a.arm, a.decision) for a in v.per_arm]
+    assert [arm for arm, _ in decided] == ["eagle3", "ngram", "draft"]
+    assert all(decision in ("enable", "don't", "depends") for _, decision in decided)
     for arm, decision in decided:
         assert f'data-arm="{arm}" data-decision="{esc(decision)}"' in verdict
     assert verdict.count('class="sv-verdict"') == 3

@@ -1,6 +1,7 @@
 """The Race tab's Load sweep section in real headless Chromium, against stand-ins whose per-stream
-speed falls with the streams in flight (tests/test_load_sweep.py's: it pays up to 2 users and
-loses from 4): the curves drawn live (a step's point before the sweep ends), the crossover, the
+speed falls with the streams in flight (tests/test_load_sweep.py's: designed to pay up to 2 users
+and lose from 4): the curves drawn live (a step's point before the sweep ends), the crossover the
+sweep found, the
 download (load.html and load.png), Stop mid-sweep with no stream left open, bad input in one line.
 """
 
@@ -13,6 +14,7 @@ import pytest
 from playwright.sync_api import expect
 
 from common.waiting import wait_for
+from demo.load.engine import LoadResult
 from harness.app_process import AppProcess
 from harness.page_driver import open_page, screenshot
 from harness.standin import Standin
@@ -67,14 +69,19 @@ def test_the_sweep_draws_its_curves_live_and_finds_the_crossover(setup, page) ->
     except Exception:
         screenshot(page, "failure-load-sweep")
         raise
-    expect(page.locator("#sd-load-crossover .sd-load-sentence")).to_have_text(
-        re.compile("^" + re.escape("Speculation pays up to 2 users and loses from 4 on these servers")),
-        use_inner_text=True)
-    expect(page.locator("#sd-load-crossover")).to_contain_text("GAIN_WORTH", use_inner_text=True)
-    expect(page.locator("#sd-load-crossover .sd-load-crossover")).to_have_attribute("data-loses-from", "4")
     expect(page.locator("#sd-load-table").get_by_role("row")).to_have_count(1 + 3)  # the header and a row per step
     expect(page.locator("#sd-load-status")).to_contain_text("run saved", use_inner_text=True)
     wait_for(lambda: any(app.runs_dir.glob("*-load.json")), 15, "the sweep's load.json saved")
+    # The page says the crossover the saved sweep found from its own steps. Which counts it pays at
+    # rests on measured timing here: the designed 2 and 4 against the stand-ins' truth are the timing
+    # stage's (tests/test_load_sweep.py, test_load_sweep_speedup_matches_truth_and_finds_the_crossover).
+    saved = LoadResult.model_validate_json(next(app.runs_dir.glob("*-load.json")).read_text())
+    cross = saved.crossover
+    expect(page.locator("#sd-load-crossover .sd-load-sentence")).to_have_text(
+        re.compile("^" + re.escape(cross.text[0].upper() + cross.text[1:])), use_inner_text=True)
+    expect(page.locator("#sd-load-crossover")).to_contain_text("GAIN_WORTH", use_inner_text=True)
+    expect(page.locator("#sd-load-crossover .sd-load-crossover")).to_have_attribute(
+        "data-loses-from", str(cross.loses_from_users or ""))
     screenshot(page, "load-2-finished")
     page.click("#sd-load-export")
     page.wait_for_function("() => document.querySelector('#sd-load-files')?.innerText.includes('load.png')",
