@@ -1,7 +1,7 @@
 """The page's load sweep without a browser: demo/live/load_stream.py's frames against stand-ins
 whose per-stream speed falls with the streams in flight (tests/test_load_sweep.py's: designed to
-pay up to 2 users and lose from 4; here each frame says what its own steps found), Stop, the stream budget, a server
-failing mid-sweep, the panel's bad input, and saved load sweeps.
+pay up to 2 users and lose from 4; here each frame says what its own steps found), Stop, the stream
+budget, a server failing mid-sweep, the panel's bad input, and saved load sweeps.
 
 Gates are the budget's, not the clock's: a test that must act between two steps holds streams
 of the budget so that the next step waits for it (and says so), then lets it go.

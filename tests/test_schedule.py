@@ -234,7 +234,7 @@ def fastest_k(points: list[ServerPoint]) -> dict[int, int]:
 # the file, the page and `python -m demo schedule` say that one.
 
 
-def test_stand_in_truth_the_recommended_k_is_the_fastest_measured_in_every_band(
+def test_a_load_sweeps_recommended_k_is_the_fastest_measured_in_every_band(
         three: dict[str, StandinProcess], capsys: pytest.CaptureFixture[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECDEMO_SAVE_RUNS", "false")

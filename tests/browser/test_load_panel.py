@@ -1,8 +1,8 @@
 """The Race tab's Load sweep section in real headless Chromium, against stand-ins whose per-stream
 speed falls with the streams in flight (tests/test_load_sweep.py's: designed to pay up to 2 users
 and lose from 4): the curves drawn live (a step's point before the sweep ends), the crossover the
-sweep found, the
-download (load.html and load.png), Stop mid-sweep with no stream left open, bad input in one line.
+sweep found, the download (load.html and load.png), Stop mid-sweep with no stream left open, bad
+input in one line.
 """
 
 from __future__ import annotations
