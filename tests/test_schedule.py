@@ -245,7 +245,8 @@ def test_a_load_sweeps_recommended_k_is_the_fastest_measured_in_every_band(
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
     rec = out["recommendation"]
-    saved = LoadResult.model_validate_json((tmp_path / "load.json").read_text())
+    raw = (tmp_path / "load.json").read_text()
+    saved = LoadResult.model_validate_json(raw)
     fastest = fastest_k(server_points([s.cell for s in saved.steps]))
     assert sorted(fastest) == USERS
     by_band = {u: next(b["k"] for b in rec["bands"] if b["users_from"] <= u <= b["users_to"]) for u in USERS}
@@ -254,7 +255,7 @@ def test_a_load_sweeps_recommended_k_is_the_fastest_measured_in_every_band(
     assert schedule == [[b["users_from"], b["users_to"], b["k"]] for b in rec["bands"]]
     assert rec["speculative_config"]["num_speculative_tokens"] == max(max(fastest.values()), 1)
     assert "n/a: the sweep has no 'adaptive' arm" in rec["configured_but_off"]["text"]
-    assert json.loads((tmp_path / "load.json").read_text())["recommendation"]["bands"] == rec["bands"]
+    assert json.loads(raw)["recommendation"]["bands"] == rec["bands"]
     compact = json.dumps(schedule, separators=(",", ":"))
     assert f'<div class="sd-schedule" data-schedule="{compact}">' in (tmp_path / "load.html").read_text()
 
