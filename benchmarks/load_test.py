@@ -62,6 +62,9 @@ TARGET_CPU_MS_PER_TOKEN = 2.0
 # A race its viewer leaves asks for this many tokens, so that it is still streaming when the
 # page's unread-frame watchdog (5 s) aborts it.
 LEAVE_TOKENS = 4000
+# A race its user stops asks for at least this many, so that the Stop (sent once the page shows five
+# baseline tokens) lands while the baseline still streams, however late the page draws.
+STOP_TOKENS = 1000
 _TOKENS = re.compile(r'data-key="tokens"[^>]*?data-value="(\d+)"')
 _STATE = re.compile(r'class="sd-run-status" data-state="(\w+)"')
 
@@ -107,6 +110,7 @@ class LoadReport(BaseModel):
     app_cpu_ms_per_token: float | None
     standins: dict[str, dict[str, int]]
     peak_streams: dict[str, int]
+    race_states: dict[str, str] = {}  # each race's prompt -> how it ended for its user (done, stopped, left, ...)
 
     @property
     def streams_all_closed(self) -> bool:
@@ -275,7 +279,8 @@ async def _user(http: httpx.AsyncClient, page: PageApi, user: int, races: int, m
         # A left race must outlast the page's unread-frame watchdog (5 s) to show the abort.
         out.leave_requested = leave_every > 0 and n % leave_every == 0 and not out.stop_requested
         try:
-            tokens = LEAVE_TOKENS if out.leave_requested else max_tokens * (10 if out.stop_requested else 1)
+            tokens = LEAVE_TOKENS if out.leave_requested else max(max_tokens, STOP_TOKENS) if out.stop_requested \
+                else max_tokens
             await race_once(http, page, out, tokens, timeout_s)
         except TimeoutError:
             out.state, out.detail = "lost", f"no final frame within {timeout_s:g} s"
@@ -348,6 +353,7 @@ async def run_load(app: AppProcess, servers: dict[str, Standin], *, users: int, 
         standins={side: {"started": s.started, "completed": s.completed, "aborted": s.aborted,
                          "faulted": s.faulted, "open_streams": s.open_streams} for side, s in servers.items()},
         peak_streams={side: _peak_open(s) for side, s in servers.items()},
+        race_states={o.prompt: o.state for o in outcomes},
     )
 
 
