@@ -96,9 +96,11 @@ fi
 # 1. Fast and browser tests: logic checked on given clocks, the page with assertions that wait, the
 #    stand-ins' protocol and faults; no figure checked against real time, so the e2e pair's start
 #    (a cold one compiles for minutes) and a busy neighbour may share the cores with them.
-#    Two workers (pytest-xdist), one per core: a module's tests stay together on one worker, the page
-#    modules run one at a time (tests/conftest.py: GROUPS, in that order). A third worker saves ~100 s
-#    here, but two checks still read a clock under it (docs/benchmarks.md "CI", stop 58).
+#    Three workers (pytest-xdist) on two cores: these tests wait on stand-ins' pacing more than they
+#    compute (two workers kept 0.8 of the two cores busy), and no verdict here reads a clock, so a
+#    third worker costs nothing but wall time saved (504 s -> 398 s, docs/benchmarks.md "CI"). A
+#    module's tests stay together on one worker; the page modules run one at a time on one worker
+#    (tests/conftest.py: GROUPS, first), which is then the stage's longest.
 #    With the e2e stage to follow, the modules that wait more than they compute (marked beside_e2e,
 #    tests/conftest.py) run beside it instead, on the core its sequential races leave idle.
 # 2. The end-to-end suite against the real CPU pair, once its start is done.
@@ -108,7 +110,7 @@ marks="not e2e and not timing"
 [[ $fast -eq 1 ]] || marks="$marks and not beside_e2e"
 status=0
 # --durations: the 20 slowest tests in the log, where the stage's time goes.
-.venv/bin/python -m pytest -m "$marks" -q -p no:cacheprovider -n 2 --dist loadscope --no-loadscope-reorder \
+.venv/bin/python -m pytest -m "$marks" -q -p no:cacheprovider -n 3 --dist loadscope --no-loadscope-reorder \
     --durations=20 || status=$?
 stamp "fast and browser tests done (exit $status)"
 # Each later stage's paths, from tests/conftest.py, one lane a line: "timing" or "beside", then its

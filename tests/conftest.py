@@ -13,7 +13,7 @@ from demo.client import settle_heap
 from harness import margins
 from harness.standin import Standin, StandinBehavior
 
-# Parallel runs (scripts/test.sh: pytest-xdist, ``-n 2 --dist loadscope --no-loadscope-reorder``,
+# Parallel runs (scripts/test.sh: pytest-xdist, ``-n 3 --dist loadscope --no-loadscope-reorder``,
 # with the scheduler below). The unit of work is a module: its tests run on one worker, in order,
 # so a module-scoped app, browser or server pair starts once and its fixed artifact names cannot
 # collide. The modules of a group in GROUPS run one after the other on one worker, never beside
