@@ -21,10 +21,13 @@ from demo.sweep.verdict import GAIN_NONE, GAIN_WORTH, VERDICT_BASIS
 from demo.ui import evaluate_tab
 from harness.standin import Standin, StandinBehavior
 
-# Prefill 2 s, then 60 tokens: the baseline decodes them in 0.3 s, the speculative side (4 tokens a
-# step, each step 1.33x a plain one) in 0.1 s. Decode speedup ~3x at an efficiency of 0.75, room under
-# the bound for a busy machine (demo.measure.over_bound); end to end 2.3 s against 2.1 s: ~1.1x.
-TTFT_S = 2.0
+# Prefill 1.9 s, then 60 tokens: the baseline decodes them in 0.3 s, the speculative side (4 tokens a
+# step, each step 1.33x a plain one) in 0.1 s. Decode speedup ~3x at an efficiency of 0.75, under the
+# bound (demo.measure.over_bound); end to end 2.2 s against 2.0 s: a throughput ratio of 1.10, in the
+# middle of "depends" (1.05 to 1.15). The verdict rests on measured figures landing in those bands,
+# so the module runs in the timing stage (tests/conftest.py: TIMING_LANES), as every accuracy check
+# does: beside a loaded machine's other work a 0.1 s decode window can read 2.3x.
+TTFT_S = 1.9
 RATE = 200.0
 MAX_TOKENS = 60
 # A labelled figure: the name, at most a few words, then the number with its × (a second number
