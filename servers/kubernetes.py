@@ -185,10 +185,9 @@ def engine_url(role: Side) -> str:
     return f"http://{RELEASE}-{role}-engine-service:{ENGINE_SERVICE_PORT}"
 
 
-def page_manifests(profile: Profile) -> list[dict[str, Any]]:
-    """The page's Kubernetes manifests for a profile: a Deployment and a Service, reaching both engines."""
-    labels = {"app.kubernetes.io/name": "specdemo-page", "app.kubernetes.io/part-of": "specdemo"}
-    env = {
+def _page_env(profile: Profile) -> dict[str, str]:
+    """The page's environment in the cluster: both engines' Services, the profile's method."""
+    return {
         "SPECDEMO_UI_HOST": "0.0.0.0",
         "SPECDEMO_UI_PORT": str(APP_PORT),
         "SPECDEMO_BASELINE_URL": engine_url("baseline"),
@@ -200,6 +199,39 @@ def page_manifests(profile: Profile) -> list[dict[str, Any]]:
         # simultaneous race, as with one (on CPU servers the page races them one after another).
         "SPECDEMO_SERVER_DEVICE": profile.device,
     }
+
+
+def _page_container(profile: Profile) -> dict[str, Any]:
+    """The page's container: its image, port, probes on /, resources, and no privilege."""
+    return {
+        "name": "page",
+        "image": APP_IMAGE,
+        "imagePullPolicy": "IfNotPresent",
+        "ports": [{"name": "http", "containerPort": APP_PORT}],
+        "env": [{"name": k, "value": v} for k, v in _page_env(profile).items()],
+        "readinessProbe": {
+            "httpGet": {"path": "/", "port": "http"},
+            "initialDelaySeconds": 5, "periodSeconds": 10, "timeoutSeconds": 5,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/", "port": "http"},
+            "initialDelaySeconds": 30, "periodSeconds": 30, "timeoutSeconds": 5,
+        },
+        "resources": {
+            "requests": {"cpu": "250m", "memory": "512Mi"},
+            "limits": {"memory": "1Gi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [{"name": "runs", "mountPath": "/data/runs"}],
+    }
+
+
+def page_manifests(profile: Profile) -> list[dict[str, Any]]:
+    """The page's Kubernetes manifests for a profile: a Deployment and a Service, reaching both engines."""
+    labels = {"app.kubernetes.io/name": "specdemo-page", "app.kubernetes.io/part-of": "specdemo"}
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -214,30 +246,7 @@ def page_manifests(profile: Profile) -> list[dict[str, Any]]:
                         "runAsNonRoot": True, "runAsUser": APP_UID, "runAsGroup": APP_UID, "fsGroup": APP_UID,
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
-                    "containers": [{
-                        "name": "page",
-                        "image": APP_IMAGE,
-                        "imagePullPolicy": "IfNotPresent",
-                        "ports": [{"name": "http", "containerPort": APP_PORT}],
-                        "env": [{"name": k, "value": v} for k, v in env.items()],
-                        "readinessProbe": {
-                            "httpGet": {"path": "/", "port": "http"},
-                            "initialDelaySeconds": 5, "periodSeconds": 10, "timeoutSeconds": 5,
-                        },
-                        "livenessProbe": {
-                            "httpGet": {"path": "/", "port": "http"},
-                            "initialDelaySeconds": 30, "periodSeconds": 30, "timeoutSeconds": 5,
-                        },
-                        "resources": {
-                            "requests": {"cpu": "250m", "memory": "512Mi"},
-                            "limits": {"memory": "1Gi"},
-                        },
-                        "securityContext": {
-                            "allowPrivilegeEscalation": False,
-                            "capabilities": {"drop": ["ALL"]},
-                        },
-                        "volumeMounts": [{"name": "runs", "mountPath": "/data/runs"}],
-                    }],
+                    "containers": [_page_container(profile)],
                     "volumes": [{"name": "runs", "emptyDir": {}}],
                 },
             },

@@ -78,11 +78,8 @@ def _acl(c: Condition) -> str:
     return f"req.body,json_query('$.{c.field}') -m str {value}"
 
 
-def haproxy_config(*, host: str, port: int, admin_socket: Path, baseline: str, speculative: str,
-                   share: int, eligibility: Eligibility, metrics_port: int | None = None) -> str:
-    """The router's config: eligible requests to the weighted split, the rest to the baseline;
-    with ``metrics_port``, HAProxy's built-in Prometheus exporter on it (``/metrics``)."""
-    check_eligibility(eligibility)
+def _routes(eligibility: Eligibility) -> list[str]:
+    """The frontend's ACLs, one per condition, and one use_backend per rule: all its conditions hold."""
     acls: list[str] = []
     uses: list[str] = []
     for i, rule in enumerate(eligibility.rules):
@@ -91,10 +88,12 @@ def haproxy_config(*, host: str, port: int, admin_socket: Path, baseline: str, s
             acls.append(f"    acl r{i}c{j} {_acl(c)}")
             names.append(f"r{i}c{j}")
         uses.append(f"    use_backend {SPLIT_BACKEND} if {' '.join(names)}  # {rule.name}")
-    check = "check inter 2s fall 2 rise 2"
-    return "\n".join([
-        f"# Written by `python -m servers canary up` at {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}: do not edit,",
-        "# the share lives in the runtime weights (`--share P`), not here.",
+    return acls + uses
+
+
+def _global_and_defaults(admin_socket: Path) -> list[str]:
+    """HAProxy's process settings (the admin socket the share is set through) and the HTTP defaults."""
+    return [
         "global",
         "    log stdout format raw local0 info",
         f"    stats socket {admin_socket} mode 600 level admin",
@@ -112,6 +111,13 @@ def haproxy_config(*, host: str, port: int, admin_socket: Path, baseline: str, s
         "    retries 2",
         "    option redispatch 1  # a connection refused by one server of the split: retried on the other",
         "    timeout queue 30s",
+    ]
+
+
+def _frontend(host: str, port: int, eligibility: Eligibility) -> list[str]:
+    """The router's frontend: each request's id and backend in its response headers and log line,
+    eligible requests to the split, the rest to the baseline."""
+    return [
         "frontend canary",
         f"    bind {host}:{port}",
         "    option http-buffer-request",
@@ -120,9 +126,16 @@ def haproxy_config(*, host: str, port: int, admin_socket: Path, baseline: str, s
         f"    http-response set-header {REQUEST_ID_HEADER} %[unique-id]",
         f"    http-response set-header {BACKEND_HEADER} %s",
         '    log-format "canary rid=%ID backend=%s route=%b status=%ST duration_ms=%Ta bytes=%B %HM %HP"',
-        *acls,
-        *uses,
+        *_routes(eligibility),
         f"    default_backend {BASELINE_BACKEND}",
+    ]
+
+
+def _backends(baseline: str, speculative: str, share: int) -> list[str]:
+    """The weighted split (the speculative server at ``share`` percent, the baseline as its fallback)
+    and the baseline's own backend, each server health-checked."""
+    check = "check inter 2s fall 2 rise 2"
+    return [
         f"backend {SPLIT_BACKEND}",
         "    balance roundrobin",
         "    option httpchk GET /health",
@@ -136,13 +149,32 @@ def haproxy_config(*, host: str, port: int, admin_socket: Path, baseline: str, s
         f"backend {BASELINE_BACKEND}",
         "    option httpchk GET /health",
         f"    server baseline {host_port(baseline)} {check}",
-        *([] if metrics_port is None else [
-            "frontend metrics",
-            f"    bind {host}:{metrics_port}",
-            "    no log",
-            "    http-request use-service prometheus-exporter if { path /metrics }",
-            "    http-request return status 404",
-        ]),
+    ]
+
+
+def _metrics_frontend(host: str, metrics_port: int) -> list[str]:
+    """HAProxy's built-in Prometheus exporter on ``/metrics`` of its own port."""
+    return [
+        "frontend metrics",
+        f"    bind {host}:{metrics_port}",
+        "    no log",
+        "    http-request use-service prometheus-exporter if { path /metrics }",
+        "    http-request return status 404",
+    ]
+
+
+def haproxy_config(*, host: str, port: int, admin_socket: Path, baseline: str, speculative: str,
+                   share: int, eligibility: Eligibility, metrics_port: int | None = None) -> str:
+    """The router's config: eligible requests to the weighted split, the rest to the baseline;
+    with ``metrics_port``, HAProxy's built-in Prometheus exporter on it (``/metrics``)."""
+    check_eligibility(eligibility)
+    return "\n".join([
+        f"# Written by `python -m servers canary up` at {datetime.now(UTC):%Y-%m-%dT%H:%M:%SZ}: do not edit,",
+        "# the share lives in the runtime weights (`--share P`), not here.",
+        *_global_and_defaults(admin_socket),
+        *_frontend(host, port, eligibility),
+        *_backends(baseline, speculative, share),
+        *([] if metrics_port is None else _metrics_frontend(host, metrics_port)),
         "",
     ])
 

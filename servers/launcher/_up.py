@@ -56,8 +56,6 @@ def _marker(s: LauncherSettings, p: Plan) -> Path:
     return s.cache_dir / "compile-markers" / f"{p.name}-{p.cache_key}"
 
 
-
-
 @dataclass
 class Started:
     """A server this process started: its record in the state file and its process (our child)."""
@@ -85,13 +83,8 @@ def already_running(s: LauncherSettings, out: TextIO) -> bool:
     return False
 
 
-def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | None = None) -> list[Started]:
-    """Start both servers and wait until they answer /health; on any failure stop what was started.
-
-    The servers are children of the calling process: the supervisor that calls this sees their
-    exit codes. ``supervisor`` is recorded in the state file from the first write on.
-    """
-
+def _checked_plans(s: LauncherSettings, out: TextIO) -> tuple[list[Plan], dict[str, int]]:
+    """The plans of both servers, every check passed, their ports locked (the locks' fds, by name)."""
     check_speculative_config(s)
     check_cores(s)
     check_runtime(s)
@@ -105,11 +98,40 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
         for fd in locks.values():
             os.close(fd)
         raise
+    return plans, locks
 
+
+def _spawn(s: LauncherSettings, p: Plan, lock_fd: int, out: TextIO) -> Started:
+    """Start one planned server in its own process group, its log begun with its command line."""
+    kind: Literal["cold", "warm"] = "warm" if _marker(s, p).exists() else "cold"
+    with open(p.log_path, "w") as f:  # one log per start; the previous one is replaced
+        f.write(f"# {datetime.now(UTC).isoformat()} {shlex.join(p.cmd)}\n")
+    proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT, keep_fds=(lock_fd,), cpus=server_cpus(s, p.role, p.cores))
+    rec = ServerRecord(
+        role=p.role, url=p.url, pid=proc.pid, pgid=proc.pid, arm=p.arm, cores=p.cores if p.arm else None,
+        start_ticks=procs.start_ticks(proc.pid) or 0, log_path=p.log_path,
+        served_model_name=p.config.served_model_name, model=p.config.model,
+        command=p.cmd, started_at=datetime.now(UTC), start_kind=kind,
+    )
+    print(f"started {p.name} ({kind} start) PID {proc.pid} on {p.url}; log: {p.log_path}", file=out, flush=True)
+    return Started(rec, proc)
+
+
+def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | None = None) -> list[Started]:
+    """Start both servers and wait until they answer /health; on any failure stop what was started.
+
+    The servers are children of the calling process: the supervisor that calls this sees their
+    exit codes. ``supervisor`` is recorded in the state file from the first write on.
+    """
+    plans, locks = _checked_plans(s, out)
     s.run_dir.mkdir(parents=True, exist_ok=True)
     records: list[ServerRecord] = []
     pair: list[Started] = []
-    kinds: dict[str, Literal["cold", "warm"]] = {}
+
+    def record_state() -> None:
+        write_state(s.state_file, LauncherState(
+            launcher_pid=os.getpid(), device=s.device, servers=records, supervisor=supervisor))
+
     # On CPU each server computes on its own core, so both start at once. On one GPU the second
     # must start after the first is healthy, or both size their KV cache from the same free memory.
     groups = [plans] if s.device == "cpu" else [[p] for p in plans]
@@ -117,29 +139,15 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
         for group in groups:
             started = []
             for p in group:
-                kinds[p.name] = "warm" if _marker(s, p).exists() else "cold"
-                with open(p.log_path, "w") as f:  # one log per start; the previous one is replaced
-                    f.write(f"# {datetime.now(UTC).isoformat()} {shlex.join(p.cmd)}\n")
-                proc = procs.spawn(p.cmd, p.env, p.log_path, ROOT, keep_fds=(locks[p.name],),
-                                   cpus=server_cpus(s, p.role, p.cores))
-                rec = ServerRecord(
-                    role=p.role, url=p.url, pid=proc.pid, pgid=proc.pid, arm=p.arm, cores=p.cores if p.arm else None,
-                    start_ticks=procs.start_ticks(proc.pid) or 0, log_path=p.log_path,
-                    served_model_name=p.config.served_model_name, model=p.config.model,
-                    command=p.cmd, started_at=datetime.now(UTC), start_kind=kinds[p.name],
-                )
-                records.append(rec)
-                pair.append(Started(rec, proc))
-                started.append((p, proc, rec))
-                print(f"started {p.name} ({kinds[p.name]} start) PID {proc.pid} on {p.url}; log: {p.log_path}",
-                      file=out, flush=True)
-            write_state(s.state_file, LauncherState(
-                launcher_pid=os.getpid(), device=s.device, servers=records, supervisor=supervisor))
+                one = _spawn(s, p, locks[p.name], out)
+                records.append(one.record)
+                pair.append(one)
+                started.append((p, one.proc, one.record))
+            record_state()
             wait_healthy(s, started, out)
             if s.warmup:
                 _warm_up(s, started, out)
-            write_state(s.state_file, LauncherState(
-                launcher_pid=os.getpid(), device=s.device, servers=records, supervisor=supervisor))
+            record_state()
     except BaseException:
         # Whatever went wrong (crash, timeout, Ctrl-C): leave nothing running behind.
         print("stopping the servers started by this run ...", file=out, flush=True)
