@@ -456,6 +456,33 @@ async def _sse_lines(resp: httpx.Response) -> AsyncIterator[str]:
         yield pending.removesuffix("\r")
 
 
+async def _sse_payloads(resp: httpx.Response, t0: float,
+                        watch: _QuietWatch | None) -> AsyncIterator[tuple[float, str]]:
+    """Each SSE event's data (its data lines joined) and when it arrived, in seconds since ``t0``.
+    Every line read, an event's or a comment's, tells ``watch`` that the server is not silent."""
+    data_lines: list[str] = []
+    async for line in _sse_lines(resp):
+        now = time.perf_counter() - t0
+        if watch is not None:
+            watch.seen = now + t0
+            if watch.waiting:
+                watch.data()
+        if line.startswith("data:"):
+            data_lines.append(line[5:].lstrip(" "))
+        elif not line and data_lines:  # a blank line ends an event; comments and other fields are skipped
+            yield now, "\n".join(data_lines)
+            data_lines = []
+
+
+def _event_of(payload: str, now: float, base_url: str) -> ChunkEvent:
+    """The chunk event an SSE event's data holds; StreamError when it is not JSON."""
+    try:
+        data = json.loads(payload)
+    except ValueError as e:
+        raise StreamError(f"Bad data from {base_url}: an event was not JSON ({_one_line(payload, 80)!r}).") from e
+    return parse_chunk(data, now)
+
+
 async def stream_completion(
     http: httpx.AsyncClient,
     base_url: str,
@@ -476,59 +503,31 @@ async def stream_completion(
     the settings' prefill_wait_max_s. Consume the generator from one task: that task is cancelled
     when the watch gives up. On any other client, httpx's read timeout ends a silence.
     """
-    path = "/v1/chat/completions" if req.api == "chat" else "/v1/completions"
-    url = base_url.rstrip("/") + path
-    body = request_body(req, model)
+    url = base_url.rstrip("/") + ("/v1/chat/completions" if req.api == "chat" else "/v1/completions")
     t0 = time.perf_counter() if t0 is None else t0
     tokens: int | None = None
-    watch: _QuietWatch | None = None
-    watcher: asyncio.Task[None] | None = None
     task = asyncio.current_task()
-    if isinstance(http, ServerClient) and task is not None:
-        watch = _QuietWatch(http, base_url, task, on_wait)
-        watcher = asyncio.create_task(watch.run(lambda: tokens))
-        timeout = http.quiet.stream_timeout(http.timeout)
-    else:
-        timeout = http.timeout
+    watch = _QuietWatch(http, base_url, task, on_wait) if isinstance(http, ServerClient) and task else None
+    watcher = asyncio.create_task(watch.run(lambda: tokens)) if watch is not None else None
+    timeout = watch.policy.stream_timeout(http.timeout) if watch is not None else http.timeout
     try:
-        async with http.stream("POST", url, json=body, timeout=timeout) as resp:
+        async with http.stream("POST", url, json=request_body(req, model), timeout=timeout) as resp:
             if resp.status_code != 200:
                 raise error_from_response(resp.status_code, await resp.aread(), base_url)
-            data_lines: list[str] = []
-            async for line in _sse_lines(resp):
-                now = time.perf_counter() - t0
-                if watch is not None:
-                    watch.seen = now + t0
-                    if watch.waiting:
-                        watch.data()
-                if line.startswith("data:"):
-                    data_lines.append(line[5:].lstrip(" "))
-                    continue
-                if line or not data_lines:
-                    continue  # comments, other SSE fields, stray blank lines
-                payload = "\n".join(data_lines)
-                data_lines = []
+            async for now, payload in _sse_payloads(resp, t0, watch):
                 if payload.strip() == "[DONE]":
                     if watcher is not None:
                         watcher.cancel()  # the stream is over: no silence to watch
                     yield ChunkEvent(t_s=now, done=True, completion_tokens=tokens)
                     return
-                try:
-                    data = json.loads(payload)
-                except ValueError as e:
-                    raise StreamError(
-                        f"Bad data from {base_url}: an event was not JSON ({_one_line(payload, 80)!r})."
-                    ) from e
-                event = parse_chunk(data, now)
+                event = _event_of(payload, now, base_url)
                 if event.completion_tokens is not None:
                     tokens = event.completion_tokens
-                if watch is None:
-                    yield event
-                    continue
-                watch.paused = True  # the consumer's time is not the server's silence
+                if watch is not None:
+                    watch.paused = True  # the consumer's time is not the server's silence
                 yield event
-                watch.paused = False
-                watch.seen = time.perf_counter()
+                if watch is not None:
+                    watch.paused, watch.seen = False, time.perf_counter()
             got = f" after {tokens} tokens" if tokens else ""
             raise StreamError(f"Stream from {base_url} ended{got} without [DONE]: the server stopped early.")
     except StreamError:

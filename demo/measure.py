@@ -294,6 +294,18 @@ class SideMeter:
         count = self.tokens if self.has_usage else self.final_tokens
         return StreamProgress(completion_tokens=count, status=self.status)
 
+    def _gaps_and_sizes(self, na: dict[str, str]) -> tuple[list[float], dict[int, int]]:
+        """The inter-token gaps (each chunk's gap spread over its tokens) and the tokens-per-chunk
+        histogram, from the chunks' usage counts; their n/a reasons into ``na`` when unknown."""
+        if not self.has_usage:
+            na["itl_p50_s"] = na["itl_p95_s"] = na["tokens_per_chunk"] = NO_CONTINUOUS_USAGE
+            return [], {}
+        counted = [(t, n) for t, n, _ in self.chunks if n is not None]
+        itl = spread_gaps_s(counted)
+        if not itl:
+            na["itl_p50_s"] = na["itl_p95_s"] = "fewer than two token-bearing chunks"
+        return itl, dict(sorted(Counter(n for _, n in counted).items()))
+
     def result(self) -> SideResult:
         """The side's final figures (SideResult): tokens from usage, TTFT, decode rate, ITL, acceptance.
 
@@ -318,21 +330,8 @@ class SideMeter:
         e2e = self.t_end if self.done else None
         if e2e is None:
             na["e2e_s"] = "the stream did not finish"
-        itl: list[float] = []
-        sizes: Counter[int] = Counter()
-        if self.has_usage:
-            counted = [(t, n) for t, n, _ in self.chunks if n is not None]
-            sizes.update(n for _, n in counted)
-            itl = spread_gaps_s(counted)
-        else:
-            na["itl_p50_s"] = na["itl_p95_s"] = na["tokens_per_chunk"] = NO_CONTINUOUS_USAGE
-        if self.has_usage and not itl:
-            na["itl_p50_s"] = na["itl_p95_s"] = "fewer than two token-bearing chunks"
-        spec = None
-        if self.spec_request is not None:
-            spec = spec_stats_from_request(self.spec_request)
-        elif self.spec_delta is not None:
-            spec = self.spec_delta
+        itl, sizes = self._gaps_and_sizes(na)
+        spec = spec_stats_from_request(self.spec_request) if self.spec_request is not None else self.spec_delta
         return SideResult(
             side=self.side,
             url=self.url,
@@ -346,7 +345,7 @@ class SideMeter:
             itl_p95_s=percentile(itl, 95),
             itl_s=itl,
             chunks=len(self.chunks),
-            tokens_per_chunk=dict(sorted(sizes.items())),
+            tokens_per_chunk=sizes,
             finish_reason=self.finish_reason,
             text=self.text,
             tool_calls=self.tool_calls,

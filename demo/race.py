@@ -186,6 +186,17 @@ class _SideRun:
             self.meter.spec_delta = spec_stats_from_delta(self.before, after)
 
 
+def _side_runs(settings: Settings, http: httpx.AsyncClient | None, changed: asyncio.Event) -> dict[str, _SideRun]:
+    """A run per server, "baseline" then each arm by name, each on a client of its own (its own key
+    and headers) unless the caller shares ``http``."""
+    base = settings.endpoint("baseline")
+    sides = {"baseline": _SideRun(base, settings, http or make_http_client(settings, endpoint=base), changed)}
+    for e in settings.arm_endpoints():
+        assert e.arm is not None
+        sides[e.arm] = _SideRun(e, settings, http or make_http_client(settings, endpoint=e), changed)
+    return sides
+
+
 async def stream_race(
     req: RaceRequest,
     settings: Settings,
@@ -208,14 +219,8 @@ async def stream_race(
     for own in (side_requests or {}).values():
         validate_request(own, settings)
     changed = asyncio.Event()
-    arm_endpoints = settings.arm_endpoints()
-    # Each server gets its own client (its own key and headers) unless the caller shares one.
-    base = settings.endpoint("baseline")
-    sides = {"baseline": _SideRun(base, settings, http or make_http_client(settings, endpoint=base), changed)}
-    for e in arm_endpoints:
-        assert e.arm is not None
-        sides[e.arm] = _SideRun(e, settings, http or make_http_client(settings, endpoint=e), changed)
-    endpoints = {e.arm: e for e in arm_endpoints if e.arm is not None}
+    sides = _side_runs(settings, http, changed)
+    endpoints = {e.arm: e for e in settings.arm_endpoints() if e.arm is not None}
     task: asyncio.Task[None] | None = None
     stop_wait: asyncio.Task[bool] | None = None
     cancelled = False

@@ -273,6 +273,34 @@ def guardrails_note(result: SweepResult, out: Path) -> str:
     return f"  guardrails: {path.name} ({rules} rule(s), {skipped} skipped: see its header)"
 
 
+def _print_summary(result: SweepResult) -> None:
+    """The sweep's verdicts (one line each, per arm), its capacity, routing and per-turn lines, on stdout."""
+    if result.verdicts:
+        print(f"  {VERDICT_BASIS}")
+    for v in result.verdicts:
+        if v.methods_line:
+            print(f"{'':>10}  {v.title}: {v.methods_line}")
+        for one in v.per_arm or [v]:
+            print(f"{DECISION_LABELS[one.decision]:>10}  {one.headline}"
+                  + (f" {one.reconcile}" if one.reconcile else ""))
+    for w in result.workloads if any(w.arm_capacity for w in result.workloads) else []:
+        for arm, cap in w.arm_capacity.items():
+            print(f"  capacity ({w.preset}, {arm}): {cap.saving.text}")
+    if result.capacity is not None and not any(w.arm_capacity for w in result.workloads):
+        print(f"  capacity: {result.capacity.saving.text}")
+    if result.routing:
+        print(f"  by segment: {result.routing}")
+    if (replay := result.sessions) is not None:
+        names = replay.arms or [""]
+        first = [s for s in result.segments if s.dimension == "turn"]
+        columns = [first, *(replay.arm_turns.get(a, []) for a in names[1:])]
+        for name, turns in zip(names, columns, strict=True):
+            per = ", ".join(f"{s.label} {fmt_speedup(s.speedup) or 'n/a'}" for s in turns)
+            print(f"  per turn ({replay.history} history), decode speedup{f' ({name})' if name else ''}: {per}")
+        if replay.differed:
+            print(f"  {replay.differed}")
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run ``python -m demo sweep``: measure every cell, write results.json, results.csv and report.html.
 
@@ -307,30 +335,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 130
     bar.close()
     paths = write_outputs(finalize(result), out)
-    if result.verdicts:
-        print(f"  {VERDICT_BASIS}")
-    for v in result.verdicts:
-        if v.methods_line:
-            print(f"{'':>10}  {v.title}: {v.methods_line}")
-        for one in v.per_arm or [v]:
-            print(f"{DECISION_LABELS[one.decision]:>10}  {one.headline}"
-                  + (f" {one.reconcile}" if one.reconcile else ""))
-    for w in result.workloads if any(w.arm_capacity for w in result.workloads) else []:
-        for arm, cap in w.arm_capacity.items():
-            print(f"  capacity ({w.preset}, {arm}): {cap.saving.text}")
-    if result.capacity is not None and not any(w.arm_capacity for w in result.workloads):
-        print(f"  capacity: {result.capacity.saving.text}")
-    if result.routing:
-        print(f"  by segment: {result.routing}")
-    if (replay := result.sessions) is not None:
-        names = replay.arms or [""]
-        first = [s for s in result.segments if s.dimension == "turn"]
-        columns = [first, *(replay.arm_turns.get(a, []) for a in names[1:])]
-        for name, turns in zip(names, columns, strict=True):
-            per = ", ".join(f"{s.label} {fmt_speedup(s.speedup) or 'n/a'}" for s in turns)
-            print(f"  per turn ({replay.history} history), decode speedup{f' ({name})' if name else ''}: {per}")
-        if replay.differed:
-            print(f"  {replay.differed}")
+    _print_summary(result)
     print(guardrails_note(result, out))
     print(f"wrote {paths['json']}, {paths['csv'].name}, {paths['html'].name}")
     failed = [c for c in result.cells if c.status == "failed"]

@@ -58,7 +58,7 @@ from demo.results import (
 from demo.sampling import SAMPLING_FIELDS
 from demo.settings import Settings
 from demo.slo import Slo
-from demo.streaming import Fleet
+from demo.streaming import Fleet, ServerHandle
 from demo.sweep.crossover import Crossover, choose_arms, find_crossover
 from demo.sweep.models import (
     ArmSpec,
@@ -485,6 +485,28 @@ def _cell_settings(spec: LoadSpec, users: int, requests: int = 1) -> CellSetting
                         speculative_url=spec.speculative_url)
 
 
+async def _rate_steps(rate: RateLoad, servers: dict[str, ServerHandle], reqs: list[WorkloadRequest],
+                      settings: Settings, result: LoadResult, on_rate_step: Callable[[RateStep], None] | None,
+                      on_progress: ProgressFn | None) -> LoadResult:
+    """The open-loop rate steps (demo/load/rate.py) into ``result``, each written and handed to
+    ``on_rate_step`` as it ends; cancelled, the result is marked interrupted and kept."""
+
+    def rate_step(step: RateStep) -> None:
+        finish(result)
+        if on_rate_step is not None:
+            on_rate_step(step)
+
+    try:
+        summary = await run_rate_sweep(rate, servers, [r.to_race_request() for r in reqs], settings,
+                                       result.rate_steps, on_step=rate_step, on_progress=on_progress)
+    except asyncio.CancelledError:
+        result.interrupted = True
+        finish(result)
+        raise
+    result.rate_summary = summary
+    return finish(result)
+
+
 async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadRequest], settings: Settings, *,
                    on_step: StepFn | None = None, on_progress: ProgressFn | None = None,
                    http: httpx.AsyncClient | None = None, result: LoadResult | None = None,
@@ -516,22 +538,7 @@ async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadReque
 
     try:
         if spec.rate is not None:
-            sent = [r.to_race_request() for r in reqs]
-
-            def rate_step(step: RateStep) -> None:
-                finish(result)
-                if on_rate_step is not None:
-                    on_rate_step(step)
-
-            try:
-                summary = await run_rate_sweep(spec.rate, servers, sent, settings, result.rate_steps,
-                                               on_step=rate_step, on_progress=on_progress)
-            except asyncio.CancelledError:
-                result.interrupted = True
-                finish(result)
-                raise
-            result.rate_summary = summary
-            return finish(result)
+            return await _rate_steps(spec.rate, servers, reqs, settings, result, on_rate_step, on_progress)
         for users in spec.users:
             try:
                 cell = await run_cell(_cell_settings(spec, users, len(reqs)), reqs, servers, settings, progress,

@@ -390,6 +390,17 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
         partial.duration_s = time.perf_counter() - t0
         on_interrupt(partial)
         raise
+    result = _assembled(cell, batch, stats, answers, about, redact=redact)
+    result.duration_s = time.perf_counter() - t0
+    return result
+
+
+def _assembled(cell: CellSettings, batch: list[WorkloadRequest], stats: dict[str, list[BatchStats]],
+               answers: dict[str, list[list[SideResult]]], about: dict[str, tuple[str | None, str | None]], *,
+               redact: bool) -> CellResult:
+    """A measured cell from each server's batches ("baseline" first, then the arms): its figures, the
+    arms' identical answers, and its requests' outcomes against the baseline's."""
+    arms = [n for n in stats if n != "baseline"]
     base_answers = answers["baseline"]
     identical = {a: (_identical(batch, base_answers[0], answers[a][0], workload=cell.kind == "workload")
                      if base_answers else None) for a in arms}
@@ -403,7 +414,6 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
                                                  for bs, ss in zip(base_answers, answers[a], strict=True)
                                                  for q, b, s in zip(batch, bs, ss, strict=True)])
                                for a in arms[1:]}
-    result.duration_s = time.perf_counter() - t0
     return result
 
 

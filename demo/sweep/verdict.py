@@ -25,7 +25,7 @@ from demo.fmt import fmt_speedup as times
 from demo.fmt import fmt_temperature
 from demo.measure import median
 from demo.sweep.crossover import GAIN_NONE, GAIN_WORTH, choose_arms, find_crossover
-from demo.sweep.models import CellResult, ChecklistItem, SweepResult, WorkloadVerdict
+from demo.sweep.models import CellResult, ChecklistItem, Decision, SweepResult, WorkloadVerdict
 from demo.sweep.pooling import expected_tokens_per_step, pooled_acceptance, workload_groups
 
 # GAIN_WORTH (a gain that pays) and GAIN_NONE (below it, no gain worth the name) live with the
@@ -190,8 +190,6 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
 
     c0, cell0 = known[0]
     cn, _celln = known[-1]
-    lo = min(g for _, g in gains)
-    hi = max(g for _, g in gains)
     tail = ""
     if len(known) > 1:
         gn = credible[cn][0]
@@ -199,29 +197,28 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
                 else f"; at concurrency {cn} still {times(gn)}")
     noise = "".join(f" ({why})" for _g, why in credible.values() if why)
     numbers = f"{label} {at(c0, cell0)}{tail}{noise}{bound_notes}"
-    memory = verdict.checklist[1]
     verdict.reconcile = reconcile(cell0)
-    if lo >= GAIN_WORTH:
-        if memory.status == "bad":
-            verdict.decision = "depends"
-            verdict.headline = f"{numbers}. Faster, but the KV cache is nearly full: enable only with memory to spare."
-        else:
-            verdict.decision = "enable"
-            verdict.headline = f"{numbers}. Enable: it pays at every concurrency measured."
-    elif hi < GAIN_NONE:
-        verdict.decision = "don't"
-        why = " Drafts are mostly rejected." if a is not None and a < ACCEPT_LOW else ""
-        verdict.headline = f"{numbers}. Don't: no gain, speculation only adds work.{why}"
-    else:
-        verdict.decision = "depends"
-        cross = find_crossover(gains, noun="concurrent request")
-        if cross.pays_up_to_users is not None:  # it stops paying above it: this is "depends"
-            where = f" Enable for concurrency up to {cross.pays_up_to_users}, not beyond."
-        else:
-            span = times(lo) if times(lo) == times(hi) else f"{times(lo)} to {times(hi)}"
-            where = f" The gain is small (throughput ratio {span}): measure on your own traffic."
-        verdict.headline = f"{numbers}.{where}"
+    verdict.decision, advice = _judge(gains, a, memory_bad=verdict.checklist[1].status == "bad")
+    verdict.headline = f"{numbers}.{advice}"
     return verdict
+
+
+def _judge(gains: list[tuple[int, float]], acceptance: float | None, *, memory_bad: bool) -> tuple[Decision, str]:
+    """The decision on the credible gains per concurrency, and the advice that follows the figures."""
+    lo = min(g for _, g in gains)
+    hi = max(g for _, g in gains)
+    if lo >= GAIN_WORTH:
+        if memory_bad:
+            return "depends", " Faster, but the KV cache is nearly full: enable only with memory to spare."
+        return "enable", " Enable: it pays at every concurrency measured."
+    if hi < GAIN_NONE:
+        why = " Drafts are mostly rejected." if acceptance is not None and acceptance < ACCEPT_LOW else ""
+        return "don't", f" Don't: no gain, speculation only adds work.{why}"
+    cross = find_crossover(gains, noun="concurrent request")
+    if cross.pays_up_to_users is not None:  # it stops paying above it: this is "depends"
+        return "depends", f" Enable for concurrency up to {cross.pays_up_to_users}, not beyond."
+    span = times(lo) if times(lo) == times(hi) else f"{times(lo)} to {times(hi)}"
+    return "depends", f" The gain is small (throughput ratio {span}): measure on your own traffic."
 
 
 def _decision_of(gain: float) -> str:

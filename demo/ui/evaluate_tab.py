@@ -35,7 +35,7 @@ from demo.live.budget import StreamBudget, sweep_streams, waiting_text
 from demo.live.status import internal_error_text
 from demo.load.engine import LoadResult, LoadSpec
 from demo.load.rate_models import RateLoad, make_rate_load
-from demo.presets import load_presets, resolve_presets
+from demo.presets import Preset, load_presets, resolve_presets
 from demo.settings import Settings
 from demo.slo import Slo
 from demo.sweep import figures
@@ -272,6 +272,29 @@ class EvaluateTab:
 
     # ------------------------------------------------------------ handlers
 
+    def _sweep_asked(self, names: list[str], conc: str, temps: str, reps: float, warm: float, max_tok: float,
+                     workload: Workload | None, ttft_ms: float | None, itl_ms: float | None, gpu_price: float | None,
+                     redacted: bool) -> tuple[SweepSpec, dict[str, Preset]]:
+        """The sweep the inputs ask for, and its presets. Raises ValueError with the one line that says
+        why it cannot run (a bad SLO, a bad field, an unknown preset, more batches than the page runs)."""
+        try:
+            slo = Slo.of_ms(ttft_ms or None, itl_ms or None) if (ttft_ms or itl_ms) else None
+        except ValidationError as e:
+            raise ValueError(f"SLO: {validation_summary(e)}") from None
+        try:
+            spec = sweep_spec(self.settings, list(names or []), conc, temps, int(reps or 1), int(warm or 0),
+                              int(max_tok) if max_tok else None, workload=workload, redact=bool(redacted),
+                              slo=slo, gpu_hour_price=gpu_price or None)
+            chosen = resolve_presets(spec.presets, self.settings.presets_dir)
+        except ValueError as e:  # BadInput (flag-free words), NotFound (a preset), a pydantic error
+            raise ValueError(str(e).splitlines()[0]) from None
+        batches = batches_of(spec, workload)
+        if batches > MAX_BATCHES:
+            hint = " or a smaller Sample N" if workload is not None else ""
+            raise ValueError(f"That sweep has {batches} batches; the page runs at most {MAX_BATCHES}. Use "
+                             f"fewer cells or repeats{hint}, or `python -m demo sweep`.")
+        return spec, chosen
+
     async def on_run(self, names: list[str], conc: str, temps: str, reps: float, warm: float, max_tok: float,
                      path: str | None, n: float | None, seed_value: float | None, ttft_ms: float | None,
                      itl_ms: float | None, gpu_price: float | None, redacted: bool, load_kind: str = "users",
@@ -294,21 +317,10 @@ class EvaluateTab:
         if not names and workload is None:
             return self.failed("Pick at least one preset, or upload a workload file.")
         try:
-            slo = Slo.of_ms(ttft_ms or None, itl_ms or None) if (ttft_ms or itl_ms) else None
-        except ValidationError as e:
-            return self.failed(f"SLO: {validation_summary(e)}")
-        try:
-            spec = sweep_spec(self.settings, list(names or []), conc, temps, int(reps or 1), int(warm or 0),
-                             int(max_tok) if max_tok else None, workload=workload, redact=bool(redacted),
-                             slo=slo, gpu_hour_price=gpu_price or None)
-            chosen = resolve_presets(spec.presets, self.settings.presets_dir)
-        except ValueError as e:  # BadInput (flag-free words), NotFound (a preset), a pydantic error
-            return self.failed(str(e).splitlines()[0])
-        batches = batches_of(spec, workload)
-        if batches > MAX_BATCHES:
-            hint = " or a smaller Sample N" if workload is not None else ""
-            return self.failed(f"That sweep has {batches} batches; the page runs at most {MAX_BATCHES}. Use "
-                               f"fewer cells or repeats{hint}, or `python -m demo sweep`.")
+            spec, chosen = self._sweep_asked(names, conc, temps, reps, warm, max_tok, workload, ttft_ms, itl_ms,
+                                             gpu_price, redacted)
+        except ValueError as e:
+            return self.failed(str(e))
         result = new_result(spec, chosen)
         streams = sweep_streams(spec)
         try:

@@ -233,6 +233,16 @@ def rate_load(rates_text: str, requests: float | None, slo_itl_ms: float | None)
 # ---------------------------------------------------------------- layout
 
 
+def _preset_choice(presets: dict[str, Preset], race_preset: gr.Dropdown | None) -> gr.Dropdown:
+    """The Race tab's preset dropdown, which a legend names; without one, the section's own."""
+    if race_preset is not None:
+        gr.HTML('<div class="sd-legend">Prompt: the Race tab\'s preset, prompt and temperature above</div>')
+        return race_preset
+    first = "json_reformat" if "json_reformat" in presets else next(iter(presets), FREE_PROMPT)
+    return gr.Dropdown(choices=[(p.title, n) for n, p in presets.items()], value=first, label="Preset",
+                       elem_id="sd-load-preset")
+
+
 def build(settings: Settings, budget: StreamBudget | None = None, *, preset: gr.Dropdown | None = None,
           prompt: gr.Textbox | None = None, temperature: gr.Slider | None = None,
           workload: gr.State | None = None, registry: RaceRegistry | None = None) -> LoadPanel:
@@ -261,14 +271,9 @@ def build(settings: Settings, budget: StreamBudget | None = None, *, preset: gr.
                 # No minimum/maximum: Gradio would refuse out-of-range input with a passing toast.
                 max_tokens = gr.Number(value=DEFAULT_MAX_TOKENS, precision=0, label="Max tokens per user",
                                        elem_id="sd-load-max-tokens")
-                if preset is None:
-                    first = "json_reformat" if "json_reformat" in presets else next(iter(presets), FREE_PROMPT)
-                    preset = gr.Dropdown(choices=[(p.title, n) for n, p in presets.items()], value=first,
-                                         label="Preset", elem_id="sd-load-preset")
+                if preset is None:  # the section's own preset, with no prompt or temperature of the Race tab's
                     prompt = temperature = None
-                else:
-                    gr.HTML('<div class="sd-legend">Prompt: the Race tab\'s preset, prompt and temperature '
-                            "above</div>")
+                preset = _preset_choice(presets, preset)
                 with gr.Row():
                     run = gr.Button("▶ Run sweep", variant="primary", elem_id="sd-load-run", min_width=100)
                     stop = gr.Button("■ Stop", variant="stop", elem_id="sd-load-stop", min_width=100)

@@ -55,7 +55,7 @@ from demo.live.users import users_frames, users_from_input
 from demo.load.engine import UsersRace
 from demo.presets import Preset, PresetProblem, load_presets, session_preset
 from demo.race import validate_request
-from demo.results import SIDES, Order, RaceResult
+from demo.results import SIDES, Order, RaceRequest, RaceResult
 from demo.runs.export import export_to_temp
 from demo.runs.store import Run, race_of, record_from_dump
 from demo.server_info import ServerInfo, probe_arms, probe_servers
@@ -232,6 +232,20 @@ class RaceTab:
                 start_view.badge, start_view.position_acceptance_figure, start_view.chunk_figure,
                 *(view.identical_badge_html(None, arm=p.arm) for p in self.arm_panes.values() if p.badge is not None))
 
+    def _race_asked(self, preset_name: str, prompt_text: str, temp: float, max_tok: float, order_value: Order,
+                    workload: dict | None, users_value: object) -> tuple[RaceRequest, int, Preset | None]:
+        """The race the inputs ask for: its request, its users and its session preset (None for one race).
+
+        Raises ValueError with what the race would refuse, so that it is said before "racing"."""
+        users = users_from_input(users_value, self.settings.max_users)
+        req = build_request(self.presets, preset_name, prompt_text, temp, max_tok, order_value, _workload(workload))
+        validate_request(req, self.settings)
+        multi_turn = session_preset(self.presets, req)  # a session preset: its turns one after another
+        if multi_turn is not None and users > 1:
+            raise ValueError(f"{multi_turn.title} is a session of {1 + len(multi_turn.turns)} turns: it races "
+                             "one user. Set Users to 1.")
+        return req, users, multi_turn
+
     async def on_race(self, preset_name: str, prompt_text: str, temp: float, max_tok: float, order_value: Order,
                       workload: dict | None, users_value: object, request: gr.Request) -> AsyncIterator[Any]:
         """Race: check the inputs, wait for the page's stream budget, then yield a frame of outputs per event.
@@ -249,14 +263,8 @@ class RaceTab:
                 yield {self.run_status: view.run_status_html("stopped", "before it started")}
                 return
             try:
-                users = users_from_input(users_value, self.settings.max_users)
-                req = build_request(self.presets, preset_name, prompt_text, temp, max_tok, order_value,
-                                    _workload(workload))
-                validate_request(req, self.settings)  # what the race would refuse, said before "racing"
-                multi_turn = session_preset(self.presets, req)  # a session preset: its turns one after another
-                if multi_turn is not None and users > 1:
-                    raise ValueError(f"{multi_turn.title} is a session of {1 + len(multi_turn.turns)} turns: it races "
-                                     "one user. Set Users to 1.")
+                req, users, multi_turn = self._race_asked(preset_name, prompt_text, temp, max_tok, order_value,
+                                                          workload, users_value)
                 # More than the whole budget could never start: said at once, in one line.
                 # One user races the baseline and every arm; N users the baseline and the first arm.
                 servers = 1 + len(self.arm_panes) if users == 1 else len(SIDES)

@@ -625,20 +625,9 @@ class _Generation:
         while i <= last:
             if i == fault_at:
                 fault_at = -1
-                if b.fault == "cut":
-                    await self._cut()
+                if (held := await self._mid_stream_fault(send)) is None:
                     return
-                if b.fault == "stall":  # doing nothing for the request: /metrics shows it neither running nor moving
-                    await self._stall(b.stall_s)
-                    t0 += b.stall_s  # then carry on at the normal pace
-                    due += b.stall_s
-                if b.fault == "hold":
-                    held = await self._hold()
-                    t0 += held
-                    due += held
-                if b.fault == "garbage":
-                    await send({"type": "http.response.body", "body": b"data: {\"id\": oops not json\n\n",
-                                "more_body": True})
+                t0, due = t0 + held, due + held  # then carry on at the normal pace
             if dynamic:  # each chunk's tokens at the rate the streams in flight allow now
                 due = t0 if i == 0 else due + sizes[i] / self._rate_now()
             else:  # a chunk is due when its last token is ready: token m at ttft + m / rate
@@ -668,6 +657,23 @@ class _Generation:
         self.s._finish(self.truth, "completed", self.finish)
         await send({"type": "http.response.body", "body": tail.encode(), "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _mid_stream_fault(self, send: Send) -> float | None:
+        """The behaviour's fault, at its chunk: None when it cut the stream, else the seconds it held
+        the stream (the schedule moves by as much)."""
+        b = self.b
+        if b.fault == "cut":
+            await self._cut()
+            return None
+        if b.fault == "stall":  # doing nothing for the request: /metrics shows it neither running nor moving
+            await self._stall(b.stall_s)
+            return b.stall_s
+        if b.fault == "hold":
+            return await self._hold()
+        if b.fault == "garbage":
+            await send({"type": "http.response.body", "body": b"data: {\"id\": oops not json\n\n",
+                        "more_body": True})
+        return 0.0
 
     async def _stall(self, seconds: float) -> None:
         """Do nothing for the request for ``seconds`` (fault "stall"), its prefill put off as long."""
