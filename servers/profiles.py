@@ -174,6 +174,10 @@ class Profile(BaseModel):
         }
 
 
+# The four GPU profiles on Llama-3.1-8B-Instruct share the target, its served name and what it needs.
+LLAMA_8B: dict[str, Any] = {"model": "meta-llama/Llama-3.1-8B-Instruct", "served_model_name": "llama-3.1-8b-instruct",
+                            "dtype": "auto", "min_gpu_memory_gib": 48, "tool_call_parser": "llama3_json"}
+
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in [
@@ -181,57 +185,43 @@ PROFILES: dict[str, Profile] = {
             name="llama-eagle3",
             device="gpu",
             summary="Llama-3.1-8B-Instruct + EAGLE-3 head: the strongest speedup; the head is tiny (~1 GB).",
-            model="meta-llama/Llama-3.1-8B-Instruct",
-            served_model_name="llama-3.1-8b-instruct",
             speculative_config={
                 "method": "eagle3",
                 "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
                 "num_speculative_tokens": 3,
             },
-            dtype="auto",
             baseline_gpu_memory=0.44,
             speculative_gpu_memory=0.46,
-            min_gpu_memory_gib=48,
-            tool_call_parser="llama3_json",
+            **LLAMA_8B,
         ),
         Profile(
             name="llama-draft",
             device="gpu",
             summary="Llama-3.1-8B-Instruct + Llama-3.2-1B-Instruct draft: the classic pair (same 128k vocabulary).",
-            model="meta-llama/Llama-3.1-8B-Instruct",
-            served_model_name="llama-3.1-8b-instruct",
             speculative_config={
                 "method": "draft_model",
                 "model": "meta-llama/Llama-3.2-1B-Instruct",
                 "num_speculative_tokens": 5,
             },
-            dtype="auto",
             baseline_gpu_memory=0.42,
             speculative_gpu_memory=0.48,
-            min_gpu_memory_gib=48,
-            tool_call_parser="llama3_json",
+            **LLAMA_8B,
         ),
         Profile(
             name="llama-ngram",
             device="gpu",
             summary="Llama-3.1-8B-Instruct + n-gram prompt lookup: no second model; "
                     "wins only where the answer copies the prompt.",
-            model="meta-llama/Llama-3.1-8B-Instruct",
-            served_model_name="llama-3.1-8b-instruct",
             speculative_config=dict(NGRAM_CONFIG),
-            dtype="auto",
             baseline_gpu_memory=0.45,
             speculative_gpu_memory=0.45,
-            min_gpu_memory_gib=48,
-            tool_call_parser="llama3_json",
+            **LLAMA_8B,
         ),
         Profile(
             name="llama-whatif",
             device="gpu",
             summary="what-if: the llama-eagle3 pair, k=4, with acceptance forced to a mean length of 3.0 "
                     "(synthetic rejection sampling, vLLM >= 0.32, GPU only): its text is not the target's.",
-            model="meta-llama/Llama-3.1-8B-Instruct",
-            served_model_name="llama-3.1-8b-instruct",
             speculative_config={
                 "method": "eagle3",
                 "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
@@ -241,11 +231,9 @@ PROFILES: dict[str, Profile] = {
                 "rejection_sample_method": "synthetic",
                 "synthetic_acceptance_length": 3.0,
             },
-            dtype="auto",
             baseline_gpu_memory=0.44,
             speculative_gpu_memory=0.46,
-            min_gpu_memory_gib=48,
-            tool_call_parser="llama3_json",
+            **LLAMA_8B,
         ),
         Profile(
             name="qwen3-draft",
