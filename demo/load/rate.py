@@ -19,7 +19,7 @@ The figures of one server at one step (``RateSide``), units in the names:
   between one /metrics scrape before the step and one after it (finished requests only; the mean
   is exact, the percentiles are estimates no finer than vLLM's buckets);
 - the running batch from ``vllm:num_requests_running``, sampled as the evaluator samples KV use
-  (demo.sweep.runner ``kv_sampler``: once a second, so as not to slow the server): mean and p95;
+  (demo.sweep.runner ``MetricsAround``: once a second, so as not to slow the server): mean and p95;
   the KV-cache peak from the same samples; preemptions from the counter's delta;
 - errors, timeouts (failures whose error says the server timed out) and cut requests;
 - goodput: finished requests that met every SLO given, per second. A request meets an SLO on its
@@ -38,7 +38,6 @@ live in demo/load/rate_models.py.
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -58,13 +57,13 @@ from demo.load.rate_models import (
 from demo.load.rate_summary import rate_summary
 from demo.load.send import send_schedule
 from demo.measure import median, percentile
-from demo.metrics import MetricsSample, histogram_quantile, scrape_metrics
+from demo.metrics import MetricsSample, histogram_quantile
 from demo.results import RaceRequest, SideResult
 from demo.settings import Settings
 from demo.slo import Slo, SloFigure
 from demo.streaming import ServerHandle
 from demo.sweep.headroom import HeadroomProbe
-from demo.sweep.runner import KV_SAMPLE_INTERVAL_S, kv_sampler
+from demo.sweep.runner import KV_SAMPLE_INTERVAL_S, MetricsAround
 
 # --------------------------------------------------------------------------- measuring one server
 
@@ -242,13 +241,7 @@ async def run_rate_side(server: ServerHandle, schedule: ArrivalSchedule, req: Ra
         failed: list[SideResult | None] = [SideResult(side=server.side, url=server.url, error=str(e))
                                            for _ in schedule.offsets_s]
         return side_figures(name, schedule, failed, 0, 0.0, bound_s, slo, None, None, [], [], [], None)
-    before = await scrape_metrics(http, server.url, settings)
-    running: list[float] = []
-    kv: list[float] = []
-    stop = asyncio.Event()
-    sampler = (asyncio.create_task(kv_sampler(http, server.url, settings, kv, stop, running=running))
-               if before.ok else None)
-    try:
+    async with MetricsAround(http, server.url, settings) as metrics:
         if server.fleet is not None:
             out = await server.fleet.send_schedule(server, model, reqs, schedule.offsets_s, bound_s, settings)
         else:
@@ -257,20 +250,14 @@ async def run_rate_side(server: ServerHandle, schedule: ArrivalSchedule, req: Ra
                     out = await send_schedule(http, server, model, reqs, list(enumerate(schedule.offsets_s)),
                                               time.perf_counter(), bound_s)
             out.client = probe.result()
-    finally:
-        stop.set()
-        if sampler is not None:
-            sampler.cancel()
-            await asyncio.gather(sampler, return_exceptions=True)
-    after = await scrape_metrics(http, server.url, settings) if before.ok else None
     results = [out.results.get(i) for i in range(len(schedule.offsets_s))]
     lags = [out.lags_s.get(i, 0.0) for i in range(len(schedule.offsets_s))]
     cut = sum(r is None for r in results)
     last_finish = max((schedule.offsets_s[i] + lags[i] + r.e2e_s for i, r in enumerate(results)
                        if r is not None and r.complete and r.e2e_s is not None), default=0.0)
     duration = out.end_s if cut else (last_finish or out.end_s)
-    side = side_figures(name, schedule, results, cut, duration, bound_s, slo, before, after, running, kv, lags,
-                        out.open_at_end)
+    side = side_figures(name, schedule, results, cut, duration, bound_s, slo, metrics.before, metrics.after,
+                        metrics.running, metrics.kv, lags, out.open_at_end)
     side.client = out.client
     return side
 

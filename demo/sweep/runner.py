@@ -31,7 +31,7 @@ from demo.errors import BadInput
 from demo.fmt import validation_summary
 from demo.limits import CONCURRENCY_LIMIT, TEMPERATURE_MAX, TEMPERATURE_MIN, parse_numbers
 from demo.measure import SideMeter, same_answer, same_tool_calls
-from demo.metrics import scrape_metrics
+from demo.metrics import MetricsSample, scrape_metrics
 from demo.presets import Preset
 from demo.results import FIRST_ARM, Message, RaceRequest, SideResult, ToolCall, answer_message, next_turn
 from demo.server_info import probe_server
@@ -181,6 +181,37 @@ async def kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, peak
             running.append(m.num_requests_running)
 
 
+class MetricsAround:
+    """``async with``: a server's /metrics around a batch: scraped before it (``before``), sampled while
+    it streams (kv_sampler: ``kv``, ``waiting``, ``running``), scraped after it (``after``, once the
+    batch ended without an error). A server without /metrics is scraped once, then left alone."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str, settings: Settings) -> None:
+        self.http, self.url, self.settings = http, url, settings
+        self.kv: list[float] = []  # KV-cache use sampled while the batch streamed
+        self.waiting: list[float] = []  # the queue (vllm:num_requests_waiting), sampled with the KV use
+        self.running: list[float] = []  # the running batch (vllm:num_requests_running)
+        self.before = MetricsSample(ok=False)
+        self.after: MetricsSample | None = None
+        self._stop = asyncio.Event()
+        self._sampler: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> MetricsAround:
+        self.before = await scrape_metrics(self.http, self.url, self.settings)
+        if self.before.ok:
+            self._sampler = asyncio.create_task(kv_sampler(self.http, self.url, self.settings, self.kv, self._stop,
+                                                           self.waiting, self.running))
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        self._stop.set()
+        if self._sampler is not None:
+            self._sampler.cancel()
+            await asyncio.gather(self._sampler, return_exceptions=True)
+        if exc_type is None and self.before.ok:
+            self.after = await scrape_metrics(self.http, self.url, self.settings)
+
+
 def carried(req: RaceRequest, before: RaceRequest, answer: SideResult, turn: int = 1) -> RaceRequest | None:
     """A session's turn as one side sends it: what that side sent for the turn before (``turn``), its own
     answer to it (demo.results.answer_message: text and tool calls), then this turn's new messages
@@ -256,17 +287,11 @@ async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[Ra
     except StreamError as e:
         failed = [SideResult(side=server.side, url=server.url, error=str(e)) for _ in reqs]
         return batch_stats(server.side, failed, None, None, None, None), failed
-    before = await scrape_metrics(http, server.url, settings)
-    during: list[float] = []  # KV-cache use sampled while the batch streamed
-    waiting: list[float] = []  # the queue (vllm:num_requests_waiting), sampled with the KV use
-    stop = asyncio.Event()
-    sampler = (asyncio.create_task(kv_sampler(http, server.url, settings, during, stop, waiting))
-               if before.ok else None)
     t_start = time.perf_counter()
     probe = HeadroomProbe()
     fleet = server.fleet if observe is None and not sessions else None  # a live view and sessions stay here
     client: ClientHeadroom | None = None
-    try:
+    async with MetricsAround(http, server.url, settings) as metrics:
         if fleet is not None:  # the workers send; each says its own headroom
             out = await fleet.stream_batch(server, model, reqs, concurrency, settings)
             results, wall_s, client = [out.results[i] for i in range(len(reqs))], out.wall_s, out.client
@@ -276,12 +301,7 @@ async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[Ra
                     results = await stream_all(http, server, model, reqs, concurrency, observe, sessions, logged)
             wall_s = time.perf_counter() - t_start
             client = probe.result()
-    finally:
-        stop.set()
-        if sampler is not None:
-            sampler.cancel()
-            await asyncio.gather(sampler, return_exceptions=True)
-    after = await scrape_metrics(http, server.url, settings) if before.ok else None
+    before, after, during, waiting = metrics.before, metrics.after, metrics.kv, metrics.waiting
     # The KV peak is a mid-batch figure: before the batch and after it the cache holds none of its
     # requests. With no sample while it streamed, the peak is not known (rather than a false 0).
     peaks = [*during, *(m.kv_cache_usage_perc for m in (before, after)
