@@ -41,11 +41,16 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # The booth page's tests after it (a visitor's pause, a server down and back, a load turn: each waits
 # on the show's clock, ~1 min in all): that lane had ~290 s to spare beside the e2e suite's ~470 s
 # (CI, 2026-12-06), and the fast stage, at ~600 s the longest, drops them.
+# The agent page (three panes replaying captured tool-call streams, ~90 s with its app's start) after
+# them: its figures are checked as ratios whose truths are 2x apart, no rate against a truth within
+# a few percent. The page group is the fast stage's longest worker on three workers (its ~8 min of
+# the stage's ~8.5), so each page module moved out shortens the stage by its own time; this lane
+# ran 273 s beside the e2e suite's 485 s (CI, 2026-12-07).
 BESIDE_E2E_LANES: tuple[tuple[str, ...], ...] = (
     ("tests/test_launcher.py", "tests/test_supervisor.py", "tests/test_vllm_args.py",
      "tests/test_guardrails.py", "tests/test_canary_rollback.py", "tests/test_canary_view.py",
      "tests/browser/test_faults_page.py", "tests/browser/test_users_page.py"),
-    ("tests/test_soak.py", "tests/browser/test_booth_page.py"),
+    ("tests/test_soak.py", "tests/browser/test_booth_page.py", "tests/browser/test_agent_page.py"),
 )
 BESIDE_E2E = tuple(path for lane in BESIDE_E2E_LANES for path in lane)
 # The timing stage (scripts/test.sh, last; marked ``timing``; the fast stage leaves them out): the
