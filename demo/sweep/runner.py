@@ -287,11 +287,11 @@ async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[Ra
     except StreamError as e:
         failed = [SideResult(side=server.side, url=server.url, error=str(e)) for _ in reqs]
         return batch_stats(server.side, failed, None, None, None, None), failed
-    t_start = time.perf_counter()
     probe = HeadroomProbe()
     fleet = server.fleet if observe is None and not sessions else None  # a live view and sessions stay here
     client: ClientHeadroom | None = None
     async with MetricsAround(http, server.url, settings) as metrics:
+        t_start = time.perf_counter()  # the batch's wall time starts after the scrape before it
         if fleet is not None:  # the workers send; each says its own headroom
             out = await fleet.stream_batch(server, model, reqs, concurrency, settings)
             results, wall_s, client = [out.results[i] for i in range(len(reqs))], out.wall_s, out.client
