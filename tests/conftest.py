@@ -46,11 +46,15 @@ GROUPS: dict[str, tuple[str, ...]] = {
 # a few percent. The page group is the fast stage's longest worker on three workers (its ~8 min of
 # the stage's ~8.5), so each page module moved out shortens the stage by its own time; this lane
 # ran 273 s beside the e2e suite's 485 s (CI, 2026-12-07).
+# The canary tab (its router's share and a rollback, ~60 s with its app's start; shares and states,
+# no rate against a truth) last: the lane ran 353-375 s beside the e2e suite's 503-604 s (CI
+# q6/b16, 2026-12-07), and the fast stage, 498 s then, drops it.
 BESIDE_E2E_LANES: tuple[tuple[str, ...], ...] = (
     ("tests/test_launcher.py", "tests/test_supervisor.py", "tests/test_vllm_args.py",
      "tests/test_guardrails.py", "tests/test_canary_rollback.py", "tests/test_canary_view.py",
      "tests/browser/test_faults_page.py", "tests/browser/test_users_page.py"),
-    ("tests/test_soak.py", "tests/browser/test_booth_page.py", "tests/browser/test_agent_page.py"),
+    ("tests/test_soak.py", "tests/browser/test_booth_page.py", "tests/browser/test_agent_page.py",
+     "tests/browser/test_canary_page.py"),
 )
 BESIDE_E2E = tuple(path for lane in BESIDE_E2E_LANES for path in lane)
 # The timing stage (scripts/test.sh, last; marked ``timing``; the fast stage leaves them out): the
