@@ -13,7 +13,7 @@ reports it; vllm bench serve's CPU) and the stand-in's own CPU and rate, so that
 by a client, or by the stand-in, says so.
 
     python -m benchmarks.bench_client_streams [--streams 256] [--tokens-per-s 100] [--max-tokens 1000]
-        [--no-vllm] [--tokenizer DIR] [--json]
+        [--standin-processes 1] [--no-vllm] [--tokenizer DIR] [--json]
 
 Definitions, the same for the three columns (vLLM's own, benchmarks/serve.py):
 - output tokens/s: all completion tokens / the run's wall time (truth: first request accepted to
@@ -62,7 +62,7 @@ from harness.standin_process import StandinProcess
 VLLM_BENCH_TIMEOUT_S = 900.0  # imports, tokenizer, the run itself
 # The stand-in keeps up when its median stream decodes within this share of the designed rate.
 STANDIN_RATE_MIN = 0.95
-STANDIN_CPU_LIMIT = 0.9  # of one core
+STANDIN_CPU_LIMIT = 0.9  # of one core, per stand-in process
 CPU_SAMPLE_S = 0.1
 FIGURES = [  # (field, label, unit)
     ("output_tokens_per_s", "output tokens/s", ""),
@@ -97,7 +97,7 @@ class Run(BaseModel):
     wall_s: float | None = None
     client_cpu_share: float | None = None  # the client process's CPU / the run's wall time (1.0 = a core)
     client_headroom: ClientHeadroom | None = None  # ours: as every batch reports it
-    standin_cpu_share: float | None = None
+    standin_cpu_share: float | None = None  # all its processes' (1.0 = one core)
     standin_rate_share: float | None = None  # the truth's median stream decode rate / the designed rate
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
@@ -106,6 +106,7 @@ class Report(BaseModel):
     streams: int
     tokens_per_s_per_stream: float
     max_tokens: int
+    standin_processes: int = 1
     ours: Run
     vllm: Run | None = None
     vllm_na: str | None = None  # why vllm bench serve has no column
@@ -228,12 +229,13 @@ def _window(truths: list[Truth]) -> tuple[float, float] | None:
 
 
 def _standin_checks(run: Run, truths: list[Truth], designed_tokens_per_s: float, trace: _CpuTrace,
-                    pid: int) -> None:
+                    pids: list[int]) -> None:
     rates = [t.decode_tokens_per_s for t in truths if t.decode_tokens_per_s]
     if rates:
         run.standin_rate_share = statistics.median(rates) / designed_tokens_per_s
     if (w := _window(truths)) is not None:
-        run.standin_cpu_share = trace.share(pid, *w)
+        shares = [trace.share(pid, *w) for pid in pids]
+        run.standin_cpu_share = None if None in shares else sum(x or 0.0 for x in shares)
     if run.standin_cpu_share is None:
         run.na_reasons["standin_cpu_share"] = "no CPU samples of the stand-in inside the run (/proc unreadable?)"
 
@@ -267,8 +269,7 @@ def run_ours(standin: StandinProcess, prompts: list[str], max_tokens: int, trace
         run.client_cpu_share = stats.client.cpu_share
     if stats.errors:
         run.na_reasons["errors"] = "; ".join(stats.errors[:3])
-    assert standin.proc is not None
-    _standin_checks(run, truths, standin.behavior.tokens_per_s, trace, standin.proc.pid)
+    _standin_checks(run, truths, standin.behavior.tokens_per_s, trace, standin.pids)
     return run
 
 
@@ -342,8 +343,7 @@ def run_vllm(standin: StandinProcess, prompts: list[str], max_tokens: int, trace
               wall_s=float(result["duration"]) if "duration" in result else None)
     if (w := _window(truths)) is not None:
         run.client_cpu_share = trace.share(proc.pid, *w)
-    assert standin.proc is not None
-    _standin_checks(run, truths, standin.behavior.tokens_per_s, trace, standin.proc.pid)
+    _standin_checks(run, truths, standin.behavior.tokens_per_s, trace, standin.pids)
     return run, None
 
 
@@ -357,10 +357,10 @@ def fast_standin(tokens_per_s: float, ttft_s: float, max_tokens: int) -> Standin
 
 
 @contextmanager
-def _standin(behavior: StandinBehavior) -> Iterator[tuple[StandinProcess, _CpuTrace]]:
-    with StandinProcess(behavior) as s, _CpuTrace() as trace:
-        assert s.proc is not None
-        trace.watch(s.proc.pid)
+def _standin(behavior: StandinBehavior, processes: int) -> Iterator[tuple[StandinProcess, _CpuTrace]]:
+    with StandinProcess(behavior, processes=processes) as s, _CpuTrace() as trace:
+        for pid in s.pids:
+            trace.watch(pid)
         yield s, trace
 
 
@@ -372,8 +372,9 @@ def _notes(report: Report) -> list[str]:
         if run.standin_rate_share is not None and run.standin_rate_share < STANDIN_RATE_MIN:
             notes.append(f"{name}: the stand-in's streams decoded at {run.standin_rate_share:.0%} of the designed "
                          "rate: the stand-in, not the client, was the limit")
-        if run.standin_cpu_share is not None and run.standin_cpu_share > STANDIN_CPU_LIMIT:
-            notes.append(f"{name}: the stand-in used {run.standin_cpu_share:.0%} of a core: it may be the limit")
+        if run.standin_cpu_share is not None and run.standin_cpu_share > STANDIN_CPU_LIMIT * report.standin_processes:
+            notes.append(f"{name}: the stand-in's {report.standin_processes} process(es) used "
+                         f"{run.standin_cpu_share:.0%} of a core: it may be the limit")
     h = report.ours.client_headroom
     if h is not None and h.limited and h.note:
         notes.append(f"our client: {h.note}")
@@ -381,12 +382,13 @@ def _notes(report: Report) -> list[str]:
 
 
 def measure(streams: int, tokens_per_s: float, max_tokens: int, *, ttft_s: float = 0.05, with_vllm: bool = True,
-            tokenizer: Path | None = None) -> Report:
+            tokenizer: Path | None = None, standin_processes: int = 1) -> Report:
     """Our client, then vllm bench serve (unless ``with_vllm`` is False), on one fast stand-in."""
     prompts = prompts_for(streams)
-    with _standin(fast_standin(tokens_per_s, ttft_s, max_tokens)) as (standin, trace), \
+    with _standin(fast_standin(tokens_per_s, ttft_s, max_tokens), standin_processes) as (standin, trace), \
             tempfile.TemporaryDirectory(prefix="bench-client-streams-") as tmp:
         report = Report(streams=streams, tokens_per_s_per_stream=tokens_per_s, max_tokens=max_tokens,
+                        standin_processes=standin_processes,
                         ours=run_ours(standin, prompts, max_tokens, trace))
         if with_vllm:
             report.vllm, report.vllm_na = run_vllm(standin, prompts, max_tokens, trace, Path(tmp), tokenizer)
@@ -418,7 +420,7 @@ def table(report: Report) -> str:
     vllm_head = "vllm bench serve" if v is not None else f"vllm bench serve: n/a ({report.vllm_na})"
     out = [f"{report.streams} streams x {report.tokens_per_s_per_stream:g} tokens/s "
            f"(designed {report.streams * report.tokens_per_s_per_stream:,.0f} tokens/s in all), "
-           f"{report.max_tokens} tokens each, one stand-in in its own process",
+           f"{report.max_tokens} tokens each, one stand-in in {report.standin_processes} process(es) of its own",
            f"{'figure':<18} {'truth':>9} {'ours':>9} {'ours Δ':>8} | {'truth':>9} {'vllm':>9} {'vllm Δ':>8} | "
            f"{'ours vs vllm':>12}"]
     for field, label, unit in FIGURES:
@@ -459,15 +461,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tokens-per-s", type=float, default=100.0, help="per stream")
     ap.add_argument("--max-tokens", type=int, default=1000)
     ap.add_argument("--ttft-s", type=float, default=0.05)
+    ap.add_argument("--standin-processes", type=int, default=1,
+                    help="the stand-in's processes on its one port (a few hundred fast streams a process)")
     ap.add_argument("--no-vllm", action="store_true", help="our client against the truth only")
     ap.add_argument("--tokenizer", type=Path, help="a local tokenizer folder for vllm bench serve "
                                                    "(default: a word-level one written for the run)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     a = ap.parse_args(argv)
-    if a.streams < 1 or a.max_tokens < 2 or a.tokens_per_s <= 0:
-        ap.error("--streams must be at least 1, --max-tokens at least 2, --tokens-per-s above 0")
+    if a.streams < 1 or a.max_tokens < 2 or a.tokens_per_s <= 0 or a.standin_processes < 1:
+        ap.error("--streams must be at least 1, --max-tokens at least 2, --tokens-per-s above 0, "
+                 "--standin-processes at least 1")
     report = measure(a.streams, a.tokens_per_s, a.max_tokens, ttft_s=a.ttft_s, with_vllm=not a.no_vllm,
-                     tokenizer=a.tokenizer)
+                     tokenizer=a.tokenizer, standin_processes=a.standin_processes)
     print(report.model_dump_json(indent=2) if a.json else table(report))
     sys.stdout.flush()
 

@@ -9,6 +9,11 @@ HTTP (``GET /standin/truth``, read between batches) and its CPU time from /proc:
     with StandinProcess(StandinBehavior(tokens_per_s=100)) as s:
         ...  # talk to s.url
         s.truth()[-1].decode_tokens_per_s
+
+One process serves a few hundred fast streams on one core; ``processes=N`` runs N on one port
+(SO_REUSEPORT: the kernel spreads the connections over them), each with its own /metrics and
+truth records, which truth() merges (their times are each process's perf_counter: on Linux one
+system-wide monotonic clock). A thousand streams need that (benchmarks/bench_client_streams.py).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -37,16 +42,30 @@ TRUTH_TIMEOUT_S = 30.0  # a few MB of JSON after a big batch
 class StandinProcess:
     """``python -m harness.standin`` with ``behavior``, in a subprocess on 127.0.0.1."""
 
-    def __init__(self, behavior: StandinBehavior | None = None, *, log_path: Path | None = None) -> None:
+    def __init__(self, behavior: StandinBehavior | None = None, *, log_path: Path | None = None,
+                 processes: int = 1) -> None:
+        if processes < 1:
+            raise ValueError(f"processes must be at least 1, not {processes}")
         self.behavior = behavior or StandinBehavior()
         self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.processes = processes
+        self.proc: subprocess.Popen[bytes] | None = None  # the first (the only one, with processes=1)
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.own_ports: list[int] = []  # with processes > 1: each process's own port
         self._log_path = log_path
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def _own_urls(self) -> list[str]:
+        """Where each process answers alone: its own port, or the one port of a single process."""
+        return [f"http://127.0.0.1:{p}" for p in self.own_ports] or [self.url]
 
     def start(self) -> StandinProcess:
         self.spawn()
@@ -59,25 +78,30 @@ class StandinProcess:
             self._tmp = tempfile.TemporaryDirectory(prefix="standin-")
             self._log_path = Path(self._tmp.name) / "standin.log"
         if not self.port:  # a restart keeps its port, as a restarted server does
-            self.port = free_port()
-            while self.port in taken:
-                self.port = free_port()
+            self.port = _free_port_not_in(taken)
+        if self.processes > 1 and not self.own_ports:
+            for _ in range(self.processes):
+                self.own_ports.append(_free_port_not_in(taken | {self.port, *self.own_ports}))
+        shared = [["--shared-port", "--own-port", str(p)] for p in self.own_ports] or [[]]
         with open(self._log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.standin", "--port", str(self.port),
+            self.procs = [subprocess.Popen(
+                [sys.executable, "-m", "harness.standin", "--port", str(self.port), *extra,
                  "--behavior-json", self.behavior.model_dump_json()],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                for extra in shared]
+        self.proc = self.procs[0]
 
     def wait_ready(self) -> StandinProcess:
         """Wait until the spawned process answers /health; stop it and raise if it does not."""
-        assert self.proc is not None, "spawn() first"
-        proc = self.proc
+        assert self.procs, "spawn() first"
 
         def answers() -> bool:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the stand-in exited with {proc.returncode}:\n{self.output()}")
+            for proc in self.procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the stand-in exited with {proc.returncode}:\n{self.output()}")
             try:
-                return httpx.get(f"{self.url}/health", timeout=2, trust_env=False).status_code == 200
+                return all(httpx.get(f"{u}/health", timeout=2, trust_env=False).status_code == 200
+                           for u in self._own_urls())
             except httpx.HTTPError:
                 return False
 
@@ -90,18 +114,28 @@ class StandinProcess:
         return self._log_path.read_text(encoding="utf-8", errors="replace") if self._log_path else ""
 
     def truth(self, since: int = 0) -> list[Truth]:
-        """Every generation request's truth from the ``since``-th on (call between batches)."""
-        r = httpx.get(f"{self.url}/standin/truth", params={"since": since}, timeout=TRUTH_TIMEOUT_S, trust_env=False)
+        """Every generation request's truth from the ``since``-th on (call between batches), in the
+        order they came (over all processes: by arrival time)."""
+        urls = self._own_urls()
+        if len(urls) == 1:
+            return self.truth_at(urls[0], since)
+        return sorted((t for u in urls for t in self.truth_at(u, 0)), key=lambda t: t.t_request)[since:]
+
+    @staticmethod
+    def truth_at(url: str, since: int = 0) -> list[Truth]:
+        """The truth records of the one process answering on ``url`` (its own port), from the ``since``-th on."""
+        r = httpx.get(f"{url}/standin/truth", params={"since": since}, timeout=TRUTH_TIMEOUT_S, trust_env=False)
         r.raise_for_status()
         return [Truth.model_validate(t) for t in r.json()]
 
     def cpu_s(self) -> float | None:
-        """The stand-in process's CPU time so far (user + system), or None where /proc cannot say."""
-        return cpu_seconds(self.proc.pid) if self.proc is not None else None
+        """The stand-in processes' CPU time so far (user + system), or None where /proc cannot say."""
+        times = [cpu_seconds(p.pid) for p in self.procs]
+        return None if not times or None in times else sum(t or 0.0 for t in times)
 
     def stop(self) -> None:
-        if self.proc is not None:
-            stop_process(self.proc)
+        for proc in self.procs:
+            stop_process(proc)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -112,6 +146,13 @@ class StandinProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _free_port_not_in(taken: Collection[int]) -> int:
+    port = free_port()
+    while port in taken:
+        port = free_port()
+    return port
 
 
 @contextmanager

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from common.waiting import held_within, wait_for
 from harness.standin import Standin, StandinBehavior, plan_chunks
+from harness.standin_process import StandinProcess
 
 FIX = Path(__file__).parent / "fixtures"
 STREAM_OPTS = {"include_usage": True, "continuous_usage_stats": True}
@@ -423,6 +424,27 @@ def test_pair_and_cli(standin_pair) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_processes_share_one_port_and_their_truths_merge() -> None:
+    # StandinProcess(processes=2): two processes on one port (SO_REUSEPORT), each with its own port
+    # for /health and its truth records. 24 requests, each on a connection of its own, land on both
+    # (the kernel hashes each connection: all 24 on one is a chance of 2 in 2^24), and truth()
+    # holds every one of them, once, in the order they came.
+    with StandinProcess(StandinBehavior(tokens_per_s=2000), processes=2) as s:
+        assert len(s.pids) == len(set(s.pids)) == 2 and len(set(s.own_ports) | {s.port}) == 3
+        for i in range(24):
+            got = events(stream_lines(s.url, chat_body(max_tokens=3, messages=[{"role": "user", "content": f"q{i}"}])))
+            assert got[-1]["usage"]["completion_tokens"] == 3
+        per_process = [len(s.truth_at(f"http://127.0.0.1:{p}", 0)) for p in s.own_ports]
+        assert sum(per_process) == 24 and min(per_process) > 0, per_process
+        merged = s.truth()
+        assert len(merged) == 24 and all(t.outcome == "completed" for t in merged)
+        assert [t.t_request for t in merged] == sorted(t.t_request for t in merged)
+        assert len(s.truth(20)) == 4
+        assert (s.cpu_s() or 0.0) > 0
+    with pytest.raises(ValueError, match="processes must be at least 1"):
+        StandinProcess(processes=0)
 
 
 def test_awkward_texts_survive_the_fast_path(standin_factory) -> None:
