@@ -13,7 +13,8 @@ reports it; vllm bench serve's CPU) and the stand-in's own CPU and rate, so that
 by a client, or by the stand-in, says so.
 
     python -m benchmarks.bench_client_streams [--streams 256] [--tokens-per-s 100] [--max-tokens 1000]
-        [--standin-processes 1] [--no-vllm] [--tokenizer DIR] [--json]
+        [--standin-processes 1] [--ray ADDRESS|auto|local [--ray-workers 2]] [--no-vllm] [--tokenizer DIR]
+        [--json]
 
 Definitions, the same for the three columns (vLLM's own, benchmarks/serve.py):
 - output tokens/s: all completion tokens / the run's wall time (truth: first request accepted to
@@ -48,10 +49,11 @@ from pydantic import BaseModel, Field
 from benchmarks.vllm_bench import bench_command
 from common.procstat import cpu_seconds
 from demo.client import make_http_client
+from demo.load.fleet import RayFleet, fleet_at
 from demo.measure import percentile, spread_gaps_s
 from demo.results import Message, RaceRequest, SideResult
 from demo.settings import Settings
-from demo.streaming import ServerHandle
+from demo.streaming import Fleet, ServerHandle
 from demo.sweep.headroom import ClientHeadroom
 from demo.sweep.models import BatchStats
 from demo.sweep.runner import run_batch
@@ -107,6 +109,7 @@ class Report(BaseModel):
     tokens_per_s_per_stream: float
     max_tokens: int
     standin_processes: int = 1
+    sender: str = "this process"  # who sent our streams: this process, or a Ray fleet (--ray)
     ours: Run
     vllm: Run | None = None
     vllm_na: str | None = None  # why vllm bench serve has no column
@@ -247,21 +250,26 @@ def prompts_for(streams: int) -> list[str]:
     return [f"Stream {i}: tell me about the sea, the wind and the boats." for i in range(streams)]
 
 
-async def _our_batch(url: str, model: str, prompts: list[str], max_tokens: int) -> tuple[BatchStats, list[SideResult]]:
+async def _our_batch(url: str, model: str, prompts: list[str], max_tokens: int,
+                     fleet: Fleet | None = None) -> tuple[BatchStats, list[SideResult]]:
     settings = Settings(baseline_url=url, speculative_url=url, save_runs=False)
     reqs = [RaceRequest(messages=[Message(role="user", content=p)], max_tokens=max_tokens) for p in prompts]
     async with make_http_client(settings, "baseline") as http:
-        server = ServerHandle("baseline", url, model, http)
+        server = ServerHandle("baseline", url, model, http, fleet=fleet)
         return await run_batch(http, server, reqs, len(reqs), settings, keep_text=False)
 
 
-def run_ours(standin: StandinProcess, prompts: list[str], max_tokens: int, trace: _CpuTrace) -> Run:
+def run_ours(standin: StandinProcess, prompts: list[str], max_tokens: int, trace: _CpuTrace,
+             fleet: Fleet | None = None) -> Run:
+    """Our batch engine's run; with a ``fleet`` (``--ray``), its workers send the streams."""
     # One untimed request first: the first batch of a process imports half of httpx and anyio while
     # it streams (~0.6 s of CPU); vllm bench serve has imported everything before its run starts.
-    asyncio.run(_our_batch(standin.url, standin.behavior.model, prompts[:1], 2))
+    # Through a fleet, as many as it has workers: each worker's first batch imports the same.
+    warm = fleet.workers if fleet is not None else 1
+    asyncio.run(_our_batch(standin.url, standin.behavior.model, prompts[:warm], 2, fleet))
     since = len(standin.truth())
     t0 = time.perf_counter()
-    stats, results = asyncio.run(_our_batch(standin.url, standin.behavior.model, prompts, max_tokens))
+    stats, results = asyncio.run(_our_batch(standin.url, standin.behavior.model, prompts, max_tokens, fleet))
     truths = standin.truth(since)
     run = Run(client=our_figures(stats, results), truth=truth_figures(truths), wall_s=time.perf_counter() - t0,
               client_headroom=stats.client)
@@ -382,14 +390,16 @@ def _notes(report: Report) -> list[str]:
 
 
 def measure(streams: int, tokens_per_s: float, max_tokens: int, *, ttft_s: float = 0.05, with_vllm: bool = True,
-            tokenizer: Path | None = None, standin_processes: int = 1) -> Report:
-    """Our client, then vllm bench serve (unless ``with_vllm`` is False), on one fast stand-in."""
+            tokenizer: Path | None = None, standin_processes: int = 1, fleet: RayFleet | None = None) -> Report:
+    """Our client (through ``fleet``'s workers, if one), then vllm bench serve (unless ``with_vllm``
+    is False), on one fast stand-in."""
     prompts = prompts_for(streams)
     with _standin(fast_standin(tokens_per_s, ttft_s, max_tokens), standin_processes) as (standin, trace), \
             tempfile.TemporaryDirectory(prefix="bench-client-streams-") as tmp:
         report = Report(streams=streams, tokens_per_s_per_stream=tokens_per_s, max_tokens=max_tokens,
                         standin_processes=standin_processes,
-                        ours=run_ours(standin, prompts, max_tokens, trace))
+                        sender="this process" if fleet is None else fleet.describe(),
+                        ours=run_ours(standin, prompts, max_tokens, trace, fleet))
         if with_vllm:
             report.vllm, report.vllm_na = run_vllm(standin, prompts, max_tokens, trace, Path(tmp), tokenizer)
         else:
@@ -420,7 +430,8 @@ def table(report: Report) -> str:
     vllm_head = "vllm bench serve" if v is not None else f"vllm bench serve: n/a ({report.vllm_na})"
     out = [f"{report.streams} streams x {report.tokens_per_s_per_stream:g} tokens/s "
            f"(designed {report.streams * report.tokens_per_s_per_stream:,.0f} tokens/s in all), "
-           f"{report.max_tokens} tokens each, one stand-in in {report.standin_processes} process(es) of its own",
+           f"{report.max_tokens} tokens each, one stand-in in {report.standin_processes} process(es) of its own; "
+           f"ours sent from {report.sender}",
            f"{'figure':<18} {'truth':>9} {'ours':>9} {'ours Δ':>8} | {'truth':>9} {'vllm':>9} {'vllm Δ':>8} | "
            f"{'ours vs vllm':>12}"]
     for field, label, unit in FIGURES:
@@ -455,6 +466,20 @@ def table(report: Report) -> str:
     return "\n".join(out)
 
 
+@contextmanager
+def _fleet(address: str | None, workers: int) -> Iterator[RayFleet | None]:
+    """No fleet without ``--ray``; ``local``: a cluster of ``workers`` nodes here (harness/ray_cluster.py)."""
+    if address is None:
+        yield None
+        return
+    if address != "local":
+        yield fleet_at(address, workers)
+        return
+    from harness.ray_cluster import local_cluster
+    with local_cluster(workers) as local:
+        yield fleet_at(local, workers)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--streams", type=int, default=256)
@@ -463,6 +488,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ttft-s", type=float, default=0.05)
     ap.add_argument("--standin-processes", type=int, default=1,
                     help="the stand-in's processes on its one port (a few hundred fast streams a process)")
+    ap.add_argument("--ray", metavar="ADDRESS", help="our streams sent by a Ray fleet (demo/load/fleet.py): a "
+                    "cluster's address, auto, or local (a cluster of --ray-workers nodes on this machine)")
+    ap.add_argument("--ray-workers", type=int, default=2)
     ap.add_argument("--no-vllm", action="store_true", help="our client against the truth only")
     ap.add_argument("--tokenizer", type=Path, help="a local tokenizer folder for vllm bench serve "
                                                    "(default: a word-level one written for the run)")
@@ -471,8 +499,9 @@ def main(argv: list[str] | None = None) -> None:
     if a.streams < 1 or a.max_tokens < 2 or a.tokens_per_s <= 0 or a.standin_processes < 1:
         ap.error("--streams must be at least 1, --max-tokens at least 2, --tokens-per-s above 0, "
                  "--standin-processes at least 1")
-    report = measure(a.streams, a.tokens_per_s, a.max_tokens, ttft_s=a.ttft_s, with_vllm=not a.no_vllm,
-                     tokenizer=a.tokenizer, standin_processes=a.standin_processes)
+    with _fleet(a.ray, a.ray_workers) as fleet:
+        report = measure(a.streams, a.tokens_per_s, a.max_tokens, ttft_s=a.ttft_s, with_vllm=not a.no_vllm,
+                         tokenizer=a.tokenizer, standin_processes=a.standin_processes, fleet=fleet)
     print(report.model_dump_json(indent=2) if a.json else table(report))
     sys.stdout.flush()
 

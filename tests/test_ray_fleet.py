@@ -26,24 +26,19 @@ from harness.standin import StandinBehavior
 from harness.standin_process import process_pair
 
 ray = pytest.importorskip("ray", reason="Ray is optional: pip install -r requirements-ray.txt")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from demo.load.fleet import RayFleet, fleet_at, worst_headroom  # noqa: E402
+from harness.ray_cluster import local_cluster  # noqa: E402
 
 BEHAVIOR = StandinBehavior(tokens_per_s=200, ttft_s=0.02)
 RATE = 1.0  # requests/s of the rate step, sent at constant gaps: each request has a slot of 1 s
-NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024, "include_dashboard": False}
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    c = Cluster(initialize_head=True, head_node_args=dict(NODE))
-    c.add_node(num_cpus=1, object_store_memory=NODE["object_store_memory"])
-    c.wait_for_nodes(timeout=120)
-    yield c
-    fleet_at.cache_clear()
-    ray.shutdown()
-    c.shutdown()
+def cluster() -> Iterator[str]:
+    """The address of a local cluster of two nodes, one CPU each (harness/ray_cluster.py)."""
+    with local_cluster(2) as address:
+        yield address
 
 
 @pytest.fixture(autouse=True)
@@ -52,15 +47,15 @@ def _no_saved_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("SPECDEMO_SAVE_RUNS", "false")
 
 
-def test_a_rate_step_is_shared_by_workers_on_two_nodes_and_every_request_counted(cluster: Cluster,
+def test_a_rate_step_is_shared_by_workers_on_two_nodes_and_every_request_counted(cluster: str,
                                                                               tmp_path: Path, capsys) -> None:
-    fleet = fleet_at(cluster.address, 2)
+    fleet = fleet_at(cluster, 2)
     assert isinstance(fleet, RayFleet) and fleet.workers == 2 and fleet.strategy == "STRICT_SPREAD"
     where = fleet.placement()
     assert len({node for node, _pid in where}) == 2 and len({pid for _node, pid in where}) == 2
     with process_pair(BEHAVIOR, BEHAVIOR) as (base, spec):
         assert main(["load", "--baseline-url", base.url, "--speculative-url", spec.url, "--rate", str(RATE),
-                     "--requests", "8", "--arrivals", "constant", "--ray", cluster.address, "--ray-workers", "2",
+                     "--requests", "8", "--arrivals", "constant", "--ray", cluster, "--ray-workers", "2",
                      "--max-tokens", "20", "--prompt", "hi", "--no-progress", "--out", str(tmp_path / "o")]) == 0
         truths = {"baseline": base.truth(), "speculative": spec.truth()}
     saved = LoadResult.model_validate_json((tmp_path / "o" / "load.json").read_text())
@@ -80,10 +75,10 @@ def test_a_rate_step_is_shared_by_workers_on_two_nodes_and_every_request_counted
     capsys.readouterr()
 
 
-def test_a_closed_loop_step_through_the_workers(cluster: Cluster, tmp_path: Path, capsys) -> None:
+def test_a_closed_loop_step_through_the_workers(cluster: str, tmp_path: Path, capsys) -> None:
     with process_pair(BEHAVIOR, BEHAVIOR) as (base, spec):
         assert main(["load", "--baseline-url", base.url, "--speculative-url", spec.url, "--users", "4",
-                     "--max-tokens", "20", "--prompt", "hi", "--ray", cluster.address, "--ray-workers", "2",
+                     "--max-tokens", "20", "--prompt", "hi", "--ray", cluster, "--ray-workers", "2",
                      "--no-progress", "--out", str(tmp_path / "o")]) == 0
         n_base = len(base.truth())
     saved = LoadResult.model_validate_json((tmp_path / "o" / "load.json").read_text())
