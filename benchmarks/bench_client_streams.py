@@ -13,8 +13,8 @@ reports it; vllm bench serve's CPU) and the stand-in's own CPU and rate, so that
 by a client, or by the stand-in, says so.
 
     python -m benchmarks.bench_client_streams [--streams 256] [--tokens-per-s 100] [--max-tokens 1000]
-        [--standin-processes 1] [--ray ADDRESS|auto|local [--ray-workers 2]] [--no-vllm] [--tokenizer DIR]
-        [--json]
+        [--chunk-tokens 1] [--standin-processes 1] [--ray ADDRESS|auto|local [--ray-workers 2]]
+        [--no-vllm] [--tokenizer DIR] [--json]
 
 Definitions, the same for the three columns (vLLM's own, benchmarks/serve.py):
 - output tokens/s: all completion tokens / the run's wall time (truth: first request accepted to
@@ -109,6 +109,7 @@ class Report(BaseModel):
     tokens_per_s_per_stream: float
     max_tokens: int
     standin_processes: int = 1
+    chunk_tokens: int = 1  # tokens a chunk: 1 as a baseline server sends, more as speculation does
     sender: str = "this process"  # who sent our streams: this process, or a Ray fleet (--ray)
     ours: Run
     vllm: Run | None = None
@@ -358,10 +359,13 @@ def run_vllm(standin: StandinProcess, prompts: list[str], max_tokens: int, trace
 # --------------------------------------------------------------------------- the benchmark
 
 
-def fast_standin(tokens_per_s: float, ttft_s: float, max_tokens: int) -> StandinBehavior:
-    """The fast stand-in: a baseline server (one token a chunk) at ``tokens_per_s`` per stream,
-    with room for the prompts and ``max_tokens``."""
-    return StandinBehavior(tokens_per_s=tokens_per_s, ttft_s=ttft_s, max_model_len=max_tokens + 1000)
+def fast_standin(tokens_per_s: float, ttft_s: float, max_tokens: int, chunk_tokens: int = 1) -> StandinBehavior:
+    """The fast stand-in at ``tokens_per_s`` per stream, with room for the prompts and ``max_tokens``:
+    a baseline server (one token a chunk), or with ``chunk_tokens`` above 1 a speculative one whose
+    every verification step sends that many (the same tokens/s in fewer, larger chunks)."""
+    return StandinBehavior(tokens_per_s=tokens_per_s, ttft_s=ttft_s, max_model_len=max_tokens + 1000,
+                           chunk_sizes=[chunk_tokens], speculative=chunk_tokens > 1,
+                           num_spec_tokens=max(4, chunk_tokens - 1))
 
 
 @contextmanager
@@ -390,14 +394,16 @@ def _notes(report: Report) -> list[str]:
 
 
 def measure(streams: int, tokens_per_s: float, max_tokens: int, *, ttft_s: float = 0.05, with_vllm: bool = True,
-            tokenizer: Path | None = None, standin_processes: int = 1, fleet: RayFleet | None = None) -> Report:
+            tokenizer: Path | None = None, standin_processes: int = 1, fleet: RayFleet | None = None,
+            chunk_tokens: int = 1) -> Report:
     """Our client (through ``fleet``'s workers, if one), then vllm bench serve (unless ``with_vllm``
     is False), on one fast stand-in."""
     prompts = prompts_for(streams)
-    with _standin(fast_standin(tokens_per_s, ttft_s, max_tokens), standin_processes) as (standin, trace), \
+    behavior = fast_standin(tokens_per_s, ttft_s, max_tokens, chunk_tokens)
+    with _standin(behavior, standin_processes) as (standin, trace), \
             tempfile.TemporaryDirectory(prefix="bench-client-streams-") as tmp:
         report = Report(streams=streams, tokens_per_s_per_stream=tokens_per_s, max_tokens=max_tokens,
-                        standin_processes=standin_processes,
+                        standin_processes=standin_processes, chunk_tokens=chunk_tokens,
                         sender="this process" if fleet is None else fleet.describe(),
                         ours=run_ours(standin, prompts, max_tokens, trace, fleet))
         if with_vllm:
@@ -430,7 +436,8 @@ def table(report: Report) -> str:
     vllm_head = "vllm bench serve" if v is not None else f"vllm bench serve: n/a ({report.vllm_na})"
     out = [f"{report.streams} streams x {report.tokens_per_s_per_stream:g} tokens/s "
            f"(designed {report.streams * report.tokens_per_s_per_stream:,.0f} tokens/s in all), "
-           f"{report.max_tokens} tokens each, one stand-in in {report.standin_processes} process(es) of its own; "
+           f"{report.max_tokens} tokens each in chunks of {report.chunk_tokens}, one stand-in in "
+           f"{report.standin_processes} process(es) of its own; "
            f"ours sent from {report.sender}",
            f"{'figure':<18} {'truth':>9} {'ours':>9} {'ours Δ':>8} | {'truth':>9} {'vllm':>9} {'vllm Δ':>8} | "
            f"{'ours vs vllm':>12}"]
@@ -486,6 +493,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tokens-per-s", type=float, default=100.0, help="per stream")
     ap.add_argument("--max-tokens", type=int, default=1000)
     ap.add_argument("--ttft-s", type=float, default=0.05)
+    ap.add_argument("--chunk-tokens", type=int, default=1,
+                    help="tokens a chunk (1: a baseline server; 3: speculation's, at the same tokens/s)")
     ap.add_argument("--standin-processes", type=int, default=1,
                     help="the stand-in's processes on its one port (a few hundred fast streams a process)")
     ap.add_argument("--ray", metavar="ADDRESS", help="our streams sent by a Ray fleet (demo/load/fleet.py): a "
@@ -496,12 +505,13 @@ def main(argv: list[str] | None = None) -> None:
                                                    "(default: a word-level one written for the run)")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     a = ap.parse_args(argv)
-    if a.streams < 1 or a.max_tokens < 2 or a.tokens_per_s <= 0 or a.standin_processes < 1:
+    if a.streams < 1 or a.max_tokens < 2 or a.tokens_per_s <= 0 or a.standin_processes < 1 or a.chunk_tokens < 1:
         ap.error("--streams must be at least 1, --max-tokens at least 2, --tokens-per-s above 0, "
-                 "--standin-processes at least 1")
+                 "--standin-processes and --chunk-tokens at least 1")
     with _fleet(a.ray, a.ray_workers) as fleet:
         report = measure(a.streams, a.tokens_per_s, a.max_tokens, ttft_s=a.ttft_s, with_vllm=not a.no_vllm,
-                         tokenizer=a.tokenizer, standin_processes=a.standin_processes, fleet=fleet)
+                         tokenizer=a.tokenizer, standin_processes=a.standin_processes, fleet=fleet,
+                         chunk_tokens=a.chunk_tokens)
     print(report.model_dump_json(indent=2) if a.json else table(report))
     sys.stdout.flush()
 
