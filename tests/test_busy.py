@@ -1,6 +1,7 @@
 """`scripts/test.sh --busy`'s background load (harness/busy.py): one busy loop in a session of its
 own that really takes a core, stopped with nothing left behind (by the helper, and by an EXIT trap
-as test.sh stops it), and gone by itself after its time bound."""
+as test.sh stops it), and gone by itself after its time bound; and the idle cores test.sh reads
+before its timing stage (harness/idle.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from common.paths import ROOT
 from common.procstat import cpu_seconds
 from common.waiting import held_within, wait_for
-from harness import busy
+from harness import busy, idle
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -65,3 +66,12 @@ def test_the_script_says_how_to_use_it_for_a_bad_flag() -> None:
     run = subprocess.run(["bash", str(ROOT / "scripts" / "test.sh"), "--noisy"], capture_output=True, text=True,
                          timeout=30)
     assert run.returncode == 2 and run.stderr.strip() == "usage: bash scripts/test.sh [--fast] [--busy]"
+
+
+def test_idle_cores_are_the_idle_share_of_the_machine() -> None:
+    # /proc/stat's jiffies of all CPUs: of 400 ticks on 2 cores, 100 idle is half a core idle.
+    assert idle.idle_between((1_000, 5_000), (1_100, 5_400), cores=2) == 0.5
+    assert idle.idle_between((0, 0), (0, 0), cores=2) == 0.0  # no tick between the readings
+    # Beside one busy loop on this machine, at most all but that core stands idle.
+    with busy.busy_core(max_s=30):
+        assert idle.idle_cores(1.0) <= (os.cpu_count() or 1) - 0.5
