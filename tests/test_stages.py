@@ -43,11 +43,25 @@ def test_the_fast_stage_leaves_the_timing_checks_to_their_own_stage() -> None:
 
 def test_the_timing_stage_runs_last_after_the_pair_is_stopped() -> None:
     """Nothing else of ours beside it: not the fast stage, not the e2e suite, not the pair's start."""
-    timing = TEST_SH.index('start_lanes timing timing')
+    timing = TEST_SH.index("harness.idle")  # the stage begins by asking how idle the machine is
     assert TEST_SH.rindex("harness.e2e_pair down") < timing  # the explicit stop, not the EXIT trap's
     assert TEST_SH.index('start_lanes beside-e2e') < TEST_SH.index('wait_lanes beside-e2e') < timing
     assert TEST_SH.index('-m "$marks"') < timing
-    assert "exit $status" in TEST_SH[timing:] and "start_lanes" not in TEST_SH[timing + 10:]
+    rest = TEST_SH[timing:]
+    assert "exit $status" in rest
+    # After it, only the timing lanes start: all of them side by side, or each alone.
+    starts = [line.strip() for line in rest.splitlines() if "start_lanes" in line]
+    assert starts == ['start_lanes timing timing "${timing_lanes[@]}"',
+                      'start_lanes "timing-$((n + 1))" timing "${timing_lanes[$n]}"'], starts
+
+
+def test_the_timing_lanes_run_side_by_side_only_with_a_core_idle_for_each() -> None:
+    """Beside a neighbour the lanes would share the one core it leaves (docs/development.md#a-busy-machine)."""
+    rest = TEST_SH[TEST_SH.index("harness.idle"):]
+    side_by_side, one_by_one = rest.index('"${timing_lanes[@]}"'), rest.index('for n in "${!timing_lanes[@]}"')
+    guard = rest[:side_by_side]
+    assert "idle >= lanes - 0.5" in guard and 'lanes="${#timing_lanes[@]}"' in guard
+    assert side_by_side < rest.index("else") < one_by_one
 
 
 def test_each_timing_check_is_in_one_lane() -> None:
