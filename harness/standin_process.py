@@ -49,7 +49,6 @@ class StandinProcess:
         self.behavior = behavior or StandinBehavior()
         self.port = 0
         self.processes = processes
-        self.proc: subprocess.Popen[bytes] | None = None  # the first (the only one, with processes=1)
         self.procs: list[subprocess.Popen[bytes]] = []
         self.own_ports: list[int] = []  # with processes > 1: each process's own port
         self._log_path = log_path
@@ -58,6 +57,11 @@ class StandinProcess:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        """The first process (the only one, with processes=1); None before spawn()."""
+        return self.procs[0] if self.procs else None
 
     @property
     def pids(self) -> list[int]:
@@ -82,14 +86,13 @@ class StandinProcess:
         if self.processes > 1 and not self.own_ports:
             for _ in range(self.processes):
                 self.own_ports.append(_free_port_not_in(taken | {self.port, *self.own_ports}))
-        shared = [["--shared-port", "--own-port", str(p)] for p in self.own_ports] or [[]]
+        shared = [["--own-port", str(p)] for p in self.own_ports] or [[]]
         with open(self._log_path, "wb") as log:
             self.procs = [subprocess.Popen(
                 [sys.executable, "-m", "harness.standin", "--port", str(self.port), *extra,
                  "--behavior-json", self.behavior.model_dump_json()],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
                 for extra in shared]
-        self.proc = self.procs[0]
 
     def wait_ready(self) -> StandinProcess:
         """Wait until the spawned process answers /health; stop it and raise if it does not."""

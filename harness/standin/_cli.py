@@ -7,7 +7,6 @@ import argparse
 import json
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
 
@@ -36,16 +35,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--api-key")
     p.add_argument("--replay-fixture", type=Path)
     p.add_argument("--replay-speed", type=float, default=1.0)
-    p.add_argument("--shared-port", action="store_true",
+    p.add_argument("--own-port", type=int,
                    help="share --port with other stand-in processes (SO_REUSEPORT: the kernel spreads the "
-                        "connections); --own-port is then this process's alone (its /health, its truth records)")
-    p.add_argument("--own-port", type=int, default=0)
+                        "connections), this port being this process's alone (its /health, its truth records)")
     p.add_argument("--behavior-json", help="a whole StandinBehavior as JSON (the behaviour flags above are then "
                                            "ignored); StandinProcess passes its behaviour so")
     a = p.parse_args(argv)
-    ports = _Ports(a.port, a.shared_port, a.own_port)
     if a.behavior_json:
-        _serve_until_stopped(StandinBehavior.model_validate_json(a.behavior_json), a.host, ports)
+        _serve_until_stopped(StandinBehavior.model_validate_json(a.behavior_json), a.host, a.port, a.own_port)
         return
     pieces = None
     if a.pieces_file:
@@ -58,17 +55,10 @@ def main(argv: list[str] | None = None) -> None:
         stop_at_end_of_pieces=a.stop_at_end_of_pieces, fault=a.fault,
         fault_after_chunks=a.fault_after_chunks, stall_s=a.stall_s, metrics_mode=a.metrics_mode,
         api_key=a.api_key, replay_fixture=a.replay_fixture, replay_speed=a.replay_speed)
-    _serve_until_stopped(behavior, a.host, ports)
+    _serve_until_stopped(behavior, a.host, a.port, a.own_port)
 
 
-@dataclass(frozen=True)
-class _Ports:
-    port: int
-    shared: bool  # --port shared with other processes
-    own: int  # with shared: this process's alone (0: any free one)
-
-
-def _serve_until_stopped(behavior: StandinBehavior, host: str, ports: _Ports) -> None:
+def _serve_until_stopped(behavior: StandinBehavior, host: str, port: int, own_port: int | None) -> None:
     # Its imports out of the collector's reach, as the client's are: a full collection between a
     # chunk's write and its send time, on a busy machine, would move the truth the tests check.
     # Before it serves: once /health answers, nothing but requests holds the process's GIL (an import
@@ -76,10 +66,9 @@ def _serve_until_stopped(behavior: StandinBehavior, host: str, ports: _Ports) ->
     from demo.client import settle_heap  # here: the in-process Standin needs none of the client
 
     settle_heap()
-    s = Standin(behavior, host=host, port=ports.port, log_level="info", shared_port=ports.shared,
-                own_port=ports.own if ports.shared else None).start()
+    s = Standin(behavior, host=host, port=port, log_level="info", own_port=own_port).start()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))  # stop cleanly
-    own = f" (shared; this process's own port {s.own_port})" if ports.shared else ""
+    own = f" (shared; this process's own port {s.own_port})" if s.own_port is not None else ""
     print(f"stand-in vLLM server ({'speculative' if behavior.speculative else 'baseline'}) on {s.url}{own}; "
           "Ctrl+C to stop", flush=True)
     try:

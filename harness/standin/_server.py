@@ -82,13 +82,14 @@ class Standin:
     def __init__(self, behavior: StandinBehavior | None = None, *, port: int = 0,
                  host: str = "127.0.0.1", log_level: str = "warning",
                  ssl_keyfile: Path | None = None, ssl_certfile: Path | None = None,
-                 shared_port: bool = False, own_port: int | None = None) -> None:
+                 own_port: int | None = None) -> None:
         self.behavior = behavior or StandinBehavior()  # a copy: see the property
         self.host, self.port, self._log_level = host, port, log_level
-        # One of several stand-in processes on one port (StandinProcess(processes=N)): ``port``
-        # bound with SO_REUSEPORT, the kernel spreading the connections over the processes, and
-        # ``own_port`` this process's alone (its /health and truth records).
-        self._shared_port, self.own_port = shared_port, own_port
+        # With ``own_port`` (0: any free one), one of several stand-in processes on one port
+        # (StandinProcess(processes=N)): ``port`` bound with SO_REUSEPORT, the kernel spreading the
+        # connections over the processes, and ``own_port`` this process's alone (its /health and
+        # truth records).
+        self.own_port = own_port
         self._ssl = (ssl_keyfile, ssl_certfile)  # both set: serve https (TLS tests)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -163,14 +164,14 @@ class Standin:
         if not held_within(serving, 10, poll_s=0.005):
             raise RuntimeError(f"stand-in server did not start on {self.host}:{self.port} within 10 s")
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
-        if self._shared_port:
+        if self.own_port is not None:
             self.own_port = self._server.servers[1].sockets[0].getsockname()[1]
         return self
 
     def _sockets(self) -> list[socket.socket] | None:
         """The listening sockets of a process that shares its port (None: uvicorn binds its own):
         ``port`` with SO_REUSEPORT, then ``own_port``."""
-        if not self._shared_port:
+        if self.own_port is None:
             return None
         shared = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         shared.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
