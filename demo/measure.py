@@ -43,9 +43,13 @@ def percentile(values: list[float], q: float) -> float | None:
         return None
     if len(values) == 1:
         return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] if 1 <= q <= 99 else (
-        min(values) if q <= 0 else max(values)
-    )
+    if not 1 <= q <= 99:
+        return min(values) if q <= 0 else max(values)
+    # statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1], the one cut asked for
+    # (the same arithmetic, so the same float) rather than all 99.
+    data = sorted(values)
+    j, delta = divmod(int(q) * (len(data) - 1), 100)
+    return (data[j] * (100 - delta) + data[j + 1] * delta) / 100
 
 
 def efficiency(speedup: float | None, mean_acceptance_length: float | None) -> float | None:
@@ -137,19 +141,26 @@ def spread_gaps_s(chunks: Sequence[tuple[float, int]]) -> list[float]:
     since the previous one is spread over its tokens (n gaps of gap / n). The first chunk has no gap."""
     gaps: list[float] = []
     for (prev, _), (t, n) in zip(chunks, chunks[1:], strict=False):
-        gaps.extend([(t - prev) / n] * n)
+        if n == 1:  # most chunks: no list made for one gap
+            gaps.append(t - prev)
+        else:
+            gaps.extend([(t - prev) / n] * n)
     return gaps
 
 
 class SideMeter:
     """Accumulates one side's stream; gives live snapshots and the final result."""
 
-    def __init__(self, side: Side, url: str, t0: float | None = None) -> None:
+    def __init__(self, side: Side, url: str, t0: float | None = None, *, keep_events: bool = True) -> None:
         self.side = side
         self.url = url
         self.t0 = time.perf_counter() if t0 is None else t0
         self.model: str | None = None
+        # Every event, for the result's timeline (a race's replay and export); a sweep keeps figures
+        # only (keep_events=False), so a thousand streams do not hold a million events.
+        self.keep_events = keep_events
         self.events: list[ChunkEvent] = []
+        self.n_events = 0
         self.text_parts: list[str] = []
         self.tokens = 0  # running completion_tokens seen so far
         self.has_usage = False
@@ -180,7 +191,9 @@ class SideMeter:
 
     def feed(self, ev: ChunkEvent) -> None:
         """Take one streamed event: its text, its token count (from usage), its acceptance numbers, the times."""
-        self.events.append(ev)
+        self.n_events += 1
+        if self.keep_events:
+            self.events.append(ev)
         self.status = "streaming"
         if ev.prompt_tokens is not None:
             self.prompt_tokens = ev.prompt_tokens
@@ -313,7 +326,7 @@ class SideMeter:
         """
         na: dict[str, str] = {}
         tokens = self.final_tokens if self.final_tokens is not None else (self.tokens if self.has_usage else None)
-        if self.error and not self.events:
+        if self.error and not self.n_events:
             failed = "the request failed before any token arrived (see error)"
             return SideResult(
                 side=self.side, url=self.url, model=self.model, error=self.error,
@@ -485,9 +498,17 @@ def repetition(text: str, chunks: Sequence[tuple[int | None, str]] | None = None
 
     # Choose the unit over the last LOOP_SCAN_CHARS at most (a 100,000-character 'aaaa…' would
     # otherwise be read 400 times), then measure the whole tail for that unit alone.
+    # Two exact shortcuts: a unit whose shortest qualifying tail does not repeat is skipped with one
+    # comparison (a longer tail cannot repeat if a shorter one does not), and once a tail spans the
+    # whole scan no later unit can be longer.
     scan = min(n, LOOP_SCAN_CHARS)
     best_len, best_unit = 0, 0
     for unit in range(1, min(LOOP_MAX_UNIT_CHARS, n // LOOP_MIN_REPEATS) + 1):
+        if best_len >= scan:
+            break
+        need = max(LOOP_MIN_CHARS, LOOP_MIN_REPEATS * unit) - unit
+        if need > scan - unit or text[n - need:] != text[n - need - unit: n - unit]:
+            continue
         length = periodic_tail(unit, scan)
         if length > best_len and length >= max(LOOP_MIN_CHARS, LOOP_MIN_REPEATS * unit):
             best_len, best_unit = length, unit

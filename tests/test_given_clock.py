@@ -479,3 +479,38 @@ def test_a_rate_step_from_a_traces_own_times() -> None:
     assert side.finished == 8 and side.good == 8 and not side.saturated
     assert side.offered_requests_per_s == pytest.approx(8 / 2.5, rel=EXACT)
     assert side.duration_s == pytest.approx(2.5 + 0.25, rel=EXACT)
+
+
+# --------------------------------------------------------------------------- the meter's own costs
+
+
+def test_a_meter_that_keeps_no_events_gives_the_same_figures() -> None:
+    """A sweep's meter keeps no events (keep_events=False: a thousand streams held a million):
+    every figure is the same as the race's meter that keeps them, only the timeline is left out."""
+    from demo.measure import SideMeter
+
+    events = Pace(tokens_per_s=120, ttft_s=0.05, chunk_sizes=(3, 5, 4), speculative=True).events(TOKENS)
+    kept, lean = SideMeter("speculative", "u", t0=0.0), SideMeter("speculative", "u", t0=0.0, keep_events=False)
+    for ev in events:
+        kept.feed(ev)
+        lean.feed(ev)
+    a, b = kept.result(), lean.result()
+    assert a.events == events and b.events == []
+    assert a.model_copy(update={"events": []}) == b and b.decode_tokens_per_s is not None
+
+
+def test_a_percentile_is_the_interpolation_by_hand_and_statistics_own() -> None:
+    """demo.measure.percentile computes the one cut asked for: the same float as
+    statistics.quantiles (inclusive) and as the interpolation by hand, on 300 draws."""
+    import random
+    import statistics
+
+    from demo.measure import percentile
+
+    rnd = random.Random(51)
+    for _ in range(300):
+        values = [rnd.expovariate(1 / rnd.choice([0.001, 0.04, 3.0])) for _ in range(rnd.randint(2, 400))]
+        for pct in (1, 25, 50, 90, 95, 99):
+            got = percentile(values, pct)
+            assert got == statistics.quantiles(values, n=100, method="inclusive")[pct - 1]
+            assert got == pytest.approx(q(values, pct), rel=EXACT)

@@ -134,3 +134,48 @@ def test_the_sweeps_per_request_table_labels_a_looping_request() -> None:
     html = ranked_rows_html([row, calm], redacted=False)
     first, second = html.split('<tr data-request="r2"')
     assert LOOP_NOTE in first and LOOP_NOTE not in second
+
+
+def _loop_by_full_scan(text: str) -> tuple[int, int] | None:
+    """By hand, without shortcuts: for every unit, the longest tail (within the scan) that repeats with
+    that period, char by char; the longest that counts as a loop (the shortest unit on a tie), then
+    its tail over the whole text. (tail characters, unit) or None."""
+    from demo.measure import LOOP_MAX_UNIT_CHARS, LOOP_MIN_REPEATS, LOOP_SCAN_CHARS
+
+    def tail(unit: int, limit: int) -> int:
+        m = 0
+        while m < limit - unit and text[len(text) - 1 - m] == text[len(text) - 1 - m - unit]:
+            m += 1
+        return m + unit
+
+    n, best = len(text), (0, 0)
+    scan = min(n, LOOP_SCAN_CHARS)
+    for unit in range(1, min(LOOP_MAX_UNIT_CHARS, n // LOOP_MIN_REPEATS) + 1):
+        length = tail(unit, scan)
+        if length > best[0] and length >= max(LOOP_MIN_CHARS, LOOP_MIN_REPEATS * unit):
+            best = (length, unit)
+    return (tail(best[1], n), best[1]) if best[1] else None
+
+
+def test_the_detectors_shortcuts_find_what_a_full_scan_finds() -> None:
+    """repetition() skips a unit with one comparison and stops once a tail spans the scan (a
+    thousand-token loop took 5 ms a stream before, 0.01 ms after): on 2,000 answers, looping or
+    not, cut mid-unit or not, it finds the same loop as a char-by-char scan of every unit."""
+    import random
+
+    rnd = random.Random(53)
+    words = ["the", "a", "book", '"book", ', "sea\n", "x", "ab", "wind and boats. ", "{\"id\": 1}, "]
+    looping = 0
+    for _ in range(2000):
+        head = "".join(rnd.choice(words) for _ in range(rnd.randint(0, 200)))
+        unit = "".join(rnd.choice(words) for _ in range(rnd.randint(1, 12)))
+        text = head + unit * rnd.randint(0, 30) + unit[: rnd.randint(0, len(unit))]
+        want = _loop_by_full_scan(text)
+        rep = repetition(text)
+        assert (None if rep is None else (rep.tail_chars, len(rep.unit))) == want, text[-120:]
+        looping += want is not None
+    assert 500 < looping < 1900  # both kinds were drawn
+    # A short loop at the very end inside a longer one: the longer tail wins, not the first found.
+    nested = ("a" * 150 + "b") * 4 + "a" * 150
+    rep = repetition(nested)
+    assert rep is not None and (rep.tail_chars, len(rep.unit)) == _loop_by_full_scan(nested) == (len(nested), 151)
