@@ -30,7 +30,6 @@ Without vLLM's venv (scripts/setup_cpu_servers.sh) its column is n/a with the re
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
@@ -48,7 +47,7 @@ from pydantic import BaseModel, Field
 
 from benchmarks.vllm_bench import bench_command
 from common.procstat import cpu_seconds
-from demo.client import make_http_client
+from demo.client import make_http_client, run_streams
 from demo.load.fleet import RayFleet, fleet_at
 from demo.measure import percentile, spread_gaps_s
 from demo.results import Message, RaceRequest, SideResult
@@ -267,10 +266,10 @@ def run_ours(standin: StandinProcess, prompts: list[str], max_tokens: int, trace
     # it streams (~0.6 s of CPU); vllm bench serve has imported everything before its run starts.
     # Through a fleet, as many as it has workers: each worker's first batch imports the same.
     warm = fleet.workers if fleet is not None else 1
-    asyncio.run(_our_batch(standin.url, standin.behavior.model, prompts[:warm], 2, fleet))
+    run_streams(_our_batch(standin.url, standin.behavior.model, prompts[:warm], 2, fleet))
     since = len(standin.truth())
     t0 = time.perf_counter()
-    stats, results = asyncio.run(_our_batch(standin.url, standin.behavior.model, prompts, max_tokens, fleet))
+    stats, results = run_streams(_our_batch(standin.url, standin.behavior.model, prompts, max_tokens, fleet))
     truths = standin.truth(since)
     run = Run(client=our_figures(stats, results), truth=truth_figures(truths), wall_s=time.perf_counter() - t0,
               client_headroom=stats.client)

@@ -28,11 +28,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import httpx
-
 from benchmarks.bench_presets import preset_request
 from common.sides import Side
-from demo.client import stream_completion
+from demo.client import make_http_client, stream_completion
 from demo.measure import SideMeter
 from demo.settings import Settings
 from servers import procs
@@ -115,7 +113,9 @@ async def one_request(role: Side, url: str, model: str, preset: str, settings: S
     measures them (demo.measure.SideMeter: tokens from usage, decode from first to last token)."""
     req = preset_request(settings, preset, None, warmup=False)
     meter = SideMeter(role, url)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(300.0, connect=5.0), trust_env=False) as http:
+    # A profiled server is slow (py-spy samples it): 300 s between chunks before it counts as silent.
+    slow = settings.model_copy(update={"read_timeout_s": 300.0})
+    async with make_http_client(slow, role) as http:
         async for ev in stream_completion(http, url, model, req, t0=meter.t0):
             meter.feed(ev)
     tokens = meter.final_tokens if meter.final_tokens is not None else meter.tokens

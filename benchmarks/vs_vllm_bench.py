@@ -18,7 +18,6 @@ rate (ours from the per-request spec metrics; the bench's from the /metrics coun
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import statistics
@@ -30,7 +29,7 @@ from typing import Any
 import httpx
 
 from benchmarks.vllm_bench import bench_command
-from demo.client import make_http_client
+from demo.client import make_http_client, run_streams
 from demo.presets import load_presets
 from demo.results import SIDES, Message, RaceRequest, Side
 from demo.settings import Settings
@@ -94,7 +93,7 @@ def main() -> None:
         # `vllm bench serve` sends one test request before it measures; so do we, once per server
         # before the first run, so neither tool's first batch pays the cold prefill (prefix cache).
         for side in SIDES:
-            asyncio.run(ours(settings, side, prompt, 1, 1, 8))
+            run_streams(ours(settings, side, prompt, 1, 1, 8))
         for run in range(a.runs):
             for side in SIDES:
                 ep = settings.endpoint(side)
@@ -102,7 +101,7 @@ def main() -> None:
                 first_ours = run % 2 == 0  # alternate which tool goes first
                 for tool in (("ours", "bench") if first_ours else ("bench", "ours")):
                     if tool == "ours":
-                        fig = asyncio.run(ours(settings, side, prompt, a.requests, a.concurrency, a.max_tokens))
+                        fig = run_streams(ours(settings, side, prompt, a.requests, a.concurrency, a.max_tokens))
                     else:
                         fig = bench(ep.url, model, tokenizer, dataset, a.requests, a.concurrency,
                                     a.max_tokens, Path(tmp), f"{side}-{run}")

@@ -2,6 +2,13 @@
 
 Tokens are counted from the server's ``usage`` (asked for with continuous_usage_stats),
 never from chunks: a speculative chunk often carries several tokens.
+
+One client per server (``ServerClient``, from make_http_client): httpx for the small calls (the
+model, a prompt's token count, /metrics), aiohttp under the streams. At 256 streams of 100 tokens/s
+from one stand-in, aiohttp read a token for 31-36 µs of CPU with the event loop 1-3 ms late at
+p95, httpx for 40 µs with it 59 ms late (benchmarks/bench_client_candidates.py, docs/benchmarks.md
+"Which HTTP client"): the streams are where the client's time goes. ``run_streams`` runs a measurement
+on uvloop where it is installed (as vLLM's own server does), which took another tenth off.
 """
 
 from __future__ import annotations
@@ -13,19 +20,23 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import aiohttp
 import httpx
-from pydantic import BaseModel
+import orjson
+from pydantic import BaseModel, ValidationError
 
 from demo.errors import ServerError, tool_parser_hint
 from demo.metrics import MetricsSample, in_flight, progress_signature, scrape
 from demo.results import ChunkEvent, RaceRequest, ServerWait, Side, SpecPerRequest, ToolCallDelta
 from demo.sampling import sampling_body
 from demo.settings import Endpoint, Settings
+
+T = TypeVar("T")
 
 
 def settle_heap() -> None:
@@ -40,6 +51,19 @@ def settle_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+def run_streams(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(main)``, on uvloop where it is installed (the requirements install it on Linux
+    and macOS; Windows has none): the loop does in C what asyncio's does in Python for every read of
+    every stream. The CLI's measurements and the benchmarks run through this; the page's loop is
+    uvicorn's (which picks uvloop itself when it is installed)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
 
 
 # The collector is off while any measured run streams: one count for the whole process (several
@@ -121,24 +145,53 @@ class QuietPolicy:
     probe_timeout_s: float
     probe_every_s: float = PROBE_EVERY_S
 
-    def stream_timeout(self, base: httpx.Timeout) -> httpx.Timeout:
-        """The stream's httpx timeout: ``base`` with a read timeout past the watch's own bound (a backstop only)."""
-        return httpx.Timeout(connect=base.connect, read=self.wait_max_s + self.read_timeout_s + self.probe_timeout_s,
-                             write=base.write, pool=base.pool)
+    def stream_timeout(self, connect_s: float) -> aiohttp.ClientTimeout:
+        """A stream's timeout: ``connect_s`` to connect. Its reads are bounded by the watch
+        (_QuietWatch: a silence is judged after ``read_timeout_s`` and ended by ``wait_max_s`` at the
+        most), not by aiohttp's sock_read, which would move a timer on every read of every stream
+        (4% of the client's CPU at 1,024 streams, benchmarks/bench_client_streams.py)."""
+        return aiohttp.ClientTimeout(total=None, connect=connect_s, sock_connect=connect_s, sock_read=None)
 
 
 class ServerClient(httpx.AsyncClient):
-    """The client for the servers (make_http_client): an httpx client that knows how to judge a
-    quiet stream (``quiet``) and shares its /metrics probes per server among its streams."""
+    """The client for the servers (make_http_client): httpx for the small calls, an aiohttp session
+    under the streams (``streams``, made on the first one, in its event loop), a judge of a quiet
+    stream (``quiet``), and the /metrics probes its streams to one server share. Closing it closes both."""
 
-    def __init__(self, *args: Any, quiet: QuietPolicy, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, quiet: QuietPolicy, tls: ssl.SSLContext, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.quiet = quiet
         self.probes: dict[str, _ServerProbe] = {}
+        self._tls = tls
+        self._session: aiohttp.ClientSession | None = None
+
+    def streams(self) -> aiohttp.ClientSession:
+        """The session the streams go through: no cap on connections (the callers bound the streams),
+        never a proxy from the environment, this client's CA bundle. Each stream sends this client's
+        headers as they are then (a caller may add one after making the client)."""
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, ssl=self._tls), trust_env=False,
+                json_serialize=lambda body: orjson.dumps(body).decode())
+        return self._session
+
+    async def _close_streams(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def aclose(self) -> None:
+        """Close the streams' session, then httpx's."""
+        await self._close_streams()
+        await super().aclose()
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self._close_streams()
+        await super().__aexit__(*exc)
 
 
 def make_http_client(settings: Settings, side: Side | None = None, *,
-                     endpoint: Endpoint | None = None) -> httpx.AsyncClient:
+                     endpoint: Endpoint | None = None) -> ServerClient:
     """A client for one server: ``endpoint``'s (an arm's), else one side's (its key and extra
     headers), or, with neither, for all when they share them (the shared ``api_key`` only)."""
     if endpoint is not None:
@@ -157,10 +210,12 @@ def make_http_client(settings: Settings, side: Side | None = None, *,
         write=settings.connect_timeout_s,
         pool=settings.connect_timeout_s,
     )
+    tls = _tls_context(str(settings.ca_bundle) if settings.ca_bundle else None)
     return ServerClient(
         quiet=QuietPolicy(read_timeout_s=settings.read_timeout_s, wait_max_s=settings.prefill_wait_max_s,
                           probe_timeout_s=settings.probe_timeout_s,
                           probe_every_s=min(PROBE_EVERY_S, settings.read_timeout_s)),
+        tls=tls,
         headers=headers,
         timeout=timeout,
         # No cap on connections: the callers bound the streams (users <= max_users, a sweep's
@@ -168,7 +223,7 @@ def make_http_client(settings: Settings, side: Side | None = None, *,
         # wait for another's end: 256 users were 200 at once, then 56 (bench_client_streams).
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=50),
         trust_env=False,  # never route local servers through a proxy from the environment
-        verify=_tls_context(str(settings.ca_bundle) if settings.ca_bundle else None),
+        verify=tls,
     )
 
 
@@ -199,23 +254,24 @@ def error_from_response(status: int, body: bytes, base_url: str) -> StreamError:
 def error_from_exception(exc: Exception, base_url: str, tokens: int | None = None) -> StreamError:
     """The one-line StreamError for an HTTP failure talking to ``base_url`` (after ``tokens`` streamed, if any)."""
     got = f" after {tokens} tokens" if tokens else ""
-    if isinstance(exc, httpx.ConnectTimeout):
+    if isinstance(exc, (httpx.ConnectTimeout, aiohttp.ConnectionTimeoutError)):
         return StreamError(f"Timed out connecting to {base_url}: is the server running and the URL right?")
-    if isinstance(exc, httpx.ConnectError) and "CERTIFICATE_VERIFY_FAILED" in str(exc):
+    if isinstance(exc, (httpx.ConnectError, aiohttp.ClientConnectorError)) and "CERTIFICATE_VERIFY_FAILED" in str(exc):
         return StreamError(
             f"The TLS certificate of {base_url} is not trusted (CERTIFICATE_VERIFY_FAILED): set "
             "SPECDEMO_CA_BUNDLE (or --ca-bundle) to the PEM file of the CA that signed it."
         )
-    if isinstance(exc, httpx.ConnectError):
+    if isinstance(exc, (httpx.ConnectError, aiohttp.ClientConnectorError)):
         return StreamError(
             f"Cannot reach {base_url}: connection refused or host unknown. Start the server "
             "(python -m servers up) or fix the URL in settings."
         )
-    if isinstance(exc, httpx.ReadTimeout):
+    if isinstance(exc, (httpx.ReadTimeout, aiohttp.SocketTimeoutError)):
         return stalled_error(base_url, tokens)
-    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, aiohttp.ServerDisconnectedError,
+                        aiohttp.ClientPayloadError, aiohttp.ClientOSError)):
         return StreamError(f"Stream from {base_url} was cut{got}: the server closed the connection before finishing.")
-    if isinstance(exc, httpx.HTTPError):
+    if isinstance(exc, (httpx.HTTPError, aiohttp.ClientError)):
         return StreamError(f"Request to {base_url} failed{got}: {_one_line(str(exc)) or type(exc).__name__}.")
     return StreamError(f"Request to {base_url} failed{got}: {type(exc).__name__}: {_one_line(str(exc))}")
 
@@ -383,33 +439,49 @@ def request_body(req: RaceRequest, model: str) -> dict[str, Any]:
 
 
 def parse_chunk(data: dict[str, Any], t_s: float) -> ChunkEvent:
-    """One decoded SSE JSON object -> ChunkEvent (chat and completions shapes)."""
+    """One decoded SSE JSON object -> ChunkEvent (chat and completions shapes). It runs for every
+    chunk of every stream, so it checks each field's type itself (ChunkEvent is a plain dataclass)
+    and makes the event in one call; a field of the wrong type raises StreamError."""
     if "error" in data and "choices" not in data:
         err = data["error"]
         msg = err.get("message", "") if isinstance(err, dict) else str(err)
         raise StreamError(f"The server reported an error mid-stream: {_one_line(msg)}")
     usage = data.get("usage") or {}
     choices = data.get("choices") or []
-    event = ChunkEvent(
-        t_s=t_s,
-        completion_tokens=usage.get("completion_tokens"),
-        prompt_tokens=usage.get("prompt_tokens"),
-        final_usage="choices" in data and not choices,
-    )
+    if type(usage) is not dict or type(choices) is not list:
+        raise StreamError(f"Bad data: a chunk's usage or choices is not what vLLM sends ({_one_line(repr(data), 99)}).")
+    completion_tokens, prompt_tokens = usage.get("completion_tokens"), usage.get("prompt_tokens")
+    if not (_count(completion_tokens) and _count(prompt_tokens)):
+        raise StreamError(f"Bad data: a chunk's token counts are not whole numbers ({_one_line(repr(usage), 120)}).")
+    text, finish_reason, calls = "", None, None
     if choices:
         choice = choices[0]
+        if type(choice) is not dict:
+            raise StreamError(f"Bad data: a chunk's choice is not an object ({_one_line(repr(choice), 120)}).")
         if "delta" in choice:
             delta = choice.get("delta") or {}
-            event.text = delta.get("content") or ""
+            if type(delta) is not dict:
+                raise StreamError(f"Bad data: a chunk's delta is not an object ({_one_line(repr(delta), 120)}).")
+            text = delta.get("content") or ""
             if delta.get("tool_calls"):
-                event.tool_calls = tool_call_deltas(delta["tool_calls"])
+                calls = tool_call_deltas(delta["tool_calls"])
         else:
-            event.text = choice.get("text") or ""
-        event.finish_reason = choice.get("finish_reason")
-    spec = ((data.get("metrics") or {}).get("speculative_decoding")) if isinstance(data.get("metrics"), dict) else None
-    if spec:
-        event.spec = SpecPerRequest.model_validate(spec)
-    return event
+            text = choice.get("text") or ""
+        finish_reason = choice.get("finish_reason")
+        if type(text) is not str or not (finish_reason is None or type(finish_reason) is str):
+            raise StreamError(f"Bad data: a chunk's text or finish reason is not text ({_one_line(repr(choice), 99)}).")
+    metrics = data.get("metrics")
+    spec = None
+    if isinstance(metrics, dict) and (per_request := metrics.get("speculative_decoding")):
+        spec = SpecPerRequest.model_validate(per_request)
+    return ChunkEvent(t_s=t_s, text=text, completion_tokens=completion_tokens, prompt_tokens=prompt_tokens,
+                      finish_reason=finish_reason, final_usage="choices" in data and not choices, spec=spec,
+                      tool_calls=calls)
+
+
+def _count(value: object) -> bool:
+    """A token count as vLLM sends it: a whole number (not a bool), or absent."""
+    return value is None or (type(value) is int and value >= 0)
 
 
 def tool_call_deltas(items: Any) -> list[ToolCallDelta]:
@@ -442,49 +514,52 @@ def _tool_call_delta(item: Any) -> ToolCallDelta | None:
     return ToolCallDelta(index=index, id=call_id, name=name, arguments=args or "")
 
 
-async def _sse_lines(resp: httpx.Response) -> AsyncIterator[str]:
-    """The SSE lines of a response, split on LF (CRLF) only. httpx's aiter_lines also splits on
-    U+2028, U+2029, U+0085 and other Unicode line breaks, which vLLM sends unescaped inside JSON
-    when the model writes them: that would cut an event in two."""
-    pending = ""
-    async for text in resp.aiter_text():
-        pending += text
-        *lines, pending = pending.split("\n")
-        for line in lines:
-            yield line.removesuffix("\r")
-    if pending:
-        yield pending.removesuffix("\r")
-
-
-async def _sse_payloads(resp: httpx.Response, t0: float,
-                        watch: _QuietWatch | None) -> AsyncIterator[tuple[float, str]]:
+async def _sse_payloads(content: aiohttp.StreamReader, t0: float,
+                        watch: _QuietWatch) -> AsyncIterator[tuple[float, bytes]]:
     """Each SSE event's data (its data lines joined) and when it arrived, in seconds since ``t0``.
-    Every line read, an event's or a comment's, tells ``watch`` that the server is not silent."""
-    data_lines: list[str] = []
-    async for line in _sse_lines(resp):
+
+    Lines are split on LF (CRLF) only, as bytes: vLLM sends U+2028, U+2029, U+0085 and other Unicode
+    line breaks unescaped inside JSON when the model writes them, and a split on those would cut an
+    event in two. Every read, an event's or a comment's, tells ``watch`` that the server is not
+    silent. One generator from the socket's blocks to the events: each layer between costs every
+    chunk of every stream a step."""
+    pending = b""
+    data_lines: list[bytes] = []
+    async for block in content.iter_any():
         now = time.perf_counter() - t0
-        if watch is not None:
-            watch.seen = now + t0
-            if watch.waiting:
-                watch.data()
-        if line.startswith("data:"):
-            data_lines.append(line[5:].lstrip(" "))
-        elif not line and data_lines:  # a blank line ends an event; comments and other fields are skipped
-            yield now, "\n".join(data_lines)
-            data_lines = []
+        watch.seen = now + t0
+        if watch.waiting:
+            watch.data()
+        *lines, pending = (pending + block).split(b"\n")
+        for line in lines:
+            if line.startswith(b"data:"):
+                data_lines.append(line[5:].lstrip(b" ").removesuffix(b"\r"))
+            elif (not line or line == b"\r") and data_lines:  # a blank line ends an event
+                yield now, b"\n".join(data_lines)
+                data_lines = []
+            # comments (": ...") and other fields are skipped
+    # An event the body ends inside (no blank line after it) is not dispatched (the SSE rule).
 
 
-def _event_of(payload: str, now: float, base_url: str) -> ChunkEvent:
+def _event_of(payload: bytes, now: float, base_url: str) -> ChunkEvent:
     """The chunk event an SSE event's data holds; StreamError when it is not JSON."""
     try:
-        data = json.loads(payload)
-    except ValueError as e:
-        raise StreamError(f"Bad data from {base_url}: an event was not JSON ({_one_line(payload, 80)!r}).") from e
-    return parse_chunk(data, now)
+        data = orjson.loads(payload)
+    except orjson.JSONDecodeError as e:
+        raise StreamError(f"Bad data from {base_url}: an event was not JSON "
+                          f"({_one_line(payload.decode('utf-8', 'replace'), 80)!r}).") from e
+    if not isinstance(data, dict):
+        raise StreamError(f"Bad data from {base_url}: an event was not a JSON object "
+                          f"({_one_line(payload.decode('utf-8', 'replace'), 80)!r}).")
+    try:
+        return parse_chunk(data, now)
+    except ValidationError as e:  # the speculative_decoding metrics not as vLLM sends them
+        raise StreamError(f"Bad data from {base_url}: an event the client cannot read "
+                          f"({_one_line(payload.decode('utf-8', 'replace'), 80)!r}).") from e
 
 
 async def stream_completion(
-    http: httpx.AsyncClient,
+    http: ServerClient,
     base_url: str,
     model: str,
     req: RaceRequest,
@@ -497,48 +572,46 @@ async def stream_completion(
     Raises StreamError with a one-line message on any failure. Closing the generator
     (or cancelling its consumer) closes the connection, and vLLM aborts the request.
 
-    On a client from make_http_client (a ServerClient) a silence of the read timeout is not the end:
-    the server's /metrics is asked (_QuietWatch), and while it is working on requests the stream
-    waits, telling ``on_wait`` (a ServerWait each time it asks, None once data comes again), up to
-    the settings' prefill_wait_max_s. Consume the generator from one task: that task is cancelled
-    when the watch gives up. On any other client, httpx's read timeout ends a silence.
+    A silence of the read timeout is not the end: the server's /metrics is asked (_QuietWatch), and
+    while it is working on requests the stream waits, telling ``on_wait`` (a ServerWait each time it
+    asks, None once data comes again), up to the settings' prefill_wait_max_s. Consume the generator
+    from one task: that task is cancelled when the watch gives up.
     """
     url = base_url.rstrip("/") + ("/v1/chat/completions" if req.api == "chat" else "/v1/completions")
     t0 = time.perf_counter() if t0 is None else t0
     tokens: int | None = None
     task = asyncio.current_task()
-    watch = _QuietWatch(http, base_url, task, on_wait) if isinstance(http, ServerClient) and task else None
-    watcher = asyncio.create_task(watch.run(lambda: tokens)) if watch is not None else None
-    timeout = watch.policy.stream_timeout(http.timeout) if watch is not None else http.timeout
+    if task is None:
+        raise RuntimeError("stream_completion runs in a task")
+    watch = _QuietWatch(http, base_url, task, on_wait)
+    watcher = asyncio.create_task(watch.run(lambda: tokens))
+    timeout = http.quiet.stream_timeout(http.timeout.connect or http.quiet.read_timeout_s)
     try:
-        async with http.stream("POST", url, json=request_body(req, model), timeout=timeout) as resp:
-            if resp.status_code != 200:
-                raise error_from_response(resp.status_code, await resp.aread(), base_url)
-            async for now, payload in _sse_payloads(resp, t0, watch):
-                if payload.strip() == "[DONE]":
-                    if watcher is not None:
-                        watcher.cancel()  # the stream is over: no silence to watch
+        async with http.streams().post(url, json=request_body(req, model), headers=dict(http.headers),
+                                       timeout=timeout) as resp:
+            if resp.status != 200:
+                raise error_from_response(resp.status, await resp.read(), base_url)
+            async for now, payload in _sse_payloads(resp.content, t0, watch):
+                if payload.strip() == b"[DONE]":
+                    watcher.cancel()  # the stream is over: no silence to watch
                     yield ChunkEvent(t_s=now, done=True, completion_tokens=tokens)
                     return
                 event = _event_of(payload, now, base_url)
                 if event.completion_tokens is not None:
                     tokens = event.completion_tokens
-                if watch is not None:
-                    watch.paused = True  # the consumer's time is not the server's silence
+                watch.paused = True  # the consumer's time is not the server's silence
                 yield event
-                if watch is not None:
-                    watch.paused, watch.seen = False, time.perf_counter()
+                watch.paused, watch.seen = False, time.perf_counter()
             got = f" after {tokens} tokens" if tokens else ""
             raise StreamError(f"Stream from {base_url} ended{got} without [DONE]: the server stopped early.")
     except StreamError:
         raise
-    except httpx.HTTPError as e:
+    except (aiohttp.ClientError, httpx.HTTPError) as e:
         raise error_from_exception(e, base_url, tokens) from e
     except asyncio.CancelledError:
         # The watch's cancel (as asyncio.timeout tells its own from another's): the stall's line.
-        if watch is not None and watch.verdict is not None and watch.task.uncancel() <= watch.cancelling:
+        if watch.verdict is not None and watch.task.uncancel() <= watch.cancelling:
             raise watch.verdict from None
         raise
     finally:
-        if watcher is not None:
-            watcher.cancel()
+        watcher.cancel()

@@ -14,9 +14,8 @@ import time
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
-import httpx
-
 from demo.client import (
+    ServerClient,
     StreamError,
     collector_paused,
     count_prompt_tokens,
@@ -134,7 +133,7 @@ def _why_missing(base: SideResult, spec: SideResult, field: str, arm: str | None
 class _SideRun:
     """One side's request, fed into a SideMeter; errors land in the meter, never escape."""
 
-    def __init__(self, endpoint: Endpoint, settings: Settings, http: httpx.AsyncClient, changed: asyncio.Event):
+    def __init__(self, endpoint: Endpoint, settings: Settings, http: ServerClient, changed: asyncio.Event):
         self.endpoint, self.side, self.url = endpoint, endpoint.side, endpoint.url
         self.settings, self.http, self.changed = settings, http, changed
         self.server = ServerHandle.of(endpoint, http)
@@ -186,7 +185,7 @@ class _SideRun:
             self.meter.spec_delta = spec_stats_from_delta(self.before, after)
 
 
-def _side_runs(settings: Settings, http: httpx.AsyncClient | None, changed: asyncio.Event) -> dict[str, _SideRun]:
+def _side_runs(settings: Settings, http: ServerClient | None, changed: asyncio.Event) -> dict[str, _SideRun]:
     """A run per server, "baseline" then each arm by name, each on a client of its own (its own key
     and headers) unless the caller shares ``http``."""
     base = settings.endpoint("baseline")
@@ -201,7 +200,7 @@ async def stream_race(
     req: RaceRequest,
     settings: Settings,
     *,
-    http: httpx.AsyncClient | None = None,
+    http: ServerClient | None = None,
     interval_s: float = 0.05,
     stop: asyncio.Event | None = None,
     side_requests: Mapping[str, RaceRequest] | None = None,
@@ -303,7 +302,7 @@ async def _next_change(task: asyncio.Task[None], changed: asyncio.Event, stop_wa
             w.cancel()
 
 
-async def run_race(req: RaceRequest, settings: Settings, *, http: httpx.AsyncClient | None = None) -> RaceResult:
+async def run_race(req: RaceRequest, settings: Settings, *, http: ServerClient | None = None) -> RaceResult:
     """Run a race to the end and return its result."""
     result: RaceResult | None = None
     async for snapshot in stream_race(req, settings, http=http):

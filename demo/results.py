@@ -7,9 +7,10 @@ cannot be known is None and its reason is in ``na_reasons[field]``; never a gues
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -186,8 +187,14 @@ def _none(value: object) -> bool:
     return value is None
 
 
-class ChunkEvent(BaseModel):
-    """One SSE ``data:`` event as the client saw it."""
+@dataclasses.dataclass(slots=True)
+class ChunkEvent:
+    """One SSE ``data:`` event as the client saw it.
+
+    A slotted dataclass, not a model: one is made for every chunk of every stream (a model's
+    validation cost the client 5% of its CPU at 1,024 streams, benchmarks/bench_client_streams.py);
+    the client builds it from data it has checked (demo.client.parse_chunk), and a saved run's
+    events are validated as SideResult's field."""
 
     t_s: float  # seconds since the request was sent (monotonic clock)
     text: str = ""
@@ -199,7 +206,7 @@ class ChunkEvent(BaseModel):
     done: bool = False  # the "data: [DONE]" line
     spec: SpecPerRequest | None = None
     # The tool-call pieces this chunk carried (None: none; left out of saved runs then).
-    tool_calls: list[ToolCallDelta] | None = Field(None, exclude_if=_none)
+    tool_calls: Annotated[list[ToolCallDelta] | None, Field(exclude_if=_none)] = None
 
 
 class SpecStats(BaseModel):

@@ -15,9 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-import httpx
-
-from demo.client import StreamError, discover_model, stream_completion
+from demo.client import ServerClient, StreamError, discover_model, stream_completion
 from demo.measure import SideMeter
 from demo.results import RaceRequest, ServerWait, Side, SideResult
 from demo.settings import Endpoint, Settings
@@ -67,20 +65,20 @@ class ServerHandle:
     served model (discovered once, when not given), for an arm its name, label and method, and the
     fleet that sends its requests when not this process (``--ray``)."""
 
-    def __init__(self, side: Side, url: str, model: str | None, http: httpx.AsyncClient, *, arm: str | None = None,
+    def __init__(self, side: Side, url: str, model: str | None, http: ServerClient, *, arm: str | None = None,
                  label: str | None = None, method: str | None = None, fleet: Fleet | None = None) -> None:
         self.side, self.url, self.model, self.http = side, url, model, http
         self.arm, self.label, self.method = arm, label, method
         self.fleet = fleet  # None: this process sends the requests (the default)
 
     @classmethod
-    def of(cls, endpoint: Endpoint, http: httpx.AsyncClient, url: str | None = None) -> ServerHandle:
+    def of(cls, endpoint: Endpoint, http: ServerClient, url: str | None = None) -> ServerHandle:
         """The handle of a settings endpoint (its side, model, arm, label and method) on client ``http``;
         ``url`` replaces the endpoint's URL when given."""
         return cls(endpoint.side, url or endpoint.url, endpoint.model, http, arm=endpoint.arm, label=endpoint.label,
                    method=endpoint.method)
 
-    async def ensure_model(self, http: httpx.AsyncClient, settings: Settings) -> str:
+    async def ensure_model(self, http: ServerClient, settings: Settings) -> str:
         """The served model's id: the one given, else asked of GET /v1/models once (through ``http``).
 
         Raises StreamError when the server cannot be asked or serves no model.
@@ -90,7 +88,7 @@ class ServerHandle:
         return self.model
 
 
-async def stream_into(meter: SideMeter, http: httpx.AsyncClient, url: str, model: str, req: RaceRequest, *,
+async def stream_into(meter: SideMeter, http: ServerClient, url: str, model: str, req: RaceRequest, *,
                       t0: float, on_event: Callable[[], None] | None = None) -> None:
     """Stream ``req`` from the server at ``url`` into ``meter``, its times counted from ``t0``.
 

@@ -134,3 +134,27 @@ def test_captured_stream_over_real_http_gives_the_same_figures() -> None:
     r = asyncio.run(go()).result()
     assert r.completion_tokens == 200 and r.chunks == 133 and r.complete
     assert r.spec is not None and r.spec.accepted_tokens == 68
+
+
+@pytest.mark.parametrize("data", [
+    {"choices": [{"delta": {"content": 5}}]},  # text that is not text
+    {"choices": [{"delta": {"content": "a"}, "finish_reason": 1}]},
+    {"choices": [{"delta": {"content": "a"}}], "usage": {"completion_tokens": "7"}},  # a count as text
+    {"choices": [{"delta": {"content": "a"}}], "usage": {"completion_tokens": True}},
+    {"choices": [{"delta": {"content": "a"}}], "usage": {"prompt_tokens": -1}},
+    {"choices": [{"delta": ["a"]}]},
+    {"choices": ["a"]},
+    {"choices": {"0": {}}},
+    {"choices": [], "usage": [1]},
+])
+def test_a_chunk_with_a_field_of_the_wrong_type_is_bad_data(data: dict[str, object]) -> None:
+    """ChunkEvent is a plain dataclass (no validation: it is made for every chunk), so parse_chunk
+    checks each field's type itself: a wrong one is the stream's one-line error, never a wrong count
+    or a TypeError later."""
+    from demo.client import StreamError
+
+    with pytest.raises(StreamError, match="Bad data"):
+        parse_chunk(data, 0.1)
+    ok = parse_chunk({"choices": [{"delta": {"content": "a"}, "finish_reason": None}],
+                      "usage": {"completion_tokens": 3, "prompt_tokens": 9}}, 0.1)
+    assert (ok.text, ok.completion_tokens, ok.prompt_tokens, ok.finish_reason) == ("a", 3, 9, None)

@@ -6,7 +6,6 @@ counts, the spec, the run, a step's JSON and a server's row (demo/cli/race.py pr
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from demo.cli.args import (
     settings_from_args,
     usage_error,
 )
+from demo.client import run_streams
 from demo.errors import BadInput
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na, validation_summary
 from demo.load import engine as load
@@ -227,7 +227,7 @@ def run(spec: LoadSpec, req: RaceRequest, settings: Settings, progress: bool, re
             write_out(result, out)
 
     sent = request_from_race(req) if requests is None else requests
-    return asyncio.run(run_load(spec, sent, settings, on_step=done, on_progress=say,
+    return run_streams(run_load(spec, sent, settings, on_step=done, on_progress=say,
                                 result=result, observe=observe, on_rate_step=rate_done, fleet=fleet_of(settings)))
 
 

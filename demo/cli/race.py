@@ -5,7 +5,6 @@ user counts, spec and run)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 from demo import view
 from demo.cli.args import UsageError, add_sampling_args, add_server_args, build_request, settings_from_args
 from demo.cli.load import load_side_cells, load_spec_of_flags, run, server_rows, step_json, users_arg
-from demo.client import request_body
+from demo.client import request_body, run_streams
 from demo.fmt import fmt_number, fmt_percent, fmt_speedup, or_na
 from demo.load.engine import LoadResult, StreamWatch, users_race
 from demo.race import run_race
@@ -225,7 +224,7 @@ def cmd_race(args: argparse.Namespace) -> int:
     req = build_request(args, settings)
     if users[0] > 1:
         return cmd_race_users(args, settings, users[0], req)
-    result = asyncio.run(run_race(req, settings))
+    result = run_streams(run_race(req, settings))
     if settings.save_runs and not args.no_save:
         try:
             save_run(result, settings.runs_dir, settings.max_run_file_bytes, settings.runs_keep_count,

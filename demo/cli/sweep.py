@@ -9,7 +9,6 @@ the rate table (demo/load/rate_view.py) on stdout.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shutil
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from demo.cli.args import (
     settings_from_args,
     usage_error,
 )
+from demo.client import run_streams
 from demo.errors import BadInput
 from demo.fmt import fmt_speedup
 from demo.load.rate_models import DEFAULT_DRAIN_S, RateLoad, RateStep, make_rate_load
@@ -110,7 +110,7 @@ def cmd_rate_sweep(args: argparse.Namespace, settings: Settings, spec: SweepSpec
         write_outputs(finalize(result), args.out)
 
     try:
-        asyncio.run(run_rate_sweep_of(spec, load, workload, settings, result, rated, max_tokens=args.max_tokens,
+        run_streams(run_rate_sweep_of(spec, load, workload, settings, result, rated, max_tokens=args.max_tokens,
                                       on_step=step_done, on_progress=say, fleet=fleet_of(settings)))
     except KeyboardInterrupt:
         result.interrupted = True
@@ -325,7 +325,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         write_outputs(finalize(result), out)
 
     try:
-        asyncio.run(run_sweep(spec, settings, result, presets, on_progress=bar.update, on_cell=write_so_far,
+        run_streams(run_sweep(spec, settings, result, presets, on_progress=bar.update, on_cell=write_so_far,
                               workload=workload, fleet=fleet_of(settings)))
     except KeyboardInterrupt:
         bar.close()

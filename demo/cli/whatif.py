@@ -5,13 +5,13 @@ demo/load/whatif.py (docs/whatif.md)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from typing import Any
 
 from demo.cli.args import UsageError, add_server_args, settings_from_args, usage_error
 from demo.cli.load import load_request, load_spec_of_flags, users_arg
+from demo.client import run_streams
 from demo.errors import BadInput
 from demo.fmt import fmt_number, fmt_speedup, or_na
 from demo.load.whatif import DEFAULT_LENGTHS, WhatifResult, check_length, parse_lengths, run_whatif
@@ -143,7 +143,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
             print(f"  {label}", file=sys.stderr, flush=True)
 
     try:
-        asyncio.run(run_whatif(spec, req, servers, settings, result, on_progress=say))
+        run_streams(run_whatif(spec, req, servers, settings, result, on_progress=say))
     except KeyboardInterrupt:
         result.interrupted = True
         print(f"interrupted: {len(result.points)} length(s) measured", file=sys.stderr)

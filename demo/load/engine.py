@@ -34,9 +34,9 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import Literal
 
-import httpx
 from pydantic import BaseModel, Field, ValidationError, computed_field, model_validator
 
+from demo.client import ServerClient
 from demo.fmt import validation_summary
 from demo.limits import Repeats, WarmupBatches
 from demo.load.rate import run_rate_sweep
@@ -509,7 +509,7 @@ async def _rate_steps(rate: RateLoad, servers: dict[str, ServerHandle], reqs: li
 
 async def run_load(spec: LoadSpec, request: WorkloadRequest | list[WorkloadRequest], settings: Settings, *,
                    on_step: StepFn | None = None, on_progress: ProgressFn | None = None,
-                   http: httpx.AsyncClient | None = None, result: LoadResult | None = None,
+                   http: ServerClient | None = None, result: LoadResult | None = None,
                    observe: StreamObserver | None = None,
                    on_rate_step: Callable[[RateStep], None] | None = None, fleet: Fleet | None = None) -> LoadResult:
     """Every users count of ``spec``, ascending, each a cell of ``request`` copied ``users`` times

@@ -68,7 +68,7 @@ class FleetWorker:
             await asyncio.sleep(max(0.0, t0 - time.perf_counter()))  # the probe measures the step, not the wait
             async with HeadroomProbe() as probe:
                 with collector_paused():
-                    out = await send_schedule(server.http, server, model, reqs, part, t0, bound_s)
+                    out = await send_schedule(server.http, server, model, reqs, part, t0, bound_s, on_ended=probe.stop)
         return out, probe.result()
 
     async def stream(self, url: str, side: str, model: str, headers: dict[str, str], settings: Settings,
@@ -79,11 +79,18 @@ class FleetWorker:
         async with _Handle(url, side, model, headers, settings) as server:
             await asyncio.sleep(max(0.0, start_epoch - time.time()))
             t0 = time.perf_counter()
+            ended: list[tuple[float, float]] = []  # (perf_counter, wall-clock) as the last stream ended
+
+            def streams_ended() -> None:
+                ended.append((time.perf_counter(), time.time()))
+                probe.stop()
+
             async with HeadroomProbe() as probe:
                 with collector_paused():
-                    results = await stream_part(server.http, server, model, reqs, indices, concurrency)
-            wall = time.perf_counter() - t0
-        return BatchOutcome(results=results, wall_s=wall, client=probe.result()), time.time()
+                    results = await stream_part(server.http, server, model, reqs, indices, concurrency,
+                                                on_ended=streams_ended)
+            end, end_epoch = ended[0] if ended else (time.perf_counter(), time.time())
+        return BatchOutcome(results=results, wall_s=end - t0, client=probe.result()), end_epoch
 
     def where(self) -> tuple[str, int]:
         """(the id of the Ray node this worker runs on, its PID)."""

@@ -248,7 +248,7 @@ async def run_rate_side(server: ServerHandle, schedule: ArrivalSchedule, req: Ra
             async with HeadroomProbe() as probe:  # is the client keeping up while it sends?
                 with collector_paused():  # no collector pause at a measured token
                     out = await send_schedule(http, server, model, reqs, list(enumerate(schedule.offsets_s)),
-                                              time.perf_counter(), bound_s)
+                                              time.perf_counter(), bound_s, on_ended=probe.stop)
             out.client = probe.result()
     results = [out.results.get(i) for i in range(len(schedule.offsets_s))]
     lags = [out.lags_s.get(i, 0.0) for i in range(len(schedule.offsets_s))]

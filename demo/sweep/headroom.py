@@ -56,11 +56,18 @@ class HeadroomProbe:
         self._task = asyncio.create_task(self._tick())
         return self
 
+    def stop(self) -> None:
+        """End the reading now (the streams have ended; what follows, their figures, is not streaming).
+        Leaving the ``async with`` stops it too, if not stopped before."""
+        if self._task is None or self._task.done():
+            return
+        self._cpu_s, self._wall_s = time.process_time() - self._cpu0, time.perf_counter() - self._wall0
+        self._task.cancel()
+
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,
                         tb: TracebackType | None) -> None:
-        self._cpu_s, self._wall_s = time.process_time() - self._cpu0, time.perf_counter() - self._wall0
+        self.stop()
         if self._task is not None:
-            self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
     def result(self) -> ClientHeadroom:

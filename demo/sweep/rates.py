@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import httpx
 import plotly.graph_objects as go
 from pydantic import ValidationError
 
 from demo.charts import figures_html
+from demo.client import ServerClient
 from demo.errors import BadInput
 from demo.fmt import esc, validation_summary
 from demo.load.engine import LoadResult, LoadSpec, finish
@@ -62,7 +62,7 @@ def new_load_result(spec: SweepSpec, load: RateLoad, workload: Workload, max_tok
 
 async def run_rate_sweep_of(spec: SweepSpec, load: RateLoad, workload: Workload, settings: Settings,
                             result: SweepResult, rated: LoadResult, *, max_tokens: int | None = None,
-                            http: httpx.AsyncClient | None = None, on_step: RateStepFn | None = None,
+                            http: ServerClient | None = None, on_step: RateStepFn | None = None,
                             on_progress: ProgressFn | None = None, fleet: Fleet | None = None) -> LoadResult:
     """Every rate of ``load``, ascending, through demo/load/rate.py ``run_rate_sweep`` (the step function
     ``demo load --rate`` uses): the workload's requests (``max_tokens`` on each, when given), the servers of

@@ -23,10 +23,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from urllib.parse import urlparse
 
-import httpx
 from pydantic import BaseModel, ValidationError
 
-from demo.client import StreamError, collector_paused, make_http_client
+from demo.client import ServerClient, StreamError, collector_paused, make_http_client
 from demo.errors import BadInput
 from demo.fmt import validation_summary
 from demo.limits import CONCURRENCY_LIMIT, TEMPERATURE_MAX, TEMPERATURE_MIN, parse_numbers
@@ -125,7 +124,7 @@ def sweep_spec(settings: Settings, presets: list[str], concurrency: str, tempera
 
 
 def make_servers(settings: Settings, baseline_url: str, arms: Sequence[ArmSpec],
-                 http: httpx.AsyncClient | None = None, fleet: Fleet | None = None) -> dict[str, ServerHandle]:
+                 http: ServerClient | None = None, fleet: Fleet | None = None) -> dict[str, ServerHandle]:
     """"baseline" and each arm by name -> its server: the URL as given, the model, key and headers of
     the settings' endpoint of that name (else the shared ones). Each gets its own client unless
     ``http`` is shared. With a ``fleet`` (``--ray``), its workers send every server's requests."""
@@ -143,21 +142,28 @@ def make_servers(settings: Settings, baseline_url: str, arms: Sequence[ArmSpec],
     return servers
 
 
-async def one_request(http: httpx.AsyncClient, server: ServerHandle, model: str, req: RaceRequest,
-                      index: int = 0, observe: StreamObserver | None = None) -> SideResult:
-    """Stream one request to ``server`` and measure it (SideMeter); its figures, without its events."""
+async def metered_request(http: ServerClient, server: ServerHandle, model: str, req: RaceRequest,
+                          index: int = 0, observe: StreamObserver | None = None) -> SideMeter:
+    """Stream one request to ``server`` into a SideMeter (without its events: a sweep keeps figures,
+    not timelines). Its figures are the meter's ``result()``, which a batch of many streams takes
+    once they have all ended, as vllm bench serve computes its metrics after its requests: a
+    thousand streams ending together would otherwise read their last tokens late."""
     t0 = time.perf_counter()
-    meter = SideMeter(server.side, server.url, t0=t0)
+    meter = SideMeter(server.side, server.url, t0=t0, keep_events=False)
     meter.model = model
     # The observer's last look (stream_into calls it once more at the end) sees how it ended.
     look = None if observe is None else (lambda: observe(server.arm or server.side, index, meter))
     await stream_into(meter, http, server.url, model, req, t0=t0, on_event=look)
-    result = meter.result()
-    result.events = []  # a sweep keeps figures, not timelines
-    return result
+    return meter
 
 
-async def kv_sampler(http: httpx.AsyncClient, url: str, settings: Settings, peaks: list[float],
+async def one_request(http: ServerClient, server: ServerHandle, model: str, req: RaceRequest,
+                      index: int = 0, observe: StreamObserver | None = None) -> SideResult:
+    """Stream one request to ``server`` and measure it (metered_request); its figures, without its events."""
+    return (await metered_request(http, server, model, req, index, observe)).result()
+
+
+async def kv_sampler(http: ServerClient, url: str, settings: Settings, peaks: list[float],
                      stop: asyncio.Event, waiting: list[float] | None = None,
                      running: list[float] | None = None) -> None:
     """Sample /metrics while the batch runs (every KV_SAMPLE_INTERVAL_S): KV-cache use, the
@@ -186,7 +192,7 @@ class MetricsAround:
     it streams (kv_sampler: ``kv``, ``waiting``, ``running``), scraped after it (``after``, once the
     batch ended without an error). A server without /metrics is scraped once, then left alone."""
 
-    def __init__(self, http: httpx.AsyncClient, url: str, settings: Settings) -> None:
+    def __init__(self, http: ServerClient, url: str, settings: Settings) -> None:
         self.http, self.url, self.settings = http, url, settings
         self.kv: list[float] = []  # KV-cache use sampled while the batch streamed
         self.waiting: list[float] = []  # the queue (vllm:num_requests_waiting), sampled with the KV use
@@ -234,18 +240,21 @@ def followed_other_call(answer: SideResult, logged: Message | None) -> bool | No
     return not same_tool_calls(answer.tool_calls, [ToolCall.of_history(c) for c in logged.tool_calls])
 
 
-async def stream_all(http: httpx.AsyncClient, server: ServerHandle, model: str, reqs: list[RaceRequest],
+async def stream_all(http: ServerClient, server: ServerHandle, model: str, reqs: list[RaceRequest],
                      concurrency: int, observe: StreamObserver | None = None,
                      sessions: Sequence[Sequence[int]] | None = None,
-                     logged: Sequence[Message | None] | None = None) -> list[SideResult]:
+                     logged: Sequence[Message | None] | None = None,
+                     on_ended: Callable[[], None] | None = None) -> list[SideResult]:
     """``concurrency`` streams at once, each taking the next request as it finishes one: a slice of
     real traffic. Results in request order. With ``sessions`` (the indices of each session's turns,
     in order; every other request alone), a stream takes a whole session and plays its turns one
     after another, each carried on from its own answer to the turn before (``carried``). ``logged``:
     per request, the answer the log recorded for the turn before (WorkloadRequest.logged_answer),
     which the side's own replaces; a turn after a logged call says whether the side's call differed
-    (SideResult.followed_other_call)."""
+    (SideResult.followed_other_call). ``on_ended`` is called as the last stream ends, before the lone
+    requests' figures are taken (the batch's wall time ends there)."""
     results: list[SideResult | None] = [None] * len(reqs)
+    alone: dict[int, SideMeter] = {}  # lone requests' meters: their figures once every stream has ended
     in_session = {i for unit in sessions or [] for i in unit}
     units = [*(list(u) for u in sessions or []), *([i] for i in range(len(reqs)) if i not in in_session)]
     units.sort(key=lambda u: u[0])
@@ -264,16 +273,23 @@ async def stream_all(http: httpx.AsyncClient, server: ServerHandle, model: str, 
                     results[i] = SideResult(side=server.side, url=server.url,
                                             error="not sent: the session's turn before has no answer to carry on from")
                     continue
+                if len(unit) == 1:
+                    alone[i] = await metered_request(http, server, model, req, i, observe)
+                    continue
                 results[i] = result = await one_request(http, server, model, req, i, observe)
                 if prev is not None:
                     result.followed_other_call = followed_other_call(prev, logged[i] if logged else None)
                 sent = req
 
     await asyncio.gather(*(worker() for _ in range(min(concurrency, len(reqs)))))
+    if on_ended is not None:
+        on_ended()
+    for i, meter in alone.items():
+        results[i] = meter.result()
     return [r for r in results if r is not None]
 
 
-async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[RaceRequest], concurrency: int,
+async def run_batch(http: ServerClient, server: ServerHandle, reqs: list[RaceRequest], concurrency: int,
                     settings: Settings, *, keep_text: bool = True, observe: StreamObserver | None = None,
                     sessions: Sequence[Sequence[int]] | None = None, logged: Sequence[Message | None] | None = None,
                     ) -> tuple[BatchStats, list[SideResult]]:
@@ -296,10 +312,17 @@ async def run_batch(http: httpx.AsyncClient, server: ServerHandle, reqs: list[Ra
             out = await fleet.stream_batch(server, model, reqs, concurrency, settings)
             results, wall_s, client = [out.results[i] for i in range(len(reqs))], out.wall_s, out.client
         else:
+            ended: list[float] = []
+
+            def streams_ended() -> None:  # the wall time and the client's headroom end with the streams
+                ended.append(time.perf_counter())
+                probe.stop()
+
             async with probe:  # is the client keeping up? (its loop lag and CPU, not the server's)
                 with collector_paused():  # no collector pause at a measured token
-                    results = await stream_all(http, server, model, reqs, concurrency, observe, sessions, logged)
-            wall_s = time.perf_counter() - t_start
+                    results = await stream_all(http, server, model, reqs, concurrency, observe, sessions, logged,
+                                               on_ended=streams_ended)
+            wall_s = (ended[0] if ended else time.perf_counter()) - t_start
             client = probe.result()
     before, after, during, waiting = metrics.before, metrics.after, metrics.kv, metrics.waiting
     # The KV peak is a mid-batch figure: before the batch and after it the cache holds none of its
@@ -466,7 +489,7 @@ async def run_sweep(
     result: SweepResult,
     presets: dict[str, Preset],
     *,
-    http: httpx.AsyncClient | None = None,
+    http: ServerClient | None = None,
     on_progress: ProgressFn | None = None,
     on_cell: CellFn | None = None,
     workload: Workload | None = None,
