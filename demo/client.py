@@ -526,8 +526,7 @@ async def _sse_payloads(content: aiohttp.StreamReader, t0: float,
     pending = b""
     data_lines: list[bytes] = []
     async for block in content.iter_any():
-        now = time.perf_counter() - t0
-        watch.seen = now + t0
+        watch.seen = time.perf_counter()
         if watch.waiting:
             watch.data()
         *lines, pending = (pending + block).split(b"\n")
@@ -535,7 +534,9 @@ async def _sse_payloads(content: aiohttp.StreamReader, t0: float,
             if line.startswith(b"data:"):
                 data_lines.append(line[5:].lstrip(b" ").removesuffix(b"\r"))
             elif (not line or line == b"\r") and data_lines:  # a blank line ends an event
-                yield now, b"\n".join(data_lines)
+                # Its time is when it is read, as vllm bench serve times each chunk: several events
+                # in one read of the socket are read one after another, never all at one instant.
+                yield time.perf_counter() - t0, b"\n".join(data_lines)
                 data_lines = []
             # comments (": ...") and other fields are skipped
     # An event the body ends inside (no blank line after it) is not dispatched (the SSE rule).

@@ -244,8 +244,10 @@ async def test_two_viewers_at_the_most_users_never_exceed_the_budget(tmp_path: P
 
 @pytest.mark.asyncio
 async def test_a_saved_users_race_loads_replays_and_exports(tmp_path: Path) -> None:
+    # 1.6x at 2 tokens a step: an efficiency of 0.8, clear of the over-bound flag (a designed 2.0x
+    # sat on the bound, and a busy machine's slower baseline tipped it over: no speedup headline).
     with Standin.pair(StandinBehavior(tokens_per_s=300, ttft_s=0.02),
-                      StandinBehavior(tokens_per_s=600, ttft_s=0.02, speculative=True, chunk_sizes=[1, 3])) as (b, s):
+                      StandinBehavior(tokens_per_s=480, ttft_s=0.02, speculative=True, chunk_sizes=[1, 3])) as (b, s):
         settings = settings_for(b, s, tmp_path)
         registry = RaceRegistry()
         fns = {f.name: f for f in build_app(settings, registry).fns.values()}

@@ -144,12 +144,13 @@ def make_servers(settings: Settings, baseline_url: str, arms: Sequence[ArmSpec],
 
 async def metered_request(http: ServerClient, server: ServerHandle, model: str, req: RaceRequest,
                           index: int = 0, observe: StreamObserver | None = None) -> SideMeter:
-    """Stream one request to ``server`` into a SideMeter (without its events: a sweep keeps figures,
-    not timelines). Its figures are the meter's ``result()``, which a batch of many streams takes
-    once they have all ended, as vllm bench serve computes its metrics after its requests: a
-    thousand streams ending together would otherwise read their last tokens late."""
+    """Stream one request to ``server`` into a SideMeter. Its figures are the meter's ``result()``,
+    which a batch of many streams takes once they have all ended, as vllm bench serve computes its
+    metrics after its requests: a thousand streams ending together would otherwise read their last
+    tokens late. The meter keeps its events only for an ``observe``-r (the N-user race shows user 1's
+    timeline); a sweep keeps figures, not timelines (a thousand streams would hold a million events)."""
     t0 = time.perf_counter()
-    meter = SideMeter(server.side, server.url, t0=t0, keep_events=False)
+    meter = SideMeter(server.side, server.url, t0=t0, keep_events=observe is not None)
     meter.model = model
     # The observer's last look (stream_into calls it once more at the end) sees how it ended.
     look = None if observe is None else (lambda: observe(server.arm or server.side, index, meter))
