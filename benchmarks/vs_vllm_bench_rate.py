@@ -14,7 +14,11 @@ difference. ITL differs by definition on a speculative server: vLLM's is the gap
 baseline, one token a chunk, the two are one figure.
 
     python -m benchmarks.vs_vllm_bench_rate [--preset json_reformat] [--rates 0.25,0.5,1,2]
-        [--requests 16] [--max-tokens 160] [--runs 3]
+        [--requests 16] [--max-tokens 160] [--runs 3] [--their-draws]
+
+``--their-draws``: our step replays vLLM's own arrival draws (``vllm_offsets_s``, through ``demo load
+--replay``) rather than drawing its own, so that past a server's capacity, where the queue a request
+meets sets its TPOT, both tools meet the same queue.
 
 With ``--slo-e2e-ms MS``, the capacity check instead, over ``--rates``: `vllm bench serve
 --request-rate R --goodput e2el:MS` at each rate gives the share of requests within the SLO, and its
@@ -155,22 +159,33 @@ def vllm_offsets_s(rate: float, n: int, seed: int = 0) -> list[float]:
     return [float(d) for d in delays * (n / rate) / delays[-1]]
 
 
-def replay_step(settings: Settings, prompt: str, rate: float, n: int, max_tokens: int, slo_e2e_ms: float,
+def replay_step(settings: Settings, prompt: str, rate: float, n: int, max_tokens: int, slo_e2e_ms: float | None,
                 tmp: Path) -> dict[str, Any]:
-    """Our step on vLLM's own arrival draws at ``rate``: the trace replayed (``demo load --replay``)."""
+    """Our step on vLLM's own arrival draws at ``rate``: the trace replayed (``demo load --replay``),
+    judged against ``slo_e2e_ms`` when given."""
     trace = tmp / f"vllm-draws-{rate:g}.jsonl"
     trace.write_text("".join(json.dumps({"timestamp": t * 1000, "messages": [{"role": "user", "content": prompt}],
                                          "output_length": max_tokens}) + "\n" for t in vllm_offsets_s(rate, n)))
+    slo = [] if slo_e2e_ms is None else ["--slo-e2e-ms", f"{slo_e2e_ms:g}"]
     cmd = [sys.executable, "-m", "demo", "load", "--workload", str(trace), "--replay", "--max-tokens",
-           str(max_tokens), "--temperature", "0", "--slo-e2e-ms", f"{slo_e2e_ms:g}", "--baseline-url",
+           str(max_tokens), "--temperature", "0", *slo, "--baseline-url",
            settings.baseline_url, "--speculative-url", settings.speculative_url, "--json", "--no-progress"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if done.returncode != 0:
         raise SystemExit(f"demo load --replay failed ({done.returncode}): {done.stderr.strip()[-800:]}")
     data = json.loads(done.stdout)
     (step,) = data["rate_steps"]
-    return {"slo": data["rate"]["slo"], "baseline": step["baseline"],
+    return {"slo": data["rate"].get("slo"), "baseline": step["baseline"],
             "speculative": next(iter(step["arms"].values()))["side"]}
+
+
+def ours_on_their_draws(settings: Settings, prompt: str, rate: float, n: int, max_tokens: int,
+                        tmp: Path) -> dict[Side, dict[str, Any]]:
+    """``--their-draws``: our step on vLLM's own arrival draws (replay_step), its figures as ``ours``
+    gives them: past a server's capacity each request's TPOT is set by the queue it meets, so only the
+    same arrivals compare TPOT there."""
+    step = replay_step(settings, prompt, rate, n, max_tokens, None, tmp)
+    return {"baseline": _our_figures(step["baseline"]), "speculative": _our_figures(step["speculative"])}
 
 
 def capacity_check(a: argparse.Namespace, settings: Settings, prompt: str, dataset: Path, tmp: Path) -> None:
@@ -238,6 +253,8 @@ def main() -> None:
     ap.add_argument("--slo-e2e-ms", type=float, default=None,
                     help="the capacity check: ours and vllm bench --goodput e2el:MS over --rates, once")
     ap.add_argument("--save-ours", type=Path, default=None, help="the capacity check: save our sweep's JSON here")
+    ap.add_argument("--their-draws", action="store_true",
+                    help="our steps replay vllm bench serve's own arrival draws (numpy, --seed 0) instead of ours")
     a = ap.parse_args()
     settings = Settings(save_runs=False)
     prompt = user_prompt(settings, a.preset)
@@ -253,7 +270,9 @@ def main() -> None:
             for rate in parse_rates(a.rates):
                 order = ("ours", "bench") if run % 2 == 0 else ("bench", "ours")
                 for tool in order:
-                    if tool == "ours":
+                    if tool == "ours" and a.their_draws:
+                        figs = ours_on_their_draws(settings, prompt, rate, a.requests, a.max_tokens, Path(tmp))
+                    elif tool == "ours":
                         figs = ours(settings, prompt, rate, a.requests, a.max_tokens)
                     else:
                         figs = {side: bench(settings.endpoint(side).url, dataset, rate, a.requests, a.max_tokens,
@@ -263,8 +282,9 @@ def main() -> None:
                         print(f"run {run + 1} rate {rate:g} {side:>11} {tool:>5}: "
                               + ", ".join(f"{k} {_fmt(fig[k])}" for k in FIGURES) + f", ok {fig['ok']}/{fig['sent']}",
                               flush=True)
+    draws = "ours on vllm bench serve's own draws" if a.their_draws else "each tool its own draws"
     print(f"\nmedians of {a.runs} runs: {a.requests} x {a.preset} user prompt, {a.max_tokens} tokens, Poisson, "
-          "normalized to N/R")
+          f"normalized to N/R ({draws})")
     print(f"{'rate':>5} {'side':>11} {'figure':>24} {'ours':>9} {'vllm bench':>11} {'diff %':>7}")
     for rate in parse_rates(a.rates):
         for side in SIDES:
