@@ -79,18 +79,13 @@ class FleetWorker:
         async with _Handle(url, side, model, headers, settings) as server:
             await asyncio.sleep(max(0.0, start_epoch - time.time()))
             t0 = time.perf_counter()
-            ended: list[tuple[float, float]] = []  # (perf_counter, wall-clock) as the last stream ended
-
-            def streams_ended() -> None:
-                ended.append((time.perf_counter(), time.time()))
-                probe.stop()
-
             async with HeadroomProbe() as probe:
-                with collector_paused():
+                with collector_paused():  # the probe stops as the last stream ends: the worker's end
                     results = await stream_part(server.http, server, model, reqs, indices, concurrency,
-                                                on_ended=streams_ended)
-            end, end_epoch = ended[0] if ended else (time.perf_counter(), time.time())
-        return BatchOutcome(results=results, wall_s=end - t0, client=probe.result()), end_epoch
+                                                on_ended=probe.stop)
+            end = probe.stopped_at or time.perf_counter()
+        return (BatchOutcome(results=results, wall_s=end - t0, client=probe.result()),
+                time.time() - (time.perf_counter() - end))
 
     def where(self) -> tuple[str, int]:
         """(the id of the Ray node this worker runs on, its PID)."""

@@ -43,6 +43,7 @@ class HeadroomProbe:
         self._task: asyncio.Task[None] | None = None
         self._cpu0 = self._wall0 = 0.0
         self._cpu_s = self._wall_s = 0.0
+        self.stopped_at: float | None = None  # perf_counter when the reading ended (stop or the block's end)
 
     async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
@@ -61,7 +62,8 @@ class HeadroomProbe:
         Leaving the ``async with`` stops it too, if not stopped before."""
         if self._task is None or self._task.done():
             return
-        self._cpu_s, self._wall_s = time.process_time() - self._cpu0, time.perf_counter() - self._wall0
+        self.stopped_at = time.perf_counter()
+        self._cpu_s, self._wall_s = time.process_time() - self._cpu0, self.stopped_at - self._wall0
         self._task.cancel()
 
     async def __aexit__(self, et: type[BaseException] | None, e: BaseException | None,

@@ -313,17 +313,12 @@ async def run_batch(http: ServerClient, server: ServerHandle, reqs: list[RaceReq
             out = await fleet.stream_batch(server, model, reqs, concurrency, settings)
             results, wall_s, client = [out.results[i] for i in range(len(reqs))], out.wall_s, out.client
         else:
-            ended: list[float] = []
-
-            def streams_ended() -> None:  # the wall time and the client's headroom end with the streams
-                ended.append(time.perf_counter())
-                probe.stop()
-
             async with probe:  # is the client keeping up? (its loop lag and CPU, not the server's)
                 with collector_paused():  # no collector pause at a measured token
+                    # The probe, and with it the batch's wall time, stops as the last stream ends.
                     results = await stream_all(http, server, model, reqs, concurrency, observe, sessions, logged,
-                                               on_ended=streams_ended)
-            wall_s = (ended[0] if ended else time.perf_counter()) - t_start
+                                               on_ended=probe.stop)
+            wall_s = (probe.stopped_at or time.perf_counter()) - t_start
             client = probe.result()
     before, after, during, waiting = metrics.before, metrics.after, metrics.kv, metrics.waiting
     # The KV peak is a mid-batch figure: before the batch and after it the cache holds none of its
