@@ -109,6 +109,18 @@ def progress_signature(sample: MetricsSample) -> tuple[float | None, ...]:
             sample.prefix_cache_queries_total)
 
 
+def tpot_mean_between(before: MetricsSample, after: MetricsSample) -> tuple[float | None, int, str | None]:
+    """The server's own mean time per output token over the requests that finished between two scrapes
+    (vllm:request_time_per_output_token_seconds: each finished request's decode time over its tokens
+    less one, as vllm bench serve computes a request's TPOT), how many finished, and why it is None."""
+    if None in (before.tpot_seconds_sum, before.tpot_seconds_count, after.tpot_seconds_sum, after.tpot_seconds_count):
+        return None, 0, before.error or after.error or f"the server exports no {_TPOT}"
+    n = int((after.tpot_seconds_count or 0) - (before.tpot_seconds_count or 0))
+    if n <= 0:
+        return None, 0, "no request finished in the window"
+    return ((after.tpot_seconds_sum or 0) - (before.tpot_seconds_sum or 0)) / n, n, None
+
+
 def histogram_quantile(buckets: dict[float, float], q: float) -> float | None:
     """The q-quantile (0..1) of a Prometheus histogram's cumulative buckets (upper bound -> count, +Inf
     included), interpolated linearly inside its bucket as Prometheus' ``histogram_quantile`` does: an

@@ -25,10 +25,12 @@ from common.waiting import wait_for
 from demo.cli import main
 from demo.load.arrivals import MAX_ARRIVAL_WINDOW_S, ArrivalSchedule, draw_schedule, parse_rates
 from demo.load.engine import LoadResult, LoadSpec, run_load
+from demo.load.rate import side_figures
 from demo.load.rate_models import RateLoad, RateSide, RateStep
 from demo.load.rate_summary import batch_of, capacity_of, crossover_of
 from demo.measure import percentile, spread_gaps_s
-from demo.metrics import histogram_quantile, parse_metrics
+from demo.metrics import histogram_quantile, parse_metrics, tpot_mean_between
+from demo.results import SideResult
 from demo.settings import ROOT, Settings
 from demo.slo import Slo, SloBound
 from demo.workload import WorkloadRequest
@@ -252,6 +254,34 @@ def test_arrival_laws_have_the_asked_rate_and_burstiness() -> None:
     with pytest.raises(ValueError, match="backwards at request 3"):
         ArrivalSchedule.from_offsets([0.0, 1.0, 0.5])
     assert ArrivalSchedule.from_offsets([0.0, 0.5, 2.0]).rate_requests_per_s == pytest.approx(1.5)
+
+
+def test_tpot_mean_is_vllm_bench_serves_beside_the_servers_own() -> None:
+    # Given requests (no clock read): TPOT per request is (e2e - TTFT) / (tokens - 1); their mean is vllm
+    # bench serve's "Mean TPOT". The server's own mean of the same figure comes from its histogram between
+    # the step's two scrapes (here 2 requests finished on it, 0.05 s a token between them).
+    done = [SideResult(side="speculative", url="http://127.0.0.1:1", complete=True, done=True, ttft_s=0.5,
+                       e2e_s=0.5 + per * (n - 1), completion_tokens=n)
+            for per, n in ((0.02, 11), (0.03, 31), (0.1, 101))]
+    one_token = SideResult(side="speculative", url="http://127.0.0.1:1", complete=True, done=True, ttft_s=0.5,
+                           e2e_s=0.5, completion_tokens=1)  # no TPOT: one token
+    schedule = ArrivalSchedule.from_offsets([0.0, 1.0, 2.0, 3.0])
+    hist = "vllm:request_time_per_output_token_seconds"
+    before = parse_metrics(f"{hist}_sum 1.5\n{hist}_count 7\n")
+    after = parse_metrics(f"{hist}_sum 1.6\n{hist}_count 9\n")
+    side = side_figures("speculative", schedule, [*done, one_token], 0, 10.0, 20.0, Slo(), before, after, [], [],
+                        [], None)
+    assert side.tpot_mean_s == pytest.approx(0.05) and side.tpot_s["p50"] == pytest.approx(0.03)  # mean, not median
+    assert side.server_tpot_mean_s == pytest.approx(0.05) and "server_tpot_mean_s" not in side.na_reasons
+    # No scrape, or nothing finished on the server between them: n/a, with the reason.
+    alone = ArrivalSchedule.from_offsets([0.0])
+    none = side_figures("speculative", alone, [one_token], 0, 10.0, 20.0, Slo(), before, before, [], [], [], None)
+    assert none.tpot_mean_s is None and none.na_reasons["tpot_mean_s"] == "no finished request had two tokens or more"
+    assert none.na_reasons["server_tpot_mean_s"] == "no request finished in the window"
+    unscraped = side_figures("speculative", alone, done[:1], 0, 10.0, 20.0, Slo(), None, None, [], [], [], None)
+    assert unscraped.na_reasons["server_tpot_mean_s"] == "/metrics was not scraped"
+    bare = parse_metrics("vllm:num_requests_running 0\n")
+    assert tpot_mean_between(bare, bare) == (None, 0, f"the server exports no {hist}")
 
 
 def test_capacity_is_interpolated_and_never_extrapolated() -> None:

@@ -15,6 +15,8 @@ The figures of one server at one step (``RateSide``), units in the names:
   the same time;
 - TTFT, ITL (every token of every finished request), end-to-end latency and TPOT (as ``vllm bench
   serve`` computes it: (e2e - TTFT) / (tokens - 1) per request) p50/p95/p99 (demo.measure.percentile);
+  TPOT's mean too, beside the server's own mean of it (``vllm:request_time_per_output_token_seconds``
+  between the scrapes before and after the step): the check of our reading against the server's;
 - queueing time from the server's ``vllm:request_queue_time_seconds`` histogram: its delta
   between one /metrics scrape before the step and one after it (finished requests only; the mean
   is exact, the percentiles are estimates no finer than vLLM's buckets);
@@ -57,7 +59,7 @@ from demo.load.rate_models import (
 from demo.load.rate_summary import rate_summary
 from demo.load.send import send_schedule
 from demo.measure import median, percentile
-from demo.metrics import MetricsSample, histogram_quantile
+from demo.metrics import MetricsSample, histogram_quantile, tpot_mean_between
 from demo.results import RaceRequest, SideResult
 from demo.settings import Settings
 from demo.slo import Slo, SloFigure
@@ -127,8 +129,12 @@ def side_figures(name: str, schedule: ArrivalSchedule, results: Sequence[SideRes
     values = {"ttft": [r.ttft_s for r in ok if r.ttft_s is not None], "itl": [g for r in ok for g in r.itl_s],
               "e2e": [r.e2e_s for r in ok if r.e2e_s is not None]}
     out.ttft_s, out.itl_s, out.e2e_s = (_pcts(values[k]) for k in ("ttft", "itl", "e2e"))
-    out.tpot_s = _pcts([(r.e2e_s - r.ttft_s) / (n - 1) for r in ok if r.e2e_s is not None and r.ttft_s is not None
-                        and (n := r.completion_tokens or 0) > 1])
+    tpots = [(r.e2e_s - r.ttft_s) / (n - 1) for r in ok if r.e2e_s is not None and r.ttft_s is not None
+             and (n := r.completion_tokens or 0) > 1]
+    out.tpot_s = _pcts(tpots)
+    out.tpot_mean_s = statistics.fmean(tpots) if tpots else None
+    if not tpots:
+        out.na_reasons["tpot_mean_s"] = "no finished request had two tokens or more"
     out.slo_figures_s = {k: percentile(values[k], b.percentile) for k, b in slo.bounds().items()}
     _server_figures(out, before, after, running, kv)
     mark_saturation(out, schedule, [r for r in results if r is not None])
@@ -141,9 +147,13 @@ def _server_figures(out: RateSide, before: MetricsSample | None, after: MetricsS
     failed = next((m for m in (before, after) if m is not None and not m.ok), None)
     if before is None or after is None or failed is not None:
         why = (failed.error if failed else None) or "/metrics was not scraped"
-        for f in ("queue_time_mean_s", "running_mean", "kv_cache_usage_peak_perc", "num_preemptions"):
+        for f in ("queue_time_mean_s", "running_mean", "kv_cache_usage_peak_perc", "num_preemptions",
+                  "server_tpot_mean_s"):
             out.na_reasons[f] = why
         return
+    out.server_tpot_mean_s, _, tpot_na = tpot_mean_between(before, after)
+    if tpot_na:
+        out.na_reasons["server_tpot_mean_s"] = tpot_na
     if after.queue_time_seconds_count is None or before.queue_time_seconds_count is None:
         out.na_reasons["queue_time_mean_s"] = "the server's /metrics has no vllm:request_queue_time_seconds"
     else:

@@ -122,6 +122,11 @@ class RateSide(BaseModel):
     e2e_s: dict[str, float | None] = Field(default_factory=dict)
     # Time per output token as vllm bench serve computes it, per finished request: (e2e - TTFT) / (tokens - 1)
     tpot_s: dict[str, float | None] = Field(default_factory=dict)
+    tpot_mean_s: float | None = None  # their mean: vllm bench serve's "Mean TPOT"
+    # The server's own mean of the same figure over the requests that finished on it during the step
+    # (vllm:request_time_per_output_token_seconds between the scrapes before and after it): what
+    # tpot_mean_s is checked against, the server's speed apart from the client's reading of it.
+    server_tpot_mean_s: float | None = None
     # Each SLO's figure at its own percentile, by figure ("ttft", "itl", "e2e"): what the SLO is checked on.
     slo_figures_s: dict[str, float | None] = Field(default_factory=dict)
     queue_time_mean_s: float | None = None  # QUEUE_SOURCE

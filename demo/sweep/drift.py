@@ -15,7 +15,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from demo.fmt import fmt_number
-from demo.metrics import MetricsSample, spec_stats_from_delta
+from demo.metrics import MetricsSample, spec_stats_from_delta, tpot_mean_between
 from demo.sweep.measured import Measured
 
 
@@ -68,16 +68,9 @@ def live_figures(before: MetricsSample, after: MetricsSample, window_s: float) -
 
 
 def _tpot(out: LiveFigures, before: MetricsSample, after: MetricsSample) -> None:
-    if None in (before.tpot_seconds_sum, before.tpot_seconds_count, after.tpot_seconds_sum, after.tpot_seconds_count):
-        why = before.error or after.error or "the server exports no vllm:request_time_per_output_token_seconds"
+    out.time_per_output_token_s, out.requests_finished, why = tpot_mean_between(before, after)
+    if why:
         out.na_reasons["time_per_output_token_s"] = why
-        return
-    n = (after.tpot_seconds_count or 0) - (before.tpot_seconds_count or 0)
-    out.requests_finished = int(n)
-    if n <= 0:
-        out.na_reasons["time_per_output_token_s"] = "no request finished in the window"
-        return
-    out.time_per_output_token_s = ((after.tpot_seconds_sum or 0) - (before.tpot_seconds_sum or 0)) / n
 
 
 def drift(m: Measured, live: LiveFigures, margins: DriftMargins | None = None) -> list[DriftLine]:
