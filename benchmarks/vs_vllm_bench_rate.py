@@ -9,9 +9,14 @@ N` on each server (its gaps from numpy's seeded generator, rescaled the same way
 cap), the tools alternating which goes first, after one untimed request per server. The requests:
 one preset's user prompt, ``--max-tokens`` each, greedy. Prints each run and the medians of
 completed requests/s, output tokens/s, TPOT p50 and ITL p50/p99 per server and rate, and the
-difference. ITL differs by definition on a speculative server: vLLM's is the gap between chunks
-(one chunk can carry several tokens), ours the time per token of each chunk (docs/load.md); on the
-baseline, one token a chunk, the two are one figure.
+difference. Beside them, each tool's mean TPOT against the server's own mean of it over the same
+run (``vllm:request_time_per_output_token_seconds`` before and after: the step's own scrapes for
+ours, this check's between runs for vllm bench serve's): past a server's capacity its speed moves
+by 10-40% from run to run on the same arrivals, so two tools' medians of a few runs can differ by
+as much by chance, while each tool's reading of the server's speed checks to a fraction of a
+percent (docs/benchmarks.md, peer checks). ITL differs by definition on a speculative server:
+vLLM's is the gap between chunks (one chunk can carry several tokens), ours the time per token of
+each chunk (docs/load.md); on the baseline, one token a chunk, the two are one figure.
 
     python -m benchmarks.vs_vllm_bench_rate [--preset json_reformat] [--rates 0.25,0.5,1,2]
         [--requests 16] [--max-tokens 160] [--runs 3] [--their-draws]
@@ -49,16 +54,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from benchmarks.vllm_bench import bench_command
 from benchmarks.vs_vllm_bench import served_model_and_path, user_prompt
 from demo.load.arrivals import parse_rates
 from demo.load.rate_models import RateSide
 from demo.load.rate_summary import capacity_of
+from demo.metrics import MetricsSample, parse_metrics, tpot_mean_between
 from demo.results import SIDES, Side
 from demo.settings import Settings
 from demo.slo import Slo
 
-FIGURES = ("completed_requests_per_s", "output_tokens_per_s", "tpot_p50_ms", "itl_p50_ms", "itl_p99_ms")
+FIGURES = ("completed_requests_per_s", "output_tokens_per_s", "tpot_p50_ms", "tpot_mean_ms", "itl_p50_ms",
+           "itl_p99_ms")
 
 
 def ours(settings: Settings, prompt: str, rate: float, n: int, max_tokens: int) -> dict[Side, dict[str, Any]]:
@@ -76,16 +85,25 @@ def ours(settings: Settings, prompt: str, rate: float, n: int, max_tokens: int) 
     return {"baseline": _our_figures(step["baseline"]), "speculative": _our_figures(arm)}
 
 
-def _ms(d: dict[str, float | None], key: str) -> float | None:
+def _ms(d: dict[str, Any], key: str) -> float | None:
     v = d.get(key)
     return None if v is None else v * 1000
 
 
-def _our_figures(side: dict[str, Any]) -> dict[str, Any]:
-    return {"completed_requests_per_s": side["completed_requests_per_s"],
-            "output_tokens_per_s": side["output_tokens_per_s"], "tpot_p50_ms": _ms(side["tpot_s"], "p50"),
+def _our_figures(side: dict[str, Any], lead_s: float = 0.0) -> dict[str, Any]:
+    """Our step's figures as the check compares them; ``lead_s``: time before the step's first arrival
+    that vllm bench serve's clock counts and a replay's does not (its first request waits its first gap)."""
+    per_s = 1.0 if not lead_s or not side["duration_s"] else side["duration_s"] / (side["duration_s"] + lead_s)
+    return {"completed_requests_per_s": _scaled(side["completed_requests_per_s"], per_s),
+            "output_tokens_per_s": _scaled(side["output_tokens_per_s"], per_s),
+            "tpot_p50_ms": _ms(side["tpot_s"], "p50"),
+            "tpot_mean_ms": _ms(side, "tpot_mean_s"), "server_tpot_mean_ms": _ms(side, "server_tpot_mean_s"),
             "itl_p50_ms": _ms(side["itl_s"], "p50"), "itl_p99_ms": _ms(side["itl_s"], "p99"),
             "ok": side["finished"], "sent": side["sent"]}
+
+
+def _scaled(v: float | None, by: float) -> float | None:
+    return None if v is None else v * by
 
 
 def bench(url: str, dataset: Path, rate: float, n: int, max_tokens: int, out_dir: Path, tag: str) -> dict[str, Any]:
@@ -95,15 +113,30 @@ def bench(url: str, dataset: Path, rate: float, n: int, max_tokens: int, out_dir
     cmd = bench_command(url, model, tokenizer, dataset, n, n, max_tokens, result, "--request-rate", f"{rate:g}",
                         "--seed", "0", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    before = server_metrics(url)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env)
     if done.returncode != 0 or not result.is_file():
         tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
         raise SystemExit(f"vllm bench serve failed ({done.returncode}):\n" + "\n".join(tail))
+    server_tpot_s, _, _ = tpot_mean_between(before, server_metrics(url))
     data = json.loads(result.read_text())
     return {"completed_requests_per_s": data.get("request_throughput"),
             "output_tokens_per_s": data.get("output_throughput"), "tpot_p50_ms": data.get("median_tpot_ms"),
+            "tpot_mean_ms": data.get("mean_tpot_ms"),
+            "server_tpot_mean_ms": None if server_tpot_s is None else server_tpot_s * 1000,
             "itl_p50_ms": data.get("median_itl_ms"), "itl_p99_ms": data.get("p99_itl_ms"),
             "ok": data.get("completed"), "sent": n}
+
+
+def server_metrics(url: str) -> MetricsSample:
+    """One scrape of the server's /metrics, between runs (never while a tool streams)."""
+    return parse_metrics(httpx.get(f"{url.rstrip('/')}/metrics", timeout=10).text)
+
+
+def against_server(fig: dict[str, Any]) -> float | None:
+    """A run's mean TPOT over the server's own mean for the same requests, in percent off."""
+    mine, server = fig.get("tpot_mean_ms"), fig.get("server_tpot_mean_ms")
+    return None if mine is None or not server else (mine / server - 1) * 100
 
 
 def our_capacity(settings: Settings, prompt: str, rates: str, n: int, max_tokens: int,
@@ -183,9 +216,11 @@ def ours_on_their_draws(settings: Settings, prompt: str, rate: float, n: int, ma
                         tmp: Path) -> dict[Side, dict[str, Any]]:
     """``--their-draws``: our step on vLLM's own arrival draws (replay_step), its figures as ``ours``
     gives them: past a server's capacity each request's TPOT is set by the queue it meets, so only the
-    same arrivals compare TPOT there."""
+    same arrivals compare TPOT there. A replay's clock starts at its first arrival, vllm bench serve's a
+    first gap before it: the rates per second are taken over vLLM's span (``_our_figures``' lead)."""
     step = replay_step(settings, prompt, rate, n, max_tokens, None, tmp)
-    return {"baseline": _our_figures(step["baseline"]), "speculative": _our_figures(step["speculative"])}
+    lead_s = vllm_offsets_s(rate, n)[0]
+    return {side: _our_figures(step[side], lead_s) for side in SIDES}
 
 
 def capacity_check(a: argparse.Namespace, settings: Settings, prompt: str, dataset: Path, tmp: Path) -> None:
@@ -280,8 +315,8 @@ def main() -> None:
                     for side, fig in figs.items():
                         rows.setdefault((rate, tool, side), []).append(fig)
                         print(f"run {run + 1} rate {rate:g} {side:>11} {tool:>5}: "
-                              + ", ".join(f"{k} {_fmt(fig[k])}" for k in FIGURES) + f", ok {fig['ok']}/{fig['sent']}",
-                              flush=True)
+                              + ", ".join(f"{k} {_fmt(fig[k])}" for k in FIGURES) + f", ok {fig['ok']}/{fig['sent']}"
+                              f", server's own tpot_mean_ms {_fmt(fig['server_tpot_mean_ms'])}", flush=True)
     draws = "ours on vllm bench serve's own draws" if a.their_draws else "each tool its own draws"
     print(f"\nmedians of {a.runs} runs: {a.requests} x {a.preset} user prompt, {a.max_tokens} tokens, Poisson, "
           f"normalized to N/R ({draws})")
@@ -295,6 +330,22 @@ def main() -> None:
                     continue
                 mo, mb = statistics.median(o), statistics.median(b)
                 print(f"{rate:>5g} {side:>11} {key:>24} {mo:>9.3f} {mb:>11.3f} {(mo - mb) / mb * 100:>+7.1f}")
+    print("\nmean TPOT against the server's own over the same run (% off: median, worst), and how far the "
+          "server's own moved between runs (max / min)")
+    for rate in parse_rates(a.rates):
+        for side in SIDES:
+            cells = []
+            for tool in ("ours", "bench"):
+                off = [v for r in rows[(rate, tool, side)] if (v := against_server(r)) is not None]
+                own = [r["server_tpot_mean_ms"] for r in rows[(rate, tool, side)] if r["server_tpot_mean_ms"]]
+                cells.append(f"{tool} {_pct(off)}, server moved {max(own) / min(own):.2f}x" if own else f"{tool} n/a")
+            print(f"{rate:>5g} {side:>11}: " + "; ".join(cells))
+
+
+def _pct(off: list[float]) -> str:
+    if not off:
+        return "n/a"
+    return f"{statistics.median(off):+.2f}% (worst {max(off, key=abs):+.2f}%)"
 
 
 if __name__ == "__main__":
