@@ -11,12 +11,13 @@ one preset's user prompt, ``--max-tokens`` each, greedy. Prints each run and the
 completed requests/s, output tokens/s, TPOT p50 and ITL p50/p99 per server and rate, and the
 difference. Beside them, each tool's mean TPOT against the server's own mean of it over the same
 run (``vllm:request_time_per_output_token_seconds`` before and after: the step's own scrapes for
-ours, this check's between runs for vllm bench serve's): past a server's capacity its speed moves
-by 10-40% from run to run on the same arrivals, so two tools' medians of a few runs can differ by
-as much by chance, while each tool's reading of the server's speed checks to a fraction of a
-percent (docs/benchmarks.md, peer checks). ITL differs by definition on a speculative server:
-vLLM's is the gap between chunks (one chunk can carry several tokens), ours the time per token of
-each chunk (docs/load.md); on the baseline, one token a chunk, the two are one figure.
+ours, this check's between runs for vllm bench serve's): on a shared 2-vCPU host the server's
+speed moved by up to a third from run to run on the same arrivals, so two tools' medians of a few
+runs can differ by as much by chance, while each tool's reading of the server's speed checks to
+a fraction of a percent (docs/benchmarks.md, peer checks). ITL differs by definition on a
+speculative server: vLLM's is the gap between chunks (one chunk can carry several tokens), ours
+the time per token of each chunk (docs/load.md); on the baseline, one token a chunk, the two are
+one figure.
 
     python -m benchmarks.vs_vllm_bench_rate [--preset json_reformat] [--rates 0.25,0.5,1,2]
         [--requests 16] [--max-tokens 160] [--runs 3] [--their-draws]
