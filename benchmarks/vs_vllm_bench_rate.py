@@ -46,6 +46,7 @@ step gets moves its p95 by 10-20%: (1) is the measurement check, (2) what a user
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import statistics
@@ -62,7 +63,7 @@ from benchmarks.vs_vllm_bench import served_model_and_path, user_prompt
 from demo.load.arrivals import parse_rates
 from demo.load.rate_models import RateSide
 from demo.load.rate_summary import capacity_of
-from demo.metrics import MetricsSample, parse_metrics, tpot_mean_between
+from demo.metrics import MetricsSample, scrape, tpot_mean_between
 from demo.results import SIDES, Side
 from demo.settings import Settings
 from demo.slo import Slo
@@ -130,8 +131,13 @@ def bench(url: str, dataset: Path, rate: float, n: int, max_tokens: int, out_dir
 
 
 def server_metrics(url: str) -> MetricsSample:
-    """One scrape of the server's /metrics, between runs (never while a tool streams)."""
-    return parse_metrics(httpx.get(f"{url.rstrip('/')}/metrics", timeout=10).text)
+    """One scrape of the server's /metrics (demo.metrics.scrape: a failure is a sample saying why),
+    between runs, never while a tool streams."""
+    async def once() -> MetricsSample:
+        async with httpx.AsyncClient() as http:
+            return await scrape(http, url, 10)
+
+    return asyncio.run(once())
 
 
 def against_server(fig: dict[str, Any]) -> float | None:
