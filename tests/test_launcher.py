@@ -179,8 +179,11 @@ def test_up_status_down_starts_and_stops_exactly_its_processes(env: Env) -> None
         assert isinstance(rows[role]["warmup_s"], float)
     text = env.run("status").stdout
     assert text.count(", warmed up in ") == 2
-    # Port and core of each server are stated (CPU: each on its own core).
+    # Port and core of each server are stated (CPU: each on its own core), read off the running
+    # server, not the settings of whoever asks.
     assert [rows[r]["cores"] for r in ("baseline", "speculative")] == ["0", "1"]
+    asked = env.run("status", "--json", SPECDEMO_SERVERS_BASELINE_CORES="1", SPECDEMO_SERVERS_SPECULATIVE_CORES="0")
+    assert [r["cores"] for r in json.loads(asked.stdout)] == ["0", "1"], asked.stderr
     # ... and the dtype each was started with (float32 on every CPU).
     assert "model: smollm2 (float32); cores: 0; memory:" in text
     assert "model: smollm2 (float32); cores: 1; memory:" in text
@@ -624,6 +627,30 @@ def test_a_cpu_server_runs_its_worker_in_the_engine_core_with_openmp_placed_as_v
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in server_env(LauncherSettings(device="gpu"), "baseline")
     # The two layouts compile alike only by chance: they keep separate compile caches.
     assert plan(s, "m")[0].cache_key != plan(old, "m")[0].cache_key
+
+
+def test_a_server_on_more_than_one_core_runs_its_attention_without_the_kv_split(monkeypatch) -> None:
+    """vLLM's CPU attention splits one request's KV cache across the compute threads by default, which
+    made a two-thread decode step 2.4x as slow (docs/cpu-servers.md#more-than-one-core): a server
+    given more than one core runs with the split off, one core keeps vLLM's default, a value in the
+    environment wins, and `status` says which it runs with where it has more than one thread."""
+    from servers.launcher import kernels_text, server_env
+    from servers.settings import LauncherSettings
+
+    monkeypatch.delenv("VLLM_CPU_ATTN_SPLIT_KV", raising=False)
+    s = LauncherSettings(baseline_cores="0-1", speculative_cores="2,3")
+    assert [server_env(s, r).get("VLLM_CPU_ATTN_SPLIT_KV") for r in ("baseline", "speculative")] == ["0", "0"]
+    one = LauncherSettings(baseline_cores="0", speculative_cores="1")
+    assert "VLLM_CPU_ATTN_SPLIT_KV" not in server_env(one, "baseline")
+    assert "VLLM_CPU_ATTN_SPLIT_KV" not in server_env(LauncherSettings(device="gpu", baseline_cores="0-1"), "baseline")
+    monkeypatch.setenv("VLLM_CPU_ATTN_SPLIT_KV", "1")
+    assert server_env(s, "baseline")["VLLM_CPU_ATTN_SPLIT_KV"] == "1"
+
+    row = {"kernels": "_C_AVX2", "compute_threads": 2, "attn_split_kv": False}
+    assert kernels_text(row) == "kernels: _C_AVX2 (AVX2); compute threads: 2, KV split off"
+    assert kernels_text({**row, "attn_split_kv": True}).endswith("compute threads: 2, KV split on")
+    assert kernels_text({**row, "compute_threads": 1}).endswith("compute threads: 1")
+    assert kernels_text({**row, "compute_threads": None}).endswith("compute threads: n/a (OMP_NUM_THREADS not set)")
 
 
 def test_only_a_suffix_server_sees_arctic_inference_and_a_missing_build_names_its_command(tmp_path: Path) -> None:

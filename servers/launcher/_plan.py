@@ -25,6 +25,8 @@ from servers.settings import ROOT, LauncherSettings, parse_cores
 SETUP_COMMAND = "scripts/setup_cpu_servers.sh"
 SUFFIX_SETUP_COMMAND = "bash scripts/setup_cpu_servers.sh --suffix"
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# vLLM's CPU attention: split one request's KV cache across the compute threads ("1", its default).
+ATTN_SPLIT_KV = "VLLM_CPU_ATTN_SPLIT_KV"
 
 
 class LauncherError(Exception):
@@ -238,6 +240,12 @@ def server_env(s: LauncherSettings, role: Side, cores: str | None = None,
     if s.device == "cpu":
         env["VLLM_CPU_OMP_THREADS_BIND"] = cores
         env["VLLM_CPU_KVCACHE_SPACE"] = str(s.kvcache_space_gib)
+        if len(parse_cores(cores)) > 1:
+            # With more than one thread, vLLM's CPU attention splits a request's KV cache across
+            # them and spins while it joins the parts: a one-request decode step on two threads took
+            # 2.4x as long (docs/cpu-servers.md#more-than-one-core). One thread keeps vLLM's default;
+            # a value in the environment wins.
+            env.setdefault(ATTN_SPLIT_KV, "0")
         # A CPU start is mostly torch.compile. With vLLM's AOT compile off and Inductor's cache kept
         # under cache_dir, a restart with the same flags reuses the compiled kernels: ~40 s instead
         # of ~76 s when the CPU path was set up (start kinds: docs/cpu-servers.md).

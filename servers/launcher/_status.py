@@ -13,7 +13,7 @@ import httpx
 from common.sides import SIDES, Side
 from common.waiting import held_within
 from servers import procs
-from servers.launcher._plan import flag_value
+from servers.launcher._plan import ATTN_SPLIT_KV, flag_value
 from servers.launcher._records import health_ok, ours_alive, stop_records
 from servers.settings import LauncherSettings
 from servers.state import LauncherState, clear_state, read_state
@@ -103,8 +103,10 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
             "role": role,
             "arm": r.arm if r else None,
             "url": url,
-            # CPU: the cores its threads are bound to (an arm's own, else the settings'); None on a GPU.
-            "cores": ((r.cores if r and r.cores else None)
+            # CPU: the cores its threads are bound to: a running server's own (its environment), else
+            # an arm's recorded cores or the settings'; None on a GPU.
+            "cores": ((procs.environ_value(pids, "VLLM_CPU_OMP_THREADS_BIND") if pids else None)
+                      or (r.cores if r and r.cores else None)
                       or (s.baseline_cores if role == "baseline" else s.speculative_cores)) if on_cpu else None,
             "healthy": health_ok(url),
             "managed": running,  # started by this launcher and still running
@@ -119,6 +121,8 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
             # CPU: the kernel build vLLM loaded (by the CPU's flags) and its compute threads.
             "kernels": procs.kernel_build(pids) if on_cpu and pids else None,
             "compute_threads": _int_or_none(procs.environ_value(pids, "OMP_NUM_THREADS")) if on_cpu and pids else None,
+            # CPU: whether its attention splits one request's KV cache across those threads (vLLM's default).
+            "attn_split_kv": procs.environ_value(pids, ATTN_SPLIT_KV) != "0" if on_cpu and pids else None,
             "start_kind": r.start_kind if r else None,
             "time_to_healthy_s": r.time_to_healthy_s if r else None,
             "warmup_s": r.warmup_s if r else None,
@@ -139,12 +143,16 @@ def _int_or_none(text: str | None) -> int | None:
 
 
 def kernels_text(row: dict[str, object]) -> str:
-    """"kernels: _C_AVX2 (AVX2); compute threads: 1", or the reason there is none, for a CPU server."""
+    """"kernels: _C_AVX2 (AVX2); compute threads: 2, KV split off", or the reason there is none, for a
+    CPU server (the split matters only with more than one thread)."""
     build = row["kernels"]
     kernels = (f"{build} ({procs.KERNEL_BUILDS[build]})" if isinstance(build, str)
                else "n/a (no vLLM kernel library mapped: not a vLLM CPU server, or still starting)")
     threads = row["compute_threads"]
-    return f"kernels: {kernels}; compute threads: {threads if threads is not None else 'n/a (OMP_NUM_THREADS not set)'}"
+    if threads is None:
+        return f"kernels: {kernels}; compute threads: n/a (OMP_NUM_THREADS not set)"
+    split = f", KV split {'on' if row['attn_split_kv'] else 'off'}" if isinstance(threads, int) and threads > 1 else ""
+    return f"kernels: {kernels}; compute threads: {threads}{split}"
 
 
 def _served_model(url: str) -> str | None:
