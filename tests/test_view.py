@@ -150,7 +150,10 @@ def test_errors_and_titles_are_escaped() -> None:
 
 
 def test_order_labels() -> None:
-    assert "compete" in view.order_html("simultaneous")
+    # Simultaneous order says why it reads lower, on a GPU and on CPU cores (issue 52).
+    simultaneous = view.order_html("simultaneous")
+    assert "one GPU they compete" in simultaneous and "on CPU cores, this page and its browser" in simultaneous
+    assert "read lower" in simultaneous
     assert "Sequential A/B" in view.order_html("sequential")
 
 

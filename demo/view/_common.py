@@ -11,8 +11,9 @@ ORDER_LABELS: dict[str, str] = {
     "sequential": "Sequential A/B",
 }
 ORDER_NOTES: dict[str, str] = {
-    "simultaneous": "Both servers run at the same time. On one GPU they compete for it, "
-    "so both speeds are understated; sequential A/B is the fair comparison.",
+    "simultaneous": "Both servers run at the same time. On one GPU they compete for it; on CPU cores, "
+    "this page and its browser take time from the servers when no core is spare. So both speeds, "
+    "and often the speedup, read lower; sequential A/B is the fair comparison.",
     "sequential": "Baseline first, then speculative, same prompt: each server has the "
     "machine to itself. The fair comparison.",
 }
