@@ -25,7 +25,10 @@ from servers.settings import ROOT, LauncherSettings, parse_cores
 SETUP_COMMAND = "scripts/setup_cpu_servers.sh"
 SUFFIX_SETUP_COMMAND = "bash scripts/setup_cpu_servers.sh --suffix"
 API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-# vLLM's CPU attention: split one request's KV cache across the compute threads ("1", its default).
+# vLLM's CPU settings the launcher writes and `status` reads back off a running server: the cores
+# its compute threads are bound to, and whether its attention splits one request's KV cache across
+# those threads ("1", vLLM's default).
+THREADS_BIND = "VLLM_CPU_OMP_THREADS_BIND"
 ATTN_SPLIT_KV = "VLLM_CPU_ATTN_SPLIT_KV"
 
 
@@ -238,13 +241,13 @@ def server_env(s: LauncherSettings, role: Side, cores: str | None = None,
             # Only this server sees arctic-inference (its vLLM plugin and the suffix tree).
             env["PYTHONPATH"] = str(s.suffix_path.resolve())
     if s.device == "cpu":
-        env["VLLM_CPU_OMP_THREADS_BIND"] = cores
+        env[THREADS_BIND] = cores
         env["VLLM_CPU_KVCACHE_SPACE"] = str(s.kvcache_space_gib)
         if len(parse_cores(cores)) > 1:
             # With more than one thread, vLLM's CPU attention splits a request's KV cache across
             # them and spins while it joins the parts: a one-request decode step on two threads took
-            # 2.4x as long (docs/cpu-servers.md#more-than-one-core). One thread keeps vLLM's default;
-            # a value in the environment wins.
+            # 2.2-2.4x as long (docs/cpu-servers.md#more-than-one-core-a-server-the-kv-split-off).
+            # One thread keeps vLLM's default; a value in the environment wins.
             env.setdefault(ATTN_SPLIT_KV, "0")
         # A CPU start is mostly torch.compile. With vLLM's AOT compile off and Inductor's cache kept
         # under cache_dir, a restart with the same flags reuses the compiled kernels: ~40 s instead
@@ -324,7 +327,7 @@ def plan(s: LauncherSettings, model: str) -> list[Plan]:
         args = cfg.vllm_args()
         # The compile cache depends on the flags and the core binding, not on the port.
         portless = cfg.model_copy(update={"port": 0}).vllm_args()
-        key_src = json.dumps([s.device, portless, env.get("VLLM_CPU_OMP_THREADS_BIND"),
+        key_src = json.dumps([s.device, portless, env.get(THREADS_BIND),
                               env.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1")])
         key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
         plans.append(Plan(role, cfg, base + args, env, s.log_file(srv.name), key, arm=srv.arm, cores=srv.cores))

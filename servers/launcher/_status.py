@@ -13,7 +13,7 @@ import httpx
 from common.sides import SIDES, Side
 from common.waiting import held_within
 from servers import procs
-from servers.launcher._plan import ATTN_SPLIT_KV, flag_value
+from servers.launcher._plan import ATTN_SPLIT_KV, THREADS_BIND, flag_value
 from servers.launcher._records import health_ok, ours_alive, stop_records
 from servers.settings import LauncherSettings
 from servers.state import LauncherState, clear_state, read_state
@@ -105,7 +105,7 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
             "url": url,
             # CPU: the cores its threads are bound to: a running server's own (its environment), else
             # an arm's recorded cores or the settings'; None on a GPU.
-            "cores": ((procs.environ_value(pids, "VLLM_CPU_OMP_THREADS_BIND") if pids else None)
+            "cores": ((procs.environ_value(pids, THREADS_BIND) if pids else None)
                       or (r.cores if r and r.cores else None)
                       or (s.baseline_cores if role == "baseline" else s.speculative_cores)) if on_cpu else None,
             "healthy": health_ok(url),
