@@ -127,6 +127,19 @@ class Env:
                 pids.append(int(entry.name))
         return pids
 
+    def supervisors(self) -> list[int]:
+        """PIDs of any launcher (`python -m servers ...`) started in this sandbox that still runs: a
+        detached supervisor restarts the stand-ins it watches when they are killed."""
+        pids = []
+        for entry in Path("/proc").iterdir():
+            try:
+                cmd = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+            except OSError:
+                continue
+            if cmd[1:3] == [b"-m", b"servers"] and self._cwd(entry) == str(self.tmp):
+                pids.append(int(entry.name))
+        return pids
+
     @staticmethod
     def _cwd(entry: Path) -> str:
         try:
@@ -143,7 +156,13 @@ class Env:
 def env(tmp_path: Path) -> Iterator[Env]:
     e = Env(tmp_path)
     yield e
-    # Whatever a test did, leave nothing running.
+    # Whatever a test did, leave nothing running: first a supervisor a failed test left (it would
+    # restart the stand-ins killed next), then the stand-ins.
+    for pid in e.supervisors():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     for pid in e.leftovers():
         try:
             os.killpg(os.getpgid(pid), signal.SIGKILL)
@@ -631,7 +650,7 @@ def test_a_cpu_server_runs_its_worker_in_the_engine_core_with_openmp_placed_as_v
 
 def test_a_server_on_more_than_one_core_runs_its_attention_without_the_kv_split(monkeypatch) -> None:
     """vLLM's CPU attention splits one request's KV cache across the compute threads by default, which
-    made a two-thread decode step 2.4x as slow (docs/cpu-servers.md#more-than-one-core): a server
+    made a two-thread decode step 1.8-2.4x as slow (docs/cpu-servers.md, more than one core): a server
     given more than one core runs with the split off, one core keeps vLLM's default, a value in the
     environment wins, and `status` says which it runs with where it has more than one thread."""
     from servers.launcher import kernels_text, server_env
