@@ -246,7 +246,7 @@ def server_env(s: LauncherSettings, role: Side, cores: str | None = None,
         if len(parse_cores(cores)) > 1:
             # With more than one thread, vLLM's CPU attention splits a request's KV cache across
             # them and spins while it joins the parts: a one-request decode step on two threads took
-            # 2.2-2.4x as long (docs/cpu-servers.md#more-than-one-core-a-server-the-kv-split-off).
+            # 1.8-2.4x as long (docs/cpu-servers.md#more-than-one-core-a-server-the-kv-split-off).
             # One thread keeps vLLM's default; a value in the environment wins.
             env.setdefault(ATTN_SPLIT_KV, "0")
         # A CPU start is mostly torch.compile. With vLLM's AOT compile off and Inductor's cache kept
