@@ -112,33 +112,29 @@ class Env:
 
     def leftovers(self) -> list[int]:
         """PIDs of any process still running our stand-in script (or its grandchild)."""
-        pids = []
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if stat[stat.rindex(")") + 2] in "ZX":
-                continue
-            if str(self.script) in cmd or ("fake-grandchild" in cmd and str(self.tmp) in self._cwd(entry)):
-                pids.append(int(entry.name))
-        return pids
+        return [int(entry.name) for entry, argv in self._live_processes()
+                if str(self.script) in (cmd := " ".join(argv))
+                or ("fake-grandchild" in cmd and str(self.tmp) in self._cwd(entry))]
 
     def supervisors(self) -> list[int]:
         """PIDs of any launcher (`python -m servers ...`) started in this sandbox that still runs: a
         detached supervisor restarts the stand-ins it watches when they are killed."""
-        pids = []
+        return [int(entry.name) for entry, argv in self._live_processes()
+                if argv[1:3] == ["-m", "servers"] and self._cwd(entry) == str(self.tmp)]
+
+    @staticmethod
+    def _live_processes() -> Iterator[tuple[Path, list[str]]]:
+        """Each process's /proc entry and command line, zombies and exiting ones left out."""
         for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
             try:
-                cmd = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+                argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+                stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            if cmd[1:3] == [b"-m", b"servers"] and self._cwd(entry) == str(self.tmp):
-                pids.append(int(entry.name))
-        return pids
+            if stat[stat.rindex(")") + 2] not in "ZX":
+                yield entry, argv
 
     @staticmethod
     def _cwd(entry: Path) -> str:
