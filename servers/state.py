@@ -40,6 +40,10 @@ class ServerRecord(BaseModel):
     start_kind: Literal["cold", "warm"] | None = None
     # The warm-up's time after /health first answered (servers/warmup.py); None: no warm-up ran.
     warmup_s: float | None = None
+    # Its decode step timed at warm-up (servers/warmup.py time_steps), ms: a plain step on a baseline,
+    # a verification step on a speculative server; None with the reason in step_na (or not timed).
+    step_ms: float | None = None
+    step_na: str | None = None
 
     # Written by the supervisor (servers/supervisor.py).
     restarts: int = 0
@@ -58,6 +62,22 @@ class ServerRecord(BaseModel):
     def name(self) -> str:
         """The server's name: its arm's, else its role."""
         return self.arm or self.role
+
+    def step_cost(self, baseline: ServerRecord | None) -> float | None:
+        """This speculative server's verification step in ``baseline``'s plain steps, as timed at
+        warm-up; None for a baseline or when either was not timed."""
+        if self.role == "baseline" or not self.step_ms or baseline is None or not baseline.step_ms:
+            return None
+        return round(self.step_ms / baseline.step_ms, 2)
+
+    def step_text(self, baseline: ServerRecord | None) -> str:
+        """"38.9 ms a verification step (0.86x a plain one)", or n/a with the reason."""
+        if self.step_ms is None:
+            return f"n/a ({self.step_na or 'not timed: started without a warm-up'})"
+        if self.role == "baseline":
+            return f"{self.step_ms} ms a plain step"
+        cost = self.step_cost(baseline)
+        return f"{self.step_ms} ms a verification step" + (f" ({cost}x a plain one)" if cost else "")
 
 
 class SupervisorRecord(BaseModel):

@@ -64,9 +64,21 @@ FAKE_SERVER = textwrap.dedent('''
             self.end_headers()
             self.wfile.write(body)
         def do_POST(self):  # the launcher's warm-up: each request is noted in <role>.warmup
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), role + ".warmup"), "a") as f:
-                f.write(self.path + "\\n")
+                f.write(self.path + (" stream" if req.get("stream") else "") + "\\n")
+            if req.get("stream"):  # the timed request: 8 steps, usage on each chunk, 5 tokens a step drafted
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                step = 1 if role == "baseline" else 5
+                for i in range(9):
+                    usage = {"completion_tokens": 1 + i * step}
+                    self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\\n\\n".encode())
+                    self.wfile.flush()
+                    time.sleep(0.005)
+                self.wfile.write(b"data: [DONE]\\n\\n")
+                return
             body = json.dumps({"choices": [{"text": "ok"}]}).encode()
             self.send_response(200 if self.path == "/v1/completions" else 404)
             self.send_header("Content-Length", str(len(body)))
@@ -189,11 +201,21 @@ def test_up_status_down_starts_and_stops_exactly_its_processes(env: Env) -> None
 
     # Each server was warmed up with real requests (three prompts, then two at once) before `up` said ready.
     for role in ("baseline", "speculative"):
-        assert (env.tmp / f"{role}.warmup").read_text().splitlines() == ["/v1/completions"] * 5
+        assert (env.tmp / f"{role}.warmup").read_text().splitlines() == ["/v1/completions"] * 5 + [
+            "/v1/completions stream"] * 3
         assert f"{role}: warmed up with 5 requests in" in up.stdout
         assert isinstance(rows[role]["warmup_s"], float)
     text = env.run("status").stdout
     assert text.count(", warmed up in ") == 2
+    # Then each server's decode step was timed alone (three streamed requests with usage on each chunk),
+    # and what a verification step costs in plain steps went to the app with the pair's URLs.
+    base_ms, spec_ms = rows["baseline"]["step_ms"], rows["speculative"]["step_ms"]
+    assert base_ms > 0 and spec_ms > 0
+    assert rows["speculative"]["step_cost"] == round(spec_ms / base_ms, 2)
+    assert f"SPECDEMO_SPEC_STEP_COST={rows['speculative']['step_cost']}\n" in (env.run_dir / "client.env").read_text()
+    assert f"decode step at warm-up: {base_ms} ms a plain step" in text
+    assert (f"decode step at warm-up: {spec_ms} ms a verification step "
+            f"({rows['speculative']['step_cost']}x a plain one)") in text
     # Port and core of each server are stated (CPU: each on its own core), read off the running
     # server, not the settings of whoever asks.
     assert [rows[r]["cores"] for r in ("baseline", "speculative")] == ["0", "1"]

@@ -16,7 +16,7 @@ from servers import procs
 from servers.launcher._plan import ATTN_SPLIT_KV, THREADS_BIND, flag_value
 from servers.launcher._records import health_ok, ours_alive, stop_records
 from servers.settings import LauncherSettings
-from servers.state import LauncherState, clear_state, read_state
+from servers.state import LauncherState, ServerRecord, clear_state, read_state
 
 # ---------------------------------------------------------------- down, status
 
@@ -92,6 +92,7 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
     named: list[tuple[Side, str]] = [(role, role) for role in SIDES]
     if state and any(r.arm for r in state.servers):
         named = [(r.role, r.name) for r in state.servers]
+    base = records.get("baseline")
     rows = []
     for role, name in named:
         r = records.get(name)
@@ -126,6 +127,7 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
             "start_kind": r.start_kind if r else None,
             "time_to_healthy_s": r.time_to_healthy_s if r else None,
             "warmup_s": r.warmup_s if r else None,
+            **_step_fields(r, base),
             "log_path": str(r.log_path) if r else str(s.log_file(name)),
             "restarts": r.restarts if r else 0,
             "last_cause": r.last_cause if r else None,
@@ -136,6 +138,14 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
         }
         rows.append(row)
     return rows
+
+
+def _step_fields(r: ServerRecord | None, base: ServerRecord | None) -> dict[str, object]:
+    """A server's decode step timed at warm-up (ms; a verification step on a speculative server), that
+    step in the baseline's plain steps (under 1, speculation may beat its tokens per step) and the line
+    that says both."""
+    return {"step_ms": r.step_ms if r else None, "step_cost": r.step_cost(base) if r else None,
+            "step_text": r.step_text(base) if r else None}
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -206,6 +216,8 @@ def print_status(s: LauncherSettings, out: TextIO = sys.stdout, as_json: bool = 
                 warm = f", warmed up in {row['warmup_s']} s" if row.get("warmup_s") is not None else ""
                 print(f"{'':<12} last start: {row['start_kind']}, healthy after {row['time_to_healthy_s']} s{warm}",
                       file=out)
+            if row.get("step_text"):
+                print(f"{'':<12} decode step at warm-up: {row['step_text']}", file=out)
             restarts = _restarts_text(row)
             if restarts:
                 print(f"{'':<12} {restarts}", file=out)

@@ -32,7 +32,7 @@ from servers.launcher._status import print_status
 from servers.progress import StartProgress
 from servers.settings import ROOT, LauncherSettings
 from servers.state import LauncherState, ServerRecord, SupervisorRecord, clear_state, read_state, write_state
-from servers.warmup import warm_up
+from servers.warmup import time_steps, warm_up
 
 # ---------------------------------------------------------------- up
 
@@ -148,6 +148,9 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
             if s.warmup:
                 _warm_up(s, started, out)
             record_state()
+        if s.warmup:
+            _time_steps(s, plans, records, out)
+            record_state()
     except BaseException:
         # Whatever went wrong (crash, timeout, Ctrl-C): leave nothing running behind.
         print("stopping the servers started by this run ...", file=out, flush=True)
@@ -162,7 +165,7 @@ def start_pair(s: LauncherSettings, out: TextIO, supervisor: SupervisorRecord | 
         marker = _marker(s, p)
         marker.parent.mkdir(parents=True, exist_ok=True)
         marker.touch()
-    _write_client_env(s, plans)
+    _write_client_env(s, plans, records)
     return pair
 
 
@@ -227,7 +230,17 @@ def _warm_up(s: LauncherSettings, started: list[tuple[Plan, subprocess.Popen[byt
         print(result.line(p.name), file=out, flush=True)
 
 
-def _write_client_env(s: LauncherSettings, plans: list[Plan]) -> None:
+def _time_steps(s: LauncherSettings, plans: list[Plan], records: list[ServerRecord], out: TextIO) -> None:
+    """Time each server's decode step, one server at a time (each alone, as in a sequential race),
+    and say what a verification step costs here in the baseline's plain steps."""
+    timed = time_steps([(p.url, p.config.served_model_name, p.role != "baseline") for p in plans], s.warmup_timeout_s)
+    for rec, step in zip(records, timed, strict=True):
+        rec.step_ms, rec.step_na = step.ms, step.na_reason
+    print("decode step at warm-up: " + "; ".join(f"{r.name} {r.step_text(records[0])}" for r in records),
+          file=out, flush=True)
+
+
+def _write_client_env(s: LauncherSettings, plans: list[Plan], records: list[ServerRecord]) -> None:
     """What the app needs to find these servers (its own SPECDEMO_ settings), for `source` or .env;
     with arms, SPECDEMO_ARMS lists every arm (the first is the SPECDEMO_SPECULATIVE_URL one)."""
     spec = plans[1].config.speculative_config or {}
@@ -237,11 +250,15 @@ def _write_client_env(s: LauncherSettings, plans: list[Plan]) -> None:
     ]
     if any(p.arm for p in plans):
         arms = [{"name": p.arm, "url": p.url, "method": (p.config.speculative_config or {}).get("method"),
-                 "label": get_arm_config(p.arm).summary[:60]} for p in plans[1:] if p.arm]
+                 "label": get_arm_config(p.arm).summary[:60], "step_cost": r.step_cost(records[0])}
+                for p, r in zip(plans[1:], records[1:], strict=True) if p.arm]
         lines.append(f"SPECDEMO_ARMS={json.dumps(arms, separators=(',', ':'))}")
     # An empty value would not validate as a number in the app: leave unknown ones out.
     if spec.get("method"):
         lines.append(f"SPECDEMO_SPEC_METHOD={spec['method']}")
     if spec.get("num_speculative_tokens") is not None:
         lines.append(f"SPECDEMO_SPEC_NUM_TOKENS={spec['num_speculative_tokens']}")
+    cost = records[1].step_cost(records[0]) if len(records) > 1 else None
+    if cost is not None:  # what a verification step costs here: the bound of the race's efficiency
+        lines.append(f"SPECDEMO_SPEC_STEP_COST={cost}")
     (s.run_dir / "client.env").write_text("\n".join(lines) + "\n")
