@@ -22,7 +22,7 @@ from demo.client import (
     make_http_client,
     stream_completion,
 )
-from demo.measure import SideMeter, efficiency, over_bound, same_answer
+from demo.measure import SideMeter, efficiency, over_bound, same_answer, step_cost_note
 from demo.metrics import MetricsSample, scrape_metrics, spec_stats_from_delta
 from demo.results import FIRST_ARM, ArmResult, ArmSnapshot, RaceRequest, RaceResult, RaceSnapshot, SideResult
 from demo.settings import Endpoint, Settings
@@ -76,10 +76,11 @@ def compare(req: RaceRequest, base: SideResult, spec: SideResult, *, cancelled: 
 
 
 def compare_arm(name: str, base: SideResult, spec: SideResult, *, label: str | None = None,
-                method: str | None = None, named: bool = False) -> ArmResult:
+                method: str | None = None, named: bool = False, step_cost: float | None = None) -> ArmResult:
     """One arm against the baseline: speedups only from figures both sides really have, and the
     speedup against the arm's tokens per step (efficiency; over_bound: why it is no result when over
-    1). ``named``: reasons name the arm (a race of several), not "speculative"."""
+    its bound, 1 or what ``step_cost`` allows). ``named``: reasons name the arm (a race of several),
+    not "speculative"."""
     arm = ArmResult(name=name, label=label, method=method, side=spec)
     who = name if named else None
     b, s = base.decode_tokens_per_s, spec.decode_tokens_per_s
@@ -99,7 +100,8 @@ def compare_arm(name: str, base: SideResult, spec: SideResult, *, label: str | N
         arm.na_reasons["identical_text"] = "one side did not finish"
     length = spec.spec.mean_acceptance_length if spec.spec is not None else None
     arm.efficiency = efficiency(arm.speedup, length)
-    arm.over_bound = over_bound(arm.speedup, length)
+    arm.over_bound = over_bound(arm.speedup, length, step_cost=step_cost)
+    arm.step_cost_note = step_cost_note(arm.speedup, length, step_cost)
     return arm
 
 
@@ -112,7 +114,7 @@ def compare_arms(req: RaceRequest, base: SideResult, arms: Mapping[str, SideResu
     for name, spec in arms.items():
         e = endpoints.get(name)
         compared[name] = compare_arm(name, base, spec, label=e.label if e else None, method=e.method if e else None,
-                                     named=len(arms) > 1)
+                                     named=len(arms) > 1, step_cost=e.step_cost if e else None)
     return RaceResult(order=req.order, preset=req.preset, request=req, baseline=base, cancelled=cancelled,
                       arms=compared)
 

@@ -315,6 +315,9 @@ class ArmResult(BaseModel):
     # speedup is not a result when that exceeds 1 (demo.measure.over_bound); None for a run saved before them.
     efficiency: float | None = None
     over_bound: str | None = None
+    # Why an efficiency over 1 is a result all the same: this host's verification step was timed cheaper
+    # than a plain one (demo.measure.step_cost_note); None otherwise and for a run saved before it.
+    step_cost_note: str | None = None
     na_reasons: dict[str, str] = Field(default_factory=dict)
 
 
@@ -349,7 +352,8 @@ def arms_out(arms: dict[str, Any], handler: SerializerFunctionWrapHandler) -> An
     return out
 
 
-_RACE_MIRROR = ("speedup", "e2e_speedup", "identical_text", "first_difference", "efficiency", "over_bound")
+_RACE_MIRROR = ("speedup", "e2e_speedup", "identical_text", "first_difference", "efficiency", "over_bound",
+                "step_cost_note")
 
 
 class RaceResult(_Ordered):
@@ -357,10 +361,10 @@ class RaceResult(_Ordered):
 
     Its order, preset, request and start time, the baseline and every arm (each with the figures
     comparing it to the baseline). ``speculative``, ``speedup``, ``e2e_speedup``,
-    ``identical_text``, ``first_difference``, ``efficiency``, ``over_bound`` and ``na_reasons`` are the
-    first arm's, read off it and written beside ``arms`` in the JSON (where the first arm's side is written once, as
-    ``speculative``) for readers of the pair's JSON; a run saved before arms loads with its one arm,
-    named "speculative".
+    ``identical_text``, ``first_difference``, ``efficiency``, ``over_bound``, ``step_cost_note`` and
+    ``na_reasons`` are the first arm's, read off it and written beside ``arms`` in the JSON (where the
+    first arm's side is written once, as ``speculative``) for readers of the pair's JSON; a run saved
+    before arms loads with its one arm, named "speculative".
     """
 
     order: Order
@@ -426,6 +430,12 @@ class RaceResult(_Ordered):
     def over_bound(self) -> str | None:
         """Why the first arm's speedup is not a result (its efficiency exceeds 1), or None."""
         return self.first_arm.over_bound
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def step_cost_note(self) -> str | None:
+        """Why the first arm's efficiency over 1 is a result all the same (a cheap verification step), or None."""
+        return self.first_arm.step_cost_note
 
     @computed_field  # type: ignore[prop-decorator]
     @property

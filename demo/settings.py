@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -39,6 +40,9 @@ class Endpoint(BaseModel):
     arm: str | None = None  # the arm's name (speculative endpoints from arm_endpoints())
     label: str | None = None  # the arm's label for the page; None: its name
     method: str | None = None  # the arm's speculative method, when known (labels only)
+    # The arm's verification step in the baseline's plain steps, timed by `servers up` at warm-up;
+    # None: not known (a server the launcher did not start). Under 1 it lifts the efficiency bound.
+    step_cost: float | None = None
     model: str | None = None  # None: discovered from /v1/models
     api_key: SecretStr | None = None
     headers: dict[str, SecretStr] = Field(default_factory=dict)
@@ -74,6 +78,7 @@ class ArmSetting(BaseModel):
     headers: dict[str, SecretStr] = Field(default_factory=dict)
     label: str | None = Field(None, max_length=60)
     method: str | None = Field(None, max_length=40)
+    step_cost: float | None = Field(None, gt=0)  # as Endpoint.step_cost: the launcher writes it
 
     @field_validator("name")
     @classmethod
@@ -209,6 +214,10 @@ class Settings(BaseSettings):
     # when the server itself cannot tell us. The launcher writes these.
     spec_method: str | None = None
     spec_num_tokens: int | None = None
+    # A verification step in the baseline's plain steps on the servers' host, timed by the launcher at
+    # warm-up (servers/warmup.py): under 1, a race's efficiency may exceed 1 without being unfair
+    # (demo.measure.over_bound). Read only for the speculative URL the launcher started.
+    spec_step_cost: float | None = Field(None, gt=0)
 
     # Grafana with the pair's dashboards (compose profile `monitoring`: http://127.0.0.1:3000);
     # when set, the server panel links to it.
@@ -273,6 +282,7 @@ class Settings(BaseSettings):
         mine = next((a for a in self.arms if same_url(a.url, self.speculative_url)), None)
         first.arm = mine.name if mine else arm_slug(self.spec_method) if self.spec_method else FIRST_ARM_DEFAULT
         first.method = (mine.method if mine else None) or self.spec_method
+        first.step_cost = (mine.step_cost if mine else None) or self.spec_step_cost
         if mine is not None:
             first.label = mine.label
             first.model = mine.model or first.model
@@ -282,7 +292,8 @@ class Settings(BaseSettings):
             if a is mine:
                 continue
             out.append(Endpoint(side="speculative", url=a.url, arm=a.name, label=a.label, method=a.method,
-                                model=a.model or self.model, api_key=self.api_key, headers=a.headers))
+                                step_cost=a.step_cost, model=a.model or self.model, api_key=self.api_key,
+                                headers=a.headers))
         for e in out:
             assert e.arm is not None
             key = os.environ.get(arm_key_env(e.arm))
@@ -296,7 +307,8 @@ class Settings(BaseSettings):
 
         Only when the speculative URL is the one the launcher started: never label a
         different server with another one's method. When it started arms (`up --arms`) and no
-        arms are set, its SPECDEMO_ARMS line gives them.
+        arms are set, its SPECDEMO_ARMS line gives them. Its verification step cost
+        (SPECDEMO_SPEC_STEP_COST, timed at warm-up) is taken the same way.
         """
         if (self.spec_method is not None and self.arms) or not LAUNCHER_CLIENT_ENV.is_file():
             return self
@@ -312,6 +324,12 @@ class Settings(BaseSettings):
                 self.arms = [ArmSetting.model_validate(a) for a in json.loads(found["SPECDEMO_ARMS"])]
             except (ValueError, TypeError):
                 pass  # a hand-edited line: the arms are not picked up, the pair still is
+        if self.spec_step_cost is None:
+            try:
+                cost = float(found.get("SPECDEMO_SPEC_STEP_COST", ""))
+            except ValueError:
+                cost = math.nan  # absent (not timed) or hand-edited: the bound stays 1
+            self.spec_step_cost = cost if math.isfinite(cost) and cost > 0 else None
         if self.spec_method is not None:
             return self
         self.spec_method = found.get("SPECDEMO_SPEC_METHOD") or None

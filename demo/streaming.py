@@ -66,9 +66,11 @@ class ServerHandle:
     fleet that sends its requests when not this process (``--ray``)."""
 
     def __init__(self, side: Side, url: str, model: str | None, http: ServerClient, *, arm: str | None = None,
-                 label: str | None = None, method: str | None = None, fleet: Fleet | None = None) -> None:
+                 label: str | None = None, method: str | None = None, step_cost: float | None = None,
+                 fleet: Fleet | None = None) -> None:
         self.side, self.url, self.model, self.http = side, url, model, http
         self.arm, self.label, self.method = arm, label, method
+        self.step_cost = step_cost  # an arm's timed verification step cost (Endpoint.step_cost)
         self.fleet = fleet  # None: this process sends the requests (the default)
 
     @classmethod
@@ -76,7 +78,7 @@ class ServerHandle:
         """The handle of a settings endpoint (its side, model, arm, label and method) on client ``http``;
         ``url`` replaces the endpoint's URL when given."""
         return cls(endpoint.side, url or endpoint.url, endpoint.model, http, arm=endpoint.arm, label=endpoint.label,
-                   method=endpoint.method)
+                   method=endpoint.method, step_cost=endpoint.step_cost)
 
     async def ensure_model(self, http: ServerClient, settings: Settings) -> str:
         """The served model's id: the one given, else asked of GET /v1/models once (through ``http``).

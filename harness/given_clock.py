@@ -33,6 +33,7 @@ from demo.measure import SideMeter, same_answer
 from demo.metrics import MetricsSample, parse_metrics
 from demo.race import compare_arms
 from demo.results import ChunkEvent, RaceRequest, RaceResult, Side, SideResult, SpecPerRequest
+from demo.settings import Endpoint
 from demo.slo import Slo
 from demo.sweep.models import ArmSpec, BatchStats, CellResult, CellSettings, SweepResult, SweepSpec
 from demo.sweep.pooling import assemble_arms, batch_stats
@@ -147,12 +148,14 @@ def measure(events: Sequence[ChunkEvent], side: Side = "baseline", url: str | No
     return meter.result()
 
 
-def given_race(base: Pace, arms: Mapping[str, Pace], tokens: int) -> RaceResult:
+def given_race(base: Pace, arms: Mapping[str, Pace], tokens: int,
+               endpoints: Mapping[str, Endpoint] | None = None) -> RaceResult:
     """A race (one user) of the baseline and each arm, every stream ``tokens`` long at its pace,
-    measured and compared by demo.race.compare_arms, as a race's end compares them."""
+    measured and compared by demo.race.compare_arms, as a race's end compares them (with the arms'
+    ``endpoints``, as the page passes its settings' ones)."""
     sides = {name: measure(pace.events(tokens), "speculative", f"given://{name}") for name, pace in arms.items()}
     return compare_arms(RaceRequest(prompt="given", max_tokens=tokens, order="sequential"),
-                        measure(base.events(tokens)), sides)
+                        measure(base.events(tokens)), sides, endpoints=endpoints)
 
 
 # --------------------------------------------------------------------------- /metrics
@@ -202,10 +205,12 @@ def given_batch(side: Side, pace: Pace, users: int, tokens: int, *,
 
 
 def given_cell(users: int, base: ServerDesign, arms: Mapping[str, ServerDesign], tokens: int, *,
-               repeats: int = 1, preset: str = "json_reformat", metrics_delta: bool = False) -> CellResult:
+               repeats: int = 1, preset: str = "json_reformat", metrics_delta: bool = False,
+               about: Mapping[str, ArmSpec] | None = None) -> CellResult:
     """One evaluator cell (a load step) at ``users``: the baseline's batch and each arm's, every repeat,
-    put together by demo.sweep.pooling.assemble_arms. ``metrics_delta``: each arm's acceptance from
-    /metrics counters around its batch (spec_metrics_sample) instead of per-request metrics."""
+    put together by demo.sweep.pooling.assemble_arms (with ``about`` each arm as configured).
+    ``metrics_delta``: each arm's acceptance from /metrics counters around its batch
+    (spec_metrics_sample) instead of per-request metrics."""
     settings = CellSettings(preset=preset, temperature=0.0, concurrency=users, max_tokens=tokens, api="chat",
                             repeats=repeats, warmup=0, order="sequential", baseline_url=BASE_URL,
                             speculative_url=f"given://{next(iter(arms))}")
@@ -226,7 +231,7 @@ def given_cell(users: int, base: ServerDesign, arms: Mapping[str, ServerDesign],
             stats, results = given_batch("speculative", pace, users, tokens, url=f"given://{name}", **around)
             arm_batches[name].append(stats)
             identical.setdefault(name, same_answer(base_results[0], results[0]))
-    return assemble_arms(settings, base_batches, arm_batches, identical)
+    return assemble_arms(settings, base_batches, arm_batches, identical, about)
 
 
 def given_load(users: Sequence[int], base: ServerDesign, arms: Mapping[str, ServerDesign], tokens: int, *,

@@ -23,9 +23,10 @@ from demo.load.rate_summary import rate_summary
 from demo.measure import efficiency, over_bound
 from demo.race import compare_arm
 from demo.results import RaceResult
+from demo.settings import Endpoint
 from demo.slo import Slo, SloBound
 from demo.sweep.crossover import find_crossover
-from demo.sweep.models import Recommendation
+from demo.sweep.models import ArmCell, ArmSpec, Recommendation
 from demo.sweep.pooling import batch_stats
 from harness.given_clock import (
     Pace,
@@ -178,6 +179,50 @@ def test_a_speedup_at_its_tokens_per_step_or_within_noise_of_it_is_not_over_the_
     assert over_bound(2.0, 2.0) is None and over_bound(2.95 * 1.05, 2.95) is None
     assert over_bound(2.95 * 1.0501, 2.95) is not None
     assert r.arms["over"].over_bound == bound_reason(f"{length * 1.06:.2f}×", "1.06", length, "race")
+
+
+def test_where_a_verification_step_was_timed_cheaper_than_a_plain_one_the_bound_is_its_inverse() -> None:
+    # On a CPU, vLLM's matmuls can take longer for one row than for five: the launcher timed a
+    # verification step at 0.87 of a plain one, so this host allows efficiency up to 1 / 0.87 = 1.149
+    # (and the noise of both figures on top).
+    _rate, length = acceptance_of(OVER_SPEC.chunks(TOKENS), 4)
+    cheap = Pace(tokens_per_s=30 * length * 1.15, ttft_s=0.1, chunk_sizes=(3,), speculative=True)
+    over = Pace(tokens_per_s=30 * length * 1.32, ttft_s=0.1, chunk_sizes=(3,), speculative=True)
+    timed = {name: Endpoint(side="speculative", url=f"given://{name}", arm=name, step_cost=0.87)
+             for name in ("cheap", "over")}
+    r = given_race(OVER_BASE, {"cheap": cheap, "over": over}, TOKENS, endpoints=timed)
+    assert r.arms["cheap"].efficiency == pytest.approx(1.15, rel=EXACT) and r.arms["cheap"].over_bound is None
+    assert r.arms["cheap"].step_cost_note == (
+        f"efficiency 1.15 > 1: {length * 1.15:.2f}× at {length:.2f} tokens per step, since a verification step "
+        "here was timed at 0.87x a plain one (the servers' warm-up)")
+    assert r.arms["over"].step_cost_note is None  # over even this bound: flagged, not explained
+    assert r.arms["over"].over_bound == (
+        f"efficiency 1.32 > 1.15: speedup {length * 1.32:.2f}× at {length:.2f} tokens per step is more than "
+        "speculation can give even with a verification step timed at 0.87x a plain one here; the baseline "
+        "was slowed (threads, a neighbour, a cold cache): a race to run again, not a result")
+    # The timed bound gets the race's 5% and the timing's own 5% on top: 1 / 0.87 x 1.10 = 1.264.
+    assert over_bound(2.95 * 1.264, 2.95, step_cost=0.87) is None
+    assert over_bound(2.95 * 1.265, 2.95, step_cost=0.87) is not None
+    # Untimed (a server the launcher did not start), the same race is over the bound of 1.
+    assert given_race(OVER_BASE, {"cheap": cheap}, TOKENS).arms["cheap"].over_bound == bound_reason(
+        f"{length * 1.15:.2f}×", "1.15", length, "race")
+    # A verification step timed dearer than a plain one leaves the bound at 1 (never below it).
+    assert over_bound(2.95 * 1.04, 2.95, step_cost=1.4) is None
+    assert over_bound(2.95 * 1.06, 2.95, step_cost=1.4) == over_bound(2.95 * 1.06, 2.95)
+
+
+def test_an_evaluator_cell_takes_the_timed_step_cost_at_one_stream_only() -> None:
+    _rate, length = acceptance_of(OVER_SPEC.chunks(TOKENS), 4)
+    cheap = Pace(tokens_per_s=30 * length * 1.15, ttft_s=0.1, chunk_sizes=(3,), speculative=True)
+    about = {"ngram": ArmSpec(name="ngram", url="given://ngram", step_cost=0.87)}
+    one = given_cell(1, OVER_BASE, {"ngram": cheap}, TOKENS, about=about).arms["ngram"]
+    assert one.step_cost == 0.87 and one.over_bound is None
+    # Timed with one request alone, the cost says nothing of a batch of two: there the bound is 1.
+    two = given_cell(2, OVER_BASE, {"ngram": cheap}, TOKENS, about=about).arms["ngram"]
+    assert two.step_cost is None and two.over_bound == bound_reason(
+        f"{two.speedup.median:.2f}×", f"{two.efficiency:.2f}", length, "cell")
+    # results.json keeps the cost the bound used, so a reader gets the same verdict.
+    assert ArmCell.model_validate_json(one.model_dump_json()).over_bound is None
 
 
 def test_an_evaluator_cell_over_the_bound_is_named_by_the_verdict() -> None:

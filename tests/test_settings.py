@@ -41,6 +41,25 @@ def test_spec_label_from_the_launcher_record_only_for_its_server(monkeypatch: py
     assert (explicit.spec_method, explicit.spec_num_tokens) == ("eagle3", 3)
 
 
+def test_the_verification_step_cost_comes_from_the_launcher_record_for_its_server(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    record = tmp_path / "client.env"
+    monkeypatch.setattr(settings_mod, "LAUNCHER_CLIENT_ENV", record)
+    pair = "SPECDEMO_BASELINE_URL=http://127.0.0.1:8000\nSPECDEMO_SPECULATIVE_URL=http://127.0.0.1:8001\n"
+    record.write_text(pair + "SPECDEMO_SPEC_METHOD=ngram\nSPECDEMO_SPEC_STEP_COST=0.87\n")
+    s = Settings()
+    assert s.spec_step_cost == 0.87 and s.arm_endpoints()[0].step_cost == 0.87
+    assert Settings(speculative_url="http://127.0.0.1:9001").spec_step_cost is None  # not the launcher's server
+    for bad in ("", "fast", "0", "-1", "nan", "inf"):  # not timed, or a hand-edited line: the bound stays 1
+        record.write_text(pair + f"SPECDEMO_SPEC_STEP_COST={bad}\n")
+        assert Settings().spec_step_cost is None, bad
+    # With arms, each arm's own cost from its SPECDEMO_ARMS entry.
+    arms = ('[{"name":"ngram","url":"http://127.0.0.1:8001","step_cost":0.87},'
+            '{"name":"ngram-k2","url":"http://127.0.0.1:8002","step_cost":0.95}]')
+    record.write_text(pair + f"SPECDEMO_ARMS={arms}\nSPECDEMO_SPEC_STEP_COST=0.87\n")
+    assert [e.step_cost for e in Settings().arm_endpoints()] == [0.87, 0.95]
+
+
 def test_grafana_url_from_the_environment_must_be_http(monkeypatch: pytest.MonkeyPatch) -> None:
     from pydantic import ValidationError
 

@@ -9,6 +9,7 @@ import re
 from demo import view
 from demo.fmt import esc
 from demo.results import RaceRequest, RaceResult, RaceSnapshot, SideResult, SideSnapshot, SpecStats
+from demo.settings import Endpoint
 from harness.given_clock import Pace, given_race
 
 EVIL = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
@@ -122,6 +123,23 @@ def test_a_speedup_over_the_bound_is_flagged_where_the_headline_would_be() -> No
     assert 'data-state="final"' in html and "2.00×" in html and "over-bound" not in html and "run again" not in html
     live = view.speedup_html(sample_snapshot().model_copy(update={"live_speedup": 4.0}))
     assert "4.00×" in live and "over-bound" not in live
+
+
+def test_a_speedup_over_its_tokens_per_step_that_a_cheap_verification_step_explains_is_headlined_with_why() -> None:
+    """On a host whose verification step was timed at 0.87 of a plain one (the launcher's warm-up), 3.39x
+    at 2.95 tokens per step (efficiency 1.15) is a result: headlined, the reason under it, escaped."""
+    spec = Pace(tokens_per_s=30 * 2.95 * 1.15, chunk_sizes=(3,), speculative=True)
+    timed = {"eagle3": Endpoint(side="speculative", url="given://eagle3", arm="eagle3", step_cost=0.87)}
+    r = given_race(Pace(tokens_per_s=30), {"eagle3": spec}, 60, endpoints=timed)
+    assert r.over_bound is None and r.step_cost_note is not None
+    html = view.speedup_html(sample_snapshot(r))
+    assert 'data-state="final"' in html and "3.39×" in html and "run again" not in html
+    note = ("efficiency 1.15 > 1: 3.39× at 2.95 tokens per step, since a verification step here was timed at "
+            "0.87x a plain one (the servers' warm-up)")
+    assert r.step_cost_note == note
+    assert f'<div class="sd-step-cost" title="{esc(note)}">{esc(note)}</div>' in html and "> 1:" not in html
+    untimed = view.speedup_html(sample_snapshot(given_race(Pace(tokens_per_s=30), {"eagle3": spec}, 60)))
+    assert "run again" in untimed and "sd-step-cost" not in untimed  # a server not timed: the bound is 1
 
 
 def test_identical_badge() -> None:

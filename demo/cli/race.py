@@ -74,7 +74,7 @@ def arm_json(a: ArmResult) -> dict[str, Any]:
     out = side_json(a.side)
     out.update(label=a.label, method=a.method, speedup=a.speedup, e2e_speedup=a.e2e_speedup,
                identical_text=a.identical_text, first_difference=a.first_difference, efficiency=a.efficiency,
-               over_bound=a.over_bound)
+               over_bound=a.over_bound, step_cost_note=a.step_cost_note)
     out["na_reasons"] = {**out["na_reasons"], **a.na_reasons}
     return out
 
@@ -98,6 +98,7 @@ def result_json(r: RaceResult) -> dict[str, Any]:
         "e2e_speedup": r.e2e_speedup,
         "efficiency": r.efficiency,
         "over_bound": r.over_bound,
+        "step_cost_note": r.step_cost_note,
         "identical_text": r.identical_text,
         "na_reasons": r.na_reasons,
         "arms": {name: arm_json(a) for name, a in r.arms.items()},
@@ -127,9 +128,10 @@ def _identical(value: bool | None, first: int | None) -> str:
     return {True: "yes (lossless)", False: differ, None: "n/a"}[value]
 
 
-def _not_headlined(reason: str | None) -> str:
-    """Beside a speedup over the bound (demo.measure.over_bound): that it is no result, and why."""
-    return f"  [not headlined: {reason}]" if reason else ""
+def _not_headlined(reason: str | None, note: str | None = None) -> str:
+    """Beside a speedup over the bound (demo.measure.over_bound): that it is no result, and why; beside
+    one over its tokens per step that a cheap verification step explains: why (step_cost_note)."""
+    return f"  [not headlined: {reason}]" if reason else (f"  [{note}]" if note else "")
 
 
 def result_table(r: RaceResult) -> str:
@@ -149,12 +151,13 @@ def result_table(r: RaceResult) -> str:
         for a in arms:
             na = f"  [n/a: {a.na_reasons['speedup']}]" if a.speedup is None else ""
             lines.append(f"{a.name + ':':14} speedup (decode tokens/s) {or_na(fmt_speedup(a.speedup))}{na}"
-                         f"{_not_headlined(a.over_bound)}, end-to-end {or_na(fmt_speedup(a.e2e_speedup))}, "
+                         f"{_not_headlined(a.over_bound, a.step_cost_note)}, "
+                         f"end-to-end {or_na(fmt_speedup(a.e2e_speedup))}, "
                          f"identical text: {_identical(a.identical_text, a.first_difference)}")
     else:
         na_speedup = f"  [n/a: {r.na_reasons['speedup']}]" if r.speedup is None else ""
         lines.append(f"Speedup (decode tokens/s): {or_na(fmt_speedup(r.speedup))}" + na_speedup
-                     + _not_headlined(r.over_bound))
+                     + _not_headlined(r.over_bound, r.step_cost_note))
         lines.append(f"End-to-end speedup:        {or_na(fmt_speedup(r.e2e_speedup))}")
         lines.append(f"Identical text:            {_identical(r.identical_text, r.first_difference)}")
     for name, side in ([(a.name, a.side) for a in arms] if several else [("", r.speculative)]):

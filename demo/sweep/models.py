@@ -82,6 +82,9 @@ class ArmSpec(BaseModel):
     url: str
     label: str | None = None
     method: str | None = None
+    # A verification step in the baseline's plain steps, timed alone by `servers up` at warm-up
+    # (Endpoint.step_cost): the efficiency bound of a cell at concurrency 1; None: not timed.
+    step_cost: float | None = None
 
 
 class SweepSpec(BaseModel):
@@ -234,6 +237,9 @@ class ArmCell(BaseModel):
     acceptance_rate: float | None = None
     mean_acceptance_length: float | None = None
     efficiency: float | None = None
+    # The arm's timed verification step cost the bound used (ArmSpec.step_cost), at concurrency 1 only:
+    # it was timed with one request alone; None: the bound is 1.
+    step_cost: float | None = None
     num_spec_tokens: int | None = None
     expected_tokens_per_step: float | None = None
     acceptance_source: Literal["per_request", "metrics_delta"] | None = None
@@ -244,10 +250,12 @@ class ArmCell(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def over_bound(self) -> str | None:
-        """Why the arm's speedup (median) is not a result: its efficiency exceeds 1, more than its tokens
-        per step allow (demo.measure.over_bound); None otherwise. Read off the figures, so a results.json
-        written before it gets it too; the verdict's headline names such a cell with the reason."""
-        return over_bound(self.speedup.median if self.speedup else None, self.mean_acceptance_length, "cell")
+        """Why the arm's speedup (median) is not a result: its efficiency exceeds its bound, more than its
+        tokens per step allow (demo.measure.over_bound, with step_cost); None otherwise. Read off the
+        figures, so a results.json written before it gets it too; the verdict's headline names such a cell
+        with the reason."""
+        return over_bound(self.speedup.median if self.speedup else None, self.mean_acceptance_length, "cell",
+                          step_cost=self.step_cost)
 
 
 # The first arm's figures, written beside a cell's ``arms`` for readers of the pair's JSON (ArmCell's

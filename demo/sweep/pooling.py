@@ -15,6 +15,7 @@ from demo.results import FIRST_ARM, SIDES, Side, SideResult, answer_text
 from demo.sweep.capacity import Capacity, MeasuredPoint, build_capacity
 from demo.sweep.models import (
     ArmCell,
+    ArmSpec,
     BatchStats,
     CellResult,
     CellSettings,
@@ -170,10 +171,12 @@ def side_cell(side: Side, batches: list[BatchStats]) -> SideCell:
 
 
 def arm_cell(name: str, base: list[BatchStats], spec: list[BatchStats], identical_text: bool | None = None, *,
-             label: str | None = None, method: str | None = None) -> ArmCell:
+             about: ArmSpec | None = None) -> ArmCell:
     """One arm of a cell against the baseline's batches of the same repeats: its side over the repeats,
-    speedups per repeat (same conditions), pooled acceptance."""
-    arm = ArmCell(name=name, label=label, method=method, side=side_cell("speculative", spec),
+    speedups per repeat (same conditions), pooled acceptance; its label, method and timed step cost
+    from ``about``."""
+    arm = ArmCell(name=name, label=about.label if about else None, method=about.method if about else None,
+                  step_cost=about.step_cost if about else None, side=side_cell("speculative", spec),
                   identical_text=identical_text)
     bc, sc = side_cell("baseline", base), arm.side
     pairs = list(zip(base, spec, strict=True))
@@ -224,13 +227,15 @@ def assemble_cell(settings: CellSettings, base: list[BatchStats], spec: list[Bat
 
 def assemble_arms(settings: CellSettings, base: list[BatchStats], arms: Mapping[str, list[BatchStats]],
                   identical_text: Mapping[str, bool | None] | None = None,
-                  about: Mapping[str, tuple[str | None, str | None]] | None = None) -> CellResult:
-    """The baseline's batches and each arm's (``arms``, in order; ``about``: each arm's label and method):
+                  about: Mapping[str, ArmSpec] | None = None) -> CellResult:
+    """The baseline's batches and each arm's (``arms``, in order; ``about``: each arm as configured):
     every arm's figures (arm_cell). Errors are prefixed by side: "baseline: ", then "speculative: "
     with one arm, else the arm's name. The cell failed when no arm produced a throughput ratio."""
-    identical_text, about = identical_text or {}, about or {}
-    cells = {name: arm_cell(name, base, spec, identical_text.get(name), label=about.get(name, (None, None))[0],
-                            method=about.get(name, (None, None))[1]) for name, spec in arms.items()}
+    identical_text, about = identical_text or {}, dict(about or {})
+    if settings.concurrency != 1:  # a step cost timed with one request alone says nothing of a batch's
+        about = {name: a.model_copy(update={"step_cost": None}) for name, a in about.items()}
+    cells = {name: arm_cell(name, base, spec, identical_text.get(name), about=about.get(name))
+             for name, spec in arms.items()}
     cell = CellResult(settings=settings, baseline=side_cell("baseline", base), arms=cells)
     for b in base:
         for e in b.errors:

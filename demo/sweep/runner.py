@@ -83,7 +83,7 @@ def spec_arms(spec: SweepSpec) -> list[ArmSpec]:
 
 def settings_arms(settings: Settings) -> list[ArmSpec]:
     """The settings' arms (Settings.arm_endpoints()) as a sweep or load spec records them."""
-    return [ArmSpec(name=e.arm or FIRST_ARM, url=e.url, label=e.label, method=e.method)
+    return [ArmSpec(name=e.arm or FIRST_ARM, url=e.url, label=e.label, method=e.method, step_cost=e.step_cost)
             for e in settings.arm_endpoints()]
 
 
@@ -136,7 +136,7 @@ def make_servers(settings: Settings, baseline_url: str, arms: Sequence[ArmSpec],
         e = endpoints.get(a.name) or (settings.endpoint("speculative") if i == 0 else Endpoint(
             side="speculative", url=a.url, model=settings.model, api_key=settings.api_key))
         servers[a.name] = ServerHandle("speculative", a.url, e.model, http or make_http_client(settings, endpoint=e),
-                                  arm=a.name, label=a.label, method=a.method)
+                                  arm=a.name, label=a.label, method=a.method, step_cost=a.step_cost)
     for handle in servers.values():
         handle.fleet = fleet
     return servers
@@ -392,7 +392,8 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
     arms = [n for n in names if n != "baseline"]
     stats: dict[str, list[BatchStats]] = {n: [] for n in names}
     answers: dict[str, list[list[SideResult]]] = {n: [] for n in names}
-    about = {n: (servers[n].label, servers[n].method) for n in arms}
+    about = {n: ArmSpec(name=n, url=servers[n].url, label=servers[n].label, method=servers[n].method,
+                        step_cost=servers[n].step_cost) for n in arms}
     t0 = time.perf_counter()
 
     def shown(name: str) -> str:  # a cell of one arm calls its arm "speculative"
@@ -435,7 +436,7 @@ async def run_cell(cell: CellSettings, requests: list[WorkloadRequest], servers:
 
 
 def _assembled(cell: CellSettings, batch: list[WorkloadRequest], stats: dict[str, list[BatchStats]],
-               answers: dict[str, list[list[SideResult]]], about: dict[str, tuple[str | None, str | None]], *,
+               answers: dict[str, list[list[SideResult]]], about: dict[str, ArmSpec], *,
                redact: bool) -> CellResult:
     """A measured cell from each server's batches ("baseline" first, then the arms): its figures, the
     arms' identical answers, and its requests' outcomes against the baseline's."""

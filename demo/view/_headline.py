@@ -54,7 +54,14 @@ def speedup_html(snapshot: RaceSnapshot | None) -> str:
     cls = speedup_class(result.speedup)
     return (f'<div class="sd-speedup {cls}" data-state="final" data-value="{esc(repr(result.speedup))}">'
             f'<div class="sd-speedup-value">{esc(fmt_speedup(result.speedup))}</div>'
-            f'<div class="sd-speedup-label">{esc(sub)}</div>{loop_note_html(result)}</div>')
+            f'<div class="sd-speedup-label">{esc(sub)}</div>{step_cost_note_html(result.step_cost_note)}'
+            f'{loop_note_html(result)}</div>')
+
+
+def step_cost_note_html(note: str | None) -> str:
+    """Under a speedup over its tokens per step that this host's cheap verification step explains
+    (demo.measure.step_cost_note): why. Empty otherwise."""
+    return f'<div class="sd-step-cost" title="{esc(note)}">{esc(note)}</div>' if note else ""
 
 
 OVER_BOUND_HEAD = "run again"  # where the multiple would be when the speedup is more than speculation can give
@@ -125,7 +132,7 @@ def arm_speedup_html(name: str, arm: ArmSnapshot | None, result: ArmResult | Non
         cls = " " + speedup_class(result.speedup)
         return (f'<div {head(cls)} data-state="final" data-value="{esc(repr(result.speedup))}">'
                 f'<div class="sd-speedup-value">{esc(fmt_speedup(result.speedup))}</div>'
-                f'<div class="sd-speedup-label">{esc(sub)}</div></div>')
+                f'<div class="sd-speedup-label">{esc(sub)}</div>{step_cost_note_html(result.step_cost_note)}</div>')
     live = arm.live_speedup if arm is not None else None
     if live is not None:  # no exact figure while live: it would change the markup every frame
         return (f'<div {head(" sd-live")} data-state="running">'
