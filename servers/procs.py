@@ -166,18 +166,23 @@ def kernel_build(pids: list[int]) -> str | None:
     return None
 
 
-def environ_value(pids: list[int], name: str) -> str | None:
-    """``name`` in the environment of the first of ``pids`` that has it; None if none does."""
-    key = name.encode() + b"="
+def environ_values(pids: list[int], names: tuple[str, ...]) -> dict[str, str]:
+    """Each of ``names`` as the environment of the first of ``pids`` that has it gives it; a name none
+    has is left out. Each process's environment is read once, and only until every name is found."""
+    found: dict[str, str] = {}
     for pid in pids:
+        if len(found) == len(names):
+            break
         try:
             entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         except OSError:
             continue
         for entry in entries:
-            if entry.startswith(key):
-                return entry[len(key):].decode(errors="replace")
-    return None
+            name, sep, value = entry.partition(b"=")
+            key = name.decode(errors="replace")
+            if sep and key in names and key not in found:
+                found[key] = value.decode(errors="replace")
+    return found
 
 
 def uptime_s(ticks: int) -> float:

@@ -740,4 +740,4 @@ def test_the_kernel_build_is_read_from_what_the_process_mapped() -> None:
     assert procs.kernels_in_maps(maps("_moe_C")) is None and procs.kernels_in_maps("") is None
     assert set(procs.KERNEL_BUILDS) == {"_C_AVX2", "_C_AVX512", "_C"}
     assert procs.kernel_build([os.getpid()]) is None  # this test's process maps no vLLM kernels
-    assert procs.environ_value([os.getpid()], "PATH") == os.environ["PATH"]
+    assert procs.environ_values([os.getpid()], ("PATH", "SPECDEMO_NOT_SET_ANYWHERE")) == {"PATH": os.environ["PATH"]}

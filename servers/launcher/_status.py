@@ -100,13 +100,14 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
         url = r.url if r else f"http://{s.host}:{port}"
         running = bool(r and procs.is_running(r.pid, r.start_ticks))
         pids = procs.group_pids(r.pgid) if running and r else []
+        env = procs.environ_values(pids, (THREADS_BIND, "OMP_NUM_THREADS", ATTN_SPLIT_KV)) if on_cpu else {}
         row: dict[str, object] = {
             "role": role,
             "arm": r.arm if r else None,
             "url": url,
             # CPU: the cores its threads are bound to: a running server's own (its environment), else
             # an arm's recorded cores or the settings'; None on a GPU.
-            "cores": ((procs.environ_value(pids, THREADS_BIND) if pids else None)
+            "cores": (env.get(THREADS_BIND)
                       or (r.cores if r and r.cores else None)
                       or (s.baseline_cores if role == "baseline" else s.speculative_cores)) if on_cpu else None,
             "healthy": health_ok(url),
@@ -121,9 +122,9 @@ def status_rows(s: LauncherSettings) -> list[dict[str, object]]:
             "processes": len(pids),
             # CPU: the kernel build vLLM loaded (by the CPU's flags) and its compute threads.
             "kernels": procs.kernel_build(pids) if on_cpu and pids else None,
-            "compute_threads": _int_or_none(procs.environ_value(pids, "OMP_NUM_THREADS")) if on_cpu and pids else None,
+            "compute_threads": _int_or_none(env.get("OMP_NUM_THREADS")) if on_cpu and pids else None,
             # CPU: whether its attention splits one request's KV cache across those threads (vLLM's default).
-            "attn_split_kv": procs.environ_value(pids, ATTN_SPLIT_KV) != "0" if on_cpu and pids else None,
+            "attn_split_kv": env.get(ATTN_SPLIT_KV) != "0" if on_cpu and pids else None,
             "start_kind": r.start_kind if r else None,
             "time_to_healthy_s": r.time_to_healthy_s if r else None,
             "warmup_s": r.warmup_s if r else None,
