@@ -219,7 +219,7 @@ def test_an_evaluator_cell_takes_the_timed_step_cost_at_one_stream_only() -> Non
     assert one.step_cost == 0.87 and one.over_bound is None
     # Timed with one request alone, the cost says nothing of a batch of two: there the bound is 1.
     two = given_cell(2, OVER_BASE, {"ngram": cheap}, TOKENS, about=about).arms["ngram"]
-    assert two.step_cost is None and two.over_bound == bound_reason(
+    assert two.speedup is not None and two.step_cost is None and two.over_bound == bound_reason(
         f"{two.speedup.median:.2f}×", f"{two.efficiency:.2f}", length, "cell")
     # results.json keeps the cost the bound used, so a reader gets the same verdict.
     assert ArmCell.model_validate_json(one.model_dump_json()).over_bound is None
