@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -395,15 +396,22 @@ def test_foreground_up_stops_both_on_ctrl_c_or_sigterm(env: Env, sig: signal.Sig
         [sys.executable, "-m", "servers", "up"], cwd=env.tmp, env=env.env,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=interruptible,
     )
+    lines: list[str] = []
+    stdout = p.stdout
+    assert stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(iter(stdout.readline, "")), daemon=True)
+    reader.start()
     try:
-        wait_for(lambda: all(s["time_to_healthy_s"] for s in env.state()["servers"]), 30,
-                 "both servers healthy in the state file", poll_s=0.2)
-        time.sleep(0.5)  # past the final state write, into the foreground wait
+        # The line `up` prints once its Ctrl-C and SIGTERM handlers are in place: the foreground wait.
+        wait_for(lambda: any("Ctrl-C stops both" in line for line in lines), 30,
+                 "`up` in its foreground wait (its 'Ctrl-C stops both' line)", poll_s=0.1)
         p.send_signal(sig)
-        out, _ = p.communicate(timeout=30)
+        p.wait(timeout=30)
     finally:
         if p.poll() is None:
             p.kill()
+    reader.join(timeout=10)
+    out = "".join(lines)
     assert p.returncode == 0, out
     assert "Ctrl-C stops both" in out and "stopping" in out
     assert env.wait_no_leftovers() == []
