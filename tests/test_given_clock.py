@@ -28,6 +28,7 @@ from demo.slo import Slo, SloBound
 from demo.sweep.crossover import find_crossover
 from demo.sweep.models import ArmCell, ArmSpec, Recommendation
 from demo.sweep.pooling import batch_stats
+from demo.sweep.verdict import decide
 from harness.given_clock import (
     Pace,
     events_from_truth,
@@ -215,8 +216,12 @@ def test_an_evaluator_cell_takes_the_timed_step_cost_at_one_stream_only() -> Non
     _rate, length = acceptance_of(OVER_SPEC.chunks(TOKENS), 4)
     cheap = Pace(tokens_per_s=30 * length * 1.15, ttft_s=0.1, chunk_sizes=(3,), speculative=True)
     about = {"ngram": ArmSpec(name="ngram", url="given://ngram", step_cost=0.87)}
-    one = given_cell(1, OVER_BASE, {"ngram": cheap}, TOKENS, about=about).arms["ngram"]
+    cell = given_cell(1, OVER_BASE, {"ngram": cheap}, TOKENS, about=about)
+    one = cell.arms["ngram"]
     assert one.step_cost == 0.87 and one.over_bound is None
+    assert one.step_cost_note == (f"efficiency 1.15 > 1: {length * 1.15:.2f}× at {length:.2f} tokens per step, since a "
+                                  "verification step here was timed at 0.87x a plain one (the servers' warm-up)")
+    assert f"(concurrency 1: {one.step_cost_note})" in decide([cell], "Agent loop").headline  # the verdict says why
     # Timed with one request alone, the cost says nothing of a batch of two: there the bound is 1.
     two = given_cell(2, OVER_BASE, {"ngram": cheap}, TOKENS, about=about).arms["ngram"]
     assert two.speedup is not None and two.step_cost is None and two.over_bound == bound_reason(

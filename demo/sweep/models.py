@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, computed_f
 
 from common.spec_schedule import check_schedule
 from demo.limits import Concurrency, MaxTokens, Repeats, Temperature, WarmupBatches
-from demo.measure import over_bound
+from demo.measure import over_bound, step_cost_note
 from demo.results import FIRST_ARM, Api, Order, Side, arms_out, first_arm_in
 from demo.server_info import ServerInfo
 from demo.slo import Slo
@@ -256,6 +256,14 @@ class ArmCell(BaseModel):
         with the reason."""
         return over_bound(self.speedup.median if self.speedup else None, self.mean_acceptance_length, "cell",
                           step_cost=self.step_cost)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def step_cost_note(self) -> str | None:
+        """Why the arm's efficiency over 1 is a result all the same: a verification step timed cheaper than
+        a plain one on the servers' host (demo.measure.step_cost_note; at concurrency 1 only); None otherwise."""
+        return step_cost_note(self.speedup.median if self.speedup else None, self.mean_acceptance_length,
+                              self.step_cost)
 
 
 # The first arm's figures, written beside a cell's ``arms`` for readers of the pair's JSON (ArmCell's

@@ -169,9 +169,10 @@ def decide(cells: list[CellResult], title: str) -> WorkloadVerdict:
                               decision="unknown", headline="", acceptance_rate=a, num_spec_tokens=k,
                               expected_tokens_per_step=expected, measured_tokens_per_step=measured)
     known = sorted(((c.settings.concurrency, c) for c in cells if c.throughput_ratio is not None), key=lambda x: x[0])
-    # A cell whose speedup is over the bound (the baseline was slowed): named, with the reason.
-    bound_notes = "".join(f" (concurrency {c}: {cell.first_arm.over_bound})" for c, cell in known
-                          if cell.first_arm.over_bound is not None)
+    # A cell whose speedup is over the bound (the baseline was slowed), or over its tokens per step by a
+    # cheap verification step (step_cost_note): named, with the reason.
+    bound_notes = "".join(f" (concurrency {c}: {note})" for c, cell in known
+                          if (note := cell.first_arm.over_bound or cell.first_arm.step_cost_note) is not None)
     reason = next((why for c in cells if (why := c.reason("acceptance_rate"))), None)
     verdict.checklist = [_structuredness(a, measured, expected, k, reason), _memory(cells)]
     if not known:
