@@ -99,7 +99,8 @@ def _stream_chunks(url: str, model: str, timeout_s: float) -> list[tuple[float, 
         for line in resp.iter_lines():
             if line.startswith("data: ") and line != "data: [DONE]":
                 usage = json.loads(line[6:]).get("usage") or {}
-                chunks.append((time.monotonic() - t0, usage.get("completion_tokens")))
+                n = usage.get("completion_tokens")  # a count, or nothing this chunk (never trusted further)
+                chunks.append((time.monotonic() - t0, n if isinstance(n, int) and not isinstance(n, bool) else None))
     return chunks
 
 

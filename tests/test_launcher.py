@@ -68,11 +68,12 @@ FAKE_SERVER = textwrap.dedent('''
             req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), role + ".warmup"), "a") as f:
                 f.write(self.path + (" stream" if req.get("stream") else "") + "\\n")
-            if req.get("stream"):  # the timed request: 8 steps, usage on each chunk, 5 tokens a step drafted
+            if req.get("stream"):  # the timed request: 8 steps, usage on each chunk (5 tokens a step drafted)
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
                 step = 1 if role == "baseline" else 5
+                self.wfile.write(b'data: {"choices": [], "usage": {"completion_tokens": "many"}}\\n\\n')  # no count
                 for i in range(9):
                     usage = {"completion_tokens": 1 + i * step}
                     self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\\n\\n".encode())
