@@ -50,6 +50,11 @@ class Warmup:
         return text + (f" ({self.error}; the first race may be slower)" if self.error else "")
 
 
+def _client(timeout_s: float) -> httpx.Client:
+    """The launcher's client for a server on this machine: each request bounded, no proxy from the environment."""
+    return httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0), trust_env=False)
+
+
 def warm_up(url: str, model: str, timeout_s: float) -> Warmup:
     """Send the warm-up requests (each prompt alone, then two at once); stop at the first failure."""
     result = Warmup()
@@ -57,7 +62,7 @@ def warm_up(url: str, model: str, timeout_s: float) -> Warmup:
 
     def one(prompt: str) -> None:
         body = {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0.0}
-        with httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0), trust_env=False) as http:
+        with _client(timeout_s) as http:
             resp = http.post(url.rstrip("/") + "/v1/completions", json=body)
             resp.raise_for_status()
 
@@ -86,15 +91,14 @@ class StepTime:
     na_reason: str | None = None
 
 
-def _stream_chunks(url: str, model: str, timeout_s: float) -> list[tuple[float, int | None]]:
+def _stream_chunks(http: httpx.Client, url: str, model: str) -> list[tuple[float, int | None]]:
     """The short table copied, streamed with usage on every chunk: (arrival s, completion tokens so far)."""
     body = {"model": model, "prompt": STEP_PROMPT, "max_tokens": STEP_TOKENS, "temperature": 0.0,
             "ignore_eos": True, "stream": True,
             "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
     t0 = time.monotonic()
     chunks: list[tuple[float, int | None]] = []
-    with httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0), trust_env=False) as http, \
-            http.stream("POST", url.rstrip("/") + "/v1/completions", json=body) as resp:
+    with http.stream("POST", url.rstrip("/") + "/v1/completions", json=body) as resp:
         resp.raise_for_status()
         for line in resp.iter_lines():
             if line.startswith("data: ") and line != "data: [DONE]":
@@ -112,18 +116,19 @@ def time_steps(servers: Sequence[tuple[str, str, bool]], timeout_s: float) -> li
     gets the same treatment."""
     rounds: list[list[float]] = [[] for _ in servers]
     failed: list[str | None] = [None for _ in servers]
-    for _ in range(STEP_ROUNDS):
-        for i, (url, model, speculative) in enumerate(servers):
-            if failed[i] is not None:
-                continue
-            try:
-                chunks = _stream_chunks(url, model, timeout_s)
-            except (httpx.HTTPError, ValueError, AttributeError) as e:
-                failed[i] = f"the timed request failed: {_one_line(e)}"
-                continue
-            step_s = median_step_s(step_gaps_s(chunks, min_tokens=2 if speculative else 1))
-            if step_s is not None:
-                rounds[i].append(step_s)
+    with _client(timeout_s) as http:  # one client (and a kept-alive connection a server) for every round
+        for _ in range(STEP_ROUNDS):
+            for i, (url, model, speculative) in enumerate(servers):
+                if failed[i] is not None:
+                    continue
+                try:
+                    chunks = _stream_chunks(http, url, model)
+                except (httpx.HTTPError, ValueError, AttributeError) as e:
+                    failed[i] = f"the timed request failed: {_one_line(e)}"
+                    continue
+                step_s = median_step_s(step_gaps_s(chunks, min_tokens=2 if speculative else 1))
+                if step_s is not None:
+                    rounds[i].append(step_s)
     out = []
     for (_url, _model, speculative), steps, why in zip(servers, rounds, failed, strict=True):
         if why is None and not steps:
